@@ -1,0 +1,179 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Defaults for ConsumerOptions.
+const (
+	DefaultConcurrency       = 16
+	DefaultPrefetch          = 16
+	DefaultTimeout           = 30 * time.Second
+	DefaultLease             = 10 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultReconcileBatch    = 256
+	DefaultClaimBatch        = 256
+)
+
+// DefaultBackoff is the retry ladder: after the n-th failed attempt a
+// message is due again DefaultBackoff[n-1] later (the last step repeats).
+var DefaultBackoff = []time.Duration{
+	10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute,
+	4 * time.Minute, 5 * time.Minute, 6 * time.Minute, 7 * time.Minute, 8 * time.Minute,
+	9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// DefaultMaxAttempts is one first delivery plus one retry per step of
+// DefaultBackoff.
+const DefaultMaxAttempts = 17
+
+// ConsumerOptions configures a Consumer. The zero value of each field
+// means its default.
+type ConsumerOptions struct {
+	// Topic to consume. Required.
+	Topic string
+	// ID names this consumer in leases and stats. Default "host-pid-xxxx".
+	ID string
+	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
+	Concurrency int
+	// Prefetch is how many messages may be claimed beyond the free handler
+	// slots (held until due or until a slot frees). Default DefaultPrefetch (16).
+	Prefetch int
+	// Timeout bounds one handler call (the topic's time to run); the
+	// message's visibility deadline is its due time plus Timeout plus a
+	// margin. Default DefaultTimeout (30s).
+	Timeout time.Duration
+	// MaxAttempts caps deliveries of messages that do not set their own.
+	// Default DefaultMaxAttempts (17).
+	MaxAttempts int
+	// Backoff is the retry ladder. Default DefaultBackoff.
+	Backoff []time.Duration
+	// Lease is the partition lease's expiry; it is extended every Lease/3.
+	// Default DefaultLease (10s).
+	Lease time.Duration
+	// PollInterval is the longest sleep between two polls of a partition;
+	// messages due within the next PollInterval are claimed ahead and held
+	// until due. Default DefaultPollInterval (1s).
+	PollInterval time.Duration
+	// ShutdownTimeout bounds how long Run waits for running handlers after
+	// its context is done. Default DefaultShutdownTimeout (30s).
+	ShutdownTimeout time.Duration
+	// ReconcileInterval is the pause between two reconciler passes over a
+	// partition's records. Default DefaultReconcileInterval (5s).
+	ReconcileInterval time.Duration
+	// ReconcileBatch is about how many records one reconciler pass reads.
+	// Default DefaultReconcileBatch (256).
+	ReconcileBatch int
+	// ClaimBatch caps the ids one claim takes. Default DefaultClaimBatch (256).
+	ClaimBatch int
+	// Limit, when positive, stops the consumer after that many deliveries
+	// have started: Run then shuts down gracefully and returns nil.
+	Limit int
+}
+
+// Delivery is a message handed to a Handler.
+type Delivery struct {
+	Topic     string
+	ID        string
+	Partition int
+	Token     int64     // fencing token under which the message was claimed
+	Attempt   int       // 1 for the first delivery
+	Due       time.Time // the time the message was due
+	Body      []byte
+}
+
+// Handler processes one delivery. Returning nil acks the message; an error
+// retries it along the backoff ladder, or moves it to the dead set once its
+// attempts are exhausted. ctx is cancelled at the handler timeout and when
+// the partition's lease is lost.
+type Handler func(ctx context.Context, d *Delivery) error
+
+func (o *ConsumerOptions) setDefaults() error {
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID(time.Now())[22:])
+	}
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.%s %v is negative", ErrInvalid, name, *d)
+		}
+		return nil
+	}
+	defInt := func(n *int, v int, name string) error {
+		if *n == 0 {
+			*n = v
+		}
+		if *n < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		defInt(&o.Concurrency, DefaultConcurrency, "Concurrency"),
+		defInt(&o.Prefetch, DefaultPrefetch, "Prefetch"),
+		defInt(&o.MaxAttempts, DefaultMaxAttempts, "MaxAttempts"),
+		defInt(&o.ReconcileBatch, DefaultReconcileBatch, "ReconcileBatch"),
+		defInt(&o.ClaimBatch, DefaultClaimBatch, "ClaimBatch"),
+		def(&o.Timeout, DefaultTimeout, "Timeout"),
+		def(&o.Lease, DefaultLease, "Lease"),
+		def(&o.PollInterval, DefaultPollInterval, "PollInterval"),
+		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
+		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if o.Lease < 30*time.Millisecond {
+		return fmt.Errorf("%w: ConsumerOptions.Lease %v is shorter than 30ms", ErrInvalid, o.Lease)
+	}
+	if o.Limit < 0 {
+		return fmt.Errorf("%w: ConsumerOptions.Limit %d is negative", ErrInvalid, o.Limit)
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if len(o.Backoff) == 0 {
+		return fmt.Errorf("%w: ConsumerOptions.Backoff is empty", ErrInvalid)
+	}
+	for i, b := range o.Backoff {
+		if b < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.Backoff[%d] %v is negative", ErrInvalid, i, b)
+		}
+	}
+	return nil
+}
+
+// backoff returns the delay after the attempt-th failed delivery (1-based).
+func backoff(ladder []time.Duration, attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > len(ladder) {
+		return ladder[len(ladder)-1]
+	}
+	return ladder[attempt-1]
+}
+
+// ConsumerStats counts what a consumer did since it started.
+type ConsumerStats struct {
+	Delivered    int64 // handler calls started
+	Acked        int64
+	Retried      int64
+	Dead         int64
+	Redelivered  int64 // in-flight messages requeued after their visibility deadline (a consumer died or a handler overran)
+	Fenced       int64 // claims refused by the fence, and held messages dropped because their lease ran out
+	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
+	Repaired     int64 // records re-indexed by the reconciler
+	LeasesGained int64
+	LeasesLost   int64
+	Owned        []int // partitions owned now
+}

@@ -1,0 +1,27 @@
+package delayq
+
+import (
+	"errors"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Sentinel errors. Compare with errors.Is: they come wrapped with the topic
+// and id they concern.
+var (
+	// ErrDuplicate: a message with that id is already queued in the topic.
+	ErrDuplicate = store.ErrDuplicate
+	// ErrNotFound: no message with that id in the topic.
+	ErrNotFound = store.ErrNotFound
+	// ErrNotScheduled: the message exists but is in flight or dead, so it
+	// cannot be rescheduled.
+	ErrNotScheduled = store.ErrNotScheduled
+	// ErrPartitionMismatch: the topic was created with another partition
+	// count than the one configured; the error names both.
+	ErrPartitionMismatch = store.ErrPartitionMismatch
+	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
+	// error names the value and what was expected.
+	ErrInvalid = errors.New("delayq: invalid argument")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("delayq: closed")
+)

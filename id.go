@@ -1,0 +1,30 @@
+package delayq
+
+import (
+	"crypto/rand"
+	"time"
+)
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NewID returns a 26-character, time-sortable id in the ULID format: 48
+// bits of unix milliseconds then 80 random bits, in Crockford base32.
+// Safe for concurrent use.
+func NewID(t time.Time) string {
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	rand.Read(b[6:])
+	var out [26]byte
+	// 128 bits as 26 base32 digits, most significant first (2 leading pad bits).
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}

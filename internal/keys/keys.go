@@ -1,0 +1,51 @@
+// Package keys is delayq's key schema: the one place that builds Redis key
+// names. The schema is a wire format: changing a key strands the data under
+// the old one, so every function is pinned by a golden test.
+//
+// Every key of a partition carries the hash tag {topic:p}, so Codis puts a
+// partition's keys on one slot and Twemproxy with hash_tag "{}" puts them on
+// one server. Correctness does not depend on that co-location.
+package keys
+
+import "strconv"
+
+// Fence is the reserved member of the scheduled ZSET that holds the
+// partition's fence: its score is minus the newest fencing token. Message
+// ids cannot contain control characters, so no id collides with it, and its
+// negative score keeps it out of every ZRANGEBYSCORE from 0.
+const Fence = "\x00fence"
+
+func tag(ns, topic string, p int) string {
+	return ns + ":{" + topic + ":" + strconv.Itoa(p) + "}:"
+}
+
+// Scheduled is a ZSET: message id -> due time (unix ms), plus the Fence member.
+func Scheduled(ns, topic string, p int) string { return tag(ns, topic, p) + "s" }
+
+// InFlight is a ZSET: message id -> visibility deadline (unix ms).
+func InFlight(ns, topic string, p int) string { return tag(ns, topic, p) + "i" }
+
+// Dead is a ZSET: message id -> time it died (unix ms).
+func Dead(ns, topic string, p int) string { return tag(ns, topic, p) + "d" }
+
+// Records is a HASH: message id -> encoded record.
+func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
+
+// Lease is a STRING: the redsync lock of the partition.
+func Lease(ns, topic string, p int) string { return tag(ns, topic, p) + "lease" }
+
+// Epoch is a STRING counter (INCR): the partition's fencing tokens.
+func Epoch(ns, topic string, p int) string { return tag(ns, topic, p) + "epoch" }
+
+// Owner is a STRING: "worker-id token" of the partition's lease holder,
+// written with the lease's expiry, for stats.
+func Owner(ns, topic string, p int) string { return tag(ns, topic, p) + "owner" }
+
+// Meta is a HASH of topic metadata: "partitions", "created".
+func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
+
+// Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
+func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }
+
+// Topics is a ZSET: topic name -> time first used (unix ms).
+func Topics(ns string) string { return ns + ":topics" }

@@ -1,0 +1,24 @@
+package keys
+
+import "testing"
+
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Scheduled("dq", "orders", 3), "dq:{orders:3}:s"},
+		{InFlight("dq", "orders", 3), "dq:{orders:3}:i"},
+		{Dead("dq", "orders", 3), "dq:{orders:3}:d"},
+		{Records("dq", "orders", 3), "dq:{orders:3}:m"},
+		{Lease("dq", "orders", 3), "dq:{orders:3}:lease"},
+		{Epoch("dq", "orders", 3), "dq:{orders:3}:epoch"},
+		{Owner("dq", "orders", 3), "dq:{orders:3}:owner"},
+		{Meta("dq", "orders"), "dq:{orders}:meta"},
+		{Members("dq", "orders"), "dq:{orders}:members"},
+		{Topics("app1"), "app1:topics"},
+		{Scheduled("app1", "a.b-c_d", 15), "app1:{a.b-c_d:15}:s"},
+		{Fence, "\x00fence"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("key = %q, want %q", tc.got, tc.want)
+		}
+	}
+}

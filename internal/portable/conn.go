@@ -1,0 +1,239 @@
+package portable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// DialOptions configures Dial. The zero value dials with the defaults below.
+type DialOptions struct {
+	// Password, when set, is sent with AUTH after connecting.
+	Password string
+	// ConnectTimeout bounds the TCP connect. Default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// ReadTimeout bounds each reply. Default DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Hook, when set, is called before each command is sent, with the
+	// command's shape. A non-nil error aborts the command: the commands
+	// already pipelined on the connection are flushed and their replies
+	// read (as if a process died right after sending them), the connection
+	// is closed and the error is returned. Tests use it to inject crashes.
+	Hook func(cmd string, args []any) error
+}
+
+// Defaults for DialOptions.
+const (
+	DefaultConnectTimeout = 2 * time.Second
+	DefaultReadTimeout    = 3 * time.Second
+	DefaultWriteTimeout   = 3 * time.Second
+)
+
+// Dial connects to addr (a Redis server or a proxy) and returns a checking
+// connection. It sends nothing but AUTH (when a password is set): never
+// HELLO, CLIENT SETNAME or SELECT.
+func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	c, err := redis.DialContext(ctx, "tcp", addr,
+		redis.DialConnectTimeout(o.ConnectTimeout),
+		redis.DialReadTimeout(o.ReadTimeout),
+		redis.DialWriteTimeout(o.WriteTimeout),
+		redis.DialKeepAlive(30*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	pc := &Conn{c: c, hook: o.Hook}
+	if o.Password != "" {
+		if _, err := pc.Do("AUTH", o.Password); err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("auth %s: %w", addr, err)
+		}
+	}
+	return pc, nil
+}
+
+// Conn is a redis.Conn that sends only portable commands. It is not safe
+// for concurrent use, like the connection it wraps.
+type Conn struct {
+	c       redis.Conn
+	hook    func(cmd string, args []any) error
+	pending int
+	broken  error
+}
+
+var (
+	_ redis.Conn            = (*Conn)(nil)
+	_ redis.ConnWithContext = (*Conn)(nil)
+	_ redis.ConnWithTimeout = (*Conn)(nil)
+)
+
+// ErrInjected is returned by commands a Hook aborted.
+var ErrInjected = errors.New("delayq: injected fault")
+
+func (c *Conn) check(cmd string, args []any) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if cmd == "" { // redigo's flush-and-receive-all form
+		return nil
+	}
+	shape, err := Check(cmd, args...)
+	record(shape, err)
+	if err != nil {
+		return err
+	}
+	if c.hook != nil {
+		if herr := c.hook(cmd, args); herr != nil {
+			// Let what was pipelined reach the server, then die.
+			if c.pending > 0 {
+				c.c.Flush()
+				for ; c.pending > 0; c.pending-- {
+					c.c.Receive()
+				}
+			}
+			c.broken = herr
+			c.c.Close()
+			return herr
+		}
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Err reports a fatal error of the connection.
+func (c *Conn) Err() error {
+	if c.broken != nil {
+		return c.broken
+	}
+	return c.c.Err()
+}
+
+// Do checks and sends a command and returns its reply.
+func (c *Conn) Do(cmd string, args ...any) (any, error) {
+	if err := c.check(cmd, args); err != nil {
+		return nil, err
+	}
+	c.pending = 0
+	return c.c.Do(cmd, args...)
+}
+
+// DoContext is Do bounded by ctx.
+func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	if err := c.check(cmd, args); err != nil {
+		return nil, err
+	}
+	c.pending = 0
+	return redis.DoContext(c.c, ctx, cmd, args...)
+}
+
+// DoWithTimeout is Do with a read timeout.
+func (c *Conn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, error) {
+	if err := c.check(cmd, args); err != nil {
+		return nil, err
+	}
+	c.pending = 0
+	return redis.DoWithTimeout(c.c, d, cmd, args...)
+}
+
+// Send checks and buffers a command.
+func (c *Conn) Send(cmd string, args ...any) error {
+	if err := c.check(cmd, args); err != nil {
+		return err
+	}
+	c.pending++
+	return c.c.Send(cmd, args...)
+}
+
+// Flush writes the buffered commands.
+func (c *Conn) Flush() error {
+	if c.broken != nil {
+		return c.broken
+	}
+	return c.c.Flush()
+}
+
+// Receive reads one reply.
+func (c *Conn) Receive() (any, error) {
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	if c.pending > 0 {
+		c.pending--
+	}
+	return c.c.Receive()
+}
+
+// ReceiveContext reads one reply, bounded by ctx.
+func (c *Conn) ReceiveContext(ctx context.Context) (any, error) {
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	if c.pending > 0 {
+		c.pending--
+	}
+	return redis.ReceiveContext(c.c, ctx)
+}
+
+// ReceiveWithTimeout reads one reply with a read timeout.
+func (c *Conn) ReceiveWithTimeout(d time.Duration) (any, error) {
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	if c.pending > 0 {
+		c.pending--
+	}
+	return redis.ReceiveWithTimeout(c.c, d)
+}
+
+// The audit log: one line per distinct shape per process.
+var audit struct {
+	once sync.Once
+	mu   sync.Mutex
+	f    *os.File
+	seen map[string]bool
+}
+
+func record(shape Shape, err error) {
+	audit.once.Do(func() {
+		if path := os.Getenv("DELAYQ_COMMAND_AUDIT"); path != "" {
+			f, ferr := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if ferr == nil {
+				audit.f = f
+				audit.seen = map[string]bool{}
+			}
+		}
+	})
+	if audit.f == nil {
+		return
+	}
+	line := string(shape) + "\tok"
+	if err != nil {
+		line = string(shape) + "\tREFUSED: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	audit.mu.Lock()
+	defer audit.mu.Unlock()
+	if audit.seen[line] {
+		return
+	}
+	audit.seen[line] = true
+	audit.f.WriteString(line + "\n")
+}

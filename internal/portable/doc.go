@@ -1,0 +1,15 @@
+// Package portable knows the set of Redis commands that work through Codis
+// and Twemproxy (DESIGN.md section 1) and refuses every other command before
+// it is sent.
+//
+// Every connection delayq opens comes from Dial, which wraps the redigo
+// connection in a checking Conn. The check is by shape: the command, its
+// option words and its key count. A command outside the set, or with more
+// than one key, returns an error wrapping ErrNotPortable and is never
+// written to the socket.
+//
+// When the environment variable DELAYQ_COMMAND_AUDIT names a file, every
+// process appends each distinct command shape it sends (or refuses) to that
+// file, once per process, so a test run can prove which commands it sent
+// (see cmd auditcheck).
+package portable

@@ -1,0 +1,327 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/gomodule/redigo/redis"
+)
+
+// newScript registers src with the portable checker and returns it as a
+// one-key script. It panics if src calls a command outside the portable
+// set, which is a bug caught by every test run.
+func newScript(src string) *redis.Script {
+	if err := portable.RegisterScript(src); err != nil {
+		panic(err)
+	}
+	return redis.NewScript(1, src)
+}
+
+// raiseScript raises the partition's fence to the caller's token.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token.
+// Returns the fence's token after the call (the caller's token unless a
+// newer one was already there).
+var raiseScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+local t = tonumber(ARGV[2])
+if t > cur then
+  redis.call('ZADD', KEYS[1], -t, ARGV[1])
+  return t
+end
+return cur
+`)
+
+// claimScript removes up to ARGV[4] ids due at or before ARGV[3] from the
+// scheduled ZSET, if and only if the fence holds the caller's token.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: max due (unix ms), ARGV[4]: limit.
+// Returns {id1, due1, id2, due2, ...}: exactly the ids it removed, or the
+// error "FENCED <fence token>" (0 when the fence is missing).
+var claimScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
+local ids = {}
+for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+return r
+`)
+
+// NextToken returns a new fencing token for the partition (INCR of its
+// epoch key).
+func (s *Store) NextToken(ctx context.Context, topic string, p int) (int64, error) {
+	r, err := s.do(ctx, cmd{"INCR", []any{keys.Epoch(s.ns, topic, p)}})
+	if err != nil {
+		return 0, fmt.Errorf("token of partition %d: %w", p, err)
+	}
+	return redis.Int64(r[0], nil)
+}
+
+func (s *Store) script(ctx context.Context, sc *redis.Script, keysAndArgs ...any) (any, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return sc.DoContext(ctx, c, keysAndArgs...)
+}
+
+// RaiseFence raises partition p's fence to token. A *FencedError means a
+// newer token holds the fence: the caller's lease is superseded.
+func (s *Store) RaiseFence(ctx context.Context, topic string, p int, token int64) error {
+	r, err := s.script(ctx, raiseScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token)
+	if err != nil {
+		return fmt.Errorf("raise fence of partition %d: %w", p, err)
+	}
+	cur, err := redis.Int64(r, nil)
+	if err != nil {
+		return fmt.Errorf("raise fence of partition %d: %w", p, err)
+	}
+	if cur != token {
+		return &FencedError{Token: token, Newest: cur}
+	}
+	return nil
+}
+
+// Claimed is an id the claim script removed from the scheduled ZSET.
+type Claimed struct {
+	ID  string
+	Due int64 // unix ms
+}
+
+// Claim removes up to limit ids due at or before maxDueMS from partition
+// p's scheduled ZSET under the caller's fencing token. The ids are then in
+// no index: the caller must Begin them next. A *FencedError means the fence
+// holds another token and nothing was claimed.
+func (s *Store) Claim(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, error) {
+	r, err := s.script(ctx, claimScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token, maxDueMS, limit)
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
+			newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
+			return nil, &FencedError{Token: token, Newest: newest}
+		}
+		return nil, fmt.Errorf("claim partition %d: %w", p, err)
+	}
+	vals, err := redis.Strings(r, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim partition %d: %w", p, err)
+	}
+	out := make([]Claimed, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		due, _ := strconv.ParseFloat(vals[i+1], 64)
+		out = append(out, Claimed{ID: vals[i], Due: int64(due)})
+	}
+	return out, nil
+}
+
+// Begin puts claimed ids into the in-flight ZSET with their visibility
+// deadlines (unix ms) and reads their records. recs[i] is nil for an id
+// whose record is gone (deleted meanwhile, or a bad record): a tombstone,
+// whose in-flight entry the caller drops with Drop.
+func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*Record, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	zadd := make([]any, 0, 1+2*len(ids))
+	hmget := make([]any, 0, 1+len(ids))
+	zadd = append(zadd, keys.InFlight(s.ns, topic, p))
+	hmget = append(hmget, keys.Records(s.ns, topic, p))
+	for i, id := range ids {
+		zadd = append(zadd, deadlines[i], id)
+		hmget = append(hmget, id)
+	}
+	r, err := s.do(ctx, cmd{"ZADD", zadd}, cmd{"HMGET", hmget})
+	if err != nil {
+		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), p, err)
+	}
+	raw, err := redis.ByteSlices(r[1], nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), p, err)
+	}
+	recs := make([]*Record, len(ids))
+	for i, b := range raw {
+		if b == nil {
+			continue
+		}
+		if rec, err := DecodeRecord(b); err == nil {
+			recs[i] = rec
+		}
+	}
+	return recs, nil
+}
+
+// Ack removes delivered messages: records first, then in-flight entries.
+func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.steps(ctx,
+		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)}},
+		[]cmd{{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
+	if err != nil {
+		return fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
+	}
+	return nil
+}
+
+// Drop removes in-flight entries without touching records (tombstones).
+func (s *Store) Drop(ctx context.Context, topic string, p int, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.do(ctx, cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)})
+	if err != nil {
+		return fmt.Errorf("drop %d in partition %d: %w", len(ids), p, err)
+	}
+	return nil
+}
+
+// Move is an in-flight message going back to scheduled or to dead.
+type Move struct {
+	ID     string
+	Dead   bool    // to the dead ZSET (scored Score = time of death) instead of scheduled (Score = due)
+	Score  int64   // unix ms
+	Record *Record // written when not nil
+}
+
+// Moves writes the destinations (ZADD to scheduled and dead, HSET of the
+// records), then removes the in-flight entries. Used for retries, deaths,
+// expired visibility deadlines and held messages returned at shutdown.
+func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) error {
+	if len(moves) == 0 {
+		return nil
+	}
+	sched := []any{keys.Scheduled(s.ns, topic, p)}
+	dead := []any{keys.Dead(s.ns, topic, p)}
+	var first []cmd
+	rem := []any{keys.InFlight(s.ns, topic, p)}
+	mk := keys.Records(s.ns, topic, p)
+	for _, m := range moves {
+		if m.Dead {
+			dead = append(dead, m.Score, m.ID)
+		} else {
+			sched = append(sched, m.Score, m.ID)
+		}
+		if m.Record != nil {
+			first = append(first, cmd{"HSET", []any{mk, m.ID, m.Record.Encode()}})
+		}
+		rem = append(rem, m.ID)
+	}
+	if len(sched) > 1 {
+		first = append(first, cmd{"ZADD", sched})
+	}
+	if len(dead) > 1 {
+		first = append(first, cmd{"ZADD", dead})
+	}
+	if _, err := s.steps(ctx, first, []cmd{{"ZREM", rem}}); err != nil {
+		return fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
+	}
+	return nil
+}
+
+// Expired returns up to limit in-flight ids whose visibility deadline is at
+// or before nowMS, with their records (nil for tombstones).
+func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*Record, error) {
+	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.InFlight(s.ns, topic, p), 0, nowMS, "LIMIT", 0, limit}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
+	}
+	ids, _ := redis.Strings(r[0], nil)
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	recs, err := s.Records(ctx, topic, p, ids)
+	return ids, recs, err
+}
+
+// Records reads the records of ids (nil for missing or undecodable ones).
+func (s *Store) Records(ctx context.Context, topic string, p int, ids []string) ([]*Record, error) {
+	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)})
+	if err != nil {
+		return nil, fmt.Errorf("records in partition %d: %w", p, err)
+	}
+	raw, _ := redis.ByteSlices(r[0], nil)
+	recs := make([]*Record, len(ids))
+	for i, b := range raw {
+		if b != nil {
+			recs[i], _ = DecodeRecord(b)
+		}
+	}
+	return recs, nil
+}
+
+// Reconcile scans up to about count records of partition p from cursor
+// (HSCAN) and re-indexes, into the scheduled ZSET at their recorded due
+// time, those found in no index. It returns the next cursor ("0" when the
+// scan wrapped around) and the ids it repaired. Only the partition's owner
+// runs it, between its own claims, so an id it finds in no index is not
+// one of its claims in progress.
+func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int) (string, []string, error) {
+	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	parts, err := redis.Values(r[0], nil)
+	if err != nil || len(parts) != 2 {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: bad HSCAN reply: %v", p, err)
+	}
+	next, _ := redis.String(parts[0], nil)
+	kv, _ := redis.ByteSlices(parts[1], nil)
+	var ids []string
+	var recs [][]byte
+	for i := 0; i+1 < len(kv); i += 2 {
+		ids = append(ids, string(kv[i]))
+		recs = append(recs, kv[i+1])
+	}
+	if len(ids) == 0 {
+		return next, nil, nil
+	}
+	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
+	checks := make([]cmd, 0, 3*len(ids))
+	for _, id := range ids {
+		checks = append(checks, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
+	}
+	got, err := s.do(ctx, checks...)
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	zadd := []any{sk, "NX"}
+	var repaired []string
+	for i, id := range ids {
+		if got[3*i] != nil || got[3*i+1] != nil || got[3*i+2] != nil {
+			continue
+		}
+		rec, err := DecodeRecord(recs[i])
+		if err != nil {
+			continue
+		}
+		zadd = append(zadd, rec.Due, id)
+		repaired = append(repaired, id)
+	}
+	if len(repaired) > 0 {
+		if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		}
+	}
+	return next, repaired, nil
+}
+
+func strs(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// DeadEntry is one message of the dead set.
+type DeadEntry struct {
+	ID     string
+	DiedAt int64 // unix ms
+	Record *Record
+}
+
+// ListDead returns up to limit dead messages of partition p, oldest death first.
+func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([]DeadEntry, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Dead(s.ns, topic, p), 0, limit - 1, "WITHSCORES"}})
+	if err != nil {
+		return nil, fmt.Errorf("dead of partition %d: %w", p, err)
+	}
+	vals, _ := redis.Strings(r[0], nil)
+	var out []DeadEntry
+	var ids []string
+	for i := 0; i+1 < len(vals); i += 2 {
+		at, _ := redis.Int64([]byte(vals[i+1]), nil)
+		out = append(out, DeadEntry{ID: vals[i], DiedAt: at})
+		ids = append(ids, vals[i])
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	recs, err := s.Records(ctx, topic, p, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Record = recs[i]
+	}
+	return out, nil
+}
+
+// RequeueDead moves the given dead ids (all of partition p's when ids is
+// empty, up to limit) back to scheduled, due at nowMS with their attempts
+// reset. It returns how many it moved.
+func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []string, nowMS int64, limit int) (int, error) {
+	if len(ids) == 0 {
+		list, err := s.ListDead(ctx, topic, p, limit)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range list {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	dk := keys.Dead(s.ns, topic, p)
+	checks := make([]cmd, len(ids))
+	for i, id := range ids {
+		checks[i] = cmd{"ZSCORE", []any{dk, id}}
+	}
+	got, err := s.do(ctx, checks...)
+	if err != nil {
+		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+	}
+	var live []string
+	for i, id := range ids {
+		if got[i] != nil {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		return 0, nil
+	}
+	recs, err := s.Records(ctx, topic, p, live)
+	if err != nil {
+		return 0, err
+	}
+	mk := keys.Records(s.ns, topic, p)
+	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	var first []cmd
+	var moved, gone []any
+	for i, id := range live {
+		if recs[i] == nil { // tombstone: drop it
+			gone = append(gone, id)
+			continue
+		}
+		recs[i].Attempts, recs[i].Due, recs[i].Updated = 0, nowMS, nowMS
+		first = append(first, cmd{"HSET", []any{mk, id, recs[i].Encode()}})
+		zadd = append(zadd, nowMS, id)
+		moved = append(moved, id)
+	}
+	if len(zadd) > 1 {
+		first = append(first, cmd{"ZADD", zadd})
+	}
+	if _, err := s.steps(ctx, first, []cmd{{"ZREM", append(append([]any{dk}, moved...), gone...)}}); err != nil {
+		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+	}
+	return len(moved), nil
+}
+
+// PurgeDead deletes the given dead ids (all of partition p's when ids is
+// empty, up to limit): records first, then dead entries. Returns how many.
+func (s *Store) PurgeDead(ctx context.Context, topic string, p int, ids []string, limit int) (int, error) {
+	if len(ids) == 0 {
+		list, err := s.ListDead(ctx, topic, p, limit)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range list {
+			ids = append(ids, e.ID)
+		}
+	} else {
+		// only ids that are dead: never purge a live message by mistake
+		dk := keys.Dead(s.ns, topic, p)
+		checks := make([]cmd, len(ids))
+		for i, id := range ids {
+			checks[i] = cmd{"ZSCORE", []any{dk, id}}
+		}
+		got, err := s.do(ctx, checks...)
+		if err != nil {
+			return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
+		}
+		var dead []string
+		for i, id := range ids {
+			if got[i] != nil {
+				dead = append(dead, id)
+			}
+		}
+		ids = dead
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	_, err := s.steps(ctx,
+		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)}},
+		[]cmd{{"ZREM", append([]any{keys.Dead(s.ns, topic, p)}, strs(ids)...)}})
+	if err != nil {
+		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
+	}
+	return len(ids), nil
+}

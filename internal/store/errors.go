@@ -1,0 +1,25 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, re-exported by package delayq.
+var (
+	ErrDuplicate         = errors.New("delayq: duplicate message id")
+	ErrNotFound          = errors.New("delayq: message not found")
+	ErrNotScheduled      = errors.New("delayq: message is not scheduled")
+	ErrPartitionMismatch = errors.New("delayq: partition count mismatch")
+)
+
+// FencedError is returned by Claim and RaiseFence when the partition's fence
+// holds another token than the caller's.
+type FencedError struct {
+	Token  int64 // the caller's token
+	Newest int64 // the fence's token (0 if the fence is missing)
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("delayq: fenced: token %d, fence at %d", e.Token, e.Newest)
+}

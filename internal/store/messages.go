@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// New is a message to add.
+type New struct {
+	ID     string
+	Record *Record
+}
+
+// Add writes the messages of one partition: the records with HSETNX (an
+// existing id is ErrDuplicate in its slot of the result), then the accepted
+// ids into the scheduled ZSET with one ZADD. errs[i] is nil when msgs[i] was
+// accepted; err is a failure of the whole call, after which some messages
+// may have been written (their records are re-indexed by the reconciler if
+// the ZADD did not happen).
+func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs []error, err error) {
+	m := keys.Records(s.ns, topic, p)
+	sets := make([]cmd, len(msgs))
+	for i, n := range msgs {
+		sets[i] = cmd{"HSETNX", []any{m, n.ID, n.Record.Encode()}}
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := pipe(ctx, c, sets)
+	if err != nil {
+		return nil, fmt.Errorf("add to partition %d: %w", p, err)
+	}
+	errs = make([]error, len(msgs))
+	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	for i, reply := range r {
+		switch v := reply.(type) {
+		case redis.Error:
+			errs[i] = fmt.Errorf("add %q: %w", msgs[i].ID, v)
+		case int64:
+			if v == 0 {
+				errs[i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, msgs[i].ID, topic)
+				continue
+			}
+			zadd = append(zadd, msgs[i].Record.Due, msgs[i].ID)
+		}
+	}
+	if len(zadd) > 1 {
+		if _, err := pipe(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
+			return nil, fmt.Errorf("index partition %d: %w", p, err)
+		}
+	}
+	return errs, nil
+}
+
+// State is where a message is.
+type State int
+
+// States of a message.
+const (
+	StateUnknown   State = iota
+	StateScheduled       // in the scheduled ZSET
+	StateInFlight        // claimed, in the in-flight ZSET
+	StateDead            // in the dead ZSET
+)
+
+// Found is a message as Get sees it.
+type Found struct {
+	Record *Record
+	State  State
+	Score  int64 // due (scheduled), visibility deadline (in flight) or died at (dead)
+}
+
+// Get reads one message: its record and the index that holds it. A record
+// without an index entry (a crash between two steps, repaired by the
+// reconciler) is reported as scheduled at its recorded due time.
+func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found, error) {
+	r, err := s.do(ctx,
+		cmd{"HGET", []any{keys.Records(s.ns, topic, p), id}},
+		cmd{"ZSCORE", []any{keys.Scheduled(s.ns, topic, p), id}},
+		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
+		cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", id, err)
+	}
+	if r[0] == nil {
+		return nil, fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+	}
+	b, _ := redis.Bytes(r[0], nil)
+	rec, err := DecodeRecord(b)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", id, err)
+	}
+	f := &Found{Record: rec, State: StateScheduled, Score: rec.Due}
+	for i, st := range []State{StateScheduled, StateInFlight, StateDead} {
+		if r[1+i] != nil {
+			sc, _ := redis.Int64(r[1+i], nil)
+			f.State, f.Score = st, sc
+			break
+		}
+	}
+	return f, nil
+}
+
+// Delete removes a message from wherever it is: the record first, then its
+// index entries, so a crash in between leaves a tombstone, never a message
+// that comes back. ErrNotFound if there was nothing to remove.
+func (s *Store) Delete(ctx context.Context, topic string, p int, id string) error {
+	r, err := s.steps(ctx,
+		[]cmd{{"HDEL", []any{keys.Records(s.ns, topic, p), id}}},
+		[]cmd{
+			{"ZREM", []any{keys.Scheduled(s.ns, topic, p), id}},
+			{"ZREM", []any{keys.InFlight(s.ns, topic, p), id}},
+			{"ZREM", []any{keys.Dead(s.ns, topic, p), id}},
+		})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", id, err)
+	}
+	if n, _ := redis.Int64(r[0][0], nil); n == 0 {
+		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+	}
+	return nil
+}
+
+// Reschedule moves a scheduled message to a new due time (unix ms).
+// ErrNotFound if there is no such message, ErrNotScheduled if it is in
+// flight or dead (or was claimed while this ran).
+func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
+	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
+	r, err := s.do(ctx, cmd{"HGET", []any{mk, id}}, cmd{"ZSCORE", []any{sk, id}})
+	if err != nil {
+		return fmt.Errorf("reschedule %q: %w", id, err)
+	}
+	if r[0] == nil {
+		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+	}
+	if r[1] == nil {
+		return fmt.Errorf("%w: %q in topic %s is in flight or dead", ErrNotScheduled, id, topic)
+	}
+	b, _ := redis.Bytes(r[0], nil)
+	rec, err := DecodeRecord(b)
+	if err != nil {
+		return fmt.Errorf("reschedule %q: %w", id, err)
+	}
+	old, _ := redis.Int64(r[1], nil)
+	rec.Due, rec.Updated = dueMS, nowMS
+	r2, err := s.steps(ctx,
+		[]cmd{{"HSET", []any{mk, id, rec.Encode()}}},
+		[]cmd{{"ZADD", []any{sk, "XX", "CH", dueMS, id}}})
+	if err != nil {
+		return fmt.Errorf("reschedule %q: %w", id, err)
+	}
+	if ch, _ := redis.Int64(r2[1][0], nil); ch == 0 && old != dueMS {
+		return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
+	}
+	return nil
+}

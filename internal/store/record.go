@@ -1,0 +1,78 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Record is what the records HASH keeps per message.
+type Record struct {
+	Due         int64  // unix ms the message was last scheduled for
+	Created     int64  // unix ms of the enqueue
+	Updated     int64  // unix ms of the last transition
+	Attempts    int    // deliveries that ended (failed, timed out or died with their process)
+	MaxAttempts int    // 0 = the consumer's default
+	LastError   string // the last failure, empty if none
+	Body        []byte
+}
+
+// recordVersion is the first byte of every encoded record.
+const recordVersion = 1
+
+// Encode returns the compact binary form: a version byte, then varints for
+// Due, Created-Due, Updated-Created, Attempts and MaxAttempts, then the
+// length-prefixed last error, then the body.
+func (r *Record) Encode() []byte {
+	b := make([]byte, 0, 1+5*binary.MaxVarintLen64+len(r.LastError)+len(r.Body)+2)
+	b = append(b, recordVersion)
+	b = binary.AppendVarint(b, r.Due)
+	b = binary.AppendVarint(b, r.Created-r.Due)
+	b = binary.AppendVarint(b, r.Updated-r.Created)
+	b = binary.AppendUvarint(b, uint64(r.Attempts))
+	b = binary.AppendUvarint(b, uint64(r.MaxAttempts))
+	b = binary.AppendUvarint(b, uint64(len(r.LastError)))
+	b = append(b, r.LastError...)
+	return append(b, r.Body...)
+}
+
+// ErrBadRecord is wrapped by decoding errors.
+var ErrBadRecord = errors.New("delayq: bad record")
+
+// DecodeRecord parses what Encode produced.
+func DecodeRecord(b []byte) (*Record, error) {
+	if len(b) == 0 || b[0] != recordVersion {
+		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
+	}
+	b = b[1:]
+	var r Record
+	var vals [3]int64
+	for i := range vals {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
+		}
+		vals[i], b = v, b[n:]
+	}
+	r.Due = vals[0]
+	r.Created = r.Due + vals[1]
+	r.Updated = r.Created + vals[2]
+	var uvals [3]uint64
+	for i := range uvals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
+		}
+		uvals[i], b = v, b[n:]
+	}
+	if uvals[0] > 1<<31 || uvals[1] > 1<<31 {
+		return nil, fmt.Errorf("%w: attempts out of range", ErrBadRecord)
+	}
+	r.Attempts, r.MaxAttempts = int(uvals[0]), int(uvals[1])
+	if uvals[2] > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: last error of %d bytes past the end", ErrBadRecord, uvals[2])
+	}
+	r.LastError = string(b[:uvals[2]])
+	r.Body = append([]byte{}, b[uvals[2]:]...)
+	return &r, nil
+}

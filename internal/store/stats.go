@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// PartitionStats is a snapshot of one partition.
+type PartitionStats struct {
+	Scheduled, InFlight, Dead int64
+	OldestDue                 int64  // unix ms of the earliest scheduled message, 0 if none
+	Owner                     string // worker id in the lease, "" if unowned
+	Token                     int64  // newest fencing token (the owner's, while the lease is held)
+	Fence                     int64  // token the fence holds
+}
+
+// Stats reads partition p's counters.
+func (s *Store) Stats(ctx context.Context, topic string, p int) (*PartitionStats, error) {
+	sk := keys.Scheduled(s.ns, topic, p)
+	r, err := s.do(ctx,
+		cmd{"ZCARD", []any{sk}},
+		cmd{"ZSCORE", []any{sk, keys.Fence}},
+		cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}},
+		cmd{"ZCARD", []any{keys.Dead(s.ns, topic, p)}},
+		cmd{"ZRANGEBYSCORE", []any{sk, 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}},
+		cmd{"GET", []any{keys.Lease(s.ns, topic, p)}},
+		cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("stats of partition %d: %w", p, err)
+	}
+	var st PartitionStats
+	st.Scheduled, _ = redis.Int64(r[0], nil)
+	if r[1] != nil {
+		st.Scheduled--
+		f, _ := redis.Float64(r[1], nil)
+		st.Fence = int64(-f)
+	}
+	st.InFlight, _ = redis.Int64(r[2], nil)
+	st.Dead, _ = redis.Int64(r[3], nil)
+	if oldest, _ := redis.Strings(r[4], nil); len(oldest) == 2 {
+		f, _ := strconv.ParseFloat(oldest[1], 64)
+		st.OldestDue = int64(f)
+	}
+	if r[5] != nil {
+		v, _ := redis.String(r[5], nil)
+		st.Owner = LeaseOwner(v)
+	}
+	if r[6] != nil {
+		st.Token, _ = redis.Int64(r[6], nil)
+	}
+	return &st, nil
+}
+
+// LeaseValue is the value delayq writes in a partition's lease: the
+// worker's id, a space, and a random suffix that makes it unique.
+func LeaseValue(worker, random string) string { return worker + " " + random }
+
+// LeaseOwner returns the worker id of a lease value.
+func LeaseOwner(v string) string {
+	if i := strings.LastIndexByte(v, ' '); i >= 0 {
+		return v[:i]
+	}
+	return v
+}

@@ -1,0 +1,188 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Options configures Open. Zero values take the defaults named.
+type Options struct {
+	// Addr is host:port of a Redis server, or of a Twemproxy or Codis proxy.
+	Addr string
+	// Password is sent with AUTH on each new connection when set.
+	Password string
+	// Namespace prefixes every key. Default DefaultNamespace.
+	Namespace string
+	// PoolSize caps open connections. Default DefaultPoolSize.
+	PoolSize int
+	// DialTimeout, ReadTimeout, WriteTimeout: see portable.DialOptions.
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Hook is passed to every connection (fault injection in tests).
+	Hook func(cmd string, args []any) error
+}
+
+// Defaults for Options.
+const (
+	DefaultNamespace = "dq"
+	DefaultPoolSize  = 64
+)
+
+// Store runs delayq's operations on one Redis server or proxy.
+// It is safe for concurrent use.
+type Store struct {
+	pool *redis.Pool
+	ns   string
+}
+
+// Open returns a Store. It does not connect: the first operation does.
+func Open(o Options) (*Store, error) {
+	if o.Addr == "" {
+		return nil, errors.New("store: empty address")
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	do := portable.DialOptions{
+		Password: o.Password, ConnectTimeout: o.DialTimeout,
+		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, Hook: o.Hook,
+	}
+	pool := &redis.Pool{
+		MaxIdle:     o.PoolSize,
+		MaxActive:   o.PoolSize,
+		Wait:        true,
+		IdleTimeout: 4 * time.Minute,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			return portable.Dial(ctx, o.Addr, do)
+		},
+		TestOnBorrow: func(c redis.Conn, t time.Time) error {
+			if time.Since(t) < 5*time.Second {
+				return nil
+			}
+			_, err := c.Do("PING")
+			return err
+		},
+	}
+	return &Store{pool: pool, ns: o.Namespace}, nil
+}
+
+// Pool returns the connection pool, for redsync.
+func (s *Store) Pool() *redis.Pool { return s.pool }
+
+// Namespace returns the key prefix.
+func (s *Store) Namespace() string { return s.ns }
+
+// Close closes the pool's idle connections.
+func (s *Store) Close() error { return s.pool.Close() }
+
+func (s *Store) conn(ctx context.Context) (redis.Conn, error) {
+	c, err := s.pool.GetContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redis connection: %w", err)
+	}
+	return c, nil
+}
+
+// cmd is one command of a pipeline.
+type cmd struct {
+	name string
+	args []any
+}
+
+// pipe sends cmds in one write and returns their replies in order. A
+// command's redis error is returned in its reply slot as a redis.Error;
+// a connection error fails the whole call.
+func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
+	if len(cmds) == 1 {
+		r, err := redis.DoContext(c, ctx, cmds[0].name, cmds[0].args...)
+		var re redis.Error
+		if errors.As(err, &re) {
+			return []any{re}, nil
+		}
+		return []any{r}, err
+	}
+	for _, k := range cmds {
+		if err := c.Send(k.name, k.args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return nil, err
+	}
+	out := make([]any, len(cmds))
+	for i := range cmds {
+		r, err := redis.ReceiveContext(c, ctx)
+		var re redis.Error
+		switch {
+		case errors.As(err, &re):
+			out[i] = re
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+// firstErr returns the first redis error among replies.
+func firstErr(replies []any) error {
+	for _, r := range replies {
+		if e, ok := r.(redis.Error); ok {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *Store) do(ctx context.Context, cmds ...cmd) ([]any, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	replies, err := pipe(ctx, c, cmds)
+	if err != nil {
+		return nil, err
+	}
+	return replies, firstErr(replies)
+}
+
+// steps runs groups of commands one after the other on one connection:
+// the commands of a group are pipelined, and a group is sent only after the
+// previous group's replies came back.
+func (s *Store) steps(ctx context.Context, groups ...[]cmd) ([][]any, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	out := make([][]any, 0, len(groups))
+	for _, g := range groups {
+		if len(g) == 0 {
+			out = append(out, nil)
+			continue
+		}
+		replies, err := pipe(ctx, c, g)
+		if err != nil {
+			return out, err
+		}
+		if err := firstErr(replies); err != nil {
+			return out, err
+		}
+		out = append(out, replies)
+	}
+	return out, nil
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

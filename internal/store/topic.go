@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// EnsureTopic records the topic and its partition count n on first use and
+// checks n against the stored count afterwards. A mismatch is an error
+// wrapping ErrPartitionMismatch that names both numbers.
+func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) error {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.do(ctx,
+		cmd{"HSETNX", []any{meta, "partitions", n}},
+		cmd{"HSETNX", []any{meta, "created", nowMS}},
+		cmd{"HGET", []any{meta, "partitions"}},
+		cmd{"ZADD", []any{keys.Topics(s.ns), "NX", nowMS, topic}},
+	)
+	if err != nil {
+		return fmt.Errorf("topic %s meta: %w", topic, err)
+	}
+	stored, err := redis.Int(r[2], nil)
+	if err != nil {
+		return fmt.Errorf("topic %s meta: partitions: %w", topic, err)
+	}
+	if stored != n {
+		return fmt.Errorf("%w: topic %q has %d partitions (in %s), configured %d", ErrPartitionMismatch, topic, stored, meta, n)
+	}
+	return nil
+}
+
+// TopicPartitions returns the stored partition count of topic, 0 if unknown.
+func (s *Store) TopicPartitions(ctx context.Context, topic string) (int, error) {
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Meta(s.ns, topic), "partitions"}})
+	if err != nil {
+		return 0, err
+	}
+	if r[0] == nil {
+		return 0, nil
+	}
+	return redis.Int(r[0], nil)
+}
+
+// Topics lists known topics.
+func (s *Store) Topics(ctx context.Context) ([]string, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Topics(s.ns), 0, -1}})
+	if err != nil {
+		return nil, err
+	}
+	return redis.Strings(r[0], nil)
+}

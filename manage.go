@@ -1,0 +1,232 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// State is where a message is in its life.
+type State string
+
+// States of a message.
+const (
+	StateScheduled State = "scheduled" // waiting for its due time
+	StateInFlight  State = "inflight"  // claimed by a consumer, being delivered
+	StateDead      State = "dead"      // out of attempts, kept with its last error
+)
+
+// Info describes a message.
+type Info struct {
+	Topic       string
+	ID          string
+	Partition   int
+	State       State
+	Due         time.Time // when it is (or was last) due
+	Deadline    time.Time // visibility deadline, when in flight
+	DiedAt      time.Time // when it died, when dead
+	Attempts    int       // deliveries that failed so far
+	MaxAttempts int       // 0: the consumer's default
+	Created     time.Time
+	Updated     time.Time // last transition
+	LastError   string
+	Body        []byte
+}
+
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func infoOf(topic, id string, p int, rec *store.Record) *Info {
+	return &Info{
+		Topic: topic, ID: id, Partition: p, Due: msTime(rec.Due), Attempts: rec.Attempts,
+		MaxAttempts: rec.MaxAttempts, Created: msTime(rec.Created), Updated: msTime(rec.Updated),
+		LastError: rec.LastError, Body: rec.Body,
+	}
+}
+
+// Get returns a message by id, or an error wrapping ErrNotFound.
+func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
+	p, err := c.check(ctx, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.store.Get(ctx, topic, p, id)
+	if err != nil {
+		return nil, err
+	}
+	in := infoOf(topic, id, p, f.Record)
+	switch f.State {
+	case store.StateInFlight:
+		in.State, in.Deadline = StateInFlight, msTime(f.Score)
+	case store.StateDead:
+		in.State, in.DiedAt = StateDead, msTime(f.Score)
+	default:
+		in.State, in.Due = StateScheduled, msTime(f.Score)
+	}
+	return in, nil
+}
+
+// Delete removes a message from wherever it is (scheduled, in flight or
+// dead). A message deleted while scheduled is never delivered. It returns
+// an error wrapping ErrNotFound if there is no such message.
+func (c *Client) Delete(ctx context.Context, topic, id string) error {
+	p, err := c.check(ctx, topic, id)
+	if err != nil {
+		return err
+	}
+	return c.store.Delete(ctx, topic, p, id)
+}
+
+// Reschedule moves a scheduled message to a new due time. It wraps
+// ErrNotFound when there is no such message and ErrNotScheduled when it is
+// in flight or dead.
+func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time) error {
+	p, err := c.check(ctx, topic, id)
+	if err != nil {
+		return err
+	}
+	if at.UnixMilli() <= 0 {
+		return fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
+	}
+	return c.store.Reschedule(ctx, topic, p, id, at.UnixMilli(), c.opts.Now().UnixMilli())
+}
+
+func (c *Client) check(ctx context.Context, topic, id string) (int, error) {
+	if err := c.ensureTopic(ctx, topic); err != nil {
+		return 0, err
+	}
+	return c.partitionOf(id)
+}
+
+// PartitionStats is a snapshot of one partition.
+type PartitionStats struct {
+	Partition int
+	Scheduled int64
+	InFlight  int64
+	Dead      int64
+	OldestDue time.Time // earliest scheduled due time; zero if none
+	Owner     string    // id of the consumer holding the lease; "" if none
+	Token     int64     // newest fencing token of the partition
+}
+
+// TopicStats is a snapshot of a topic.
+type TopicStats struct {
+	Topic      string
+	Partitions []PartitionStats
+	Scheduled  int64
+	InFlight   int64
+	Dead       int64
+}
+
+// Stats reads the counters of every partition of topic.
+func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
+	if err := c.ensureTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	ts := &TopicStats{Topic: topic}
+	for p := 0; p < c.opts.Partitions; p++ {
+		s, err := c.store.Stats(ctx, topic, p)
+		if err != nil {
+			return nil, err
+		}
+		ts.Partitions = append(ts.Partitions, PartitionStats{
+			Partition: p, Scheduled: s.Scheduled, InFlight: s.InFlight, Dead: s.Dead,
+			OldestDue: msTime(s.OldestDue), Owner: s.Owner, Token: s.Token,
+		})
+		ts.Scheduled += s.Scheduled
+		ts.InFlight += s.InFlight
+		ts.Dead += s.Dead
+	}
+	return ts, nil
+}
+
+// ListDead returns up to limit dead messages of topic (limit <= 0: 100),
+// in partition order.
+func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
+	if err := c.ensureTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []*Info
+	for p := 0; p < c.opts.Partitions && len(out) < limit; p++ {
+		list, err := c.store.ListDead(ctx, topic, p, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range list {
+			if e.Record == nil {
+				continue
+			}
+			in := infoOf(topic, e.ID, p, e.Record)
+			in.State, in.DiedAt = StateDead, msTime(e.DiedAt)
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// deadBatch bounds the ids one dead-set operation touches per partition and step.
+const deadBatch = 500
+
+// RequeueDead moves dead messages back to scheduled, due now, with their
+// attempts reset: the given ids, or every dead message of the topic when
+// none are given. It returns how many it moved.
+func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
+	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
+		return c.store.RequeueDead(ctx, topic, p, ids, c.opts.Now().UnixMilli(), deadBatch)
+	})
+}
+
+// PurgeDead deletes dead messages: the given ids, or every dead message of
+// the topic when none are given. It returns how many it deleted.
+func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (int, error) {
+	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
+		return c.store.PurgeDead(ctx, topic, p, ids, deadBatch)
+	})
+}
+
+func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func(p int, ids []string) (int, error)) (int, error) {
+	if err := c.ensureTopic(ctx, topic); err != nil {
+		return 0, err
+	}
+	total := 0
+	if len(ids) > 0 {
+		byP := map[int][]string{}
+		for _, id := range ids {
+			p, err := c.partitionOf(id)
+			if err != nil {
+				return total, err
+			}
+			byP[p] = append(byP[p], id)
+		}
+		for p, list := range byP {
+			n, err := op(p, list)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	for p := 0; p < c.opts.Partitions; p++ {
+		for {
+			n, err := op(p, nil)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			if n < deadBatch {
+				break
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,151 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Message is a message to enqueue.
+type Message struct {
+	// Topic to deliver to. Required: [A-Za-z0-9._-]{1,100}.
+	Topic string
+	// ID identifies the message in its topic: 1 to 200 bytes of UTF-8
+	// without control characters. Empty means generate one (NewID).
+	ID string
+	// Body is delivered as is. At most Options.MaxBodyBytes.
+	Body []byte
+	// At is the due time. When zero, the message is due Delay from now
+	// (now when Delay is zero too). Setting both is an error.
+	At time.Time
+	// Delay is the time from now to the due time, when At is zero.
+	Delay time.Duration
+	// MaxAttempts caps deliveries of this message; 0 means the consumer's
+	// ConsumerOptions.MaxAttempts.
+	MaxAttempts int
+}
+
+// EnqueueResult is the outcome of one message of EnqueueBatch.
+type EnqueueResult struct {
+	ID  string
+	Due time.Time
+	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
+}
+
+func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, err error) {
+	id = m.ID
+	if id == "" {
+		id = NewID(now)
+	}
+	if _, err := c.partitionOf(id); err != nil {
+		return id, due, err
+	}
+	if len(m.Body) > c.opts.MaxBodyBytes {
+		return id, due, fmt.Errorf("%w: body of %q is %d bytes, the limit is %d", ErrInvalid, id, len(m.Body), c.opts.MaxBodyBytes)
+	}
+	if m.MaxAttempts < 0 {
+		return id, due, fmt.Errorf("%w: MaxAttempts %d of %q is negative", ErrInvalid, m.MaxAttempts, id)
+	}
+	switch {
+	case !m.At.IsZero() && m.Delay != 0:
+		return id, due, fmt.Errorf("%w: message %q sets both At and Delay", ErrInvalid, id)
+	case !m.At.IsZero():
+		due = m.At
+	case m.Delay < 0:
+		return id, due, fmt.Errorf("%w: Delay %v of %q is negative", ErrInvalid, m.Delay, id)
+	default:
+		due = now.Add(m.Delay)
+	}
+	if due.UnixMilli() <= 0 {
+		return id, due, fmt.Errorf("%w: due time %v of %q is before 1970", ErrInvalid, due, id)
+	}
+	return id, due.Truncate(time.Millisecond), nil
+}
+
+// Enqueue adds one message and returns its id. It wraps ErrDuplicate when
+// the id is already queued in the topic, ErrInvalid for bad input and
+// ErrPartitionMismatch when the topic has another partition count.
+func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
+	res, err := c.EnqueueBatch(ctx, []Message{m})
+	if err != nil {
+		return "", err
+	}
+	return res[0].ID, res[0].Err
+}
+
+// EnqueueBatch adds many messages, possibly of several topics, with a
+// handful of pipelined commands per partition. Each message's outcome is in
+// its slot of the result; the error is for failures of the whole call
+// (after which some messages may have been accepted: enqueue them again and
+// treat ErrDuplicate as success).
+func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
+	now := c.opts.Now()
+	res := make([]EnqueueResult, len(msgs))
+	type pkey struct {
+		topic string
+		p     int
+	}
+	groups := map[pkey][]int{}
+	var order []pkey
+	seen := map[pkey]map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		id, due, err := c.prepare(m, now)
+		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
+		if err != nil {
+			continue
+		}
+		if err := c.ensureTopic(ctx, m.Topic); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			res[i].Err = err
+			continue
+		}
+		k := pkey{m.Topic, c.partitionFor(id)}
+		if seen[k] == nil {
+			seen[k] = map[string]bool{}
+		}
+		if seen[k][id] {
+			res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
+			continue
+		}
+		seen[k][id] = true
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if order[a].topic != order[b].topic {
+			return order[a].topic < order[b].topic
+		}
+		return order[a].p < order[b].p
+	})
+	for _, k := range order {
+		idx := groups[k]
+		news := make([]store.New, len(idx))
+		for j, i := range idx {
+			news[j] = store.New{ID: res[i].ID, Record: &store.Record{
+				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
+				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
+			}}
+		}
+		errs, err := c.store.Add(ctx, k.topic, k.p, news)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue to %s partition %d: %w", k.topic, k.p, err)
+		}
+		for j, i := range idx {
+			res[i].Err = errs[j]
+		}
+	}
+	return res, nil
+}
+
+func (c *Client) partitionFor(id string) int {
+	p, _ := c.partitionOf(id)
+	return p
+}

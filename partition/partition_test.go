@@ -1,0 +1,94 @@
+package partition
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Published murmur3 x86_32 vectors (seed 0). If these change, every queued
+// message would be read from the wrong partition.
+func TestMurmur3KnownAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint32
+	}{
+		{"", 0x00000000},
+		{"a", 0x3c2569b2},
+		{"hello", 0x248bfa47},
+		{"The quick brown fox jumps over the lazy dog", 0x2e4ff723},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			for _, n := range []int{1, 7, 16, 64, 4096} {
+				if got, want := For(tc.in, n), int(tc.want%uint32(n)); got != want {
+					t.Errorf("For(%q, %d) = %d, want %d", tc.in, n, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A golden id -> partition table for the default 16 partitions.
+func TestGoldenTable(t *testing.T) {
+	golden := map[string]int{
+		"hello":                      0x248bfa47 % 16,
+		"order-42":                   0x4b11a18e % 16,
+		"01JD3Z7X9M0000000000000000": 0xbaaf9602 % 16,
+		"délai":                      0xfb39930a % 16,
+	}
+	literal := map[string]int{"hello": 7, "order-42": 14, "01JD3Z7X9M0000000000000000": 2, "délai": 10}
+	for id, p := range golden {
+		if got := For(id, 16); got != p || got != literal[id] {
+			t.Errorf("For(%q, 16) = %d, want %d", id, got, literal[id])
+		}
+	}
+}
+
+func TestValidateTopic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"orders", true}, {"a.b_c-D9", true}, {strings.Repeat("x", 100), true},
+		{"", false}, {strings.Repeat("x", 101), false}, {"a{b}", false}, {"a:b", false}, {"a b", false}, {"é", false},
+	} {
+		t.Run(fmt.Sprintf("%.12q", tc.name), func(t *testing.T) {
+			if err := ValidateTopic(tc.name); (err == nil) != tc.ok {
+				t.Errorf("ValidateTopic(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"order-1", true}, {"délai {x}: y", true}, {strings.Repeat("x", 200), true},
+		{"", false}, {strings.Repeat("x", 201), false}, {"a\nb", false}, {"a\x00", false}, {"\xff", false}, {"a\u0085", false},
+	} {
+		t.Run(fmt.Sprintf("%.12q", tc.id), func(t *testing.T) {
+			if err := ValidateID(tc.id); (err == nil) != tc.ok {
+				t.Errorf("ValidateID(%q) = %v, want ok=%v", tc.id, err, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzFor(f *testing.F) {
+	f.Add("order-42", 16)
+	f.Add("", 1)
+	f.Fuzz(func(t *testing.T, id string, n int) {
+		if n <= 0 || n > MaxPartitions {
+			return
+		}
+		p := For(id, n)
+		if p < 0 || p >= n {
+			t.Fatalf("For(%q, %d) = %d out of range", id, n, p)
+		}
+		if For(id, n) != p {
+			t.Fatalf("For(%q, %d) not deterministic", id, n)
+		}
+	})
+}
