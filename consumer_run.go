@@ -3,42 +3,279 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/lease"
+	"github.com/delayq/delayq/poller"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/redigo"
 )
 
-// Consumer delivers a topic's messages to a Handler. It owns every
-// partition whose lease it can get. Create it with Client.NewConsumer and
-// start it with Run. Its methods are safe for concurrent use.
+// Consumer delivers a topic's messages to a Handler. It owns the
+// partitions whose leases it can get, and polls each of them. Create it
+// with Client.NewConsumer and start it with Run. Its methods are safe for
+// concurrent use.
 type Consumer struct {
 	c    *Client
 	opts ConsumerOptions
 	h    Handler
+	log  *slog.Logger
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // Shutdown or Limit: stop gracefully
+	doneCh   chan struct{} // closed when Run returned
+	running  atomic.Bool
+
+	delivered atomic.Int64
+	counters  sync.Map // event name -> *atomic.Int64
+
+	mu    sync.Mutex
+	owned map[int]*lease.Lease
 }
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
 // but does not connect.
 func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	if h == nil {
-		return nil, errors.New("delayq: nil handler")
+		return nil, fmt.Errorf("%w: nil Handler", ErrInvalid)
 	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{c: c, opts: opts, h: h}, nil
+	return &Consumer{
+		c: c, opts: opts, h: h,
+		log:    c.log.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
+		stopCh: make(chan struct{}),
+		doneCh: make(chan struct{}),
+		owned:  map[int]*lease.Lease{},
+	}, nil
+}
+
+// ID returns the consumer's id, as shown in stats as partition owner.
+func (k *Consumer) ID() string { return k.opts.ID }
+
+func (k *Consumer) stop() { k.stopOnce.Do(func() { close(k.stopCh) }) }
+
+// Shutdown makes Run stop gracefully and waits until it returned or ctx
+// is done. Safe to call more than once, and before or without Run.
+func (k *Consumer) Shutdown(ctx context.Context) error {
+	k.stop()
+	if !k.running.Load() {
+		return nil
+	}
+	select {
+	case <-k.doneCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Run consumes until ctx is done, Shutdown is called or Limit deliveries
-// have started, then shuts down gracefully: it stops claiming, returns held
-// messages to scheduled at once, waits up to ShutdownTimeout for running
-// handlers, releases its leases and returns nil. It returns an error only
-// if it could not start (bad topic, partition count mismatch).
-func (k *Consumer) Run(ctx context.Context) error { return errors.New("unimplemented") }
+// have started, then shuts down gracefully: it stops claiming, returns
+// held messages to scheduled at once, waits up to ShutdownTimeout for
+// running handlers (then cancels their contexts), releases its leases and
+// returns nil. It returns an error only if it could not start (bad topic,
+// partition count mismatch, Redis unreachable) or was already run.
+func (k *Consumer) Run(ctx context.Context) error {
+	if !k.running.CompareAndSwap(false, true) {
+		return errors.New("delayq: Consumer.Run called twice")
+	}
+	defer close(k.doneCh)
+	if err := k.c.ensureTopic(ctx, k.opts.Topic); err != nil {
+		return err
+	}
+	rs := redsync.New(redigo.NewPool(k.c.store.Pool()))
+	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
+	work, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	abandon := make(chan struct{})
+	var wg sync.WaitGroup
+	k.log.Info("consumer started", "partitions", k.c.opts.Partitions, "concurrency", k.opts.Concurrency)
 
-// Shutdown makes Run stop gracefully and waits until it returned or ctx is
-// done. Safe to call more than once.
-func (k *Consumer) Shutdown(ctx context.Context) error { return nil }
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-k.stopCh:
+			break loop
+		case <-tick.C:
+		}
+		k.acquire(ctx, rs, d, work, abandon, &wg)
+		tick.Reset(jitter(k.opts.Lease / 3))
+	}
+	k.stop()
+	k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
+	hard := time.AfterFunc(k.opts.ShutdownTimeout, func() {
+		hardStop()
+		time.AfterFunc(time.Second, func() { close(abandon) })
+	})
+	wg.Wait()
+	hard.Stop()
+	d.Close()
+	k.log.Info("consumer stopped")
+	return nil
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// acquire tries once for each partition this consumer does not own and
+// starts a partition loop for each one it gets.
+func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.Dispatcher, work context.Context, abandon chan struct{}, wg *sync.WaitGroup) {
+	topic, ns := k.opts.Topic, k.c.opts.Namespace
+	for _, p := range rand.Perm(k.c.opts.Partitions) {
+		if ctx.Err() != nil || k.stopping() {
+			return
+		}
+		k.mu.Lock()
+		_, mine := k.owned[p]
+		k.mu.Unlock()
+		if mine {
+			continue
+		}
+		l, err := lease.Acquire(ctx, rs, keys.Lease(ns, topic, p), lease.Options{
+			Expiry: k.opts.Lease,
+			Value:  store.LeaseValue(k.opts.ID, NewID(time.Now())),
+			Token: func(ctx context.Context) (int64, error) {
+				return k.c.store.NextToken(ctx, topic, p)
+			},
+			Logger: k.c.log,
+		})
+		if err != nil {
+			if !errors.Is(err, lease.ErrTaken) {
+				k.log.Warn("acquire partition", "partition", p, "err", err)
+			}
+			continue
+		}
+		k.mu.Lock()
+		k.owned[p] = l
+		k.mu.Unlock()
+		k.count("leases_gained", 1)
+		k.log.Info("partition acquired", "partition", p, "token", l.Token())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := poller.Run(l.Ctx(), k.stopCh, k.pollerConfig(p, l, d, work, abandon))
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			l.Release(rctx)
+			cancel()
+			k.mu.Lock()
+			delete(k.owned, p)
+			k.mu.Unlock()
+			if err != nil {
+				k.count("leases_lost", 1)
+				k.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
+			} else {
+				k.log.Info("partition released", "partition", p, "token", l.Token())
+			}
+		}()
+	}
+}
+
+func (k *Consumer) stopping() bool {
+	select {
+	case <-k.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
+	return poller.Config{
+		Topic: k.opts.Topic, Partition: p, Token: l.Token(),
+		Store: k.c.store, Dispatch: d, Valid: l.Valid, Work: work, Abandon: abandon,
+		PollInterval: k.opts.PollInterval, Timeout: k.opts.Timeout,
+		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
+		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,
+		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,
+		Now: k.c.opts.Now, Logger: k.c.log, Count: k.count,
+	}
+}
+
+// visibilityMargin is added to a message's due time plus the handler
+// timeout to make its visibility deadline.
+func visibilityMargin(timeout time.Duration) time.Duration {
+	return max(time.Second, timeout/10)
+}
+
+// handle runs one delivery (called by the dispatcher's workers).
+func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
+	if k.opts.Limit > 0 {
+		n := k.delivered.Add(1)
+		if n > int64(k.opts.Limit) {
+			k.delivered.Add(-1)
+			k.stop()
+			return false, nil
+		}
+		if n == int64(k.opts.Limit) {
+			defer k.stop()
+		}
+	} else {
+		k.delivered.Add(1)
+	}
+	hctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+	defer cancel()
+	d := &Delivery{
+		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
+		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	err = k.h(hctx, d)
+	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("handler timed out after %v: %w", k.opts.Timeout, err)
+	}
+	return true, err
+}
+
+func (k *Consumer) count(event string, n int) {
+	v, _ := k.counters.LoadOrStore(event, new(atomic.Int64))
+	v.(*atomic.Int64).Add(int64(n))
+}
+
+func (k *Consumer) counter(event string) int64 {
+	if v, ok := k.counters.Load(event); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
 
 // Stats returns a snapshot of the consumer's counters.
-func (k *Consumer) Stats() ConsumerStats { return ConsumerStats{} }
-
-// ID returns the consumer's id.
-func (k *Consumer) ID() string { return k.opts.ID }
+func (k *Consumer) Stats() ConsumerStats {
+	s := ConsumerStats{
+		Delivered:    k.delivered.Load(),
+		Acked:        k.counter(poller.EventAcked),
+		Retried:      k.counter(poller.EventRetried),
+		Dead:         k.counter(poller.EventDead),
+		Redelivered:  k.counter(poller.EventRedelivered),
+		Fenced:       k.counter(poller.EventFenced),
+		Tombstones:   k.counter(poller.EventTombstone),
+		Repaired:     k.counter(poller.EventRepaired),
+		LeasesGained: k.counter("leases_gained"),
+		LeasesLost:   k.counter("leases_lost"),
+	}
+	k.mu.Lock()
+	for p := range k.owned {
+		s.Owned = append(s.Owned, p)
+	}
+	k.mu.Unlock()
+	sort.Ints(s.Owned)
+	return s
+}

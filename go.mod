@@ -3,8 +3,7 @@ module github.com/delayq/delayq
 go 1.26.8
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
-	github.com/go-redsync/redsync/v4 v4.18.0 // indirect
-	github.com/gomodule/redigo v1.9.3 // indirect
-	github.com/spaolacci/murmur3 v1.1.0 // indirect
+	github.com/go-redsync/redsync/v4 v4.18.0
+	github.com/gomodule/redigo v1.9.3
+	github.com/spaolacci/murmur3 v1.1.0
 )

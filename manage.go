@@ -94,7 +94,7 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 	if at.UnixMilli() <= 0 {
 		return fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
 	}
-	return c.store.Reschedule(ctx, topic, p, id, at.UnixMilli(), c.opts.Now().UnixMilli())
+	return c.store.Reschedule(ctx, topic, p, id, ceilMS(at).UnixMilli(), c.opts.Now().UnixMilli())
 }
 
 func (c *Client) check(ctx context.Context, topic, id string) (int, error) {

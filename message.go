@@ -62,7 +62,7 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 	if due.UnixMilli() <= 0 {
 		return id, due, fmt.Errorf("%w: due time %v of %q is before 1970", ErrInvalid, due, id)
 	}
-	return id, due.Truncate(time.Millisecond), nil
+	return id, ceilMS(due), nil
 }
 
 // Enqueue adds one message and returns its id. It wraps ErrDuplicate when
@@ -148,4 +148,13 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 func (c *Client) partitionFor(id string) int {
 	p, _ := c.partitionOf(id)
 	return p
+}
+
+// ceilMS rounds t up to a whole millisecond, the precision of stored due
+// times, so that a message is never delivered before the time it was given.
+func ceilMS(t time.Time) time.Time {
+	if r := t.Truncate(time.Millisecond); r.Before(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
 }

@@ -1,0 +1,328 @@
+// Package testenv starts and stops real redis-server and nutcracker
+// (Twemproxy) processes for tests, on free loopback ports, in a temporary
+// directory. There are no mocks: every suite that uses it talks to the real
+// servers, either directly or through the proxy (see Env.Targets).
+//
+// The proxy is configured the way the design requires a deployment to be:
+// one pool, ketama over fnv1a_64, auto_eject_hosts false and, deliberately,
+// no hash_tag, so keys of one partition may land on different backends.
+//
+// Typical use:
+//
+//	env := testenv.Start(t, testenv.Options{})
+//	for _, tg := range env.Targets() {
+//		t.Run(tg.Name, func(t *testing.T) { runSuite(t, tg.Addr) })
+//	}
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// DefaultBackends is the number of redis-server processes started when
+// Options.Backends is zero.
+const DefaultBackends = 3
+
+// readyTimeout bounds how long a freshly started server may take to accept
+// connections and answer PING with +PONG.
+const readyTimeout = 15 * time.Second
+
+// stopGrace is how long Stop waits after SIGTERM before sending SIGKILL.
+const stopGrace = 5 * time.Second
+
+// startTries is how many times an initial start is attempted, each time on
+// new ports, when the process dies before it is ready (port races).
+const startTries = 3
+
+// Options selects the topology. The zero value means DefaultBackends
+// backends without persistence, behind one nutcracker.
+type Options struct {
+	// Backends is the number of redis-server processes (default 3).
+	Backends int
+	// AppendOnly turns on "appendonly yes" (with "appendfsync always"), so
+	// that data survives RestartBackend, which kills with SIGKILL.
+	AppendOnly bool
+	// NoProxy skips starting nutcracker; Env.Proxy is then "".
+	NoProxy bool
+}
+
+// Env is a running set of servers. Its exported fields are fixed for the
+// life of the Env: restarts reuse the same ports and directories.
+type Env struct {
+	// Dir is the root directory holding one sub-directory per server.
+	Dir string
+	// Backends holds "127.0.0.1:port" of each redis-server.
+	Backends []string
+	// Proxy is "127.0.0.1:port" of nutcracker, or "" with NoProxy.
+	Proxy string
+	// ProxyLog is the path of nutcracker's log file ("" with NoProxy). It
+	// is appended to across proxy restarts.
+	ProxyLog string
+
+	opts     Options
+	ownDir   bool // Stop removes Dir (StartDaemon with dir == "")
+	mu       sync.Mutex
+	backends []*backend
+	proxy    *proxyServer
+	stopped  bool
+}
+
+// Target names an address a suite can run against.
+type Target struct {
+	// Name is "direct" or "twemproxy"; suitable for t.Run.
+	Name string
+	// Addr is "127.0.0.1:port".
+	Addr string
+}
+
+// Start starts the servers described by o in a test temporary directory,
+// waits until each answers PING, and registers a tb.Cleanup that stops them
+// all. On failure it calls tb.Fatal with the tail of the failing server's
+// log. Missing binaries are a failure, not a skip (see Require).
+func Start(tb testing.TB, o Options) *Env {
+	tb.Helper()
+	requireBins(tb, !o.NoProxy)
+	dir := tb.TempDir() // registered first, so removed after Stop runs
+	e, err := start(dir, o)
+	if err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+	tb.Cleanup(e.Stop)
+	return e
+}
+
+// StartDaemon is Start without a testing.TB, for demo and benchmark
+// programs. The servers live under dir (created if missing); with dir ""
+// a new temporary directory is made and Stop removes it. The caller must
+// call Stop.
+func StartDaemon(dir string, o Options) (*Env, error) {
+	if _, err := lookBin("redis-server"); err != nil {
+		return nil, errors.New(missingMsg("redis-server"))
+	}
+	if !o.NoProxy {
+		if _, err := lookBin("nutcracker"); err != nil {
+			return nil, errors.New(missingMsg("nutcracker"))
+		}
+	}
+	own := false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "delayq-testenv-")
+		if err != nil {
+			return nil, err
+		}
+		dir, own = d, true
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e, err := start(dir, o)
+	if err != nil {
+		if own {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	e.ownDir = own
+	return e, nil
+}
+
+// start launches the backends, then the proxy pointing at them. On error
+// everything already started is stopped.
+func start(dir string, o Options) (*Env, error) {
+	if o.Backends < 0 {
+		return nil, fmt.Errorf("Options.Backends = %d, want >= 0", o.Backends)
+	}
+	if o.Backends == 0 {
+		o.Backends = DefaultBackends
+	}
+	e := &Env{Dir: dir, opts: o}
+	for i := 0; i < o.Backends; i++ {
+		b, err := newBackend(dir, i, o.AppendOnly)
+		if err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.backends = append(e.backends, b)
+		if err := b.startFresh(); err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.Backends = append(e.Backends, b.addr())
+	}
+	if !o.NoProxy {
+		p, err := newProxy(dir, e.Backends)
+		if err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.proxy = p
+		if err := p.startFresh(); err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.Proxy = p.addr()
+		e.ProxyLog = p.logPath
+	}
+	return e, nil
+}
+
+// Stop terminates every process (SIGTERM, then SIGKILL after 5s) and waits
+// for all of them to exit. It is safe to call more than once.
+func (e *Env) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	var ps []*proc
+	if e.proxy != nil && e.proxy.p != nil {
+		ps = append(ps, e.proxy.p)
+	}
+	for _, b := range e.backends {
+		if b.p != nil {
+			ps = append(ps, b.p)
+		}
+	}
+	stopAll(ps, stopGrace)
+	if e.ownDir {
+		os.RemoveAll(e.Dir)
+	}
+}
+
+// Targets lists the addresses to run a suite against: "direct" (the first
+// backend) and, when a proxy runs, "twemproxy".
+func (e *Env) Targets() []Target {
+	var ts []Target
+	if len(e.Backends) > 0 {
+		ts = append(ts, Target{Name: "direct", Addr: e.Backends[0]})
+	}
+	if e.Proxy != "" {
+		ts = append(ts, Target{Name: "twemproxy", Addr: e.Proxy})
+	}
+	return ts
+}
+
+// Require fails tb (it does not skip) when redis-server or nutcracker is
+// not installed, with a message saying how to install them.
+func Require(tb testing.TB) {
+	tb.Helper()
+	requireBins(tb, true)
+}
+
+func requireBins(tb testing.TB, proxy bool) {
+	tb.Helper()
+	names := []string{"redis-server"}
+	if proxy {
+		names = append(names, "nutcracker")
+	}
+	for _, n := range names {
+		if _, err := lookBin(n); err != nil {
+			tb.Fatal(missingMsg(n))
+		}
+	}
+}
+
+func missingMsg(name string) string {
+	return name + " not found: run `make deps` (apt-get install redis-server nutcracker)"
+}
+
+// lookBin finds a server binary on PATH or in the usual Debian places
+// (nutcracker lives in /usr/sbin, which is often not on a user's PATH).
+func lookBin(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"} {
+		p := d + "/" + name
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// StopProxy kills nutcracker with SIGKILL and waits for it to exit.
+func (e *Env) StopProxy(tb testing.TB) {
+	tb.Helper()
+	p := e.proxyOrFatal(tb)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p.kill()
+}
+
+// StartProxy starts nutcracker again on the same port and configuration
+// and waits until it answers PING. The proxy must be stopped.
+func (e *Env) StartProxy(tb testing.TB) {
+	tb.Helper()
+	p := e.proxyOrFatal(tb)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		tb.Fatal("testenv: Env already stopped")
+	}
+	if err := p.startSame(); err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+}
+
+// RestartProxy is StopProxy followed by StartProxy: a hard proxy fault.
+func (e *Env) RestartProxy(tb testing.TB) {
+	tb.Helper()
+	e.StopProxy(tb)
+	e.StartProxy(tb)
+}
+
+// StopBackend kills backend i with SIGKILL (a real fault: no shutdown
+// save) and waits for it to exit.
+func (e *Env) StopBackend(tb testing.TB, i int) {
+	tb.Helper()
+	b := e.backendOrFatal(tb, i)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.kill()
+}
+
+// StartBackend starts backend i again on the same port and directory and
+// waits until it has finished loading (PING answers +PONG).
+func (e *Env) StartBackend(tb testing.TB, i int) {
+	tb.Helper()
+	b := e.backendOrFatal(tb, i)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		tb.Fatal("testenv: Env already stopped")
+	}
+	if err := b.startSame(); err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+}
+
+// RestartBackend is StopBackend followed by StartBackend. With
+// Options.AppendOnly every acknowledged write survives it.
+func (e *Env) RestartBackend(tb testing.TB, i int) {
+	tb.Helper()
+	e.StopBackend(tb, i)
+	e.StartBackend(tb, i)
+}
+
+func (e *Env) proxyOrFatal(tb testing.TB) *proxyServer {
+	tb.Helper()
+	if e.proxy == nil {
+		tb.Fatal("testenv: no proxy in this Env (Options.NoProxy)")
+	}
+	return e.proxy
+}
+
+func (e *Env) backendOrFatal(tb testing.TB, i int) *backend {
+	tb.Helper()
+	if i < 0 || i >= len(e.backends) {
+		tb.Fatalf("testenv: backend %d out of range [0,%d)", i, len(e.backends))
+	}
+	return e.backends[i]
+}

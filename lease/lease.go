@@ -1,0 +1,216 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+)
+
+// ErrTaken is returned by Acquire when another holder has the lease.
+var ErrTaken = errors.New("lease: held by another owner")
+
+// ErrLost is the cause of a Lease's Ctx when it expired before it could be
+// extended.
+var ErrLost = errors.New("lease: lost")
+
+// ErrReleased is the cause of a Lease's Ctx after Release.
+var ErrReleased = errors.New("lease: released")
+
+// Defaults for Options.
+const (
+	DefaultExpiry = 10 * time.Second
+)
+
+// Options configures Acquire. Zero values take the defaults named.
+type Options struct {
+	// Expiry is the lease's time to live; it is extended every Expiry/3.
+	// Default DefaultExpiry (10s).
+	Expiry time.Duration
+	// Margin: the lease counts as lost this long before Until.
+	// Default Expiry/5.
+	Margin time.Duration
+	// Value is written in the lock; it must be unique per acquisition.
+	// Required.
+	Value string
+	// Token returns a new fencing token; called once after each
+	// successful acquisition. Required.
+	Token func(ctx context.Context) (int64, error)
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// Lease is a held lock with a fencing token. Its methods are safe for
+// concurrent use.
+type Lease struct {
+	name   string
+	token  int64
+	margin time.Duration
+	expiry time.Duration
+	log    *slog.Logger
+	mutex  *redsync.Mutex // touched only by Acquire, keepAlive and Release (after keepAlive ended)
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	until time.Time
+
+	stop     chan struct{}
+	done     chan struct{}
+	release  sync.Once
+	released error
+}
+
+// Acquire tries once to take the lease called name. It returns ErrTaken
+// (wrapped) if another owner holds it. The returned Lease's Ctx is a child
+// of context.Background, not of ctx: ctx bounds only the acquisition.
+func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (*Lease, error) {
+	if o.Expiry <= 0 {
+		o.Expiry = DefaultExpiry
+	}
+	if o.Margin <= 0 {
+		o.Margin = o.Expiry / 5
+	}
+	if o.Value == "" || o.Token == nil {
+		return nil, errors.New("lease: Options.Value and Options.Token are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	m := rs.NewMutex(name,
+		redsync.WithExpiry(o.Expiry),
+		redsync.WithTries(1),
+		redsync.WithGenValueFunc(func() (string, error) { return o.Value, nil }),
+	)
+	if err := m.TryLockContext(ctx); err != nil {
+		var taken *redsync.ErrTaken
+		if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
+			return nil, fmt.Errorf("%w: %s", ErrTaken, name)
+		}
+		return nil, fmt.Errorf("acquire %s: %w", name, err)
+	}
+	token, err := o.Token(ctx)
+	if err != nil {
+		m.UnlockContext(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("acquire %s: token: %w", name, err)
+	}
+	l := &Lease{
+		name: name, token: token, margin: o.Margin, expiry: o.Expiry, mutex: m,
+		log:   o.Logger.With("component", "lease", "lease", name, "token", token),
+		until: m.Until(),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	go l.keepAlive()
+	if !l.Valid() {
+		l.Release(ctx)
+		return nil, fmt.Errorf("acquire %s: expired while acquiring", name)
+	}
+	return l, nil
+}
+
+// Name returns the lock's key.
+func (l *Lease) Name() string { return l.name }
+
+// Token returns the fencing token of this acquisition.
+func (l *Lease) Token() int64 { return l.token }
+
+// Ctx is cancelled when the lease is lost (cause ErrLost) or released
+// (cause ErrReleased). Work done under the lease runs under it.
+func (l *Lease) Ctx() context.Context { return l.ctx }
+
+// Done is Ctx().Done().
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Until returns the time the lease expires unless extended.
+func (l *Lease) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Valid reports whether the lease may still be trusted: not lost nor
+// released, and now before Until minus the margin. It reads the clock, so
+// a process resumed after a long pause sees false at once, before the
+// keep-alive goroutine has noticed.
+func (l *Lease) Valid() bool {
+	return l.ctx.Err() == nil && time.Now().Before(l.Until().Add(-l.margin))
+}
+
+func (l *Lease) keepAlive() {
+	defer close(l.done)
+	every := l.expiry / 3
+	tick := time.NewTimer(every)
+	defer tick.Stop()
+	lost := time.NewTimer(time.Until(l.Until().Add(-l.margin)))
+	defer lost.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-lost.C:
+			if time.Now().Before(l.Until().Add(-l.margin)) { // extended meanwhile
+				lost.Reset(time.Until(l.Until().Add(-l.margin)))
+				continue
+			}
+			l.log.Warn("lease lost", "until", l.Until())
+			l.cancel(ErrLost)
+			return
+		case <-tick.C:
+		}
+		if !time.Now().Before(l.Until().Add(-l.margin)) {
+			l.log.Warn("lease lost before extension", "until", l.Until())
+			l.cancel(ErrLost)
+			return
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), l.Until().Add(-l.margin))
+		ok, err := l.mutex.ExtendContext(ctx)
+		cancel()
+		switch {
+		case ok:
+			l.mu.Lock()
+			l.until = l.mutex.Until()
+			l.mu.Unlock()
+			lost.Reset(time.Until(l.Until().Add(-l.margin)))
+			tick.Reset(every)
+		case err == nil || errors.Is(err, redsync.ErrExtendFailed) || isTaken(err):
+			// The lock is gone or someone else holds it: no point waiting.
+			l.log.Warn("lease extension refused", "err", err)
+			l.cancel(ErrLost)
+			return
+		default:
+			l.log.Warn("lease extension failed, retrying", "err", err)
+			tick.Reset(every / 4)
+		}
+	}
+}
+
+func isTaken(err error) bool {
+	var taken *redsync.ErrTaken
+	return errors.As(err, &taken)
+}
+
+// Release stops the keep-alive and unlocks the lease if it still holds it.
+// Safe to call more than once and concurrently; later calls return the
+// first call's result.
+func (l *Lease) Release(ctx context.Context) error {
+	l.release.Do(func() {
+		close(l.stop)
+		<-l.done
+		lost := context.Cause(l.ctx) == ErrLost
+		l.cancel(ErrReleased)
+		if lost {
+			return
+		}
+		if _, err := l.mutex.UnlockContext(ctx); err != nil && !errors.Is(err, redsync.ErrLockAlreadyExpired) && !isTaken(err) {
+			l.released = fmt.Errorf("release %s: %w", l.name, err)
+		}
+	})
+	return l.released
+}

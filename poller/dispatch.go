@@ -1,0 +1,130 @@
+package poller
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Msg is a claimed message on its way to a handler.
+type Msg struct {
+	ID        string
+	Partition int
+	Token     int64
+	Due       time.Time
+	Record    *store.Record
+	part      *part
+	index     int // in the held heap
+}
+
+// Attempt is the 1-based number of this delivery.
+func (m *Msg) Attempt() int { return m.Record.Attempts + 1 }
+
+// Outcome is what became of a message handed to the Dispatcher.
+type Outcome int
+
+// Outcomes.
+const (
+	Acked    Outcome = iota // the handler returned nil
+	Failed                  // the handler returned an error or timed out
+	Returned                // not started: shutdown or the delivery limit; goes back to scheduled
+	Dropped                 // not started: the partition's lease could no longer be trusted
+)
+
+// HandleFunc runs one delivery under ctx (cancelled when the partition's
+// lease is lost or at a hard shutdown). started is false when the message
+// was not delivered (the consumer's delivery limit was reached).
+type HandleFunc func(ctx context.Context, m *Msg) (started bool, err error)
+
+// Dispatcher runs handlers for all partitions of a consumer on a fixed set
+// of workers and bounds the messages claimed but not finished. Its methods
+// are safe for concurrent use.
+type Dispatcher struct {
+	ready       chan *Msg
+	max         int64
+	outstanding atomic.Int64
+	handle      HandleFunc
+	wg          sync.WaitGroup
+	freed       chan struct{}
+}
+
+// NewDispatcher starts concurrency workers. At most concurrency+prefetch
+// messages are claimed and not yet finished at any time.
+func NewDispatcher(concurrency, prefetch int, handle HandleFunc) *Dispatcher {
+	d := &Dispatcher{
+		ready:  make(chan *Msg, concurrency+prefetch),
+		max:    int64(concurrency + prefetch),
+		handle: handle,
+		freed:  make(chan struct{}, 1),
+	}
+	for range concurrency {
+		d.wg.Add(1)
+		go d.work()
+	}
+	return d
+}
+
+// Close stops the workers once every queued message was handled, and
+// waits for them. Call it after every partition loop has returned.
+func (d *Dispatcher) Close() {
+	close(d.ready)
+	d.wg.Wait()
+}
+
+// Outstanding returns the number of messages claimed and not finished.
+func (d *Dispatcher) Outstanding() int { return int(d.outstanding.Load()) }
+
+// reserve takes up to n claim slots and returns how many it took.
+func (d *Dispatcher) reserve(n int) int {
+	for {
+		cur := d.outstanding.Load()
+		free := d.max - cur
+		if free <= 0 {
+			return 0
+		}
+		take := min(int64(n), free)
+		if d.outstanding.CompareAndSwap(cur, cur+take) {
+			return int(take)
+		}
+	}
+}
+
+// release gives back n claim slots.
+func (d *Dispatcher) release(n int) {
+	if n <= 0 {
+		return
+	}
+	d.outstanding.Add(-int64(n))
+	select {
+	case d.freed <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Dispatcher) work() {
+	defer d.wg.Done()
+	for m := range d.ready {
+		p := m.part
+		r := result{msg: m}
+		switch {
+		case p.stopping.Load():
+			r.outcome = Returned
+		case !p.valid():
+			r.outcome = Dropped
+		default:
+			started, err := d.handle(p.workCtx, m)
+			switch {
+			case !started:
+				r.outcome = Returned
+			case err != nil:
+				r.outcome, r.err = Failed, err
+			default:
+				r.outcome = Acked
+			}
+		}
+		p.results <- r
+	}
+}

@@ -1,0 +1,377 @@
+package poller
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Store is what a partition loop needs from storage.
+type Store interface {
+	RaiseFence(ctx context.Context, topic string, p int, token int64) error
+	Claim(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]store.Claimed, error)
+	Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*store.Record, error)
+	Ack(ctx context.Context, topic string, p int, ids []string) error
+	Drop(ctx context.Context, topic string, p int, ids []string) error
+	Moves(ctx context.Context, topic string, p int, moves []store.Move) error
+	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
+	Reconcile(ctx context.Context, topic string, p int, cursor string, count int) (string, []string, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Event names passed to Config.Count.
+const (
+	EventAcked       = "acked"
+	EventRetried     = "retried"
+	EventDead        = "dead"
+	EventRedelivered = "redelivered" // in-flight message requeued after its visibility deadline
+	EventFenced      = "fenced"      // claim refused by the fence, or held message dropped on lease loss
+	EventTombstone   = "tombstone"
+	EventRepaired    = "repaired"
+)
+
+// ErrFenced is returned by Run when the partition's fence holds a newer
+// token than the loop's: another owner took over.
+var ErrFenced = errors.New("poller: fenced by a newer owner")
+
+// Config configures one partition loop. All fields are required unless
+// marked otherwise.
+type Config struct {
+	Topic     string
+	Partition int
+	Token     int64 // fencing token of the lease
+	Store     Store
+	Dispatch  *Dispatcher
+	// Valid reports whether the lease may still be trusted (checked before
+	// each delivery starts).
+	Valid func() bool
+	// Work is the parent of the handlers' contexts (besides the lease's
+	// context): cancelling it aborts running handlers at a hard shutdown.
+	Work context.Context
+	// Abandon, when closed, makes a stopping loop return without waiting
+	// for handlers that ignore their context.
+	Abandon <-chan struct{}
+
+	PollInterval      time.Duration
+	Timeout           time.Duration // handler timeout
+	VisibilityMargin  time.Duration // added to due + Timeout for the visibility deadline
+	ReconcileInterval time.Duration
+	ReconcileBatch    int
+	ClaimBatch        int
+	MaxAttempts       int
+	Backoff           []time.Duration
+	Now               func() time.Time
+	Logger            *slog.Logger
+	// Count is told about events (optional).
+	Count func(event string, n int)
+}
+
+type result struct {
+	msg     *Msg
+	outcome Outcome
+	err     error
+}
+
+type part struct {
+	cfg      *Config
+	results  chan result
+	stopping atomic.Bool
+	workCtx  context.Context
+	held     held
+	mine     map[string]*Msg // claimed, result not yet applied
+	pending  []result        // results whose writes failed, retried
+	lastErr  time.Time
+	cursor   string
+}
+
+func (p *part) valid() bool { return p.cfg.Valid() }
+
+func (p *part) count(ev string, n int) {
+	if n > 0 && p.cfg.Count != nil {
+		p.cfg.Count(ev, n)
+	}
+}
+
+// logErr logs at most one error per second per partition.
+func (p *part) logErr(msg string, err error) {
+	if time.Since(p.lastErr) < time.Second {
+		return
+	}
+	p.lastErr = time.Now()
+	p.cfg.Logger.Warn(msg, "err", err)
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// Run works partition cfg.Partition until ctx (the lease's) is done or stop
+// is closed. On stop it returns held messages to scheduled at once and
+// waits for running handlers; on a lost lease it drops held messages
+// without delivering them (their visibility deadline hands them to the next
+// owner) and waits for running handlers. It returns nil after a stop,
+// ErrFenced when another owner took over, or ctx's cause.
+func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
+	cfg.Logger = cfg.Logger.With("component", "poller", "topic", cfg.Topic, "partition", cfg.Partition, "token", cfg.Token)
+	p := &part{
+		cfg:     &cfg,
+		results: make(chan result, cfg.Dispatch.max),
+		mine:    map[string]*Msg{},
+		cursor:  "0",
+	}
+	workCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(cfg.Work, cancel)()
+	p.workCtx = workCtx
+
+	if err := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); err != nil {
+		var fe *store.FencedError
+		if errors.As(err, &fe) {
+			p.count(EventFenced, 1)
+			return fmt.Errorf("%w: %v", ErrFenced, err)
+		}
+		return err
+	}
+	cfg.Logger.Debug("partition started")
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	now := cfg.Now()
+	nextPoll := now
+	nextReconcile := now.Add(jitter(cfg.ReconcileInterval))
+	var runErr error
+loop:
+	for {
+		if ctx.Err() != nil {
+			runErr = context.Cause(ctx)
+			break
+		}
+		select {
+		case <-stop:
+			break loop
+		default:
+		}
+		p.applyPending(ctx)
+		now = cfg.Now()
+		p.dispatchDue(now)
+		if !now.Before(nextPoll) {
+			again, err := p.poll(ctx, now)
+			if errors.Is(err, ErrFenced) {
+				runErr = err
+				break
+			}
+			nextPoll = now.Add(jitter(cfg.PollInterval))
+			if again {
+				nextPoll = now
+			}
+		}
+		if !now.Before(nextReconcile) {
+			p.reconcile(ctx)
+			nextReconcile = now.Add(jitter(cfg.ReconcileInterval))
+		}
+		wake := nextPoll
+		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
+			wake = p.held.peek().Due
+		}
+		if len(p.pending) > 0 && now.Add(100*time.Millisecond).Before(wake) {
+			wake = now.Add(100 * time.Millisecond)
+		}
+		timer.Reset(wake.Sub(cfg.Now()))
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		case r := <-p.results:
+			p.collect(ctx, r)
+		case <-cfg.Dispatch.freed:
+			if !nextPoll.After(now) || nextPoll.Sub(now) > cfg.PollInterval/10 {
+				// capacity came back: poll soon if the last poll was capacity-bound
+				nextPoll = minTime(nextPoll, cfg.Now())
+			}
+		case <-timer.C:
+		}
+	}
+	return p.exit(ctx, runErr)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// dispatchDue hands every held message that is due to the dispatcher.
+func (p *part) dispatchDue(now time.Time) {
+	for len(p.held) > 0 && !p.held.peek().Due.After(now) {
+		m := heap.Pop(&p.held).(*Msg)
+		p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
+	}
+}
+
+// poll claims what is due within the next poll interval, and requeues
+// expired in-flight messages. It reports whether to poll again at once.
+func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) {
+	cfg := p.cfg
+	p.requeueExpired(ctx, now)
+	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
+	if n == 0 {
+		return false, nil
+	}
+	maxDue := now.Add(cfg.PollInterval).UnixMilli()
+	claimed, err := cfg.Store.Claim(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n)
+	if err != nil {
+		cfg.Dispatch.release(n)
+		var fe *store.FencedError
+		if errors.As(err, &fe) {
+			p.count(EventFenced, 1)
+			if fe.Newest > cfg.Token {
+				return false, fmt.Errorf("%w: %v", ErrFenced, err)
+			}
+			// The fence is missing or older (a backend lost data): raise it again.
+			if rerr := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); rerr != nil {
+				if errors.As(rerr, &fe) {
+					return false, fmt.Errorf("%w: %v", ErrFenced, rerr)
+				}
+				p.logErr("raise fence", rerr)
+			}
+			return false, nil
+		}
+		p.logErr("claim", err)
+		return false, nil
+	}
+	cfg.Dispatch.release(n - len(claimed))
+	if len(claimed) == 0 {
+		return false, nil
+	}
+	ids := make([]string, len(claimed))
+	deadlines := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.ID
+		start := max(c.Due, now.UnixMilli())
+		deadlines[i] = start + (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
+	}
+	recs, err := cfg.Store.Begin(ctx, cfg.Topic, cfg.Partition, ids, deadlines)
+	if err != nil {
+		// The ids are out of the scheduled set and maybe not in flight:
+		// the reconciler re-indexes them.
+		cfg.Dispatch.release(len(claimed))
+		p.logErr("begin", err)
+		return false, nil
+	}
+	var tomb []string
+	for i, c := range claimed {
+		if recs[i] == nil {
+			tomb = append(tomb, c.ID)
+			continue
+		}
+		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(c.Due), Record: recs[i], part: p}
+		p.mine[m.ID] = m
+		heap.Push(&p.held, m)
+	}
+	if len(tomb) > 0 {
+		cfg.Dispatch.release(len(tomb))
+		p.count(EventTombstone, len(tomb))
+		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+			p.logErr("drop tombstones", err)
+		}
+	}
+	p.dispatchDue(cfg.Now())
+	return len(claimed) == n && n == cfg.ClaimBatch, nil
+}
+
+// requeueExpired moves in-flight messages whose visibility deadline passed
+// (their consumer died, or a handler overran) back to scheduled, counting
+// an attempt, or to dead when out of attempts.
+func (p *part) requeueExpired(ctx context.Context, now time.Time) {
+	cfg := p.cfg
+	ids, recs, err := cfg.Store.Expired(ctx, cfg.Topic, cfg.Partition, now.UnixMilli(), cfg.ClaimBatch)
+	if err != nil {
+		p.logErr("expired", err)
+		return
+	}
+	var moves []store.Move
+	var tomb []string
+	for i, id := range ids {
+		if p.mine[id] != nil {
+			continue // ours, still running or held: its outcome will come
+		}
+		if recs[i] == nil {
+			tomb = append(tomb, id)
+			continue
+		}
+		moves = append(moves, p.failMove(id, recs[i], now, "visibility deadline passed: the delivery did not finish (consumer died or handler overran)"))
+	}
+	if len(tomb) > 0 {
+		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+			p.logErr("drop tombstones", err)
+		} else {
+			p.count(EventTombstone, len(tomb))
+		}
+	}
+	if len(moves) > 0 {
+		if err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+			p.logErr("requeue expired", err)
+			return
+		}
+		p.count(EventRedelivered, len(moves))
+		for _, m := range moves {
+			if m.Dead {
+				p.count(EventDead, 1)
+			}
+		}
+	}
+}
+
+// failMove records a failed attempt and returns the move to scheduled
+// (after the backoff) or to dead.
+func (p *part) failMove(id string, rec *store.Record, now time.Time, reason string) store.Move {
+	cfg := p.cfg
+	r := *rec
+	r.Attempts++
+	r.LastError = reason
+	r.Updated = now.UnixMilli()
+	max := r.MaxAttempts
+	if max <= 0 {
+		max = cfg.MaxAttempts
+	}
+	if r.Attempts >= max {
+		return store.Move{ID: id, Dead: true, Score: now.UnixMilli(), Record: &r}
+	}
+	step := r.Attempts
+	if step > len(cfg.Backoff) {
+		step = len(cfg.Backoff)
+	}
+	r.Due = ceilMS(now.Add(cfg.Backoff[step-1]))
+	return store.Move{ID: id, Score: r.Due, Record: &r}
+}
+
+func (p *part) reconcile(ctx context.Context) {
+	cfg := p.cfg
+	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.Topic, cfg.Partition, p.cursor, cfg.ReconcileBatch)
+	if err != nil {
+		p.logErr("reconcile", err)
+		return
+	}
+	p.cursor = next
+	if len(repaired) > 0 {
+		p.count(EventRepaired, len(repaired))
+		cfg.Logger.Info("re-indexed records found in no index", "n", len(repaired))
+	}
+}
+
+// ceilMS returns t in unix milliseconds, rounded up: never early.
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}

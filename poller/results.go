@@ -1,0 +1,136 @@
+package poller
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// collect applies r and every other result already waiting.
+func (p *part) collect(ctx context.Context, r result) {
+	batch := []result{r}
+	for {
+		select {
+		case r := <-p.results:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	p.pending = append(p.pending, batch...)
+	p.applyPending(ctx)
+}
+
+// applyPending writes the outcomes of finished deliveries: acks in one
+// batch, retries, deaths and returns in another. When a write fails the
+// results stay pending and are tried again on the next turn of the loop.
+// Under a lost lease (lost) only acks are written: everything else stays in
+// flight for the next owner to requeue at its visibility deadline, since
+// writing to the scheduled set now could race with that owner.
+func (p *part) applyPending(ctx context.Context) { p.apply(ctx, false) }
+
+func (p *part) apply(ctx context.Context, lost bool) {
+	if len(p.pending) == 0 {
+		return
+	}
+	cfg := p.cfg
+	now := cfg.Now()
+	var acks []string
+	var moves []store.Move
+	var done []result // results needing no write
+	var acked, movedRes []result
+	retried, dead := 0, 0
+	for _, r := range p.pending {
+		m := r.msg
+		switch {
+		case r.outcome == Acked:
+			acks = append(acks, m.ID)
+			acked = append(acked, r)
+		case r.outcome == Dropped || lost:
+			if r.outcome == Dropped {
+				p.count(EventFenced, 1)
+			}
+			done = append(done, r)
+		case r.outcome == Returned:
+			moves = append(moves, store.Move{ID: m.ID, Score: m.Due.UnixMilli()})
+			movedRes = append(movedRes, r)
+		default: // Failed
+			mv := p.failMove(m.ID, m.Record, now, r.err.Error())
+			if mv.Dead {
+				dead++
+			} else {
+				retried++
+			}
+			moves = append(moves, mv)
+			movedRes = append(movedRes, r)
+		}
+	}
+	p.pending = p.pending[:0]
+	p.finish(done)
+	if len(acks) > 0 {
+		if err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks); err != nil {
+			p.logErr("ack", err)
+			p.pending = append(p.pending, acked...)
+		} else {
+			p.count(EventAcked, len(acks))
+			p.finish(acked)
+		}
+	}
+	if len(moves) > 0 {
+		if err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+			p.logErr("retry", err)
+			p.pending = append(p.pending, movedRes...)
+		} else {
+			p.count(EventRetried, retried)
+			p.count(EventDead, dead)
+			p.finish(movedRes)
+		}
+	}
+}
+
+// finish forgets messages whose outcome is settled and frees their slots.
+func (p *part) finish(rs []result) {
+	for _, r := range rs {
+		delete(p.mine, r.msg.ID)
+	}
+	p.cfg.Dispatch.release(len(rs))
+}
+
+// exit ends the loop: see Run.
+func (p *part) exit(ctx context.Context, runErr error) error {
+	cfg := p.cfg
+	lost := runErr != nil
+	p.stopping.Store(true)
+	// A context for the last writes: the lease's may be done already.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var held []result
+	for len(p.held) > 0 {
+		m := p.held[len(p.held)-1]
+		p.held = p.held[:len(p.held)-1]
+		outcome := Returned
+		if lost {
+			outcome = Dropped
+		}
+		held = append(held, result{msg: m, outcome: outcome})
+	}
+	p.pending = append(p.pending, held...)
+	p.apply(wctx, lost)
+	for len(p.mine) > len(p.pending) {
+		select {
+		case r := <-p.results:
+			p.pending = append(p.pending, r)
+			p.apply(wctx, lost || ctx.Err() != nil)
+		case <-cfg.Abandon:
+			cfg.Logger.Warn("handlers did not finish in time", "running", len(p.mine))
+			return runErr
+		}
+	}
+	if len(p.pending) > 0 {
+		p.apply(wctx, lost)
+	}
+	cfg.Logger.Debug("partition stopped", "err", runErr)
+	return runErr
+}
