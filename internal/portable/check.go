@@ -141,15 +141,19 @@ func Check(cmd string, args ...any) (Shape, error) {
 		// SET k v PX ms | SET k v NX PX ms
 		opts := make([]string, 0, 3)
 		for _, a := range args[min(2, n):] {
-			opts = append(opts, strings.ToUpper(str(a)))
+			if o := strings.ToUpper(str(a)); o != "" && (o[0] < '0' || o[0] > '9') && o[0] != '-' {
+				opts = append(opts, o)
+			} else {
+				opts = append(opts, "#")
+			}
 		}
 		switch {
-		case n == 4 && opts[0] == "PX":
+		case n == 4 && opts[0] == "PX" && opts[1] == "#":
 			return "SET PX", nil
-		case n == 5 && opts[0] == "NX" && opts[1] == "PX":
+		case n == 5 && opts[0] == "NX" && opts[1] == "PX" && opts[2] == "#":
 			return "SET NX PX", nil
 		}
-		return Shape("SET " + strings.Join(opts, " ")), refuse(name, "%v: only SET k v PX ms and SET k v NX PX ms", opts)
+		return Shape(strings.Join(strings.Fields("SET "+strings.ReplaceAll(strings.Join(opts, " "), "#", "")), " ")), refuse(name, "%v: only SET k v PX ms and SET k v NX PX ms", opts)
 	case "HMSET":
 		if n < 3 || (n-1)%2 != 0 {
 			return Shape(name), refuse(name, "with %d arguments, want a key and field/value pairs", n)

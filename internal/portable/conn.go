@@ -95,7 +95,7 @@ func (c *Conn) check(cmd string, args []any) error {
 		return nil
 	}
 	shape, err := Check(cmd, args...)
-	record(shape, err)
+	Record(shape, err)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,11 @@ var audit struct {
 	seen map[string]bool
 }
 
-func record(shape Shape, err error) {
+// Record adds a command's shape, and the checker's verdict, to the audit
+// log named by DELAYQ_COMMAND_AUDIT (once per distinct line per process).
+// Dial's connections call it for every command; code that speaks RESP by
+// other means must call it too. Safe for concurrent use.
+func Record(shape Shape, err error) {
 	audit.once.Do(func() {
 		if path := os.Getenv("DELAYQ_COMMAND_AUDIT"); path != "" {
 			f, ferr := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/delayq/delayq/internal/portable"
 	"io"
 	"net"
 	"os"
@@ -143,7 +144,22 @@ func Ping(addr string) error {
 // string reply: "+OK", "-ERR ...", ":1", "$v" for bulk "v", "$nil" for a
 // nil bulk. Arrays are returned as their header only ("*3"). It is meant
 // for probing servers in tests, not as a client.
+//
+// Like every connection of the project, it sends only commands of the
+// portable set (see package portable), and records them in the audit log.
 func Do(addr string, args ...string) (string, error) {
+	if len(args) == 0 {
+		return "", fmt.Errorf("testenv.Do: no command")
+	}
+	rest := make([]any, len(args)-1)
+	for i, a := range args[1:] {
+		rest[i] = a
+	}
+	shape, err := portable.Check(args[0], rest...)
+	portable.Record(shape, err)
+	if err != nil {
+		return "", err
+	}
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+
+	"github.com/delayq/delayq"
+)
+
+// deadUsage lists the subcommands of "delayq dead".
+const deadUsage = `Usage: delayq dead <list|requeue|purge> --topic T [flags]
+
+	list     print dead messages (--limit N, --json)
+	requeue  make dead messages due now with their attempts reset (--id ID... or --all)
+	purge    delete dead messages (--id ID... or --all)
+
+Run "delayq dead <subcommand> -h" for the flags of one.
+`
+
+// runDead implements "delayq dead": it dispatches to list, requeue or purge.
+func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, deadUsage)
+		return usagef("dead", "missing subcommand: list, requeue or purge")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, deadUsage)
+		return errHelp
+	case "list":
+		return runDeadList(ctx, args[1:], stdout, stderr)
+	case "requeue", "purge":
+		return runDeadOp(ctx, args[0], args[1:], stdout, stderr)
+	}
+	fmt.Fprint(stderr, deadUsage)
+	return usagef("dead", "unknown subcommand %q", args[0])
+}
+
+// runDeadList implements "delayq dead list".
+func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("dead list", "--topic T [--limit N] [--json]",
+		"Prints up to --limit dead messages, in partition order: a table of id, partition,\n"+
+			"attempts, died_at and last_error, or with --json one JSON object per line, shaped\n"+
+			"like the output of get.", stdout)
+	limit := cmd.fs.Int("limit", 100, "print at most `n` messages")
+	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if *limit < 1 {
+		return cmd.usageErr("invalid value %d for flag --limit: must be at least 1", *limit)
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	list, err := client.ListDead(ctx, cmd.c.topic, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeInfoLines(stdout, list)
+	}
+	return writeDeadTable(stdout, list)
+}
+
+// writeInfoLines writes each message as one line of JSON.
+func writeInfoLines(w io.Writer, list []*delayq.Info) error {
+	bw := bufio.NewWriter(w)
+	for _, in := range list {
+		line, err := marshalLine(toInfoJSON(in))
+		if err != nil {
+			return err
+		}
+		bw.Write(line)
+	}
+	return bw.Flush()
+}
+
+// writeDeadTable prints dead messages as an aligned table.
+func writeDeadTable(w io.Writer, list []*delayq.Info) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "id\tpartition\tattempts\tdied_at\tlast_error")
+	for _, in := range list {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n",
+			cell(in.ID), in.Partition, in.Attempts, orDash(formatTime(in.DiedAt)), cell(in.LastError))
+	}
+	return tw.Flush()
+}
+
+// cell returns s for a table cell: "-" when empty, quoted when it holds
+// control characters (tabs, newlines) that would break the row.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// runDeadOp implements "delayq dead requeue" and "delayq dead purge".
+func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.Writer) error {
+	about := map[string]string{
+		"requeue": "Makes the given dead messages, or all of them with --all, due now with their\nattempts reset, and prints how many it moved.",
+		"purge":   "Deletes the given dead messages, or all of them with --all, and prints how many\nit deleted.",
+	}[op]
+	cmd := newCommand("dead "+op, "--topic T (--id ID [--id ID...] | --all)", about, stdout)
+	var ids stringsFlag
+	cmd.fs.Var(&ids, "id", "dead message `id` (repeatable)")
+	all := cmd.fs.Bool("all", false, "every dead message of the topic")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *all && len(ids) > 0:
+		return cmd.usageErr("--id and --all are mutually exclusive")
+	case !*all && len(ids) == 0:
+		return cmd.usageErr("give --id, or --all to %s every dead message", op)
+	}
+	for _, id := range ids {
+		if id == "" {
+			return cmd.usageErr("--id is empty")
+		}
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	do, verb := client.RequeueDead, "requeued"
+	if op == "purge" {
+		do, verb = client.PurgeDead, "purged"
+	}
+	n, err := do(ctx, cmd.c.topic, ids...)
+	if err != nil {
+		if n > 0 {
+			fmt.Fprintf(stdout, "%s %d\n", verb, n)
+		}
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s %d\n", verb, n)
+	return err
+}

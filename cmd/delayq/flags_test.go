@@ -1,0 +1,148 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCommonFlagDefaults(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		addr     string
+		password string
+	}{
+		{"defaults", nil, nil, defaultAddr, ""},
+		{"env", map[string]string{envAddr: "10.0.0.1:22121", envPassword: "pw"}, nil, "10.0.0.1:22121", "pw"},
+		{"flags beat env", map[string]string{envAddr: "10.0.0.1:22121", envPassword: "pw"},
+			[]string{"--addr", "h:1", "--password", "x"}, "h:1", "x"},
+		{"single dash", nil, []string{"-addr", "h:2"}, "h:2", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(envAddr, "")
+			t.Setenv(envPassword, "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cmd := newCommand("x", "", "", io.Discard)
+			if err := cmd.parse(append(tt.args, "--topic", "t")); err != nil {
+				t.Fatal(err)
+			}
+			if cmd.c.addr != tt.addr || cmd.c.password != tt.password {
+				t.Errorf("addr, password = %q, %q; want %q, %q", cmd.c.addr, cmd.c.password, tt.addr, tt.password)
+			}
+			if cmd.c.namespace != "dq" || cmd.c.partitions != 16 || cmd.c.logLevel.String() != "WARN" {
+				t.Errorf("namespace %q, partitions %d, log level %v; want dq, 16, WARN",
+					cmd.c.namespace, cmd.c.partitions, cmd.c.logLevel)
+			}
+		})
+	}
+}
+
+// TestHelpHidesPassword checks that -h does not print $DELAYQ_PASSWORD.
+func TestHelpHidesPassword(t *testing.T) {
+	t.Setenv(envPassword, "s3cret")
+	var out strings.Builder
+	cmd := newCommand("x", "", "", &out)
+	if err := cmd.parse([]string{"-h"}); err != errHelp {
+		t.Fatalf("err = %v, want errHelp", err)
+	}
+	if strings.Contains(out.String(), "s3cret") {
+		t.Errorf("help shows the password:\n%s", out.String())
+	}
+}
+
+func TestLogLevelFlag(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    string
+		wantErr bool
+	}{
+		{"debug", "DEBUG", false},
+		{"INFO", "INFO", false},
+		{"error", "ERROR", false},
+		{"loud", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			cmd := newCommand("x", "", "", io.Discard)
+			err := cmd.parse([]string{"--topic", "t", "--log-level", tt.value})
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "log-level") || !strings.Contains(err.Error(), tt.value) {
+					t.Fatalf("err = %v, want one naming --log-level and %q", err, tt.value)
+				}
+				return
+			}
+			if err != nil || cmd.c.logLevel.String() != tt.want {
+				t.Fatalf("level, err = %v, %v; want %s", cmd.c.logLevel, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDurationAndTimeFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		delay   time.Duration
+		at      time.Time
+		wantErr []string // substrings of the error; nil for success
+	}{
+		{"neither", nil, 0, time.Time{}, nil},
+		{"delay", []string{"--delay", "1m30s"}, 90 * time.Second, time.Time{}, nil},
+		{"at", []string{"--at", "2030-01-02T03:04:05Z"}, 0, time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), nil},
+		{"at nanos and offset", []string{"--at", "2030-01-02T04:04:05.123456789+01:00"}, 0,
+			time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC), nil},
+		{"bad delay", []string{"--delay", "soon"}, 0, time.Time{}, []string{"-delay", `"soon"`, "invalid duration"}},
+		{"delay without unit", []string{"--delay", "10"}, 0, time.Time{}, []string{"-delay", `"10"`, "missing unit"}},
+		{"bad at", []string{"--at", "2030-01-02"}, 0, time.Time{}, []string{"-at", `"2030-01-02"`, "RFC 3339"}},
+		{"both", []string{"--delay", "1s", "--at", "2030-01-02T03:04:05Z"}, 0, time.Time{}, []string{"--delay and --at"}},
+		{"negative", []string{"--delay", "-5s"}, 0, time.Time{}, []string{"--delay", `"-5s"`, "negative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := newCommand("x", "", "", io.Discard)
+			var due dueFlags
+			due.add(cmd, "")
+			err := cmd.parse(append(tt.args, "--topic", "t"))
+			var delay time.Duration
+			var at time.Time
+			if err == nil {
+				delay, at, err = due.resolve(cmd, false)
+			}
+			if tt.wantErr != nil {
+				if err == nil {
+					t.Fatalf("no error, want one containing %q", tt.wantErr)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if delay != tt.delay || !at.Equal(tt.at) {
+				t.Errorf("delay, at = %v, %v; want %v, %v", delay, at, tt.delay, tt.at)
+			}
+		})
+	}
+}
+
+func TestStringsFlagRepeats(t *testing.T) {
+	cmd := newCommand("x", "", "", io.Discard)
+	var ids stringsFlag
+	cmd.fs.Var(&ids, "id", "")
+	if err := cmd.parse([]string{"--id", "a", "-id", "b", "--id=c", "--topic", "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids.String(); got != "a,b,c" {
+		t.Errorf("ids = %q, want a,b,c", got)
+	}
+}

@@ -1,0 +1,118 @@
+// Command delayq is the command line of the delayq delay queue: it
+// enqueues messages, consumes them, inspects and manages them.
+//
+// Usage:
+//
+//	delayq <command> [flags]
+//
+// Run "delayq help" for the list of commands and "delayq <command> -h" for
+// the flags of one. Exit status: 0 on success, 1 on error, 2 on a usage
+// error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// main runs the command line until it finishes or SIGINT/SIGTERM, and
+// turns its error into an exit status. It is the only place that exits.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "delayq: ") {
+		msg = "delayq: " + msg // library errors carry the prefix already
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if ue.cmd != "" {
+			fmt.Fprintf(os.Stderr, "Run 'delayq %s -h' for usage.\n", ue.cmd)
+		}
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// usageText lists the commands.
+const usageText = `delayq is a Redis delay queue that works behind Twemproxy and Codis.
+
+Usage:
+
+	delayq <command> [flags]
+
+Commands:
+
+	send        enqueue a message, or JSON lines from stdin (--stdin)
+	sub         consume a topic, printing each delivery as a JSON line
+	get         print a message as JSON
+	delete      delete a message
+	reschedule  move a scheduled message to a new due time
+	stats       print the counters of every partition of a topic
+	dead        list, requeue or purge dead messages (dead list|requeue|purge)
+	worker      run the worker daemon (not implemented yet)
+	bench       run the benchmarks (not implemented yet)
+	doctor      check a deployment (not implemented yet)
+	help        print this help, or "help <command>" for a command's flags
+
+Every command takes --addr (default 127.0.0.1:6379, env DELAYQ_ADDR),
+--password (env DELAYQ_PASSWORD), --namespace, --topic, --partitions and
+--log-level. Run "delayq <command> -h" for the flags of a command.
+`
+
+// run executes the command line args (without the program name), reading
+// stdin and writing to stdout and stderr, until the command is done or ctx
+// is. It returns a *usageError for a bad command line.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdin, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// dispatch runs the command named by args[0].
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usageText)
+		return nil
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] != "help" && !strings.HasPrefix(rest[0], "-") {
+			return dispatch(ctx, append(rest[:1:1], "-h"), stdin, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usageText)
+		return nil
+	case "send":
+		return runSend(ctx, rest, stdin, stdout, stderr)
+	case "sub":
+		return runSub(ctx, rest, stdout, stderr)
+	case "get":
+		return runGet(ctx, rest, stdout, stderr)
+	case "delete":
+		return runDelete(ctx, rest, stdout, stderr)
+	case "reschedule":
+		return runReschedule(ctx, rest, stdout, stderr)
+	case "stats":
+		return runStats(ctx, rest, stdout, stderr)
+	case "dead":
+		return runDead(ctx, rest, stdout, stderr)
+	case "worker", "bench", "doctor":
+		return fmt.Errorf("%s: not implemented yet", name)
+	}
+	fmt.Fprint(stderr, usageText)
+	return usagef("", "unknown command %q", name)
+}

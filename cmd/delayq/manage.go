@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// infoJSON is how get and "dead list --json" print a message.
+type infoJSON struct {
+	Topic       string  `json:"topic"`
+	ID          string  `json:"id"`
+	Partition   int     `json:"partition"`
+	State       string  `json:"state"`
+	Due         string  `json:"due"`
+	Deadline    string  `json:"deadline,omitempty"` // when in flight
+	DiedAt      string  `json:"died_at,omitempty"`  // when dead
+	Attempts    int     `json:"attempts"`
+	MaxAttempts int     `json:"max_attempts"`
+	Created     string  `json:"created"`
+	Updated     string  `json:"updated"`
+	LastError   string  `json:"last_error"`
+	Body        *string `json:"body,omitempty"` // set when the body is UTF-8, even if empty
+	BodyBase64  string  `json:"body_base64,omitempty"`
+}
+
+// toInfoJSON converts in, with times in RFC 3339 UTC.
+func toInfoJSON(in *delayq.Info) infoJSON {
+	v := infoJSON{
+		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
+		Due: formatTime(in.Due), Deadline: formatTime(in.Deadline), DiedAt: formatTime(in.DiedAt),
+		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
+		Created: formatTime(in.Created), Updated: formatTime(in.Updated), LastError: in.LastError,
+	}
+	v.Body, v.BodyBase64 = bodyFields(in.Body)
+	return v
+}
+
+// writeJSON writes v to w as indented JSON without HTML escaping.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// idCommand returns a command with a required --id flag.
+func idCommand(name, args, about string, stdout io.Writer) (*command, *string) {
+	cmd := newCommand(name, args, about, stdout)
+	id := cmd.fs.String("id", "", "message `id` (required)")
+	return cmd, id
+}
+
+// requireID returns a usage error when --id is empty.
+func (cmd *command) requireID(id string) error {
+	if id == "" {
+		return cmd.usageErr("--id is required")
+	}
+	return nil
+}
+
+// runGet implements "delayq get": it prints a message as JSON.
+func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd, id := idCommand("get", "--topic T --id ID",
+		"Prints the message as a JSON object: topic, id, partition, state, due, attempts,\n"+
+			"max_attempts, created, updated, last_error, body (or body_base64 when it is not\n"+
+			"UTF-8), and deadline (in flight) or died_at (dead).", stdout)
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if err := cmd.requireID(*id); err != nil {
+		return err
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	in, err := client.Get(ctx, cmd.c.topic, *id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, toInfoJSON(in))
+}
+
+// runDelete implements "delayq delete".
+func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd, id := idCommand("delete", "--topic T --id ID",
+		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".", stdout)
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if err := cmd.requireID(*id); err != nil {
+		return err
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.Delete(ctx, cmd.c.topic, *id); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "deleted %s\n", *id)
+	return err
+}
+
+// runReschedule implements "delayq reschedule".
+func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd, id := idCommand("reschedule", "--topic T --id ID (--delay DUR | --at TIME)",
+		"Moves a scheduled message to a new due time and prints it (RFC 3339, UTC).\n"+
+			"Messages in flight or dead cannot be rescheduled.", stdout)
+	var due dueFlags
+	due.add(cmd, "")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if err := cmd.requireID(*id); err != nil {
+		return err
+	}
+	delay, at, err := due.resolve(cmd, true)
+	if err != nil {
+		return err
+	}
+	if at.IsZero() {
+		at = time.Now().Add(delay)
+	}
+	at = at.Truncate(time.Millisecond) // due times are kept in milliseconds
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.Reschedule(ctx, cmd.c.topic, *id, at); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, formatTime(at))
+	return err
+}
+
+// runStats implements "delayq stats".
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("stats", "--topic T [--json]",
+		"Prints the counters of every partition of the topic and their totals. With\n"+
+			"--json, prints the delayq.TopicStats value as JSON.", stdout)
+	asJSON := cmd.fs.Bool("json", false, "print JSON")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ts, err := client.Stats(ctx, cmd.c.topic)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		for i := range ts.Partitions {
+			ts.Partitions[i].OldestDue = ts.Partitions[i].OldestDue.UTC()
+		}
+		return writeJSON(stdout, ts)
+	}
+	return writeStatsTable(stdout, ts)
+}
+
+// writeStatsTable prints ts as an aligned table with a total line.
+func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "partition\tscheduled\tinflight\tdead\toldest_due\towner\ttoken")
+	for _, p := range ts.Partitions {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
+			p.Partition, p.Scheduled, p.InFlight, p.Dead, orDash(formatTime(p.OldestDue)), orDash(p.Owner), p.Token)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", ts.Scheduled, ts.InFlight, ts.Dead)
+	return tw.Flush()
+}
+
+// orDash returns s, or "-" when s is empty, so that table cells are never blank.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+func TestInfoJSON(t *testing.T) {
+	died := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := &delayq.Info{Topic: "t", ID: "m", Partition: 3, State: delayq.StateDead, Due: died, DiedAt: died,
+		Attempts: 2, Created: died, Updated: died, LastError: "boom", Body: []byte{0x80}}
+	b, err := json.Marshal(toInfoJSON(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"topic":"t","id":"m","partition":3,"state":"dead","due":"2030-01-02T03:04:05Z",` +
+		`"died_at":"2030-01-02T03:04:05Z","attempts":2,"max_attempts":0,"created":"2030-01-02T03:04:05Z",` +
+		`"updated":"2030-01-02T03:04:05Z","last_error":"boom","body_base64":"gA=="}`
+	if string(b) != want {
+		t.Errorf("got\n%s\nwant\n%s", b, want)
+	}
+}
+
+func TestStatsTable(t *testing.T) {
+	due := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ts := &delayq.TopicStats{Topic: "t", Scheduled: 3, InFlight: 1, Dead: 2, Partitions: []delayq.PartitionStats{
+		{Partition: 0, Scheduled: 3, InFlight: 1, OldestDue: due, Owner: "host-1", Token: 9},
+		{Partition: 1, Dead: 2},
+	}}
+	var buf bytes.Buffer
+	if err := writeStatsTable(&buf, ts); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"partition", "scheduled", "inflight", "dead", "oldest_due", "owner", "token"},
+		{"0", "3", "1", "0", "2030-01-02T03:04:05Z", "host-1", "9"},
+		{"1", "0", "0", "2", "-", "-", "0"},
+		{"total", "3", "1", "2"},
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if got := strings.Fields(lines[i]); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("line %d = %q, want fields %q", i, lines[i], w)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// DefaultBatch is the default of send --batch: messages per EnqueueBatch call.
+const DefaultBatch = 500
+
+// runSend implements "delayq send": one message from flags, or JSON lines
+// from stdin with --stdin.
+func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := newCommand("send",
+		"--topic T [--id ID] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
+			"       delayq send --topic T --stdin [--batch N]",
+		"Enqueues one message and prints its id. With --stdin, enqueues the JSON lines of\n"+
+			`stdin, {"id": "...", "body": "...", "delay_ms": N} or with "at": "<RFC 3339>"`+"\n"+
+			`instead of delay_ms (neither: due now) and "body_base64" instead of body; it`+"\n"+
+			"prints each accepted id on stdout and each rejected line on stderr.",
+		stdout)
+	var (
+		due         dueFlags
+		id          = cmd.fs.String("id", "", "message `id` (default: a generated ULID)")
+		body        = cmd.fs.String("body", "", "message `body`")
+		bodyFile    = cmd.fs.String("body-file", "", "read the body from `path` (- for stdin)")
+		maxAttempts = cmd.fs.Int("max-attempts", 0, "delivery attempts of this message (default: the consumer's)")
+		useStdin    = cmd.fs.Bool("stdin", false, "enqueue the JSON lines read from stdin")
+		batch       = cmd.fs.Int("batch", DefaultBatch, "messages per enqueue call with --stdin")
+	)
+	due.add(cmd, " (neither --delay nor --at: due now)")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if err := cmd.nonNegative("max-attempts", int64(*maxAttempts)); err != nil {
+		return err
+	}
+	if *useStdin {
+		for _, name := range []string{"id", "body", "body-file", "delay", "at", "max-attempts"} {
+			if cmd.isSet(name) {
+				return cmd.usageErr("--%s cannot be used with --stdin", name)
+			}
+		}
+		if *batch < 1 {
+			return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
+		}
+		client, err := cmd.c.client(stderr)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		return sendLines(ctx, client, cmd.c.topic, stdin, *batch, stdout, stderr)
+	}
+	if cmd.isSet("batch") {
+		return cmd.usageErr("--batch needs --stdin")
+	}
+	delay, at, err := due.resolve(cmd, false)
+	if err != nil {
+		return err
+	}
+	msg := delayq.Message{Topic: cmd.c.topic, ID: *id, Body: []byte(*body), Delay: delay, At: at, MaxAttempts: *maxAttempts}
+	if cmd.isSet("body-file") {
+		if cmd.isSet("body") {
+			return cmd.usageErr("--body and --body-file are mutually exclusive")
+		}
+		if msg.Body, err = readBody(*bodyFile, stdin); err != nil {
+			return err
+		}
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	got, err := client.Enqueue(ctx, msg)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, got)
+	return err
+}
+
+// readBody returns the contents of the file at path, or of stdin for "-".
+func readBody(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read body from stdin: %w", err)
+		}
+		return b, nil
+	}
+	return os.ReadFile(path)
+}
+
+// inputLine is one JSON line of "send --stdin". Pointers tell absent (or
+// null) fields from zero values.
+type inputLine struct {
+	ID          string  `json:"id"`
+	Body        *string `json:"body"`
+	BodyBase64  *string `json:"body_base64"`
+	DelayMS     *int64  `json:"delay_ms"`
+	At          *string `json:"at"`
+	MaxAttempts int     `json:"max_attempts"`
+}
+
+// parseLine decodes one JSON line into a message of topic. Unknown fields
+// are rejected, so that a misspelt "delay_ms" does not make a message due
+// now. On error, the message still carries the id when one was read.
+func parseLine(topic string, line []byte) (delayq.Message, error) {
+	var in inputLine
+	if t := bytes.TrimSpace(line); len(t) == 0 || t[0] != '{' {
+		return delayq.Message{}, errors.New("invalid JSON: not an object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		// A second, lenient pass recovers the id for the error message.
+		var idOnly struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(line, &idOnly)
+		return delayq.Message{ID: idOnly.ID}, fmt.Errorf("invalid JSON: %v", err)
+	}
+	m := delayq.Message{Topic: topic, ID: in.ID, MaxAttempts: in.MaxAttempts}
+	if dec.More() {
+		return m, errors.New("invalid JSON: more than one value on the line")
+	}
+	switch {
+	case in.Body != nil && in.BodyBase64 != nil:
+		return m, errors.New(`both "body" and "body_base64" are set`)
+	case in.Body != nil:
+		m.Body = []byte(*in.Body)
+	case in.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*in.BodyBase64)
+		if err != nil {
+			return m, fmt.Errorf(`"body_base64": %v`, err)
+		}
+		m.Body = b
+	}
+	switch {
+	case in.DelayMS != nil && in.At != nil:
+		return m, errors.New(`both "delay_ms" and "at" are set`)
+	case in.DelayMS != nil && *in.DelayMS < 0:
+		return m, fmt.Errorf(`"delay_ms" %d is negative`, *in.DelayMS)
+	case in.DelayMS != nil && *in.DelayMS > math.MaxInt64/int64(time.Millisecond):
+		return m, fmt.Errorf(`"delay_ms" %d is too large`, *in.DelayMS)
+	case in.DelayMS != nil:
+		m.Delay = time.Duration(*in.DelayMS) * time.Millisecond
+	case in.At != nil:
+		t, err := parseTime(*in.At)
+		if err != nil {
+			return m, fmt.Errorf(`"at" %q: %v`, *in.At, err)
+		}
+		m.At = t
+	}
+	if m.MaxAttempts < 0 {
+		return m, fmt.Errorf(`"max_attempts" %d is negative`, m.MaxAttempts)
+	}
+	return m, nil
+}
+
+// pendingLine is a read line waiting for its batch to be sent.
+type pendingLine struct {
+	line int
+	msg  delayq.Message
+	err  error // the reason it was rejected, when it was
+}
+
+// rejection formats the stderr line that reports a rejected message.
+func rejection(line int, id string, err error) string {
+	return fmt.Sprintf("line %d: id %q: %s", line, id, strings.TrimPrefix(err.Error(), "delayq: "))
+}
+
+// lineSender reads JSON lines and enqueues them in batches, reporting each
+// line's outcome in line order.
+type lineSender struct {
+	client   *delayq.Client
+	out      *bufio.Writer
+	stderr   io.Writer
+	batch    []pendingLine
+	accepted int
+	rejected int
+}
+
+// sendLines enqueues the JSON lines read from r, batch at a time. Accepted
+// ids go to stdout, one per line; rejected lines are reported on stderr as
+// `line N: id "X": reason`. It returns an error when any line was rejected
+// or when an enqueue call failed as a whole.
+func sendLines(ctx context.Context, client *delayq.Client, topic string, r io.Reader, batch int, stdout, stderr io.Writer) error {
+	s := &lineSender{client: client, out: bufio.NewWriter(stdout), stderr: stderr}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, rerr := br.ReadBytes('\n') // no length limit: bodies may be over 1 MiB
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("read stdin line %d: %w", n, rerr)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			m, err := parseLine(topic, line)
+			s.batch = append(s.batch, pendingLine{line: n, msg: m, err: err})
+		}
+		if len(s.batch) >= batch || (rerr != nil && len(s.batch) > 0) {
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if rerr != nil {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped at line %d: %w", n, err)
+		}
+	}
+	if s.rejected > 0 {
+		return fmt.Errorf("%d of %d messages rejected", s.rejected, s.accepted+s.rejected)
+	}
+	return nil
+}
+
+// flush enqueues the valid messages of the batch and reports every line.
+func (s *lineSender) flush(ctx context.Context) error {
+	defer func() { s.batch = s.batch[:0] }()
+	var msgs []delayq.Message
+	var idx []int
+	for i, p := range s.batch {
+		if p.err == nil {
+			msgs = append(msgs, p.msg)
+			idx = append(idx, i)
+		}
+	}
+	if len(msgs) > 0 {
+		res, err := s.client.EnqueueBatch(ctx, msgs)
+		if err != nil {
+			s.out.Flush()
+			return fmt.Errorf("enqueue lines %d to %d: %w", s.batch[0].line, s.batch[len(s.batch)-1].line, err)
+		}
+		for j, r := range res {
+			s.batch[idx[j]].msg.ID, s.batch[idx[j]].err = r.ID, r.Err
+		}
+	}
+	for _, p := range s.batch {
+		if p.err != nil {
+			s.rejected++
+			fmt.Fprintln(s.stderr, rejection(p.line, p.msg.ID, p.err))
+			continue
+		}
+		s.accepted++
+		fmt.Fprintln(s.out, p.msg.ID)
+	}
+	return s.out.Flush()
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+)
+
+// runSub implements "delayq sub": it consumes a topic and prints each
+// delivery as a JSON line on stdout when the delivery starts.
+func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("sub", "--topic T [flags]",
+		"Consumes the topic and prints one JSON line per delivery on stdout when it starts:\n"+
+			`{"topic","id","partition","token","attempt","due","delivered_at","body"}, with`+"\n"+
+			`"body_base64" instead of "body" when the body is not UTF-8. Deliveries are acked,`+"\n"+
+			"except those failed on purpose by --fail-attempts or --fail. Stops gracefully on\n"+
+			"SIGINT/SIGTERM, after --count deliveries or after --timeout.",
+		stdout)
+	fs := cmd.fs
+	var (
+		concurrency  = fs.Int("concurrency", delayq.DefaultConcurrency, "handlers run at once")
+		count        = fs.Int("count", 0, "stop after `n` deliveries have started (0: no limit)")
+		maxAttempts  = fs.Int("max-attempts", delayq.DefaultMaxAttempts, "deliveries of a message before it is dead, for messages that set none")
+		failAttempts = fs.Int("fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
+		failBody     = fs.String("fail", "", "fail every delivery whose body matches `regexp`")
+		timeout      durationFlag
+		lease        = durationFlag{d: delayq.DefaultLease}
+		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
+		poll         = durationFlag{d: delayq.DefaultPollInterval}
+	)
+	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
+	fs.Var(&lease, "lease", "partition lease `duration`")
+	fs.Var(&handlerTO, "handler-timeout", "time one delivery may take before it is redelivered (`duration`)")
+	fs.Var(&poll, "poll", "longest pause between two polls of a partition (`duration`)")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"concurrency", int64(*concurrency)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
+		{"fail-attempts", int64(*failAttempts)}, {"timeout", int64(timeout.d)}, {"lease", int64(lease.d)},
+		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)},
+	} {
+		if err := cmd.nonNegative(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	var failRE *regexp.Regexp
+	if cmd.isSet("fail") {
+		re, err := regexp.Compile(*failBody)
+		if err != nil {
+			return cmd.usageErr("invalid value %q for flag --fail: %v", *failBody, err)
+		}
+		failRE = re
+	}
+
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	pr := &deliveryPrinter{w: stdout}
+	handler := func(ctx context.Context, d *delayq.Delivery) error {
+		if err := pr.print(d, time.Now()); err != nil {
+			return fmt.Errorf("print delivery of %q: %w", d.ID, err)
+		}
+		if d.Attempt <= *failAttempts {
+			return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, *failAttempts)
+		}
+		if failRE != nil && failRE.Match(d.Body) {
+			return fmt.Errorf("body matches --fail %q: failed on purpose", failRE)
+		}
+		return nil
+	}
+	consumer, err := client.NewConsumer(delayq.ConsumerOptions{
+		Topic:        cmd.c.topic,
+		Concurrency:  *concurrency,
+		Limit:        *count,
+		Lease:        lease.d,
+		Timeout:      handlerTO.d,
+		PollInterval: poll.d,
+		MaxAttempts:  *maxAttempts,
+	}, handler)
+	if err != nil {
+		return err
+	}
+	if timeout.d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout.d)
+		defer cancel()
+	}
+	// Run returns nil after a graceful stop (ctx done or --count reached).
+	return consumer.Run(ctx)
+}
+
+// deliveryJSON is the line "sub" prints for a delivery.
+type deliveryJSON struct {
+	Topic       string  `json:"topic"`
+	ID          string  `json:"id"`
+	Partition   int     `json:"partition"`
+	Token       int64   `json:"token"`
+	Attempt     int     `json:"attempt"`
+	Due         string  `json:"due"`
+	DeliveredAt string  `json:"delivered_at"`
+	Body        *string `json:"body,omitempty"` // set when the body is UTF-8, even if empty
+	BodyBase64  string  `json:"body_base64,omitempty"`
+}
+
+// formatTime formats t in RFC 3339 with nanoseconds, in UTC; "" for the
+// zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// bodyFields returns body as a string when it is valid UTF-8, else as
+// standard base64: exactly one of the two is set.
+func bodyFields(body []byte) (text *string, b64 string) {
+	if utf8.Valid(body) {
+		s := string(body)
+		return &s, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(body)
+}
+
+// marshalLine encodes v as one line of JSON without HTML escaping.
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode appends the newline
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeDelivery returns the JSON line, newline included, of a delivery
+// that started at deliveredAt.
+func encodeDelivery(d *delayq.Delivery, deliveredAt time.Time) ([]byte, error) {
+	v := deliveryJSON{
+		Topic: d.Topic, ID: d.ID, Partition: d.Partition, Token: d.Token, Attempt: d.Attempt,
+		Due: formatTime(d.Due), DeliveredAt: formatTime(deliveredAt),
+	}
+	v.Body, v.BodyBase64 = bodyFields(d.Body)
+	return marshalLine(v)
+}
+
+// deliveryPrinter writes delivery lines. It is safe for concurrent use:
+// each line goes out whole, in one unbuffered write, so a process reading
+// stdout sees it at once.
+type deliveryPrinter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// print writes the line of d, started at deliveredAt.
+func (p *deliveryPrinter) print(d *delayq.Delivery, deliveredAt time.Time) error {
+	line, err := encodeDelivery(d, deliveredAt)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err = p.w.Write(line)
+	return err
+}
