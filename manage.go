@@ -106,22 +106,22 @@ func (c *Client) check(ctx context.Context, topic, id string) (int, error) {
 
 // PartitionStats is a snapshot of one partition.
 type PartitionStats struct {
-	Partition int
-	Scheduled int64
-	InFlight  int64
-	Dead      int64
-	OldestDue time.Time // earliest scheduled due time; zero if none
-	Owner     string    // id of the consumer holding the lease; "" if none
-	Token     int64     // newest fencing token of the partition
+	Partition int        `json:"partition"`
+	Scheduled int64      `json:"scheduled"`
+	InFlight  int64      `json:"inflight"`
+	Dead      int64      `json:"dead"`
+	OldestDue *time.Time `json:"oldest_due,omitempty"` // earliest scheduled due time; nil if none
+	Owner     string     `json:"owner,omitempty"`      // id of the consumer holding the lease; "" if none
+	Token     int64      `json:"token"`                // newest fencing token of the partition
 }
 
 // TopicStats is a snapshot of a topic.
 type TopicStats struct {
-	Topic      string
-	Partitions []PartitionStats
-	Scheduled  int64
-	InFlight   int64
-	Dead       int64
+	Topic      string           `json:"topic"`
+	Scheduled  int64            `json:"scheduled"`
+	InFlight   int64            `json:"inflight"`
+	Dead       int64            `json:"dead"`
+	Partitions []PartitionStats `json:"partitions"`
 }
 
 // Stats reads the counters of every partition of topic.
@@ -135,10 +135,15 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 		if err != nil {
 			return nil, err
 		}
-		ts.Partitions = append(ts.Partitions, PartitionStats{
+		ps := PartitionStats{
 			Partition: p, Scheduled: s.Scheduled, InFlight: s.InFlight, Dead: s.Dead,
-			OldestDue: msTime(s.OldestDue), Owner: s.Owner, Token: s.Token,
-		})
+			Owner: s.Owner, Token: s.Token,
+		}
+		if s.OldestDue != 0 {
+			t := msTime(s.OldestDue).UTC()
+			ps.OldestDue = &t
+		}
+		ts.Partitions = append(ts.Partitions, ps)
 		ts.Scheduled += s.Scheduled
 		ts.InFlight += s.InFlight
 		ts.Dead += s.Dead

@@ -162,9 +162,6 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *asJSON {
-		for i := range ts.Partitions {
-			ts.Partitions[i].OldestDue = ts.Partitions[i].OldestDue.UTC()
-		}
 		return writeJSON(stdout, ts)
 	}
 	return writeStatsTable(stdout, ts)
@@ -176,7 +173,7 @@ func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	fmt.Fprintln(tw, "partition\tscheduled\tinflight\tdead\toldest_due\towner\ttoken")
 	for _, p := range ts.Partitions {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
-			p.Partition, p.Scheduled, p.InFlight, p.Dead, orDash(formatTime(p.OldestDue)), orDash(p.Owner), p.Token)
+			p.Partition, p.Scheduled, p.InFlight, p.Dead, orDash(formatTimePtr(p.OldestDue)), orDash(p.Owner), p.Token)
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", ts.Scheduled, ts.InFlight, ts.Dead)
 	return tw.Flush()
@@ -188,4 +185,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// formatTimePtr is formatTime of *t, or "" when t is nil.
+func formatTimePtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return formatTime(*t)
 }

@@ -29,7 +29,7 @@ func TestInfoJSON(t *testing.T) {
 func TestStatsTable(t *testing.T) {
 	due := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	ts := &delayq.TopicStats{Topic: "t", Scheduled: 3, InFlight: 1, Dead: 2, Partitions: []delayq.PartitionStats{
-		{Partition: 0, Scheduled: 3, InFlight: 1, OldestDue: due, Owner: "host-1", Token: 9},
+		{Partition: 0, Scheduled: 3, InFlight: 1, OldestDue: &due, Owner: "host-1", Token: 9},
 		{Partition: 1, Dead: 2},
 	}}
 	var buf bytes.Buffer
