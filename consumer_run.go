@@ -38,7 +38,15 @@ type Consumer struct {
 	counters  sync.Map // event name -> *atomic.Int64
 
 	mu    sync.Mutex
-	owned map[int]*lease.Lease
+	owned map[int]*owned
+	live  int // members seen at the last heartbeat
+}
+
+// owned is a partition this consumer holds.
+type owned struct {
+	lease     *lease.Lease
+	stop      chan struct{} // closed to stop the partition gracefully
+	releasing bool          // stop was closed to hand the partition over
 }
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
@@ -55,7 +63,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		log:    c.log.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
-		owned:  map[int]*lease.Lease{},
+		owned:  map[int]*owned{},
 	}, nil
 }
 
@@ -112,10 +120,20 @@ loop:
 			break loop
 		case <-tick.C:
 		}
-		k.acquire(ctx, rs, d, work, abandon, &wg)
+		target := k.share(ctx)
+		k.releaseExtras(target)
+		k.acquire(ctx, rs, d, work, abandon, &wg, target)
 		tick.Reset(jitter(k.opts.Lease / 3))
 	}
 	k.stop()
+	k.mu.Lock()
+	for _, o := range k.owned {
+		if !o.releasing {
+			o.releasing = true
+			close(o.stop)
+		}
+	}
+	k.mu.Unlock()
 	k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
 	hard := time.AfterFunc(k.opts.ShutdownTimeout, func() {
 		hardStop()
@@ -124,6 +142,11 @@ loop:
 	wg.Wait()
 	hard.Stop()
 	d.Close()
+	lctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	if err := k.c.store.Leave(lctx, k.opts.Topic, k.opts.ID); err != nil {
+		k.log.Warn("leave membership", "err", err)
+	}
+	cancel()
 	k.log.Info("consumer stopped")
 	return nil
 }
@@ -132,9 +155,67 @@ func jitter(d time.Duration) time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
-// acquire tries once for each partition this consumer does not own and
-// starts a partition loop for each one it gets.
-func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.Dispatcher, work context.Context, abandon chan struct{}, wg *sync.WaitGroup) {
+// share heartbeats this consumer into the topic's members and returns
+// its fair share of partitions, ceil(partitions / live members).
+func (k *Consumer) share(ctx context.Context) int {
+	now := k.c.opts.Now()
+	live, err := k.c.store.Heartbeat(ctx, k.opts.Topic, k.opts.ID, now.UnixMilli(),
+		now.Add(k.opts.Lease).UnixMilli(), time.Hour.Milliseconds())
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		k.log.Warn("heartbeat", "err", err)
+		live = k.live // keep the last view
+	}
+	if live < 1 {
+		live = 1
+	}
+	if live != k.live {
+		k.log.Info("members changed", "live", live, "share", lease.Share(k.c.opts.Partitions, live))
+	}
+	k.live = live
+	return lease.Share(k.c.opts.Partitions, live)
+}
+
+// holding returns how many partitions are owned and not being handed over.
+func (k *Consumer) holding() int {
+	n := 0
+	for _, o := range k.owned {
+		if !o.releasing {
+			n++
+		}
+	}
+	return n
+}
+
+// releaseExtras hands over partitions above target: each is stopped
+// gracefully (held messages returned, handlers finished) and its lease
+// released, for a consumer below its share to take.
+func (k *Consumer) releaseExtras(target int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	extra := k.holding() - target
+	if extra <= 0 {
+		return
+	}
+	ps := make([]int, 0, len(k.owned))
+	for p, o := range k.owned {
+		if !o.releasing {
+			ps = append(ps, p)
+		}
+	}
+	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+	for _, p := range ps[:extra] {
+		o := k.owned[p]
+		o.releasing = true
+		close(o.stop)
+		k.log.Info("handing partition over", "partition", p, "share", target)
+	}
+}
+
+// acquire tries, once each, partitions this consumer does not own until it
+// holds target, and starts a partition loop for each one it gets.
+func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.Dispatcher, work context.Context, abandon chan struct{}, wg *sync.WaitGroup, target int) {
 	topic, ns := k.opts.Topic, k.c.opts.Namespace
 	for _, p := range rand.Perm(k.c.opts.Partitions) {
 		if ctx.Err() != nil || k.stopping() {
@@ -142,7 +223,11 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 		}
 		k.mu.Lock()
 		_, mine := k.owned[p]
+		full := k.holding() >= target
 		k.mu.Unlock()
+		if full {
+			return
+		}
 		if mine {
 			continue
 		}
@@ -160,15 +245,21 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 			}
 			continue
 		}
+		o := &owned{lease: l, stop: make(chan struct{})}
 		k.mu.Lock()
-		k.owned[p] = l
+		if k.stopping() { // Run is shutting down: do not start
+			k.mu.Unlock()
+			l.Release(ctx)
+			return
+		}
+		k.owned[p] = o
 		k.mu.Unlock()
 		k.count("leases_gained", 1)
 		k.log.Info("partition acquired", "partition", p, "token", l.Token())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := poller.Run(l.Ctx(), k.stopCh, k.pollerConfig(p, l, d, work, abandon))
+			err := poller.Run(l.Ctx(), o.stop, k.pollerConfig(p, l, d, work, abandon))
 			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			l.Release(rctx)
 			cancel()

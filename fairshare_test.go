@@ -1,0 +1,67 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Consumers split a topic's partitions by fair share, hand them over when
+// one joins or leaves, and deliver each message once in the absence of faults.
+func TestFairShareAndHandover(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 12})
+		topic := "share"
+		rec := newRecorder()
+		opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 600 * time.Millisecond}
+		var ks []*Consumer
+		for i := range 3 {
+			o := opts
+			o.ID = fmt.Sprintf("c%d", i)
+			ks = append(ks, runConsumer(t, c, o, rec.handle))
+		}
+		owned := func(k *Consumer) int { return len(k.Stats().Owned) }
+		waitFor(t, 10*time.Second, "4 partitions each", func() bool {
+			return owned(ks[0]) == 4 && owned(ks[1]) == 4 && owned(ks[2]) == 4
+		})
+		var msgs []Message
+		for i := range 300 {
+			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("s%d", i), Delay: time.Duration(i%10) * 50 * time.Millisecond})
+		}
+		res, err := c.EnqueueBatch(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		// One leaves cleanly mid-stream: the other two cover all partitions.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := ks[2].Shutdown(sctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "6 partitions each after a leave", func() bool {
+			return owned(ks[0]) == 6 && owned(ks[1]) == 6
+		})
+		waitFor(t, 10*time.Second, "300 deliveries", func() bool { return rec.total() >= 300 })
+		for id, ds := range rec.seen {
+			if len(ds) != 1 {
+				t.Errorf("%s delivered %d times without a fault", id, len(ds))
+			}
+		}
+		st, err := c.Stats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st.Partitions {
+			if p.Owner != "c0" && p.Owner != "c1" {
+				t.Errorf("partition %d owned by %q", p.Partition, p.Owner)
+			}
+		}
+	})
+}
