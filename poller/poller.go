@@ -225,7 +225,9 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	if n == 0 {
 		return false, nil
 	}
-	maxDue := now.Add(cfg.PollInterval).UnixMilli()
+	// Claim ahead: everything due before the next poll (which comes after
+	// PollInterval plus up to 10% jitter) is taken now and held until due.
+	maxDue := now.Add(cfg.PollInterval * 3 / 2).UnixMilli()
 	claimed, err := cfg.Store.Claim(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n)
 	if err != nil {
 		cfg.Dispatch.release(n)
