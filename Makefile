@@ -1,0 +1,58 @@
+# delayq: build, test and demo. GNU make.
+#
+#   make deps   install redis-server and nutcracker (Debian/Ubuntu) when missing
+#   make build  build bin/delayq
+#   make test   go vet, every test with -race (real servers), then check that
+#               every Redis command the tests sent is portable
+#   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
+#   make clean  remove build and test outputs
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin/delayq
+AUDIT := $(CURDIR)/.audit/commands.log
+# apt-get needs root: use sudo only when we are not root already.
+SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test demo bench clean
+
+all: build
+
+# Debian's nutcracker lives in /usr/sbin, often not on a user's PATH. Note
+# that installing redis-server also starts a service on port 6379; the tests
+# and the demo do not use it (they start their own servers on free ports).
+deps:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || missing="$$missing nutcracker"; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing$$missing"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else \
+		echo "deps: redis-server and nutcracker are installed"; \
+	fi
+
+build:
+	$(GO) build -o $(BIN) ./cmd/delayq
+
+# The end-to-end tests in test/ run $(BIN) (DELAYQ_BIN) instead of building
+# their own. Every process of the run appends the command shapes it sends to
+# $(AUDIT), which auditcheck then verifies against the portable set.
+test: deps build
+	$(GO) vet ./...
+	rm -f $(AUDIT)
+	mkdir -p $(dir $(AUDIT))
+	DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) run ./internal/portable/auditcheck $(AUDIT)
+
+demo: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh
+
+bench:
+	@echo "bench: not implemented yet (see DESIGN.md section 8)" >&2
+	@exit 1
+
+clean:
+	rm -rf bin .audit
