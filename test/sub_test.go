@@ -91,22 +91,21 @@ func subCount(t *testing.T, addr, topic string) {
 }
 
 // subRetry: a delivery failed by --fail-attempts 1 comes back as attempt 2
-// after the first step of the default backoff (10 s: sub has no flag to
-// shorten it).
+// after the first step of the --backoff ladder.
 func subRetry(t *testing.T, addr, topic string) {
-	const firstBackoff = 10 * time.Second
+	const firstBackoff = 2 * time.Second
 	mustCLI(t, "", "send", "--addr", addr, "--topic", topic, "--id", "r1", "--body", "retry me")
 	l := newLedger()
-	s := startSub(t, l, 0, "--addr", addr, "--topic", topic, "--fail-attempts", "1")
+	s := startSub(t, l, 0, "--addr", addr, "--topic", topic, "--fail-attempts", "1", "--backoff", "2s,5s")
 	waitFor(t, 10*time.Second, func() bool { return l.count() >= 1 || s.exited() }, "the first delivery of r1")
 
 	// Between the attempts, get shows it scheduled with its error.
 	var in infoJSON
-	if !poll(5*time.Second, func() bool {
+	if !poll(firstBackoff, func() bool {
 		in = decodeInfo(t, mustCLI(t, "", "get", "--addr", addr, "--topic", topic, "--id", "r1").stdout)
 		return in.State == "scheduled"
 	}) {
-		t.Fatalf("r1 not scheduled again 5s after its failed attempt: %+v", in)
+		t.Fatalf("r1 not scheduled again within the backoff after its failed attempt: %+v", in)
 	}
 	if in.Attempts != 1 || !strings.Contains(in.LastError, "failed on purpose") {
 		t.Errorf("r1 between attempts: attempts %d last_error %q, want 1 and the handler's error", in.Attempts, in.LastError)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -32,6 +33,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		maxAttempts  = fs.Int("max-attempts", delayq.DefaultMaxAttempts, "deliveries of a message before it is dead, for messages that set none")
 		failAttempts = fs.Int("fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
 		failBody     = fs.String("fail", "", "fail every delivery whose body matches `regexp`")
+		backoffList  = fs.String("backoff", "", "retry ladder: comma-separated `durations` (default: delayq.DefaultBackoff, 10s 30s 1m ... 2h)")
 		timeout      durationFlag
 		lease        = durationFlag{d: delayq.DefaultLease}
 		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
@@ -54,6 +56,16 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	} {
 		if err := cmd.nonNegative(c.name, c.v); err != nil {
 			return err
+		}
+	}
+	var backoff []time.Duration
+	if *backoffList != "" {
+		for _, f := range strings.Split(*backoffList, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || d < 0 {
+				return cmd.usageErr("invalid value %q for flag --backoff: %q is not a non-negative duration", *backoffList, f)
+			}
+			backoff = append(backoff, d)
 		}
 	}
 	var failRE *regexp.Regexp
@@ -91,6 +103,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Timeout:      handlerTO.d,
 		PollInterval: poll.d,
 		MaxAttempts:  *maxAttempts,
+		Backoff:      backoff,
 	}, handler)
 	if err != nil {
 		return err
