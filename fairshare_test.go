@@ -15,7 +15,7 @@ func TestFairShareAndHandover(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 12})
 		topic := "share"
 		rec := newRecorder()
-		opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 600 * time.Millisecond}
+		opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second}
 		var ks []*Consumer
 		for i := range 3 {
 			o := opts

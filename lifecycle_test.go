@@ -16,12 +16,13 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // forEachTarget runs f against a Redis server directly and through
-// Twemproxy (3 backends, no hash_tag).
+// Twemproxy (3 backends, no hash_tag). The two have separate servers, so
+// the runs cannot see each other's keys.
 func forEachTarget(t *testing.T, f func(t *testing.T, addr string)) {
-	env := testenv.Start(t, testenv.Options{Backends: 3})
-	for _, tg := range env.Targets() {
-		t.Run(tg.Name, func(t *testing.T) { f(t, tg.Addr) })
-	}
+	direct := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	proxied := testenv.Start(t, testenv.Options{Backends: 3})
+	t.Run("direct", func(t *testing.T) { f(t, direct.Backends[0]) })
+	t.Run("twemproxy", func(t *testing.T) { f(t, proxied.Proxy) })
 }
 
 func newClient(t *testing.T, addr string, o Options) *Client {
@@ -142,7 +143,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("get m5 = %+v, %v", in, err)
 		}
 		rec := newRecorder()
-		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 200 * time.Millisecond, Lease: time.Second}, rec.handle)
+		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 200 * time.Millisecond, Lease: 3 * time.Second}, rec.handle)
 		waitFor(t, 10*time.Second, "19 deliveries", func() bool { return rec.total() >= 19 })
 		waitFor(t, 5*time.Second, "acks", func() bool { return k.Stats().Acked >= 19 })
 		if rec.count("m4") != 0 {

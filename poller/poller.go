@@ -20,7 +20,7 @@ type Store interface {
 	Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*store.Record, error)
 	Ack(ctx context.Context, topic string, p int, ids []string) error
 	Drop(ctx context.Context, topic string, p int, ids []string) error
-	Moves(ctx context.Context, topic string, p int, moves []store.Move) error
+	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
 	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
 	Reconcile(ctx context.Context, topic string, p int, cursor string, count int) (string, []string, error)
 }
@@ -319,10 +319,12 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		}
 	}
 	if len(moves) > 0 {
-		if err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+		gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves)
+		if err != nil {
 			p.logErr("requeue expired", err)
 			return
 		}
+		p.count(EventTombstone, gone)
 		p.count(EventRedelivered, len(moves))
 		for _, m := range moves {
 			if m.Dead {

@@ -79,10 +79,11 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		}
 	}
 	if len(moves) > 0 {
-		if err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
 			p.logErr("retry", err)
 			p.pending = append(p.pending, movedRes...)
 		} else {
+			p.count(EventTombstone, gone)
 			p.count(EventRetried, retried)
 			p.count(EventDead, dead)
 			p.finish(movedRes)

@@ -58,6 +58,46 @@ if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 return r
 `)
 
+// updateScript overwrites records that still exist, and only those: a
+// message deleted (or acked) meanwhile must not come back.
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 written, 0 gone.
+var updateScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// update overwrites the records of ids that still exist and reports, per
+// id, whether it did.
+func (s *Store) update(ctx context.Context, topic string, p int, ids []string, recs []*Record) ([]bool, error) {
+	args := make([]any, 0, 1+2*len(ids))
+	args = append(args, keys.Records(s.ns, topic, p))
+	for i, id := range ids {
+		args = append(args, id, recs[i].Encode())
+	}
+	r, err := s.script(ctx, updateScript, args...)
+	if err != nil {
+		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
+	}
+	vals, err := redis.Ints(r, nil)
+	if err != nil || len(vals) != len(ids) {
+		return nil, fmt.Errorf("update records in partition %d: bad reply %v (%v)", p, r, err)
+	}
+	ok := make([]bool, len(ids))
+	for i, v := range vals {
+		ok[i] = v == 1
+	}
+	return ok, nil
+}
+
 // NextToken returns a new fencing token for the partition (INCR of its
 // epoch key).
 func (s *Store) NextToken(ctx context.Context, topic string, p int) (int64, error) {
@@ -193,32 +233,53 @@ type Move struct {
 	ID     string
 	Dead   bool    // to the dead ZSET (scored Score = time of death) instead of scheduled (Score = due)
 	Score  int64   // unix ms
-	Record *Record // written when not nil
+	Record *Record // written when not nil (and only if the record still exists)
 }
 
-// Moves writes the destinations (ZADD to scheduled and dead, HSET of the
-// records), then removes the in-flight entries. Used for retries, deaths,
-// expired visibility deadlines and held messages returned at shutdown.
-func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) error {
+// Moves writes the records that carry one (only where the record still
+// exists: a message deleted meanwhile is not brought back), then the
+// destinations (ZADD to scheduled and dead), then removes the in-flight
+// entries. Used for retries, deaths, expired visibility deadlines and held
+// messages returned at shutdown. It returns how many moves were skipped
+// because their record was gone.
+func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (gone int, err error) {
 	if len(moves) == 0 {
-		return nil
+		return 0, nil
+	}
+	var ids []string
+	var recs []*Record
+	for _, m := range moves {
+		if m.Record != nil {
+			ids = append(ids, m.ID)
+			recs = append(recs, m.Record)
+		}
+	}
+	alive := map[string]bool{}
+	if len(ids) > 0 {
+		ok, err := s.update(ctx, topic, p, ids, recs)
+		if err != nil {
+			return 0, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
+		}
+		for i, id := range ids {
+			alive[id] = ok[i]
+		}
 	}
 	sched := []any{keys.Scheduled(s.ns, topic, p)}
 	dead := []any{keys.Dead(s.ns, topic, p)}
-	var first []cmd
 	rem := []any{keys.InFlight(s.ns, topic, p)}
-	mk := keys.Records(s.ns, topic, p)
 	for _, m := range moves {
+		rem = append(rem, m.ID)
+		if m.Record != nil && !alive[m.ID] {
+			gone++
+			continue
+		}
 		if m.Dead {
 			dead = append(dead, m.Score, m.ID)
 		} else {
 			sched = append(sched, m.Score, m.ID)
 		}
-		if m.Record != nil {
-			first = append(first, cmd{"HSET", []any{mk, m.ID, m.Record.Encode()}})
-		}
-		rem = append(rem, m.ID)
 	}
+	var first []cmd
 	if len(sched) > 1 {
 		first = append(first, cmd{"ZADD", sched})
 	}
@@ -226,9 +287,9 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) er
 		first = append(first, cmd{"ZADD", dead})
 	}
 	if _, err := s.steps(ctx, first, []cmd{{"ZREM", rem}}); err != nil {
-		return fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
+		return gone, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
 	}
-	return nil
+	return gone, nil
 }
 
 // Expired returns up to limit in-flight ids whose visibility deadline is at

@@ -80,20 +80,35 @@ func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []stri
 	if err != nil {
 		return 0, err
 	}
-	mk := keys.Records(s.ns, topic, p)
-	zadd := []any{keys.Scheduled(s.ns, topic, p)}
-	var first []cmd
-	var moved, gone []any
+	var upIDs []string
+	var upRecs []*Record
+	var gone []any
 	for i, id := range live {
 		if recs[i] == nil { // tombstone: drop it
 			gone = append(gone, id)
 			continue
 		}
 		recs[i].Attempts, recs[i].Due, recs[i].Updated = 0, nowMS, nowMS
-		first = append(first, cmd{"HSET", []any{mk, id, recs[i].Encode()}})
-		zadd = append(zadd, nowMS, id)
-		moved = append(moved, id)
+		upIDs = append(upIDs, id)
+		upRecs = append(upRecs, recs[i])
 	}
+	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	var moved []any
+	if len(upIDs) > 0 {
+		ok, err := s.update(ctx, topic, p, upIDs, upRecs)
+		if err != nil {
+			return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+		}
+		for i, id := range upIDs {
+			if !ok[i] { // deleted meanwhile
+				gone = append(gone, id)
+				continue
+			}
+			zadd = append(zadd, nowMS, id)
+			moved = append(moved, id)
+		}
+	}
+	var first []cmd
 	if len(zadd) > 1 {
 		first = append(first, cmd{"ZADD", zadd})
 	}

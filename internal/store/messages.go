@@ -149,13 +149,20 @@ func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, 
 	}
 	old, _ := redis.Int64(r[1], nil)
 	rec.Due, rec.Updated = dueMS, nowMS
-	r2, err := s.steps(ctx,
-		[]cmd{{"HSET", []any{mk, id, rec.Encode()}}},
-		[]cmd{{"ZADD", []any{sk, "XX", "CH", dueMS, id}}})
+	// The record is rewritten only if it still exists: a message claimed
+	// and acked since the read above must not come back.
+	ok, err := s.update(ctx, topic, p, []string{id}, []*Record{rec})
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	if ch, _ := redis.Int64(r2[1][0], nil); ch == 0 && old != dueMS {
+	if !ok[0] {
+		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+	}
+	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}})
+	if err != nil {
+		return fmt.Errorf("reschedule %q: %w", id, err)
+	}
+	if ch, _ := redis.Int64(r2[0], nil); ch == 0 && old != dueMS {
 		return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
 	}
 	return nil

@@ -1,0 +1,704 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+)
+
+// Crash safety, shown rather than assumed (DESIGN.md §3, I1 and I2).
+//
+// Each storage operation of a message's life is run through a connection
+// whose hook kills it before its k-th command, for every k: exactly the
+// first k-1 commands reach Redis (the hook flushes what was pipelined
+// before it, see portable.DialOptions.Hook), as when a process dies with
+// kill -9 between two commands. Then a fresh client and consumer start on
+// the topic, and the message must be delivered or correctly gone.
+
+// crashHook counts the commands sent through the connections of one store
+// and, when failAt is k > 0, refuses the k-th command and every later one.
+type crashHook struct {
+	mu      sync.Mutex
+	failAt  int
+	n       int
+	cmds    []string
+	evalsha bool
+}
+
+func (h *crashHook) hook(cmd string, args []any) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cmd == "PING" { // the pool's health check of an idle connection: not part of an operation
+		return nil
+	}
+	if cmd == "EVAL" && h.evalsha {
+		// The NOSCRIPT fallback of the EVALSHA just counted: the same
+		// logical command (whether the script is cached on the backend
+		// that holds the key must not change the count).
+		h.evalsha = false
+		return nil
+	}
+	h.evalsha = cmd == "EVALSHA"
+	h.n++
+	if h.failAt > 0 && h.n >= h.failAt {
+		return fmt.Errorf("crash before command %d (%s): %w", h.n, cmd, portable.ErrInjected)
+	}
+	h.cmds = append(h.cmds, cmd)
+	return nil
+}
+
+func (h *crashHook) count() (int, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n, append([]string(nil), h.cmds...)
+}
+
+// crashOutcome is what the fresh start must do with the message.
+type crashOutcome int
+
+const (
+	outDelivered crashOutcome = iota // delivered exactly once by the fresh consumer, then acked and gone
+	outGone                          // never delivered, not found
+	outDead                          // never delivered, kept in the dead set
+)
+
+func (o crashOutcome) String() string {
+	return [...]string{"delivered", "gone", "dead"}[o]
+}
+
+// crashCase is one operation crashed before its k-th command.
+type crashCase struct {
+	op      *crashOp
+	k, n    int // the command the crash hits (n+1: no crash); the operation's command count
+	addr    string
+	topic   string
+	p       int
+	id      string
+	witness string // same partition, due no earlier than id: delivered => the consumer polled past id
+
+	c      *Client // a normal client: setup, inspection, the fresh start
+	token  int64
+	rec0   *store.Record // the record as claimed (in-flight setups)
+	due    int64         // unix ms: the message's due time after setup
+	newDue int64         // reschedule: the new due time
+
+	err    error        // returned by the crashed operation
+	expect crashOutcome // decided by op.after from the state the crash left
+	minAt  time.Time    // no delivery before this
+	note   string
+
+	rec  *recorder
+	cons *Consumer
+}
+
+type crashOp struct {
+	name string
+	// setup brings the message to the state the operation starts from,
+	// with cs.c (no faults).
+	setup func(t *testing.T, cs *crashCase)
+	// run is the operation under test, through the faulty store fs (or the
+	// faulty client fc, which uses the same hook).
+	run func(ctx context.Context, cs *crashCase, fs *store.Store, fc *Client) error
+	// after inspects the state the crash left, with cs.c, and sets
+	// cs.expect and cs.minAt (re-running the operation where I2 is tested).
+	after func(t *testing.T, cs *crashCase)
+}
+
+const (
+	crashPartitions = 2
+	crashMsgBody    = "payload"
+)
+
+func (cs *crashCase) ctx() context.Context { return context.Background() }
+
+// enqueue puts id (delay d) and the witness (due 200ms after it) on the topic.
+func (cs *crashCase) enqueue(t *testing.T, d time.Duration, maxAttempts int, withMsg bool) {
+	t.Helper()
+	ctx := cs.ctx()
+	witnessAt := time.Now().Add(d + 200*time.Millisecond)
+	if withMsg {
+		if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: d, MaxAttempts: maxAttempts}); err != nil {
+			t.Fatalf("%s: enqueue: %v", cs.name(), err)
+		}
+		in, err := cs.c.Get(ctx, cs.topic, cs.id)
+		if err != nil {
+			t.Fatalf("%s: get after enqueue: %v", cs.name(), err)
+		}
+		cs.due = in.Due.UnixMilli()
+		witnessAt = in.Due.Add(200 * time.Millisecond)
+	}
+	if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.witness, Body: []byte("witness"), At: witnessAt}); err != nil {
+		t.Fatalf("%s: enqueue witness: %v", cs.name(), err)
+	}
+}
+
+// fence makes cs.token the partition's newest token, as a consumer that
+// just acquired the lease does.
+func (cs *crashCase) fence(t *testing.T) {
+	t.Helper()
+	ctx := cs.ctx()
+	tok, err := cs.c.store.NextToken(ctx, cs.topic, cs.p)
+	if err != nil {
+		t.Fatalf("%s: token: %v", cs.name(), err)
+	}
+	if err := cs.c.store.RaiseFence(ctx, cs.topic, cs.p, tok); err != nil {
+		t.Fatalf("%s: fence: %v", cs.name(), err)
+	}
+	cs.token = tok
+}
+
+// claimAndBegin does what poller.poll does with a due message: claim it,
+// put it in flight with a short visibility deadline, read its record.
+func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
+	cl, err := s.Claim(ctx, cs.topic, cs.p, cs.token, time.Now().Add(100*time.Millisecond).UnixMilli(), 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(cl) != 1 || cl[0].ID != cs.id {
+		return nil, fmt.Errorf("claimed %+v, want just %q", cl, cs.id)
+	}
+	recs, err := s.Begin(ctx, cs.topic, cs.p, []string{cs.id}, []int64{time.Now().Add(300 * time.Millisecond).UnixMilli()})
+	if err != nil {
+		return nil, err
+	}
+	if recs[0] == nil {
+		return nil, fmt.Errorf("begin: no record for %q", cs.id)
+	}
+	return recs[0], nil
+}
+
+// inFlight leaves the message claimed by a consumer that will never finish it.
+func (cs *crashCase) inFlight(t *testing.T, maxAttempts int) {
+	t.Helper()
+	cs.enqueue(t, 0, maxAttempts, true)
+	cs.fence(t)
+	rec, err := claimAndBegin(cs.ctx(), cs.c.store, cs)
+	if err != nil {
+		t.Fatalf("%s: claim: %v", cs.name(), err)
+	}
+	cs.rec0 = rec
+}
+
+// found reads the message with the normal client: nil when not found.
+func (cs *crashCase) found(t *testing.T) *Info {
+	t.Helper()
+	in, err := cs.c.Get(cs.ctx(), cs.topic, cs.id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("%s: get after crash: %v", cs.name(), err)
+	}
+	return in
+}
+
+func (cs *crashCase) name() string { return fmt.Sprintf("%s/k=%d", cs.op.name, cs.k) }
+
+func newRecord(due time.Time, maxAttempts int) *store.Record {
+	now := time.Now().UnixMilli()
+	return &store.Record{Due: ceilMS(due).UnixMilli(), Created: now, Updated: now, MaxAttempts: maxAttempts, Body: []byte(crashMsgBody)}
+}
+
+var crashOps = []*crashOp{
+	{
+		// store.Add: HSETNX, then ZADD of what was new.
+		name:  "enqueue",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+			if err != nil {
+				return err
+			}
+			return errs[0]
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			// Written (HSETNX ran) => delivered, even if never indexed;
+			// not written => nothing anywhere.
+			if cs.found(t) != nil {
+				cs.expect = outDelivered
+			} else {
+				cs.expect = outGone
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// I2: the producer retries the enqueue after the crash.
+		name:  "enqueue-again",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+			if err != nil {
+				return err
+			}
+			return errs[0]
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			written := cs.found(t) != nil
+			_, err := cs.c.Enqueue(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: 200 * time.Millisecond})
+			switch {
+			case written && !errors.Is(err, ErrDuplicate):
+				t.Errorf("%s: enqueue again after a crash that wrote the record: %v, want ErrDuplicate", cs.name(), err)
+			case !written && err != nil:
+				t.Errorf("%s: enqueue again after a crash that wrote nothing: %v, want success", cs.name(), err)
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// Client.Enqueue: the topic's meta (one pipeline), then store.Add.
+		name:  "enqueue-client",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if cs.found(t) != nil {
+				cs.expect = outDelivered
+			} else {
+				cs.expect = outGone
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// poller.poll: the claim script, then ZADD in flight + HMGET.
+		name: "claim",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 0, 0, true)
+			cs.fence(t)
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := claimAndBegin(ctx, fs, cs)
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			// Whatever index it is in (scheduled, in flight, or none
+			// while its record exists: the reconciler's case), it comes.
+			if cs.found(t) == nil {
+				t.Errorf("%s: record lost by a crashed claim", cs.name())
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// store.Ack: HDEL the record, then ZREM in flight.
+		name:  "ack",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Ack(ctx, cs.topic, cs.p, []string{cs.id})
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			// Record deleted => acked for good (the in-flight entry left
+			// behind is a tombstone); not deleted => redelivered after its
+			// visibility deadline (the handler's work is not known done).
+			if cs.found(t) == nil {
+				cs.expect = outGone
+			} else {
+				cs.expect = outDelivered
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// A failed delivery goes back to scheduled: HSET + ZADD, then ZREM in flight.
+		name:  "retry",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			r := *cs.rec0
+			r.Attempts++
+			r.LastError = "boom"
+			r.Updated = time.Now().UnixMilli()
+			r.Due = time.Now().Add(100 * time.Millisecond).UnixMilli()
+			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if cs.found(t) == nil {
+				t.Errorf("%s: record lost by a crashed retry", cs.name())
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// Attempts exhausted: HSET + ZADD dead, then ZREM in flight.
+		// MaxAttempts 1: a requeue after the visibility deadline is dead too.
+		name:  "dead",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 1) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			r := *cs.rec0
+			r.Attempts++
+			r.LastError = "boom"
+			r.Updated = time.Now().UnixMilli()
+			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if cs.found(t) == nil {
+				t.Errorf("%s: record lost by a crashed move to dead", cs.name())
+			}
+			cs.expect = outDead
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// store.Delete of a scheduled message: HDEL, then ZREM of each index.
+		name:  "delete",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			// Record deleted => never delivered (index entries left are
+			// tombstones); not deleted => the delete did not happen.
+			if cs.found(t) == nil {
+				cs.expect = outGone
+			} else {
+				cs.expect = outDelivered
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// I2: the user deletes again after the crash.
+		name:  "delete-again",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			written := cs.found(t) != nil
+			err := cs.c.Delete(cs.ctx(), cs.topic, cs.id)
+			switch {
+			case written && err != nil:
+				t.Errorf("%s: delete again of a message the crash left: %v, want nil", cs.name(), err)
+			case !written && !errors.Is(err, ErrNotFound):
+				t.Errorf("%s: delete again after a crash that deleted the record: %v, want ErrNotFound", cs.name(), err)
+			}
+			cs.expect = outGone
+		},
+	},
+	{
+		// store.Reschedule to a later time: HGET + ZSCORE, HSET, ZADD XX CH.
+		name: "reschedule",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 300*time.Millisecond, 0, true)
+			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			in := cs.found(t)
+			if in == nil {
+				t.Fatalf("%s: record lost by a crashed reschedule", cs.name())
+			}
+			if in.State != StateScheduled {
+				t.Errorf("%s: state %s after a crashed reschedule, want scheduled", cs.name(), in.State)
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(min(cs.due, cs.newDue))
+			if in.Due.UnixMilli() == cs.newDue { // the final ZADD ran
+				cs.minAt = time.UnixMilli(cs.newDue)
+				cs.note = "moved"
+			}
+		},
+	},
+	{
+		// I2: the user reschedules again after the crash.
+		name: "reschedule-again",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 300*time.Millisecond, 0, true)
+			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if err := cs.c.Reschedule(cs.ctx(), cs.topic, cs.id, time.UnixMilli(cs.newDue)); err != nil {
+				t.Errorf("%s: reschedule again: %v", cs.name(), err)
+			}
+			in := cs.found(t)
+			if in == nil || in.State != StateScheduled || in.Due.UnixMilli() != cs.newDue {
+				t.Errorf("%s: after reschedule again: %+v, want scheduled at %d", cs.name(), in, cs.newDue)
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.newDue)
+		},
+	},
+}
+
+func portOf(t *testing.T, addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// samePartition returns an id of the form prefix+n in partition p.
+func samePartition(prefix string, p, n int) string {
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		if partition.For(id, n) == p {
+			return id
+		}
+	}
+}
+
+func crashConsumerOptions(topic string) ConsumerOptions {
+	return ConsumerOptions{
+		Topic: topic, Concurrency: 2, Prefetch: 2,
+		// A lease long enough not to be lost on a loaded machine: a lost
+		// lease is a fault that allows a duplicate (I5), not what is tested.
+		PollInterval: 50 * time.Millisecond, Lease: 5 * time.Second, Timeout: 200 * time.Millisecond,
+		ReconcileInterval: 50 * time.Millisecond, Backoff: []time.Duration{100 * time.Millisecond},
+		ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// TestCrashSafety crashes every operation before each of its commands in
+// turn, then starts afresh and checks I1 (the message is delivered, or
+// gone because it was acked or deleted, or dead) and I2 (repeating the
+// operation after the crash gives the same result). All cases of a target
+// run their fresh consumers at once; checks then run one by one.
+func TestCrashSafety(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		port := portOf(t, addr)
+		var cases []*crashCase
+		for _, op := range crashOps {
+			// The run without a fault first: it counts the commands.
+			n := 0
+			for k := 0; k == 0 || k <= n; k++ {
+				cs := &crashCase{op: op, k: k, addr: addr}
+				cs.topic = fmt.Sprintf("crash-%s-%s-%d", port, op.name, k)
+				cs.id = "msg"
+				cs.p = partition.For(cs.id, crashPartitions)
+				cs.witness = samePartition("witness", cs.p, crashPartitions)
+				cs.c = newClient(t, addr, Options{Partitions: crashPartitions})
+
+				h := &crashHook{failAt: k}
+				fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fc := newClient(t, addr, Options{Partitions: crashPartitions, hook: h.hook})
+				op.setup(t, cs)
+				cs.err = op.run(ctx, cs, fs, fc)
+				fs.Close()
+				fc.Close()
+				if k == 0 {
+					var cmds []string
+					n, cmds = h.count()
+					cs.n, cs.k = n, n+1
+					t.Logf("%s: N=%d commands: %s", op.name, n, strings.Join(cmds, " "))
+					if cs.err != nil {
+						t.Fatalf("%s without a fault: %v", op.name, cs.err)
+					}
+				} else {
+					cs.n = n
+					if !errors.Is(cs.err, portable.ErrInjected) {
+						t.Errorf("%s: crashed operation returned %v, want the injected fault", cs.name(), cs.err)
+					}
+				}
+				op.after(t, cs)
+
+				// The fresh start: a new client and consumer.
+				fresh := newClient(t, addr, Options{Partitions: crashPartitions})
+				cs.c = fresh
+				cs.rec = newRecorder()
+				cs.cons = runConsumer(t, fresh, crashConsumerOptions(cs.topic), cs.rec.handle)
+				cases = append(cases, cs)
+			}
+		}
+		for _, cs := range cases {
+			t.Run(fmt.Sprintf("%s/k=%d", cs.op.name, cs.k), func(t *testing.T) { cs.check(t) })
+		}
+	})
+}
+
+// check waits until the fresh consumer settled the partition and checks
+// what became of the message.
+func (cs *crashCase) check(t *testing.T) {
+	ctx := context.Background()
+	wantAcks := int64(1) // the witness
+	if cs.expect == outDelivered {
+		wantAcks++
+	}
+	wantDead := int64(0)
+	if cs.expect == outDead {
+		wantDead = 1
+	}
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: %s; deliveries of %s: %d", last, cs.id, cs.rec.count(cs.id))
+		}
+	}()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%s: message %s, witness delivered, indexes settled", cs.name(), cs.expect), func() bool {
+		if cs.rec.count(cs.witness) == 0 {
+			last = "witness not delivered"
+			return false
+		}
+		if cs.expect == outDelivered && cs.rec.count(cs.id) == 0 {
+			last = "message not delivered"
+			return false
+		}
+		if a := cs.cons.Stats().Acked; a < wantAcks {
+			last = fmt.Sprintf("%d acks", a)
+			return false
+		}
+		st, err := cs.c.Stats(ctx, cs.topic)
+		if err != nil || st.Scheduled != 0 || st.InFlight != 0 || st.Dead != wantDead {
+			last = fmt.Sprintf("stats %+v, %v", st, err)
+			return false
+		}
+		in, err := cs.c.Get(ctx, cs.topic, cs.id)
+		if cs.expect == outDead {
+			last = fmt.Sprintf("get: %+v, %v", in, err)
+			return err == nil && in.State == StateDead
+		}
+		last = fmt.Sprintf("get: %+v, %v", in, err)
+		return errors.Is(err, ErrNotFound)
+	})
+
+	got := cs.rec.count(cs.id)
+	t.Logf("expected %s (%s): delivered %d times; crash: %v", cs.expect, cs.note, got, cs.err)
+	leaseLost := cs.cons.Stats().LeasesLost > 0 // I5: a duplicate is then allowed
+	switch cs.expect {
+	case outDelivered:
+		if got == 0 || got > 1 && !leaseLost {
+			t.Errorf("delivered %d times after the crash, want exactly once", got)
+		}
+	default:
+		if got != 0 {
+			t.Errorf("delivered %d times, want never (%s)", got, cs.expect)
+		}
+	}
+	if cs.expect == outDead {
+		dead, err := cs.c.ListDead(ctx, cs.topic, 10)
+		if err != nil || len(dead) != 1 || dead[0].ID != cs.id || dead[0].Attempts < 1 {
+			t.Errorf("dead = %+v, %v; want %q with its attempts", dead, err, cs.id)
+		}
+	}
+	cs.rec.mu.Lock()
+	defer cs.rec.mu.Unlock()
+	for id, ds := range cs.rec.seen {
+		for i, d := range ds {
+			at := cs.rec.at[id][i]
+			if at.Before(d.Due) {
+				t.Errorf("I4: %s delivered at %v, before its due time %v", id, at.Format(time.StampMilli), d.Due.Format(time.StampMilli))
+			}
+			if id == cs.id && at.Before(cs.minAt) {
+				t.Errorf("%s delivered at %v, before %v (%s)", id, at.Format(time.StampMilli), cs.minAt.Format(time.StampMilli), cs.note)
+			}
+			if string(d.Body) != crashMsgBody && id == cs.id {
+				t.Errorf("%s delivered with body %q", id, d.Body)
+			}
+		}
+	}
+	if n := len(cs.rec.seen[cs.witness]); n == 0 || n > 1 && !leaseLost {
+		t.Errorf("witness delivered %d times, want once", len(cs.rec.seen[cs.witness]))
+	}
+}
+
+// TestReconcilerRepairBound leaves R records in one partition with no
+// index entry (an enqueue that died after its HSETNX), then measures how
+// long a consumer takes to deliver them all: the reconciler reads about B
+// records per pass, one pass per ReconcileInterval I, so the bound is
+// ceil(R/B) passes of at most 1.2 I (jitter) plus the slack of a poll.
+func TestReconcilerRepairBound(t *testing.T) {
+	const (
+		R = 300
+		B = 64
+		I = 100 * time.Millisecond
+	)
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		topic := "reconcile-bound-" + portOf(t, addr)
+		c := newClient(t, addr, Options{Partitions: crashPartitions})
+		if _, err := c.Stats(ctx, topic); err != nil { // creates the topic's meta
+			t.Fatal(err)
+		}
+		const p = 0
+		var news []store.New
+		due := time.Now()
+		for i := 0; len(news) < R; i++ {
+			id := fmt.Sprintf("orphan-%d", i)
+			if partition.For(id, crashPartitions) == p {
+				r := newRecord(due, 0)
+				// Bodies past hash-max-listpack-value make the records a
+				// real hash table, where HSCAN honours COUNT (a listpack is
+				// returned whole, whatever COUNT says).
+				r.Body = []byte(strings.Repeat("b", 256))
+				news = append(news, store.New{ID: id, Record: r})
+			}
+		}
+		// Die right after the HSETNX pipeline: R records, no index.
+		fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, _ []any) error {
+			if cmd == "ZADD" {
+				return fmt.Errorf("crash before ZADD: %w", portable.ErrInjected)
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fs.Add(ctx, topic, p, news)
+		fs.Close()
+		if !errors.Is(err, portable.ErrInjected) {
+			t.Fatalf("add: %v, want the injected fault", err)
+		}
+		st, err := c.Stats(ctx, topic)
+		if err != nil || st.Scheduled != 0 || st.InFlight != 0 {
+			t.Fatalf("stats after the crash: %+v, %v; want nothing indexed", st, err)
+		}
+		if _, err := c.Get(ctx, topic, news[R-1].ID); err != nil {
+			t.Fatalf("record of %s: %v", news[R-1].ID, err)
+		}
+
+		rec := newRecorder()
+		o := crashConsumerOptions(topic)
+		o.ReconcileInterval, o.ReconcileBatch = I, B
+		o.Concurrency, o.Prefetch = 16, 16
+		start := time.Now()
+		k := runConsumer(t, c, o, rec.handle)
+		passes := int(math.Ceil(float64(R) / float64(B)))
+		bound := time.Duration(passes)*I*12/10 + 2*time.Second
+		waitFor(t, bound+10*time.Second, fmt.Sprintf("%d orphaned records delivered", R), func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return len(rec.seen) == R
+		})
+		took := time.Since(start)
+		t.Logf("reconciler: %d orphaned records (batch %d, interval %v) all delivered in %v; bound %v (%d passes); repaired %d",
+			R, B, I, took.Round(time.Millisecond), bound, passes, k.Stats().Repaired)
+		if took > bound {
+			t.Errorf("repair took %v, more than the bound %v", took, bound)
+		}
+		waitFor(t, 10*time.Second, "all acked", func() bool { return k.Stats().Acked >= R })
+		for id, ds := range rec.seen {
+			if len(ds) != 1 {
+				t.Errorf("%s delivered %d times", id, len(ds))
+			}
+		}
+	})
+}
