@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/store"
 )
 
 // A message deleted while its delivery runs stays deleted when the
@@ -94,6 +96,44 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 		}
 		if _, err := c.Get(ctx, topic, "y"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("acked message found again: %v", err)
+		}
+	})
+}
+
+// I3: once a newer owner raised the fence, claims under the older token
+// are refused by storage, and the older token cannot lower the fence.
+func TestFenceRefusesSupersededToken(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "fence"
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f"}); err != nil {
+			t.Fatal(err)
+		}
+		st := c.store
+		old, _ := st.NextToken(ctx, topic, 0)
+		newer, _ := st.NextToken(ctx, topic, 0)
+		if err := st.RaiseFence(ctx, topic, 0, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RaiseFence(ctx, topic, 0, newer); err != nil {
+			t.Fatal(err)
+		}
+		var fe *store.FencedError
+		got, err := st.Claim(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
+		if !errors.As(err, &fe) || fe.Newest != newer || len(got) != 0 {
+			t.Fatalf("claim under the superseded token: %v, %v; want FencedError at %d", got, err, newer)
+		}
+		if err := st.RaiseFence(ctx, topic, 0, old); !errors.As(err, &fe) {
+			t.Fatalf("raising the fence back to the old token: %v, want FencedError", err)
+		}
+		got, err = st.Claim(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
+		if err != nil || len(got) != 1 || got[0].ID != "f" {
+			t.Fatalf("claim under the newest token: %v, %v", got, err)
+		}
+		s, err := c.Stats(ctx, topic)
+		if err != nil || s.Partitions[0].Token != newer || s.Scheduled != 0 {
+			t.Fatalf("stats: %+v, %v", s, err)
 		}
 	})
 }

@@ -1,0 +1,139 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/lease"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/redigo"
+)
+
+func setup(t *testing.T, addr string) (*store.Store, *redsync.Redsync) {
+	st, err := store.Open(store.Options{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, redsync.New(redigo.NewPool(st.Pool()))
+}
+
+func opts(st *store.Store, value string, expiry time.Duration) lease.Options {
+	return lease.Options{
+		Expiry: expiry,
+		Value:  value,
+		Token:  func(ctx context.Context) (int64, error) { return st.NextToken(ctx, "lt", 0) },
+	}
+}
+
+func TestAcquireExclusiveTokensRelease(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	for _, tg := range env.Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st, rs := setup(t, tg.Addr)
+			name := "lt:" + tg.Name
+			a, err := lease.Acquire(ctx, rs, name, opts(st, "a", time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lease.Acquire(ctx, rs, name, opts(st, "b", time.Second)); !errors.Is(err, lease.ErrTaken) {
+				t.Fatalf("second acquire: %v, want ErrTaken", err)
+			}
+			if !a.Valid() || a.Token() < 1 {
+				t.Fatalf("fresh lease: valid %v token %d", a.Valid(), a.Token())
+			}
+			// Kept alive past several expiries.
+			until0 := a.Until()
+			deadline := time.Now().Add(5 * time.Second)
+			for !a.Until().After(until0.Add(time.Second)) {
+				if time.Now().After(deadline) || a.Ctx().Err() != nil {
+					t.Fatalf("lease not extended: until %v (was %v), ctx %v", a.Until(), until0, a.Ctx().Err())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := a.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release(ctx); err != nil {
+				t.Fatalf("second release: %v", err)
+			}
+			if !errors.Is(context.Cause(a.Ctx()), lease.ErrReleased) || a.Valid() {
+				t.Fatalf("after release: cause %v valid %v", context.Cause(a.Ctx()), a.Valid())
+			}
+			b, err := lease.Acquire(ctx, rs, name, opts(st, "b", time.Second))
+			if err != nil {
+				t.Fatalf("acquire after release: %v", err)
+			}
+			defer b.Release(ctx)
+			if b.Token() <= a.Token() {
+				t.Errorf("token of the next owner %d is not above %d", b.Token(), a.Token())
+			}
+		})
+	}
+}
+
+// A lease whose extensions fail (the lock was taken over) is lost: its
+// context is cancelled with ErrLost before Until.
+func TestLostWhenTakenOver(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	st, rs := setup(t, env.Backends[0])
+	a, err := lease.Acquire(ctx, rs, "lt:lost", opts(st, "a", 600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone deletes the lock and takes it (as after an expiry during a pause).
+	if _, err := testenv.Do(env.Backends[0], "DEL", "lt:lost"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := lease.Acquire(ctx, rs, "lt:lost", opts(st, "b", 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	select {
+	case <-a.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("lease not lost after its lock was taken over")
+	}
+	if !errors.Is(context.Cause(a.Ctx()), lease.ErrLost) || a.Valid() {
+		t.Fatalf("cause %v valid %v, want ErrLost and invalid", context.Cause(a.Ctx()), a.Valid())
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("release of a lost lease: %v", err)
+	}
+	// The lost lease's release must not free the new owner's lock.
+	if _, err := lease.Acquire(ctx, rs, "lt:lost", opts(st, "c", time.Second)); !errors.Is(err, lease.ErrTaken) {
+		t.Fatalf("acquire after a lost lease's release: %v, want ErrTaken", err)
+	}
+}
+
+// With Redis unreachable, the lease is given up before Until, so no work
+// runs past the point where another process may own the partition.
+func TestLostBeforeUntilWhenRedisGone(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	st, rs := setup(t, env.Backends[0])
+	a, err := lease.Acquire(ctx, rs, "lt:gone", opts(st, "a", 900*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.StopBackend(t, 0)
+	var lostAt atomic.Int64
+	<-a.Done()
+	lostAt.Store(time.Now().UnixNano())
+	if until := a.Until(); time.Unix(0, lostAt.Load()).After(until) {
+		t.Fatalf("lease cancelled at %v, after its Until %v", time.Unix(0, lostAt.Load()), until)
+	}
+	if !errors.Is(context.Cause(a.Ctx()), lease.ErrLost) {
+		t.Fatalf("cause %v", context.Cause(a.Ctx()))
+	}
+	fmt.Sprint(a.Release(ctx)) // Redis is down: the error is expected, the call must return
+}
