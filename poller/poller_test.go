@@ -1,0 +1,74 @@
+package poller
+
+import (
+	"container/heap"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+func TestFailMoveLadder(t *testing.T) {
+	p := &part{cfg: &Config{MaxAttempts: 3, Backoff: []time.Duration{time.Second, time.Minute}}}
+	now := time.UnixMilli(1_700_000_000_000).Add(300 * time.Microsecond)
+	for _, tc := range []struct {
+		attempts, max int
+		dead          bool
+		due           time.Duration
+	}{
+		{0, 0, false, time.Second},  // first failure: first step
+		{1, 0, false, time.Minute},  // second: second step
+		{2, 0, true, 0},             // third of 3: dead
+		{1, 10, false, time.Minute}, // per-message max: ladder's last step repeats
+		{5, 10, false, time.Minute},
+		{0, 1, true, 0},
+	} {
+		mv := p.failMove("x", &store.Record{Attempts: tc.attempts, MaxAttempts: tc.max}, now, "boom")
+		if mv.Dead != tc.dead || mv.Record.Attempts != tc.attempts+1 || mv.Record.LastError != "boom" {
+			t.Errorf("%+v: move %+v record %+v", tc, mv, mv.Record)
+			continue
+		}
+		if !tc.dead {
+			want := ceilMS(now.Add(tc.due))
+			if mv.Score != want || mv.Record.Due != want {
+				t.Errorf("%+v: due %d, want %d", tc, mv.Score, want)
+			}
+			if time.UnixMilli(mv.Score).Before(now.Add(tc.due)) {
+				t.Errorf("%+v: retry due before its backoff", tc)
+			}
+		}
+	}
+}
+
+func TestHeldHeapOrder(t *testing.T) {
+	var h held
+	base := time.Now()
+	for _, d := range []int{5, 1, 4, 2, 3} {
+		heap.Push(&h, &Msg{ID: string(rune('a' + d)), Due: base.Add(time.Duration(d) * time.Millisecond)})
+	}
+	last := time.Time{}
+	for h.Len() > 0 {
+		m := heap.Pop(&h).(*Msg)
+		if m.Due.Before(last) {
+			t.Fatalf("heap out of order: %v after %v", m.Due, last)
+		}
+		last = m.Due
+	}
+}
+
+func TestDispatcherReserveBound(t *testing.T) {
+	d := &Dispatcher{max: 10, freed: make(chan struct{}, 1)}
+	if n := d.reserve(7); n != 7 {
+		t.Fatalf("reserve 7 = %d", n)
+	}
+	if n := d.reserve(7); n != 3 {
+		t.Fatalf("reserve beyond the bound = %d, want 3", n)
+	}
+	if n := d.reserve(1); n != 0 {
+		t.Fatalf("reserve when full = %d", n)
+	}
+	d.release(4)
+	if n := d.reserve(5); n != 4 {
+		t.Fatalf("reserve after release = %d, want 4", n)
+	}
+}
