@@ -47,6 +47,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// DisableCoalescing makes each Enqueue call write on its own instead of
+	// joining the batch of concurrent calls. Default false.
+	DisableCoalescing bool
 
 	// hook injects faults in tests (see portable.DialOptions.Hook).
 	hook func(cmd string, args []any) error
@@ -60,6 +63,13 @@ type Client struct {
 
 	mu     sync.Mutex
 	topics map[string]bool // topics whose meta was checked
+
+	coalesceOnce sync.Once
+	enq          chan *enqReq
+	closed       chan struct{}
+	closeOnce    sync.Once
+	stopped      chan struct{} // closed when Close has stopped the flushers
+	wg           sync.WaitGroup
 }
 
 // New returns a Client. It validates the options but does not connect:
@@ -109,12 +119,32 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return &Client{opts: opts, store: st, log: opts.Logger.With("component", "delayq"), topics: map[string]bool{}}, nil
+	return &Client{
+		opts: opts, store: st, log: opts.Logger.With("component", "delayq"),
+		topics: map[string]bool{}, closed: make(chan struct{}), stopped: make(chan struct{}),
+	}, nil
 }
 
-// Close releases the client's connections. Consumers made from it must be
-// stopped first.
-func (c *Client) Close() error { return c.store.Close() }
+// Close waits for Enqueue calls in flight, then releases the client's
+// connections. Consumers made from it must be stopped first. Safe to call
+// more than once.
+func (c *Client) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closed)
+		c.wg.Wait()
+		close(c.stopped) // calls still queued end with ErrClosed
+	})
+	if !first {
+		return nil
+	}
+	return c.store.Close()
+}
+
+// Commands returns the number of Redis commands the client and its
+// consumers have sent so far. Safe for concurrent use.
+func (c *Client) Commands() int64 { return c.store.Commands() }
 
 // Partitions returns the configured partition count.
 func (c *Client) Partitions() int { return c.opts.Partitions }

@@ -28,6 +28,9 @@ type Message struct {
 	MaxAttempts int
 }
 
+// maxPipeline bounds the records one EnqueueBatch round trip carries.
+const maxPipeline = 1024
+
 // EnqueueResult is the outcome of one message of EnqueueBatch.
 type EnqueueResult struct {
 	ID  string
@@ -68,8 +71,19 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 // Enqueue adds one message and returns its id. It wraps ErrDuplicate when
 // the id is already queued in the topic, ErrInvalid for bad input and
 // ErrPartitionMismatch when the topic has another partition count.
+//
+// Concurrent calls are coalesced into batches (unless
+// Options.DisableCoalescing): the call returns when its batch is written.
+// If ctx ends first, the message may still be written; enqueue it again
+// with the same id and treat ErrDuplicate as success.
 func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
-	res, err := c.EnqueueBatch(ctx, []Message{m})
+	if m.ID == "" { // give it an id now, so a caller that retries can reuse it
+		m.ID = NewID(c.opts.Now())
+	}
+	if !c.opts.DisableCoalescing {
+		return c.enqueueOne(ctx, m)
+	}
+	res, err := c.enqueueBatch(ctx, []Message{m})
 	if err != nil {
 		return "", err
 	}
@@ -82,13 +96,22 @@ func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
 // (after which some messages may have been accepted: enqueue them again and
 // treat ErrDuplicate as success).
 func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
+	select {
+	case <-c.closed:
+		return nil, fmt.Errorf("enqueue: %w", ErrClosed)
+	default:
+	}
+	return c.enqueueBatch(ctx, msgs)
+}
+
+func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
 	now := c.opts.Now()
 	res := make([]EnqueueResult, len(msgs))
 	type pkey struct {
 		topic string
 		p     int
 	}
-	groups := map[pkey][]int{}
+	byPartition := map[pkey][]int{}
 	var order []pkey
 	seen := map[pkey]map[string]bool{}
 	for i := range msgs {
@@ -114,10 +137,10 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 			continue
 		}
 		seen[k][id] = true
-		if groups[k] == nil {
+		if byPartition[k] == nil {
 			order = append(order, k)
 		}
-		groups[k] = append(groups[k], i)
+		byPartition[k] = append(byPartition[k], i)
 	}
 	sort.Slice(order, func(a, b int) bool {
 		if order[a].topic != order[b].topic {
@@ -125,8 +148,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		}
 		return order[a].p < order[b].p
 	})
-	for _, k := range order {
-		idx := groups[k]
+	groups := make([]store.Group, len(order))
+	for gi, k := range order {
+		idx := byPartition[k]
 		news := make([]store.New, len(idx))
 		for j, i := range idx {
 			news[j] = store.New{ID: res[i].ID, Record: &store.Record{
@@ -134,13 +158,25 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
 			}}
 		}
-		errs, err := c.store.Add(ctx, k.topic, k.p, news)
+		groups[gi] = store.Group{Topic: k.topic, P: k.p, Msgs: news}
+	}
+	// At most maxPipeline records per round trip.
+	for lo := 0; lo < len(groups); {
+		hi, n := lo, 0
+		for hi < len(groups) && (hi == lo || n+len(groups[hi].Msgs) <= maxPipeline) {
+			n += len(groups[hi].Msgs)
+			hi++
+		}
+		errs, err := c.store.AddMany(ctx, groups[lo:hi])
 		if err != nil {
-			return nil, fmt.Errorf("enqueue to %s partition %d: %w", k.topic, k.p, err)
+			return nil, fmt.Errorf("enqueue %d messages: %w", n, err)
 		}
-		for j, i := range idx {
-			res[i].Err = errs[j]
+		for gi := lo; gi < hi; gi++ {
+			for j, i := range byPartition[order[gi]] {
+				res[i].Err = errs[gi-lo][j]
+			}
 		}
+		lo = hi
 	}
 	return res, nil
 }

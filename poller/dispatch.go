@@ -48,7 +48,9 @@ type Dispatcher struct {
 	outstanding atomic.Int64
 	handle      HandleFunc
 	wg          sync.WaitGroup
-	freed       chan struct{}
+
+	freeMu sync.Mutex
+	freed  chan struct{} // closed at the next release; nil when nobody waits
 }
 
 // NewDispatcher starts concurrency workers. At most concurrency+prefetch
@@ -58,7 +60,6 @@ func NewDispatcher(concurrency, prefetch int, handle HandleFunc) *Dispatcher {
 		ready:  make(chan *Msg, concurrency+prefetch),
 		max:    int64(concurrency + prefetch),
 		handle: handle,
-		freed:  make(chan struct{}, 1),
 	}
 	for range concurrency {
 		d.wg.Add(1)
@@ -98,10 +99,23 @@ func (d *Dispatcher) release(n int) {
 		return
 	}
 	d.outstanding.Add(-int64(n))
-	select {
-	case d.freed <- struct{}{}:
-	default:
+	d.freeMu.Lock()
+	if d.freed != nil {
+		close(d.freed)
+		d.freed = nil
 	}
+	d.freeMu.Unlock()
+}
+
+// whenFreed returns a channel closed at the next release of claim slots,
+// for partition loops whose last claim was cut short by the bound.
+func (d *Dispatcher) whenFreed() <-chan struct{} {
+	d.freeMu.Lock()
+	defer d.freeMu.Unlock()
+	if d.freed == nil {
+		d.freed = make(chan struct{})
+	}
+	return d.freed
 }
 
 func (d *Dispatcher) work() {

@@ -90,6 +90,7 @@ type part struct {
 	pending  []result        // results whose writes failed, retried
 	lastErr  time.Time
 	cursor   string
+	starved  bool // the last claim was cut short by the dispatcher's bound
 }
 
 func (p *part) valid() bool { return p.cfg.Valid() }
@@ -185,16 +186,18 @@ loop:
 			wake = now.Add(100 * time.Millisecond)
 		}
 		timer.Reset(wake.Sub(cfg.Now()))
+		var freed <-chan struct{}
+		if p.starved {
+			freed = cfg.Dispatch.whenFreed()
+		}
 		select {
 		case <-ctx.Done():
 		case <-stop:
 		case r := <-p.results:
 			p.collect(ctx, r)
-		case <-cfg.Dispatch.freed:
-			if !nextPoll.After(now) || nextPoll.Sub(now) > cfg.PollInterval/10 {
-				// capacity came back: poll soon if the last poll was capacity-bound
-				nextPoll = minTime(nextPoll, cfg.Now())
-			}
+		case <-freed:
+			// Slots came back: claim what the bound left behind.
+			nextPoll = minTime(nextPoll, cfg.Now())
 		case <-timer.C:
 		}
 	}
@@ -222,6 +225,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	cfg := p.cfg
 	p.requeueExpired(ctx, now)
 	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
+	p.starved = n < cfg.ClaimBatch
 	if n == 0 {
 		return false, nil
 	}
@@ -250,6 +254,9 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		return false, nil
 	}
 	cfg.Dispatch.release(n - len(claimed))
+	if len(claimed) < n {
+		p.starved = false // took everything there was
+	}
 	if len(claimed) == 0 {
 		return false, nil
 	}

@@ -57,7 +57,8 @@ func TestHeldHeapOrder(t *testing.T) {
 }
 
 func TestDispatcherReserveBound(t *testing.T) {
-	d := &Dispatcher{max: 10, freed: make(chan struct{}, 1)}
+	d := &Dispatcher{max: 10}
+	freed := d.whenFreed()
 	if n := d.reserve(7); n != 7 {
 		t.Fatalf("reserve 7 = %d", n)
 	}
@@ -67,7 +68,17 @@ func TestDispatcherReserveBound(t *testing.T) {
 	if n := d.reserve(1); n != 0 {
 		t.Fatalf("reserve when full = %d", n)
 	}
+	select {
+	case <-freed:
+		t.Fatal("freed before any release")
+	default:
+	}
 	d.release(4)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("release did not signal")
+	}
 	if n := d.reserve(5); n != 4 {
 		t.Fatalf("reserve after release = %d, want 4", n)
 	}

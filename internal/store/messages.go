@@ -14,17 +14,39 @@ type New struct {
 	Record *Record
 }
 
-// Add writes the messages of one partition: the records with HSETNX (an
-// existing id is ErrDuplicate in its slot of the result), then the accepted
-// ids into the scheduled ZSET with one ZADD. errs[i] is nil when msgs[i] was
-// accepted; err is a failure of the whole call, after which some messages
-// may have been written (their records are re-indexed by the reconciler if
-// the ZADD did not happen).
+// Group is the messages to add to one partition.
+type Group struct {
+	Topic string
+	P     int
+	Msgs  []New
+}
+
+// Add writes the messages of one partition; see AddMany.
 func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs []error, err error) {
-	m := keys.Records(s.ns, topic, p)
-	sets := make([]cmd, len(msgs))
-	for i, n := range msgs {
-		sets[i] = cmd{"HSETNX", []any{m, n.ID, n.Record.Encode()}}
+	all, err := s.AddMany(ctx, []Group{{Topic: topic, P: p, Msgs: msgs}})
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+// AddMany writes messages of any number of partitions in two pipelined
+// round trips: first every record with HSETNX (an existing id is
+// ErrDuplicate in its slot of the result), then, once those replies are
+// in, one ZADD per partition of the accepted ids into its scheduled ZSET.
+// errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
+// of the whole call, after which some messages may have been written
+// (records without their ZADD are re-indexed by the reconciler).
+func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
+	var sets []cmd
+	for _, g := range groups {
+		m := keys.Records(s.ns, g.Topic, g.P)
+		for _, n := range g.Msgs {
+			sets = append(sets, cmd{"HSETNX", []any{m, n.ID, n.Record.Encode()}})
+		}
+	}
+	if len(sets) == 0 {
+		return make([][]error, len(groups)), nil
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -33,25 +55,38 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 	defer c.Close()
 	r, err := pipe(ctx, c, sets)
 	if err != nil {
-		return nil, fmt.Errorf("add to partition %d: %w", p, err)
+		return nil, fmt.Errorf("add %d messages: %w", len(sets), err)
 	}
-	errs = make([]error, len(msgs))
-	zadd := []any{keys.Scheduled(s.ns, topic, p)}
-	for i, reply := range r {
-		switch v := reply.(type) {
-		case redis.Error:
-			errs[i] = fmt.Errorf("add %q: %w", msgs[i].ID, v)
-		case int64:
-			if v == 0 {
-				errs[i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, msgs[i].ID, topic)
-				continue
+	errs = make([][]error, len(groups))
+	var zadds []cmd
+	k := 0
+	for gi, g := range groups {
+		errs[gi] = make([]error, len(g.Msgs))
+		zadd := []any{keys.Scheduled(s.ns, g.Topic, g.P)}
+		for i, n := range g.Msgs {
+			switch v := r[k].(type) {
+			case redis.Error:
+				errs[gi][i] = fmt.Errorf("add %q: %w", n.ID, v)
+			case int64:
+				if v == 0 {
+					errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, n.ID, g.Topic)
+				} else {
+					zadd = append(zadd, n.Record.Due, n.ID)
+				}
 			}
-			zadd = append(zadd, msgs[i].Record.Due, msgs[i].ID)
+			k++
+		}
+		if len(zadd) > 1 {
+			zadds = append(zadds, cmd{"ZADD", zadd})
 		}
 	}
-	if len(zadd) > 1 {
-		if _, err := pipe(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
-			return nil, fmt.Errorf("index partition %d: %w", p, err)
+	if len(zadds) > 0 {
+		rz, err := pipe(ctx, c, zadds)
+		if err != nil {
+			return nil, fmt.Errorf("index %d partitions: %w", len(zadds), err)
+		}
+		if err := firstErr(rz); err != nil {
+			return nil, fmt.Errorf("index %d partitions: %w", len(zadds), err)
 		}
 	}
 	return errs, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq/internal/portable"
@@ -38,6 +39,7 @@ const (
 type Store struct {
 	pool *redis.Pool
 	ns   string
+	cmds atomic.Int64
 }
 
 // Open returns a Store. It does not connect: the first operation does.
@@ -51,9 +53,19 @@ func Open(o Options) (*Store, error) {
 	if o.PoolSize <= 0 {
 		o.PoolSize = DefaultPoolSize
 	}
+	st := &Store{ns: o.Namespace}
 	do := portable.DialOptions{
 		Password: o.Password, ConnectTimeout: o.DialTimeout,
-		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, Hook: o.Hook,
+		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		Hook: func(cmd string, args []any) error {
+			if o.Hook != nil {
+				if err := o.Hook(cmd, args); err != nil {
+					return err
+				}
+			}
+			st.cmds.Add(1)
+			return nil
+		},
 	}
 	pool := &redis.Pool{
 		MaxIdle:     o.PoolSize,
@@ -71,8 +83,12 @@ func Open(o Options) (*Store, error) {
 			return err
 		},
 	}
-	return &Store{pool: pool, ns: o.Namespace}, nil
+	st.pool = pool
+	return st, nil
 }
+
+// Commands returns the number of commands sent so far (AUTH included).
+func (s *Store) Commands() int64 { return s.cmds.Load() }
 
 // Pool returns the connection pool, for redsync.
 func (s *Store) Pool() *redis.Pool { return s.pool }
