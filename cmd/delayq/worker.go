@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/handler"
+	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Timeouts of the worker's HTTP server and of its shutdown.
+const (
+	workerReadHeaderTimeout = 10 * time.Second
+	workerReadTimeout       = time.Minute
+	workerWriteTimeout      = time.Minute
+	workerIdleTimeout       = 2 * time.Minute
+	// workerHTTPShutdown bounds the wait for in-flight API requests on
+	// shutdown (and never exceeds [worker] shutdown_timeout).
+	workerHTTPShutdown = 5 * time.Second
+	// workerStopGrace is how long, beyond shutdown_timeout, the worker
+	// waits for its consumers to hand their partitions back before it
+	// gives up and exits with an error.
+	workerStopGrace = 10 * time.Second
+)
+
+// workerAbout is the description "delayq worker -h" prints.
+const workerAbout = `Runs the worker daemon: consumes every [[topic]] of the TOML config and
+delivers its messages to the topic's handler (an HTTP webhook or a command),
+and serves the HTTP API for producers, /metrics, /healthz and /readyz on
+[http] listen. The config is the defaults, then the file, then the flags
+below. Logs go to stderr. SIGINT or SIGTERM stop it gracefully: running
+deliveries get [worker] shutdown_timeout to finish, and it exits 0.
+See config.toml at the top of the repository for every key.`
+
+// runWorker implements "delayq worker".
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := workerConfig(args, stdout)
+	if err != nil {
+		return err
+	}
+	w, err := newWorker(cfg, newWorkerLogger(stderr, cfg.Log))
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	return w.run(ctx)
+}
+
+// workerConfig parses the flags and returns the config they select, or
+// errHelp after printing the usage for -h.
+func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	path := fs.String("config", "", "TOML config `file` (default: no file, only defaults and flags)")
+	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy (overrides [redis] addr)")
+	listen := fs.String("listen", "", "`host:port` of the HTTP API, \"\" for none (overrides [http] listen)")
+	level := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides [log] level)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "Usage: delayq worker [--config FILE] [flags]\n\n%s\n\nFlags:\n", workerAbout)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		return nil, usagef("worker", "%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("worker", "unexpected argument %q", fs.Arg(0))
+	}
+	cfg := config.Default()
+	if *path != "" {
+		var err error
+		if cfg, err = config.Load(*path); err != nil {
+			return nil, err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["addr"] {
+		cfg.Redis.Addr = *addr
+	}
+	if set["listen"] {
+		cfg.HTTP.Listen = *listen
+	}
+	if set["log-level"] {
+		cfg.Log.Level = *level
+	}
+	if err := cfg.Validate(); err != nil { // the file was valid: a flag is not
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for flagName, path := range workerFlagKeys {
+				if set[flagName] && ce.Path == path {
+					return nil, usagef("worker", "invalid value %q for flag --%s: %s",
+						fs.Lookup(flagName).Value.String(), flagName, ce.Msg)
+				}
+			}
+		}
+		return nil, usagef("worker", "%v", err)
+	}
+	if len(cfg.Topics) == 0 && cfg.HTTP.Listen == "" {
+		return nil, usagef("worker", "nothing to do: no [[topic]] to consume and no [http] listen address (use --config)")
+	}
+	return cfg, nil
+}
+
+// workerFlagKeys maps the flags that override config keys to the keys.
+var workerFlagKeys = map[string]string{"addr": "redis.addr", "listen": "http.listen", "log-level": "log.level"}
+
+// newWorkerLogger returns the logger [log] describes, writing to w.
+func newWorkerLogger(w io.Writer, c config.Log) *slog.Logger {
+	o := &slog.HandlerOptions{Level: c.SlogLevel()}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// worker is the daemon: a consumer per configured topic and the HTTP API.
+type worker struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
+	web      *http.Client   // shared by the http handlers
+	fallback *delayq.Client // for the API's topics that are not configured
+	topics   []*workerTopic // in config order
+	byName   map[string]*workerTopic
+	stopping atomic.Bool // set once shutdown began: /readyz fails
+}
+
+// workerTopic is one configured topic.
+type workerTopic struct {
+	cfg      config.Topic
+	client   *delayq.Client
+	consumer *delayq.Consumer
+	running  atomic.Bool // between the start and the return of consumer.Run
+}
+
+// newWorker builds the clients, handlers, consumers and metrics of cfg.
+// Nothing talks to Redis yet.
+func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
+	w := &worker{
+		cfg: cfg, log: log.With("component", "worker"),
+		reg: prometheus.NewRegistry(), web: handler.NewHTTPClient(),
+		byName: map[string]*workerTopic{},
+	}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.metrics = metrics.New(w.reg)
+	if w.fallback, err = w.newClient(log, delayq.DefaultPartitions); err != nil {
+		return nil, err
+	}
+	for _, tc := range cfg.Topics {
+		t := &workerTopic{cfg: tc}
+		if t.client, err = w.newClient(log, tc.Partitions); err != nil {
+			return nil, err
+		}
+		w.topics = append(w.topics, t) // closed by w.close from now on
+		w.byName[tc.Name] = t
+		h, err := handler.New(tc.Handler, handler.Options{Client: w.web, Logger: log.With("topic", tc.Name)})
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
+		}
+		t.consumer, err = t.client.NewConsumer(delayq.ConsumerOptions{
+			Topic:           tc.Name,
+			ID:              cfg.Worker.ID,
+			Concurrency:     tc.Concurrency,
+			Timeout:         tc.Timeout,
+			MaxAttempts:     tc.MaxAttempts,
+			Backoff:         tc.Backoff,
+			Lease:           cfg.Worker.Lease,
+			PollInterval:    cfg.Worker.PollInterval,
+			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		}, w.observe(tc.Name, h))
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
+		}
+		w.metrics.AddConsumer(tc.Name, t.client, t.consumer)
+	}
+	return w, nil
+}
+
+// newClient returns a client of [redis] for topics of n partitions.
+func (w *worker) newClient(log *slog.Logger, n int) (*delayq.Client, error) {
+	r := w.cfg.Redis
+	return delayq.New(delayq.Options{
+		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace, Partitions: n,
+		MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes, PoolSize: r.PoolSize,
+		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
+		Logger: log,
+	})
+}
+
+// observe wraps h so that each delivery is measured and its failures
+// logged.
+func (w *worker) observe(topic string, h delayq.Handler) delayq.Handler {
+	log := w.log.With("topic", topic)
+	return func(ctx context.Context, d *delayq.Delivery) error {
+		start := time.Now()
+		err := h(ctx, d)
+		took := time.Since(start)
+		w.metrics.ObserveDelivery(topic, start.Sub(d.Due), took, err)
+		if err != nil {
+			log.Warn("delivery failed", "id", d.ID, "attempt", d.Attempt, "took", took, "err", err)
+		} else {
+			log.Debug("delivered", "id", d.ID, "attempt", d.Attempt, "took", took)
+		}
+		return err
+	}
+}
+
+// client returns the client of topic for the API.
+func (w *worker) client(topic string) (*delayq.Client, error) {
+	if t, ok := w.byName[topic]; ok {
+		return t.client, nil
+	}
+	return w.fallback, nil
+}
+
+// readyzID is the id /readyz reads: it need not exist.
+const readyzID = "delayq-readyz-probe"
+
+// ready is /readyz: every consumer runs and Redis answers through each
+// topic's client (a Get of an id that need not exist; without topics,
+// only the first condition holds).
+func (w *worker) ready(ctx context.Context) error {
+	if w.stopping.Load() {
+		return errors.New("shutting down")
+	}
+	for _, t := range w.topics {
+		if !t.running.Load() {
+			return fmt.Errorf("the consumer of topic %s is not running", t.cfg.Name)
+		}
+		if _, err := t.client.Get(ctx, t.cfg.Name, readyzID); err != nil && !errors.Is(err, delayq.ErrNotFound) {
+			return fmt.Errorf("redis: %w", err)
+		}
+	}
+	return nil
+}
+
+// run consumes and serves until ctx is done (nil) or a consumer or the
+// HTTP server fails (its error), then shuts down gracefully.
+func (w *worker) run(ctx context.Context) error {
+	var ln net.Listener
+	if w.cfg.HTTP.Listen != "" {
+		var err error
+		if ln, err = net.Listen("tcp", w.cfg.HTTP.Listen); err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		runErr  error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { runErr = err })
+		cancel()
+	}
+	for _, t := range w.topics {
+		t.running.Store(true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer t.running.Store(false)
+			if err := t.consumer.Run(runCtx); err != nil {
+				fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
+			}
+		}()
+	}
+	var srv *http.Server
+	if ln != nil {
+		srv = &http.Server{
+			Handler: httpapi.New(httpapi.Options{
+				Client: w.client, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+				Ready: w.ready, Gatherer: w.reg, Logger: w.log,
+			}),
+			ReadHeaderTimeout: workerReadHeaderTimeout,
+			ReadTimeout:       workerReadTimeout,
+			WriteTimeout:      workerWriteTimeout,
+			IdleTimeout:       workerIdleTimeout,
+			ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				fail(fmt.Errorf("http: %w", err))
+			}
+		}()
+		if w.cfg.HTTP.Token == "" {
+			w.log.Warn("the HTTP API needs no token: anyone who reaches it can enqueue and delete ([http] token)")
+		}
+	}
+	names := make([]string, len(w.topics))
+	for i, t := range w.topics {
+		names[i] = t.cfg.Name
+	}
+	listen := ""
+	if ln != nil {
+		listen = ln.Addr().String()
+	}
+	w.log.Info("worker started", "id", w.cfg.Worker.ID, "redis", w.cfg.Redis.Addr, "topics", names, "listen", listen)
+
+	<-runCtx.Done()
+	w.stopping.Store(true)
+	w.log.Info("worker stopping", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout)
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), min(workerHTTPShutdown, w.cfg.Worker.ShutdownTimeout))
+		if err := srv.Shutdown(sctx); err != nil {
+			w.log.Warn("http requests cut short", "err", err)
+			srv.Close()
+		}
+		scancel()
+	}
+	// The consumers saw runCtx end and are draining: running deliveries
+	// get shutdown_timeout, then their contexts are cancelled.
+	sctx, scancel := context.WithTimeout(context.Background(), w.cfg.Worker.ShutdownTimeout+workerStopGrace)
+	defer scancel()
+	for _, t := range w.topics {
+		if err := t.consumer.Shutdown(sctx); err != nil {
+			return fmt.Errorf("topic %s: consumer did not stop within %v: %w",
+				t.cfg.Name, w.cfg.Worker.ShutdownTimeout+workerStopGrace, err)
+		}
+	}
+	wg.Wait()
+	w.log.Info("worker stopped")
+	return runErr
+}
+
+// close releases the clients and idle webhook connections. The
+// consumers must have stopped.
+func (w *worker) close() {
+	for _, t := range w.topics {
+		t.client.Close()
+	}
+	if w.fallback != nil {
+		w.fallback.Close()
+	}
+	w.web.CloseIdleConnections()
+}

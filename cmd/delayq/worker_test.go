@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// writeWorkerConfig writes a config file and returns its path.
+func writeWorkerConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "worker.toml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const workerExecTopic = `
+[[topic]]
+name = "w"
+[topic.handler]
+type = "exec"
+command = ["true"]
+`
+
+func TestWorkerConfigFlags(t *testing.T) {
+	p := writeWorkerConfig(t, "[redis]\naddr = \"file:1\"\n[http]\nlisten = \"127.0.0.1:1\"\n"+workerExecTopic)
+	cfg, err := workerConfig([]string{"--config", p}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.Addr != "file:1" || cfg.HTTP.Listen != "127.0.0.1:1" || cfg.Log.Level != "info" || len(cfg.Topics) != 1 {
+		t.Errorf("from the file: %+v", cfg)
+	}
+	// Flags override the file, and --listen "" turns the API off.
+	cfg, err = workerConfig([]string{"--config", p, "--addr", "flag:2", "--listen", "", "--log-level", "debug"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.Addr != "flag:2" || cfg.HTTP.Listen != "" || cfg.Log.Level != "debug" {
+		t.Errorf("flags did not override: %+v %+v %+v", cfg.Redis, cfg.HTTP, cfg.Log)
+	}
+	// Without --config: the defaults, which need at least --listen.
+	if cfg, err = workerConfig([]string{"--listen", "127.0.0.1:0"}, io.Discard); err != nil || cfg.Redis.Addr != config.DefaultAddr {
+		t.Errorf("defaults with --listen: %v %+v", err, cfg)
+	}
+
+	var out bytes.Buffer
+	if _, err := workerConfig([]string{"-h"}, &out); !errors.Is(err, errHelp) || !strings.Contains(out.String(), "-config") {
+		t.Errorf("-h: %v\n%s", err, out.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", p, "--addr", "nope"}, `invalid value "nope" for flag --addr: "nope" is not host:port`},
+		{[]string{"--config", p, "--log-level", "loud"}, `invalid value "loud" for flag --log-level`},
+		{[]string{"--config", p, "--listen", "x"}, `flag --listen`},
+		{[]string{"--config", p, "extra"}, `unexpected argument "extra"`},
+		{[]string{"--bogus"}, "bogus"},
+		{nil, "nothing to do"},
+	} {
+		_, err := workerConfig(tc.args, io.Discard)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestWorkerBadConfig(t *testing.T) {
+	p := writeWorkerConfig(t, "[worker]\nid = \"w\"\n\npolll_interval = \"1s\"\n")
+	_, stderr, err := runArgs(t, "worker", "--config", p)
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) {
+		t.Fatalf("got %v, want a plain error (exit 1)", err)
+	}
+	want := `unknown key "polll_interval" in [worker] at worker.toml line 4`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("got %q, want %q", err, want)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	p = writeWorkerConfig(t, "[[topic]]\nname = \"x\"\n[topic.handler]\ntype = \"exec\"\ncommand = [\"no-such-program-delayq\"]\n")
+	if _, _, err := runArgs(t, "worker", "--config", p); err == nil || !strings.Contains(err.Error(), "topic x") || !strings.Contains(err.Error(), "no-such-program-delayq") {
+		t.Errorf("missing program: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// workerLogValue returns the value of key in the first JSON log line whose
+// msg is msg, or "".
+func workerLogValue(logs, msg, key string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			if v, ok := m[key]; ok {
+				return fmt.Sprint(v)
+			}
+		}
+	}
+	return ""
+}
+
+// TestWorkerRun runs the worker in process against a real Redis: an exec
+// topic is delivered, the API enqueues with its token, /readyz and
+// /metrics answer, and cancelling the context stops everything.
+func TestWorkerRun(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	p := writeWorkerConfig(t, fmt.Sprintf(`
+[redis]
+addr = %q
+namespace = "wt"
+[worker]
+id = "unit"
+lease = "1s"
+poll_interval = "100ms"
+shutdown_timeout = "2s"
+[http]
+listen = "127.0.0.1:0"
+token = "s3cret"
+[log]
+format = "json"
+level = "debug"
+[[topic]]
+name = "jobs"
+partitions = 4
+backoff = ["100ms"]
+[topic.handler]
+type = "exec"
+command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", %q]
+`, env.Backends[0], out))
+	cfg, err := workerConfig([]string{"--config", p}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	w, err := newWorker(cfg, newWorkerLogger(logs, cfg.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx) }()
+
+	var base string
+	waitUntil(t, 10*time.Second, "the worker's start log", func() bool {
+		if l := workerLogValue(logs.String(), "worker started", "listen"); l != "" {
+			base = "http://" + l
+			return true
+		}
+		return false
+	})
+	get := func(path string, token string) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil(t, 10*time.Second, "/readyz 200", func() bool { c, _ := get("/readyz", ""); return c == 200 })
+
+	// Enqueue through the API (with the token), and directly.
+	post := func(token, body string) int {
+		req, _ := http.NewRequest("POST", base+"/v1/topics/jobs/messages", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := post("", `{"id":"api-1","body":"x"}`); c != http.StatusUnauthorized {
+		t.Errorf("enqueue without the token: %d, want 401", c)
+	}
+	if c := post("s3cret", `{"id":"api-1","body":"from the api","delay":"200ms"}`); c != http.StatusCreated {
+		t.Fatalf("enqueue: %d", c)
+	}
+	cl, err := delayq.New(delayq.Options{Addr: env.Backends[0], Namespace: "wt", Partitions: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Enqueue(ctx, delayq.Message{Topic: "jobs", ID: "direct-1", Body: []byte("direct")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "both deliveries in "+out, func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "api-1=from the api\n") && strings.Contains(string(b), "direct-1=direct\n")
+	})
+
+	// An unconfigured topic goes through the fallback client.
+	if c := post("s3cret", `{"id":"o-1","body":"x","delay":"1h"}`); c != http.StatusCreated {
+		t.Errorf("enqueue to jobs again: %d", c)
+	}
+	req, _ := http.NewRequest("POST", base+"/v1/topics/other/messages", strings.NewReader(`{"id":"o","delay":"1h"}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Errorf("enqueue to an unconfigured topic: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
+	waitUntil(t, 5*time.Second, "delivery metrics", func() bool {
+		_, m := get("/metrics", "")
+		return strings.Contains(m, `delayq_lateness_seconds_count{topic="jobs"} 2`) &&
+			strings.Contains(m, `delayq_handler_duration_seconds_count{result="ok",topic="jobs"} 2`)
+	})
+	if c, m := get("/metrics", ""); c != 200 || !strings.Contains(m, "go_goroutines") {
+		t.Errorf("/metrics: %d, no Go collector", c)
+	}
+	if err := w.ready(ctx); err != nil {
+		t.Errorf("ready: %v", err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(cfg.Worker.ShutdownTimeout + 5*time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if err := w.ready(context.Background()); err == nil {
+		t.Error("ready after shutdown")
+	}
+	for _, msg := range []string{"worker started", "worker stopping", "worker stopped"} {
+		if !strings.Contains(logs.String(), `"msg":"`+msg+`"`) {
+			t.Errorf("no %q log", msg)
+		}
+	}
+}
+
+// TestWorkerFailsWhenAConsumerCannotStart: a partition count other than
+// the topic's stops the worker with that error.
+func TestWorkerFailsWhenAConsumerCannotStart(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	cl, err := delayq.New(delayq.Options{Addr: env.Backends[0], Partitions: 8, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Enqueue(context.Background(), delayq.Message{Topic: "eight", ID: "a", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	p := writeWorkerConfig(t, fmt.Sprintf("[redis]\naddr = %q\n[worker]\nshutdown_timeout = \"1s\"\n[[topic]]\nname = \"eight\"\npartitions = 16\n[topic.handler]\ntype = \"exec\"\ncommand = [\"true\"]\n", env.Backends[0]))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _, err = runArgs(t, "worker", "--config", p)
+	if !errors.Is(err, delayq.ErrPartitionMismatch) || !strings.Contains(err.Error(), "topic eight") || ctx.Err() != nil {
+		t.Errorf("got %v, want a partition mismatch of topic eight", err)
+	}
+}
+
+// waitUntil polls cond every 20ms and fails t after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
