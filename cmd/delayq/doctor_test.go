@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// doctorChecks are the checks doctor must run: every command shape of
+// the portable set (DESIGN.md 1), then the cleanup.
+var doctorChecks = []string{
+	"PING", "SET NX PX", "SET PX", "GET", "DEL", "EXISTS", "PEXPIRE", "PTTL", "INCR", "INCRBY",
+	"HSET", "HSETNX", "HMSET", "HMGET", "HGET", "HDEL", "HINCRBY", "HLEN", "HSCAN",
+	"ZADD", "ZADD NX", "ZADD XX CH", "ZADD CH", "ZRANGEBYSCORE WITHSCORES LIMIT", "ZREVRANGEBYSCORE", "ZRANGE",
+	"ZREM", "ZSCORE", "ZCARD", "ZCOUNT", "ZSCAN",
+	"LPUSH", "RPUSH", "LRANGE", "LLEN", "LREM",
+	"EVALSHA NOSCRIPT", "EVAL", "EVALSHA", "cleanup",
+}
+
+func TestDoctor(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	for _, tg := range env.Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			stdout, _, err := runArgs(t, "doctor", "--addr", tg.Addr)
+			if err != nil {
+				t.Fatalf("doctor: %v\n%s", err, stdout)
+			}
+			lines := map[string]bool{}
+			for _, l := range strings.Split(stdout, "\n") {
+				lines[strings.Join(strings.Fields(l), " ")] = true
+				if strings.HasPrefix(l, "FAIL") {
+					t.Errorf("failed check: %s", l)
+				}
+			}
+			for _, name := range doctorChecks {
+				found := false
+				for l := range lines {
+					if strings.HasPrefix(l, "ok "+name+" ") && strings.HasSuffix(l, "ms") {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no line %q:\n%s", "ok   "+name+"  N.NNms", stdout)
+				}
+			}
+			for _, want := range []string{"rtt  PING  min ", "rtt  GET   min ", "hint EVAL and EVALSHA work",
+				"hint an unknown EVALSHA answers NOSCRIPT", "\nall 40 checks passed\n"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout)
+				}
+			}
+
+			stdout, _, err = runArgs(t, "doctor", "--addr", tg.Addr, "--json", "--samples", "5")
+			if err != nil {
+				t.Fatalf("doctor --json: %v\n%s", err, stdout)
+			}
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("--json output: %v\n%s", err, stdout)
+			}
+			if rep.Failed != 0 || rep.Passed != len(doctorChecks) || len(rep.Checks) != len(doctorChecks) {
+				t.Errorf("report: %d passed, %d failed, %d checks", rep.Passed, rep.Failed, len(rep.Checks))
+			}
+			if rep.RTT.Ping == nil || rep.RTT.Ping.Samples != 5 || rep.RTT.Get == nil ||
+				rep.RTT.Get.MinMS > rep.RTT.Get.MedianMS || rep.RTT.Get.MedianMS > rep.RTT.Get.MaxMS {
+				t.Errorf("rtt: %+v %+v", rep.RTT.Ping, rep.RTT.Get)
+			}
+			if rep.Addr != tg.Addr || !strings.HasPrefix(rep.Keys, "dq:doctor:{") || len(rep.Hints) < 3 {
+				t.Errorf("report: %+v", rep)
+			}
+			// The scratch keys are gone from every backend.
+			prefix := strings.TrimSuffix(rep.Keys, "*")
+			for _, b := range env.Backends {
+				for _, k := range scratchKeys {
+					if r, err := testenv.Do(b, "EXISTS", prefix+k); err != nil || r != ":0" {
+						t.Errorf("EXISTS %s%s on %s = %q, %v", prefix, k, b, r, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDoctorNamespaceAndPassword(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	// Redis without requirepass refuses AUTH: doctor reports it up front.
+	_, _, err := runArgs(t, "doctor", "--addr", env.Backends[0], "--password", "nope")
+	if err == nil || !strings.Contains(err.Error(), "auth "+env.Backends[0]) {
+		t.Errorf("err = %v, want an auth error naming the address", err)
+	}
+	stdout, _, err := runArgs(t, "doctor", "--addr", env.Backends[0], "--namespace", "other", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || !strings.HasPrefix(rep.Keys, "other:doctor:{") {
+		t.Errorf("keys %q (%v)", rep.Keys, err)
+	}
+}
+
+func TestDoctorUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	stdout, _, err := runArgs(t, "doctor", "--addr", addr, "--timeout", "500ms")
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("err = %v, want a plain error naming %s", err, addr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q", stdout)
+	}
+}
+
+func TestDoctorUsage(t *testing.T) {
+	stdout, _, err := runArgs(t, "doctor", "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"-addr", "-password", "-namespace", "-json", "-samples", "-timeout"} {
+		if !strings.Contains(stdout, f) {
+			t.Errorf("help lacks %s:\n%s", f, stdout)
+		}
+	}
+	for _, args := range [][]string{
+		{"doctor", "extra"},
+		{"doctor", "--samples", "0"},
+		{"doctor", "--timeout", "0s"},
+		{"doctor", "--topic", "t"},
+	} {
+		_, _, err := runArgs(t, args...)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: err = %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestDoctorText(t *testing.T) {
+	rep := &doctorReport{Addr: "h:1", Keys: "dq:doctor:{x}:*", Passed: 2, Failed: 1, Checks: []checkResult{
+		{Name: "PING", OK: true, MS: 0.21},
+		{Name: "ZRANGEBYSCORE WITHSCORES LIMIT", MS: 3000, Error: "ZRANGEBYSCORE zset: i/o timeout"},
+		{Name: "cleanup", OK: true, MS: 1.5},
+	}, Hints: []string{"scripts do not work here"}}
+	var b strings.Builder
+	if err := writeDoctorText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := "delayq doctor h:1 (scratch keys dq:doctor:{x}:*)\n" +
+		"ok   PING                            0.21ms\n" +
+		"FAIL ZRANGEBYSCORE WITHSCORES LIMIT  3000.00ms: ZRANGEBYSCORE zset: i/o timeout\n" +
+		"ok   cleanup                         1.50ms\n" +
+		"hint scripts do not work here\n" +
+		"1 of 3 checks failed: delayq will not work through this server\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

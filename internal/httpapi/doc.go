@@ -1,0 +1,36 @@
+// Package httpapi is the worker daemon's HTTP API for producers written in
+// any language: enqueue, get, delete and reschedule messages, read a
+// topic's stats, and list, requeue and purge its dead messages; plus
+// /healthz, /readyz and Prometheus /metrics.
+//
+// Routes (JSON in and out; {id} may hold any UTF-8, percent-escaped):
+//
+//	POST   /v1/topics/{topic}/messages                 201 {"id","due"}
+//	GET    /v1/topics/{topic}/messages/{id}            200 message
+//	DELETE /v1/topics/{topic}/messages/{id}            204
+//	POST   /v1/topics/{topic}/messages/{id}/reschedule 200 {"id","due"}
+//	GET    /v1/topics/{topic}/stats                    200 delayq.TopicStats
+//	GET    /v1/topics/{topic}/dead?limit=N             200 {"messages":[...]}
+//	POST   /v1/topics/{topic}/dead/{id}/requeue        200 {"requeued":1}
+//	DELETE /v1/topics/{topic}/dead                     200 {"purged":N}
+//	GET    /healthz, /readyz, /metrics
+//
+// An enqueue body is
+//
+//	{"id": "order-42", "body": "text", "delay": "30m", "max_attempts": 5}
+//
+// where id is optional (one is generated), the body is "body" (UTF-8 text)
+// or "body_base64", and the due time is one of "delay" (a Go duration),
+// "delay_ms" (an integer) or "at" (RFC 3339), or none for now. A reschedule
+// body has exactly one of the three time fields. Times in responses are
+// RFC 3339 with nanoseconds, in UTC; a message's body comes back as "body"
+// when it is valid UTF-8 and as "body_base64" otherwise.
+//
+// Errors are {"error": "..."}, with "field" naming the request field at
+// fault when there is one: 400 for bad input (malformed JSON, unknown
+// fields, two time fields, a negative delay, a bad topic or id), 401 for a
+// missing or wrong bearer token, 404 for no such message, 409 for a
+// duplicate id, a reschedule of a message that is not scheduled and a
+// partition count mismatch, 413 for a body over the limit, 500 for the
+// rest (logged).
+package httpapi

@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/partition"
+)
+
+// Bounds of request sizes and list lengths.
+const (
+	maxRescheduleBytes = 64 << 10 // a reschedule body holds one short field
+	defaultDeadLimit   = 100
+	maxDeadLimit       = 10000
+)
+
+// enqueueResponse answers an enqueue or a reschedule.
+type enqueueResponse struct {
+	ID  string `json:"id"`
+	Due string `json:"due"` // RFC 3339 with nanoseconds, UTC
+}
+
+// info is the JSON of a message.
+type info struct {
+	Topic       string  `json:"topic"`
+	ID          string  `json:"id"`
+	Partition   int     `json:"partition"`
+	State       string  `json:"state"`
+	Due         string  `json:"due"`
+	Deadline    string  `json:"deadline,omitempty"` // when in flight
+	DiedAt      string  `json:"died_at,omitempty"`  // when dead
+	Attempts    int     `json:"attempts"`
+	MaxAttempts int     `json:"max_attempts"`
+	Created     string  `json:"created"`
+	Updated     string  `json:"updated"`
+	LastError   string  `json:"last_error"`
+	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
+	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
+}
+
+func toInfo(in *delayq.Info) info {
+	v := info{
+		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
+		Due: formatTime(in.Due), Deadline: formatTime(in.Deadline), DiedAt: formatTime(in.DiedAt),
+		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
+		Created: formatTime(in.Created), Updated: formatTime(in.Updated), LastError: in.LastError,
+	}
+	if utf8.Valid(in.Body) {
+		s := string(in.Body)
+		v.Body = &s
+	} else {
+		v.BodyBase64 = base64.StdEncoding.EncodeToString(in.Body)
+	}
+	return v
+}
+
+// formatTime formats t in RFC 3339 with nanoseconds, in UTC; "" for the
+// zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// ceilMS rounds t up to a whole millisecond, as the library stores due times.
+func ceilMS(t time.Time) time.Time {
+	if r := t.Truncate(time.Millisecond); r.Before(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
+}
+
+// pathSegment escapes s as one path segment, "." and ".." included (which
+// clients and servers would otherwise remove from the path).
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.ReplaceAll(s, ".", "%2E")
+	}
+	return url.PathEscape(s)
+}
+
+// topic validates the {topic} of r and returns it with its client; on
+// failure it has written the error response.
+func (s *server) topic(w http.ResponseWriter, r *http.Request) (string, *delayq.Client, bool) {
+	topic := r.PathValue("topic")
+	if err := partition.ValidateTopic(topic); err != nil {
+		s.fail(w, r, badField("topic", "topic: %v", err))
+		return "", nil, false
+	}
+	if s.o.Client == nil {
+		s.fail(w, r, fmt.Errorf("httpapi: Options.Client is nil"))
+		return "", nil, false
+	}
+	c, err := s.o.Client(topic)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", nil, false
+	}
+	return topic, c, true
+}
+
+// topicID is topic, then validates the {id} of r.
+func (s *server) topicID(w http.ResponseWriter, r *http.Request) (string, string, *delayq.Client, bool) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return "", "", nil, false
+	}
+	id := r.PathValue("id") // already unescaped
+	if err := partition.ValidateID(id); err != nil {
+		s.fail(w, r, badField("id", "id: %v", err))
+		return "", "", nil, false
+	}
+	return topic, id, c, true
+}
+
+// enqueue handles POST /v1/topics/{topic}/messages.
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	// Cut huge requests off early: a body of maxBody bytes takes about
+	// 4/3 of that in base64, more when JSON escapes it.
+	body := http.MaxBytesReader(w, r.Body, int64(2*s.maxBody+64<<10))
+	q, err := decodeEnqueue(body, s.maxBody)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := c.EnqueueBatch(r.Context(), []delayq.Message{q.message(topic)})
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/topics/"+topic+"/messages/"+pathSegment(res[0].ID))
+	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: formatTime(res[0].Due)})
+}
+
+// get handles GET /v1/topics/{topic}/messages/{id}.
+func (s *server) get(w http.ResponseWriter, r *http.Request) {
+	topic, id, c, ok := s.topicID(w, r)
+	if !ok {
+		return
+	}
+	in, err := c.Get(r.Context(), topic, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toInfo(in))
+}
+
+// delete handles DELETE /v1/topics/{topic}/messages/{id}.
+func (s *server) delete(w http.ResponseWriter, r *http.Request) {
+	topic, id, c, ok := s.topicID(w, r)
+	if !ok {
+		return
+	}
+	if err := c.Delete(r.Context(), topic, id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// reschedule handles POST /v1/topics/{topic}/messages/{id}/reschedule.
+func (s *server) reschedule(w http.ResponseWriter, r *http.Request) {
+	topic, id, c, ok := s.topicID(w, r)
+	if !ok {
+		return
+	}
+	wh, err := decodeReschedule(http.MaxBytesReader(w, r.Body, maxRescheduleBytes))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	at := wh.resolve(time.Now())
+	if err := c.Reschedule(r.Context(), topic, id, at); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: formatTime(ceilMS(at))})
+}
+
+// stats handles GET /v1/topics/{topic}/stats.
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	ts, err := c.Stats(r.Context(), topic)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ts)
+}
+
+// listDead handles GET /v1/topics/{topic}/dead?limit=N.
+func (s *server) listDead(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	limit := defaultDeadLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxDeadLimit {
+			s.fail(w, r, badField("limit", "limit %q is not an integer from 1 to %d", v, maxDeadLimit))
+			return
+		}
+		limit = n
+	}
+	list, err := c.ListDead(r.Context(), topic, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Messages []info `json:"messages"`
+	}{Messages: make([]info, 0, len(list))}
+	for _, in := range list {
+		out.Messages = append(out.Messages, toInfo(in))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// requeueDead handles POST /v1/topics/{topic}/dead/{id}/requeue.
+func (s *server) requeueDead(w http.ResponseWriter, r *http.Request) {
+	topic, id, c, ok := s.topicID(w, r)
+	if !ok {
+		return
+	}
+	n, err := c.RequeueDead(r.Context(), topic, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n == 0 {
+		s.fail(w, r, fmt.Errorf("%w: no dead message %q in topic %q", delayq.ErrNotFound, id, topic))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+}
+
+// purgeDead handles DELETE /v1/topics/{topic}/dead.
+func (s *server) purgeDead(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	n, err := c.PurgeDead(r.Context(), topic)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+}

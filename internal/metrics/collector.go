@@ -1,0 +1,177 @@
+package metrics
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// source is one AddConsumer call.
+type source struct {
+	topic    string
+	client   *delayq.Client   // nil: no gauges
+	consumer *delayq.Consumer // nil: no counters
+}
+
+// counterDef is one consumer counter: its name and how to read it.
+type counterDef struct {
+	name, help string
+	get        func(s *delayq.ConsumerStats) int64
+	desc       *prometheus.Desc
+}
+
+// counterDefs are the counters read from Consumer.Stats.
+var counterDefs = []*counterDef{
+	{name: "delivered_total", help: "Handler calls started.", get: func(s *delayq.ConsumerStats) int64 { return s.Delivered }},
+	{name: "acked_total", help: "Deliveries acknowledged by the handler.", get: func(s *delayq.ConsumerStats) int64 { return s.Acked }},
+	{name: "retried_total", help: "Failed deliveries scheduled for another attempt.", get: func(s *delayq.ConsumerStats) int64 { return s.Retried }},
+	{name: "dead_total", help: "Messages moved to the dead set, out of attempts.", get: func(s *delayq.ConsumerStats) int64 { return s.Dead }},
+	{name: "fenced_total", help: "Claims refused by the fence and held messages dropped because their lease ran out.", get: func(s *delayq.ConsumerStats) int64 { return s.Fenced }},
+	{name: "redelivered_total", help: "In-flight messages requeued after their visibility deadline.", get: func(s *delayq.ConsumerStats) int64 { return s.Redelivered }},
+	{name: "tombstones_total", help: "Claimed ids whose record had been deleted.", get: func(s *delayq.ConsumerStats) int64 { return s.Tombstones }},
+	{name: "repaired_total", help: "Records re-indexed by the reconciler.", get: func(s *delayq.ConsumerStats) int64 { return s.Repaired }},
+	{name: "leases_gained_total", help: "Partition leases acquired.", get: func(s *delayq.ConsumerStats) int64 { return s.LeasesGained }},
+	{name: "leases_lost_total", help: "Partition leases lost or released.", get: func(s *delayq.ConsumerStats) int64 { return s.LeasesLost }},
+}
+
+func init() {
+	for _, d := range counterDefs {
+		d.desc = desc(d.name, d.help)
+	}
+}
+
+func desc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc("delayq_"+name, help, []string{"topic"}, nil)
+}
+
+var (
+	ownedDesc        = desc("partitions_owned", "Partitions whose lease this process holds.")
+	scheduledDesc    = desc("scheduled", "Messages waiting for their due time.")
+	inflightDesc     = desc("inflight", "Messages claimed by a consumer and not yet acked, retried or dead.")
+	deadDesc         = desc("dead_messages", "Messages in the dead set.")
+	scrapeErrorsDesc = desc("scrape_errors_total", "Scrapes that could not read the topic's gauges from Redis.")
+)
+
+// collector reads the consumers' and topics' numbers at scrape time. It is
+// safe for concurrent use, as prometheus.Collector requires.
+type collector struct {
+	timeout time.Duration
+
+	mu         sync.Mutex
+	sources    []source
+	scrapeErrs map[string]float64 // topic -> failed gauge reads
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+func newCollector(timeout time.Duration) *collector {
+	return &collector{timeout: timeout, scrapeErrs: map[string]float64{}}
+}
+
+func (c *collector) add(s source) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.sources {
+		if o == s {
+			return
+		}
+	}
+	c.sources = append(c.sources, s)
+	if s.client != nil {
+		if _, ok := c.scrapeErrs[s.topic]; !ok {
+			c.scrapeErrs[s.topic] = 0
+		}
+	}
+}
+
+// Describe sends the descriptors of every metric the collector makes.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range counterDefs {
+		ch <- d.desc
+	}
+	for _, d := range []*prometheus.Desc{ownedDesc, scheduledDesc, inflightDesc, deadDesc, scrapeErrorsDesc} {
+		ch <- d
+	}
+}
+
+// Collect reads every consumer's counters and, concurrently, every topic's
+// gauges, each topic within c.timeout.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	sources := append([]source(nil), c.sources...)
+	c.mu.Unlock()
+
+	// Counters, summed over the consumers of each topic.
+	type sums struct {
+		counters []int64
+		owned    int
+	}
+	byTopic := map[string]*sums{}
+	clients := map[string]*delayq.Client{} // the first client of each topic
+	for _, s := range sources {
+		if s.client != nil && clients[s.topic] == nil {
+			clients[s.topic] = s.client
+		}
+		if s.consumer == nil {
+			continue
+		}
+		st := s.consumer.Stats()
+		sm := byTopic[s.topic]
+		if sm == nil {
+			sm = &sums{counters: make([]int64, len(counterDefs))}
+			byTopic[s.topic] = sm
+		}
+		for i, d := range counterDefs {
+			sm.counters[i] += d.get(&st)
+		}
+		sm.owned += len(st.Owned)
+	}
+	for topic, sm := range byTopic {
+		for i, d := range counterDefs {
+			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, float64(sm.counters[i]), topic)
+		}
+		ch <- prometheus.MustNewConstMetric(ownedDesc, prometheus.GaugeValue, float64(sm.owned), topic)
+	}
+
+	// Gauges, one Redis read per topic, all topics at once.
+	topics := make([]string, 0, len(clients))
+	for t := range clients {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	stats := make([]*delayq.TopicStats, len(topics))
+	var wg sync.WaitGroup
+	for i, t := range topics {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+			ts, err := clients[t].Stats(ctx, t)
+			if err != nil {
+				c.mu.Lock()
+				c.scrapeErrs[t]++
+				c.mu.Unlock()
+				return
+			}
+			stats[i] = ts
+		}()
+	}
+	wg.Wait()
+	for i, t := range topics {
+		if ts := stats[i]; ts != nil {
+			ch <- prometheus.MustNewConstMetric(scheduledDesc, prometheus.GaugeValue, float64(ts.Scheduled), t)
+			ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(ts.InFlight), t)
+			ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(ts.Dead), t)
+		}
+	}
+	c.mu.Lock()
+	for t, n := range c.scrapeErrs {
+		ch <- prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.CounterValue, n, t)
+	}
+	c.mu.Unlock()
+}
