@@ -61,9 +61,9 @@ Commands:
 	reschedule  move a scheduled message to a new due time
 	stats       print the counters of every partition of a topic
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
-	worker      run the worker daemon (not implemented yet)
-	bench       run the benchmarks (not implemented yet)
-	doctor      check a deployment (not implemented yet)
+	worker      run the worker daemon (webhooks, commands, HTTP API, metrics)
+	bench       run the benchmarks: enqueue, burst, spread
+	doctor      check that every command delayq needs works through a server or proxy
 	help        print this help, or "help <command>" for a command's flags
 
 Every command takes --addr (default 127.0.0.1:6379, env DELAYQ_ADDR),
@@ -110,8 +110,12 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runStats(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
-	case "worker", "bench", "doctor":
-		return fmt.Errorf("%s: not implemented yet", name)
+	case "doctor":
+		return runDoctor(ctx, rest, stdout, stderr)
+	case "worker":
+		return runWorker(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usageText)
 	return usagef("", "unknown command %q", name)

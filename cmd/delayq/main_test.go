@@ -120,15 +120,3 @@ func TestRunUsageErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestRunNotImplemented(t *testing.T) {
-	for _, name := range []string{"worker", "bench", "doctor"} {
-		t.Run(name, func(t *testing.T) {
-			_, _, err := runArgs(t, name)
-			var ue *usageError
-			if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "not implemented yet") {
-				t.Fatalf("err = %v, want a plain %q error", err, "not implemented yet")
-			}
-		})
-	}
-}

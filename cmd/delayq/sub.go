@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		failAttempts = fs.Int("fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
 		failBody     = fs.String("fail", "", "fail every delivery whose body matches `regexp`")
 		backoffList  = fs.String("backoff", "", "retry ladder: comma-separated `durations` (default: delayq.DefaultBackoff, 10s 30s 1m ... 2h)")
+		consumerID   = fs.String("id", "", "consumer `id`, shown as partition owner by stats (default host-pid-random)")
 		timeout      durationFlag
 		lease        = durationFlag{d: delayq.DefaultLease}
 		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
@@ -97,6 +99,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	consumer, err := client.NewConsumer(delayq.ConsumerOptions{
 		Topic:        cmd.c.topic,
+		ID:           *consumerID,
 		Concurrency:  *concurrency,
 		Limit:        *count,
 		Lease:        lease.d,
@@ -114,7 +117,14 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer cancel()
 	}
 	// Run returns nil after a graceful stop (ctx done or --count reached).
-	return consumer.Run(ctx)
+	if err := consumer.Run(ctx); err != nil {
+		return err
+	}
+	st := consumer.Stats()
+	slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmd.c.logLevel})).Info("consumer stats",
+		"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
+		"redelivered", st.Redelivered, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
+	return nil
 }
 
 // deliveryJSON is the line "sub" prints for a delivery.
