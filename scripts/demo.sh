@@ -175,7 +175,10 @@ show() {
 		local us=$(((a - d) / 1000))
 		late=$(printf ' (late %d.%03d ms)' $((us / 1000)) $((us % 1000)))
 	fi
-	printf '    delivered %s  due %s  at %s%s\n' "$id" "${due:11:12}" "${at:11:12}" "$late"
+	local due_s at_s
+	due_s=$(date -u -d "$due" +%H:%M:%S.%3N 2>/dev/null) || due_s=$due
+	at_s=$(date -u -d "$at" +%H:%M:%S.%3N 2>/dev/null) || at_s=$at
+	printf '    delivered %s  due %s  at %s%s\n' "$id" "$due_s" "$at_s" "$late"
 }
 
 say "waiting for $count deliveries (at most ${deadline_s}s)"
@@ -202,4 +205,52 @@ done
 
 say "all $count messages delivered; the queue now:"
 "$DELAYQ" stats --addr "$proxy" --topic "$topic" | awk 'NR == 1 || $1 == "total"' | sed 's/^/    /'
+
+# Part two: the worker daemon, configured by the shipped config.toml (its
+# [redis] addr and [http] listen are overridden for this sandbox). Its
+# "reminders" topic runs a command per message, which appends to a log.
+free_port
+http_port=$PORT
+export REMINDERS_LOG=$tmp/reminders.log
+: >"$REMINDERS_LOG"
+say "starting the worker: $DELAYQ worker --config config.toml --addr $proxy --listen 127.0.0.1:$http_port"
+"$DELAYQ" worker --config "$root/config.toml" --addr "$proxy" --listen "127.0.0.1:$http_port" \
+	>"$tmp/worker.out" 2>"$tmp/worker.err" &
+pids+=($!)
+worker_pid=$!
+
+# http_get PATH: the status line of GET PATH on the worker (bash /dev/tcp, no curl needed).
+http_get() {
+	local line=""
+	{
+		exec 4<>"/dev/tcp/127.0.0.1/$http_port" &&
+			printf 'GET %s HTTP/1.0\r\nHost: demo\r\n\r\n' "$1" >&4 &&
+			IFS= read -r -t 2 line <&4
+		exec 4>&- 4<&-
+	} 2>/dev/null || true
+	echo "$line"
+}
+for _ in {1..100}; do
+	[[ $(http_get /readyz) == *" 200 "* ]] && break
+	kill -0 "$worker_pid" 2>/dev/null || { cat "$tmp/worker.err" >&2; die "the worker exited"; }
+	sleep 0.1
+done
+[[ $(http_get /readyz) == *" 200 "* ]] || { cat "$tmp/worker.err" >&2; die "the worker is not ready"; }
+say "worker ready (GET /readyz: 200); sending 3 reminders due in 1..3 s"
+for i in 1 2 3; do
+	"$DELAYQ" send --addr "$proxy" --topic reminders --id "reminder-$i" --delay "${i}s" --body "call home #$i" >/dev/null
+done
+end=$((SECONDS + deadline_s))
+while (($(wc -l <"$REMINDERS_LOG") < 3)); do
+	((SECONDS < end)) || { cat "$tmp/worker.err" >&2; die "the reminders were not delivered"; }
+	sleep 0.1
+done
+sed 's/^/    /' "$REMINDERS_LOG"
+say "metrics: $(http_get /metrics | tr -d '\r'), e.g."
+{
+	exec 4<>"/dev/tcp/127.0.0.1/$http_port"
+	printf 'GET /metrics HTTP/1.0\r\nHost: demo\r\n\r\n' >&4
+	grep -E '^delayq_(acked_total|partitions_owned)\{topic="reminders"' <&4 | sed 's/^/    /'
+	exec 4>&- 4<&-
+} 2>/dev/null || true
 say "done"

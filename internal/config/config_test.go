@@ -44,7 +44,7 @@ func TestShippedConfig(t *testing.T) {
 		o.Handler.Headers["Content-Type"] != "application/json" {
 		t.Errorf("orders handler: %+v", o.Handler)
 	}
-	if r.Handler.Type != HandlerExec || !reflect.DeepEqual(r.Handler.Command, []string{"sh", "-c", "cat >/dev/null"}) {
+	if r.Handler.Type != HandlerExec || !reflect.DeepEqual(r.Handler.Command, []string{"sh", "-c", `echo "reminder $DELAYQ_ID (attempt $DELAYQ_ATTEMPT, due $DELAYQ_DUE): $(cat)" >>"${REMINDERS_LOG:-/dev/null}"`}) {
 		t.Errorf("reminders handler: %+v", r.Handler)
 	}
 	if r.Concurrency != 4 || r.MaxAttempts != 5 || r.Timeout != 10*time.Second ||
