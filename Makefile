@@ -5,6 +5,7 @@
 #   make test   go vet, every test with -race (real servers), then check that
 #               every Redis command the tests sent is portable
 #   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
+#   make bench  run scripts/bench.sh: enqueue, burst and spread, direct and proxied
 #   make clean  remove build and test outputs
 
 SHELL := /bin/bash
@@ -50,9 +51,9 @@ test: deps build
 demo: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh
 
-bench:
-	@echo "bench: not implemented yet (see DESIGN.md section 8)" >&2
-	@exit 1
+# The workloads of DESIGN.md section 8, directly and through Twemproxy.
+bench: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench.sh
 
 clean:
 	rm -rf bin .audit
