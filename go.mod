@@ -9,6 +9,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/spaolacci/murmur3 v1.1.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
