@@ -338,85 +338,94 @@ func waitDone(ctx context.Context, l *lateness, timeout time.Duration) error {
 	}
 }
 
-func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
-	n := cfg.count(20000)
-	topic := benchTopic("burst")
-	prod, err := cfg.client(topic)
-	if err != nil {
-		return "", err
+// delivery is a running burst or spread: a producer client, a consumer
+// client with its consumer running, and the lateness of each delivery.
+type delivery struct {
+	topic      string
+	prod, cons *delayq.Client
+	l          *lateness
+	stop       func()
+}
+
+func startDelivery(ctx context.Context, cfg benchConfig, n int) (*delivery, error) {
+	r := &delivery{topic: benchTopic(cfg.workload), l: newLateness(n)}
+	var err error
+	if r.prod, err = cfg.client(r.topic); err != nil {
+		return nil, err
 	}
-	defer prod.Close()
-	cons, err := cfg.client(topic)
-	if err != nil {
-		return "", err
+	if r.cons, err = cfg.client(r.topic); err != nil {
+		r.prod.Close()
+		return nil, err
 	}
-	defer cons.Close()
-	l := newLateness(n)
-	_, stop, err := consume(ctx, cfg, cons, topic, l)
-	if err != nil {
-		return "", err
+	if _, r.stop, err = consume(ctx, cfg, r.cons, r.topic, r.l); err != nil {
+		r.prod.Close()
+		r.cons.Close()
+		return nil, err
 	}
-	defer stop()
+	return r, nil
+}
+
+func (r *delivery) close() {
+	r.stop()
+	r.cons.Close()
+	r.prod.Close()
+}
+
+// enqueue sends n messages due at due(i) with the batch API.
+func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix string, due func(i int) time.Time) error {
 	body := cfg.body()
-	// All due at T, far enough ahead for the enqueue to finish before it.
-	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
 	msgs := make([]delayq.Message, n)
 	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: topic, ID: fmt.Sprintf("b%08d", i), Body: body, At: T}
+		msgs[i] = delayq.Message{Topic: r.topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
 	}
 	batch := cfg
 	batch.batch = true
-	if _, err := produce(ctx, batch, prod, msgs); err != nil {
+	_, err := produce(ctx, batch, r.prod, msgs)
+	return err
+}
+
+func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
+	n := cfg.count(20000)
+	r, err := startDelivery(ctx, cfg, n)
+	if err != nil {
+		return "", err
+	}
+	defer r.close()
+	// All due at T, far enough ahead for the enqueue to finish before it.
+	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
+	if err := r.enqueue(ctx, cfg, n, "b", func(int) time.Time { return T }); err != nil {
 		return "", err
 	}
 	if time.Now().After(T) {
 		return "", fmt.Errorf("enqueueing %d messages took past their due time; use a smaller --n", n)
 	}
-	cmds0 := cons.Commands()
-	if err := waitDone(ctx, l, time.Until(T)+time.Duration(n)*time.Millisecond+30*time.Second); err != nil {
+	cmds0 := r.cons.Commands()
+	if err := waitDone(ctx, r.l, time.Until(T)+time.Duration(n)*time.Millisecond+30*time.Second); err != nil {
 		return "", err
 	}
-	drain := l.last.Sub(T)
-	cmds := float64(cons.Commands()-cmds0) / float64(n)
+	drain := r.l.last.Sub(T)
+	cmds := float64(r.cons.Commands()-cmds0) / float64(n)
 	return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d",
-		n, float64(n)/drain.Seconds(), l.summary(), cmds, l.dups), nil
+		n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups), nil
 }
 
 func benchSpread(ctx context.Context, cfg benchConfig) (string, error) {
 	n := cfg.count(5000)
-	topic := benchTopic("spread")
-	prod, err := cfg.client(topic)
+	r, err := startDelivery(ctx, cfg, n)
 	if err != nil {
 		return "", err
 	}
-	defer prod.Close()
-	cons, err := cfg.client(topic)
-	if err != nil {
-		return "", err
-	}
-	defer cons.Close()
-	l := newLateness(n)
-	_, stop, err := consume(ctx, cfg, cons, topic, l)
-	if err != nil {
-		return "", err
-	}
-	defer stop()
-	body := cfg.body()
+	defer r.close()
 	start := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond)
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: topic, ID: fmt.Sprintf("s%08d", i), Body: body,
-			At: start.Add(time.Duration(i) * 10 * time.Second / time.Duration(n))}
-	}
-	batch := cfg
-	batch.batch = true
-	if _, err := produce(ctx, batch, prod, msgs); err != nil {
+	if err := r.enqueue(ctx, cfg, n, "s", func(i int) time.Time {
+		return start.Add(time.Duration(i) * 10 * time.Second / time.Duration(n))
+	}); err != nil {
 		return "", err
 	}
-	cmds0 := cons.Commands()
-	if err := waitDone(ctx, l, time.Until(start)+40*time.Second); err != nil {
+	cmds0 := r.cons.Commands()
+	if err := waitDone(ctx, r.l, time.Until(start)+40*time.Second); err != nil {
 		return "", err
 	}
-	cmds := float64(cons.Commands()-cmds0) / float64(n)
-	return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, l.summary(), cmds, l.dups), nil
+	cmds := float64(r.cons.Commands()-cmds0) / float64(n)
+	return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups), nil
 }

@@ -75,7 +75,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func writeInfoLines(w io.Writer, list []*delayq.Info) error {
 	bw := bufio.NewWriter(w)
 	for _, in := range list {
-		line, err := marshalLine(toInfoJSON(in))
+		line, err := marshalLine(in)
 		if err != nil {
 			return err
 		}

@@ -11,36 +11,6 @@ import (
 	"github.com/delayq/delayq"
 )
 
-// infoJSON is how get and "dead list --json" print a message.
-type infoJSON struct {
-	Topic       string  `json:"topic"`
-	ID          string  `json:"id"`
-	Partition   int     `json:"partition"`
-	State       string  `json:"state"`
-	Due         string  `json:"due"`
-	Deadline    string  `json:"deadline,omitempty"` // when in flight
-	DiedAt      string  `json:"died_at,omitempty"`  // when dead
-	Attempts    int     `json:"attempts"`
-	MaxAttempts int     `json:"max_attempts"`
-	Created     string  `json:"created"`
-	Updated     string  `json:"updated"`
-	LastError   string  `json:"last_error"`
-	Body        *string `json:"body,omitempty"` // set when the body is UTF-8, even if empty
-	BodyBase64  string  `json:"body_base64,omitempty"`
-}
-
-// toInfoJSON converts in, with times in RFC 3339 UTC.
-func toInfoJSON(in *delayq.Info) infoJSON {
-	v := infoJSON{
-		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
-		Due: formatTime(in.Due), Deadline: formatTime(in.Deadline), DiedAt: formatTime(in.DiedAt),
-		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
-		Created: formatTime(in.Created), Updated: formatTime(in.Updated), LastError: in.LastError,
-	}
-	v.Body, v.BodyBase64 = bodyFields(in.Body)
-	return v
-}
-
 // writeJSON writes v to w as indented JSON without HTML escaping.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -85,7 +55,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(stdout, toInfoJSON(in))
+	return writeJSON(stdout, in)
 }
 
 // runDelete implements "delayq delete".

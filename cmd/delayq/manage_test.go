@@ -14,7 +14,7 @@ func TestInfoJSON(t *testing.T) {
 	died := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	in := &delayq.Info{Topic: "t", ID: "m", Partition: 3, State: delayq.StateDead, Due: died, DiedAt: died,
 		Attempts: 2, Created: died, Updated: died, LastError: "boom", Body: []byte{0x80}}
-	b, err := json.Marshal(toInfoJSON(in))
+	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq"
 )
@@ -141,23 +139,11 @@ type deliveryJSON struct {
 }
 
 // formatTime formats t in RFC 3339 with nanoseconds, in UTC; "" for the
-// zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
+// formatTime is delayq.FormatTime.
+func formatTime(t time.Time) string { return delayq.FormatTime(t) }
 
-// bodyFields returns body as a string when it is valid UTF-8, else as
-// standard base64: exactly one of the two is set.
-func bodyFields(body []byte) (text *string, b64 string) {
-	if utf8.Valid(body) {
-		s := string(body)
-		return &s, ""
-	}
-	return nil, base64.StdEncoding.EncodeToString(body)
-}
+// bodyFields is delayq.BodyFields.
+func bodyFields(body []byte) (*string, string) { return delayq.BodyFields(body) }
 
 // marshalLine encodes v as one line of JSON without HTML escaping.
 func marshalLine(v any) ([]byte, error) {

@@ -1,14 +1,12 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/partition"
@@ -27,48 +25,7 @@ type enqueueResponse struct {
 	Due string `json:"due"` // RFC 3339 with nanoseconds, UTC
 }
 
-// info is the JSON of a message.
-type info struct {
-	Topic       string  `json:"topic"`
-	ID          string  `json:"id"`
-	Partition   int     `json:"partition"`
-	State       string  `json:"state"`
-	Due         string  `json:"due"`
-	Deadline    string  `json:"deadline,omitempty"` // when in flight
-	DiedAt      string  `json:"died_at,omitempty"`  // when dead
-	Attempts    int     `json:"attempts"`
-	MaxAttempts int     `json:"max_attempts"`
-	Created     string  `json:"created"`
-	Updated     string  `json:"updated"`
-	LastError   string  `json:"last_error"`
-	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
-	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
-}
-
-func toInfo(in *delayq.Info) info {
-	v := info{
-		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
-		Due: formatTime(in.Due), Deadline: formatTime(in.Deadline), DiedAt: formatTime(in.DiedAt),
-		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
-		Created: formatTime(in.Created), Updated: formatTime(in.Updated), LastError: in.LastError,
-	}
-	if utf8.Valid(in.Body) {
-		s := string(in.Body)
-		v.Body = &s
-	} else {
-		v.BodyBase64 = base64.StdEncoding.EncodeToString(in.Body)
-	}
-	return v
-}
-
-// formatTime formats t in RFC 3339 with nanoseconds, in UTC; "" for the
-// zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
+func formatTime(t time.Time) string { return delayq.FormatTime(t) }
 
 // ceilMS rounds t up to a whole millisecond, as the library stores due times.
 func ceilMS(t time.Time) time.Time {
@@ -158,7 +115,7 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toInfo(in))
+	writeJSON(w, http.StatusOK, in)
 }
 
 // delete handles DELETE /v1/topics/{topic}/messages/{id}.
@@ -228,11 +185,9 @@ func (s *server) listDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Messages []info `json:"messages"`
-	}{Messages: make([]info, 0, len(list))}
-	for _, in := range list {
-		out.Messages = append(out.Messages, toInfo(in))
-	}
+		Messages []*delayq.Info `json:"messages"`
+	}{Messages: make([]*delayq.Info, 0, len(list))}
+	out.Messages = append(out.Messages, list...)
 	writeJSON(w, http.StatusOK, out)
 }
 

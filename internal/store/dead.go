@@ -59,19 +59,9 @@ func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []stri
 		return 0, nil
 	}
 	dk := keys.Dead(s.ns, topic, p)
-	checks := make([]cmd, len(ids))
-	for i, id := range ids {
-		checks[i] = cmd{"ZSCORE", []any{dk, id}}
-	}
-	got, err := s.do(ctx, checks...)
+	live, err := s.deadOnly(ctx, topic, p, ids)
 	if err != nil {
 		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
-	}
-	var live []string
-	for i, id := range ids {
-		if got[i] != nil {
-			live = append(live, id)
-		}
 	}
 	if len(live) == 0 {
 		return 0, nil
@@ -131,20 +121,9 @@ func (s *Store) PurgeDead(ctx context.Context, topic string, p int, ids []string
 		}
 	} else {
 		// only ids that are dead: never purge a live message by mistake
-		dk := keys.Dead(s.ns, topic, p)
-		checks := make([]cmd, len(ids))
-		for i, id := range ids {
-			checks[i] = cmd{"ZSCORE", []any{dk, id}}
-		}
-		got, err := s.do(ctx, checks...)
+		dead, err := s.deadOnly(ctx, topic, p, ids)
 		if err != nil {
 			return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
-		}
-		var dead []string
-		for i, id := range ids {
-			if got[i] != nil {
-				dead = append(dead, id)
-			}
 		}
 		ids = dead
 	}
@@ -158,4 +137,24 @@ func (s *Store) PurgeDead(ctx context.Context, topic string, p int, ids []string
 		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
 	}
 	return len(ids), nil
+}
+
+// deadOnly returns the ids among ids that are in partition p's dead set.
+func (s *Store) deadOnly(ctx context.Context, topic string, p int, ids []string) ([]string, error) {
+	dk := keys.Dead(s.ns, topic, p)
+	checks := make([]cmd, len(ids))
+	for i, id := range ids {
+		checks[i] = cmd{"ZSCORE", []any{dk, id}}
+	}
+	got, err := s.do(ctx, checks...)
+	if err != nil {
+		return nil, err
+	}
+	var dead []string
+	for i, id := range ids {
+		if got[i] != nil {
+			dead = append(dead, id)
+		}
+	}
+	return dead, nil
 }
