@@ -60,7 +60,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 	}
 	return &Consumer{
 		c: c, opts: opts, h: h,
-		log:    c.log.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
+		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
 		owned:  map[int]*owned{},
@@ -237,7 +237,7 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 			Token: func(ctx context.Context) (int64, error) {
 				return k.c.store.NextToken(ctx, topic, p)
 			},
-			Logger: k.c.log,
+			Logger: k.c.opts.Logger,
 		})
 		if err != nil {
 			if !errors.Is(err, lease.ErrTaken) {
@@ -293,7 +293,7 @@ func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, wor
 		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
 		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,
 		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,
-		Now: k.c.opts.Now, Logger: k.c.log, Count: k.count,
+		Now: k.c.opts.Now, Logger: k.c.opts.Logger.With("consumer", k.opts.ID), Count: k.count,
 	}
 }
 
