@@ -42,6 +42,11 @@ const (
 // token than the loop's: another owner took over.
 var ErrFenced = errors.New("poller: fenced by a newer owner")
 
+// ErrExpired is returned by Run when Config.Valid turned false before the
+// lease's context ended (the process was paused past its lease, say): the
+// loop stops at once rather than write to a partition it may have lost.
+var ErrExpired = errors.New("poller: lease ran out")
+
 // Config configures one partition loop. All fields are required unless
 // marked otherwise.
 type Config struct {
@@ -51,7 +56,8 @@ type Config struct {
 	Store     Store
 	Dispatch  *Dispatcher
 	// Valid reports whether the lease may still be trusted (checked before
-	// each delivery starts).
+	// each delivery starts, each turn of the loop and each write of
+	// outcomes other than acks).
 	Valid func() bool
 	// Work is the parent of the handlers' contexts (besides the lease's
 	// context): cancelling it aborts running handlers at a hard shutdown.
@@ -155,6 +161,10 @@ loop:
 			runErr = context.Cause(ctx)
 			break
 		}
+		if !cfg.Valid() { // before the keep-alive noticed: requeues and re-indexing are not fenced
+			runErr = ErrExpired
+			break
+		}
 		select {
 		case <-stop:
 			break loop
@@ -174,7 +184,7 @@ loop:
 				nextPoll = now
 			}
 		}
-		if !now.Before(nextReconcile) {
+		if !now.Before(nextReconcile) && cfg.Valid() {
 			p.reconcile(ctx)
 			nextReconcile = now.Add(jitter(cfg.ReconcileInterval))
 		}

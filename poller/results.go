@@ -29,7 +29,7 @@ func (p *part) collect(ctx context.Context, r result) {
 // Under a lost lease (lost) only acks are written: everything else stays in
 // flight for the next owner to requeue at its visibility deadline, since
 // writing to the scheduled set now could race with that owner.
-func (p *part) applyPending(ctx context.Context) { p.apply(ctx, false) }
+func (p *part) applyPending(ctx context.Context) { p.apply(ctx, !p.valid()) }
 
 func (p *part) apply(ctx context.Context, lost bool) {
 	if len(p.pending) == 0 {
@@ -102,7 +102,7 @@ func (p *part) finish(rs []result) {
 // exit ends the loop: see Run.
 func (p *part) exit(ctx context.Context, runErr error) error {
 	cfg := p.cfg
-	lost := runErr != nil
+	lost := runErr != nil || !p.valid()
 	p.stopping.Store(true)
 	// A context for the last writes: the lease's may be done already.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
