@@ -37,6 +37,9 @@ deps:
 build:
 	$(GO) build -o $(BIN) ./cmd/delayq
 
+# Packages run one at a time (-p 1): the end-to-end and fault tests measure
+# lateness and lease handover, which other packages' tests running beside
+# them on 2 cores would distort.
 # The end-to-end tests in test/ run $(BIN) (DELAYQ_BIN) instead of building
 # their own. Every process of the run appends the command shapes it sends to
 # $(AUDIT), which auditcheck then verifies against the portable set.
@@ -45,7 +48,7 @@ test: deps build
 	rm -f $(AUDIT)
 	mkdir -p $(dir $(AUDIT))
 	DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -race -count=1 -timeout 15m ./...
+		$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 	$(GO) run ./internal/portable/auditcheck $(AUDIT)
 
 demo: deps build

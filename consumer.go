@@ -10,7 +10,7 @@ import (
 // Defaults for ConsumerOptions.
 const (
 	DefaultConcurrency       = 16
-	DefaultPrefetch          = 16
+	DefaultPrefetch          = 1024
 	DefaultTimeout           = 30 * time.Second
 	DefaultLease             = 10 * time.Second
 	DefaultPollInterval      = time.Second
@@ -42,7 +42,12 @@ type ConsumerOptions struct {
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int
 	// Prefetch is how many messages may be claimed beyond the free handler
-	// slots (held until due or until a slot frees). Default DefaultPrefetch (16).
+	// slots: messages claimed ahead of their due time (held in memory until
+	// due) and due ones waiting for a slot. Claim-ahead keeps lateness low
+	// only while Prefetch exceeds the messages due within 1.5 poll
+	// intervals (about 1.5 × rate × PollInterval); a consumer that dies
+	// holding them leaves them to their visibility deadline.
+	// Default DefaultPrefetch (1024).
 	Prefetch int
 	// Timeout bounds one handler call (the topic's time to run); the
 	// message's visibility deadline is its due time plus Timeout plus a

@@ -33,6 +33,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		failAttempts = fs.Int("fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
 		failBody     = fs.String("fail", "", "fail every delivery whose body matches `regexp`")
 		backoffList  = fs.String("backoff", "", "retry ladder: comma-separated `durations` (default: delayq.DefaultBackoff, 10s 30s 1m ... 2h)")
+		prefetch     = fs.Int("prefetch", delayq.DefaultPrefetch, "messages claimed beyond the free handlers (held until due)")
 		consumerID   = fs.String("id", "", "consumer `id`, shown as partition owner by stats (default host-pid-random)")
 		timeout      durationFlag
 		lease        = durationFlag{d: delayq.DefaultLease}
@@ -50,7 +51,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		name string
 		v    int64
 	}{
-		{"concurrency", int64(*concurrency)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
+		{"concurrency", int64(*concurrency)}, {"prefetch", int64(*prefetch)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
 		{"fail-attempts", int64(*failAttempts)}, {"timeout", int64(timeout.d)}, {"lease", int64(lease.d)},
 		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)},
 	} {
@@ -99,6 +100,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Topic:        cmd.c.topic,
 		ID:           *consumerID,
 		Concurrency:  *concurrency,
+		Prefetch:     *prefetch,
 		Limit:        *count,
 		Lease:        lease.d,
 		Timeout:      handlerTO.d,
