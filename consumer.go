@@ -69,7 +69,11 @@ type ConsumerOptions struct {
 	// its context is done. Default DefaultShutdownTimeout (30s).
 	ShutdownTimeout time.Duration
 	// ReconcileInterval is the pause between two reconciler passes over a
-	// partition's records. Default DefaultReconcileInterval (5s).
+	// partition's records; after a pass that completes a sweep of every
+	// record, the next sweep starts 12 intervals later. A record a crash
+	// left out of every index is re-indexed within
+	// (12 + ceil(records/ReconcileBatch)) × ReconcileInterval.
+	// Default DefaultReconcileInterval (5s).
 	ReconcileInterval time.Duration
 	// ReconcileBatch is about how many records one reconciler pass reads.
 	// Default DefaultReconcileBatch (256).

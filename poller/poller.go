@@ -97,6 +97,14 @@ type part struct {
 	lastErr  time.Time
 	cursor   string
 	starved  bool // the last claim was cut short by the dispatcher's bound
+
+	nextExpired time.Time // next look for expired visibility deadlines
+}
+
+// expiredEvery is how often a loop looks for in-flight messages whose
+// visibility deadline passed: every 10 polls, at most every 5 s.
+func expiredEvery(poll time.Duration) time.Duration {
+	return min(10*poll, 5*time.Second)
 }
 
 func (p *part) valid() bool { return p.cfg.Valid() }
@@ -186,7 +194,11 @@ loop:
 		}
 		if !now.Before(nextReconcile) && cfg.Valid() {
 			p.reconcile(ctx)
-			nextReconcile = now.Add(jitter(cfg.ReconcileInterval))
+			pause := cfg.ReconcileInterval
+			if p.cursor == "0" { // a sweep of every record ended: rest before the next
+				pause = sweepPause(cfg.ReconcileInterval)
+			}
+			nextReconcile = now.Add(jitter(pause))
 		}
 		wake := nextPoll
 		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
@@ -233,7 +245,13 @@ func (p *part) dispatchDue(now time.Time) {
 // expired in-flight messages. It reports whether to poll again at once.
 func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) {
 	cfg := p.cfg
-	p.requeueExpired(ctx, now)
+	// Expired visibility deadlines are at least a second (the margin)
+	// past a handler's timeout: looking every few polls is soon enough, and
+	// keeps an idle partition at about one command per poll.
+	if !now.Before(p.nextExpired) {
+		p.requeueExpired(ctx, now)
+		p.nextExpired = now.Add(expiredEvery(cfg.PollInterval))
+	}
 	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
 	p.starved = n < cfg.ClaimBatch
 	if n == 0 {
@@ -373,6 +391,12 @@ func (p *part) failMove(id string, rec *store.Record, now time.Time, reason stri
 	r.Due = ceilMS(now.Add(cfg.Backoff[step-1]))
 	return store.Move{ID: id, Score: r.Due, Record: &r}
 }
+
+// sweepPause is the rest between two full reconciler sweeps of a
+// partition's records (passes within a sweep are ReconcileInterval apart),
+// so an idle partition costs one HSCAN a minute. A record left out of every
+// index is repaired within sweepPause + ceil(records/ReconcileBatch) passes.
+func sweepPause(interval time.Duration) time.Duration { return 12 * interval }
 
 func (p *part) reconcile(ctx context.Context) {
 	cfg := p.cfg
