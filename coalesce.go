@@ -12,7 +12,7 @@ import (
 // Calls that arrive while a batch is in flight form the next batch, so
 // batches grow with load and a lone call waits for nothing.
 const (
-	coalesceFlushers = 4
+	coalesceFlushers = 2
 	coalesceMax      = 512
 )
 

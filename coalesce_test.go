@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // Concurrent Enqueue calls are coalesced: fewer round trips than calls,
@@ -64,4 +66,44 @@ func TestCoalescedEnqueue(t *testing.T) {
 			t.Errorf("enqueue after Close: %v, want ErrClosed", err)
 		}
 	})
+}
+
+// A batch whose script is cached on some backends and not on others (one
+// restarted) runs it once everywhere: no message is reported as a
+// duplicate of itself, and real duplicates still are.
+func TestBatchAfterScriptCacheLoss(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, AppendOnly: true})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 8})
+	batch := func(prefix string, n int) []Message {
+		var msgs []Message
+		for i := range n {
+			msgs = append(msgs, Message{Topic: "nos", ID: fmt.Sprintf("%s-%d", prefix, i), Delay: time.Hour})
+		}
+		return msgs
+	}
+	if res, err := c.EnqueueBatch(ctx, batch("a", 64)); err != nil || res[0].Err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	env.RestartBackend(t, 0) // data kept (AOF), scripts forgotten
+	msgs := append(batch("b", 64), batch("a", 8)...)
+	var res []EnqueueResult
+	waitFor(t, 10*time.Second, "a batch through the restarted backend", func() bool {
+		var err error
+		res, err = c.EnqueueBatch(ctx, msgs)
+		return err == nil
+	})
+	for i, r := range res {
+		dup := errors.Is(r.Err, ErrDuplicate)
+		if i < 64 && r.Err != nil {
+			t.Errorf("%s: %v", r.ID, r.Err)
+		}
+		if i >= 64 && !dup {
+			t.Errorf("%s: %v, want ErrDuplicate", r.ID, r.Err)
+		}
+	}
+	st, err := c.Stats(ctx, "nos")
+	if err != nil || st.Scheduled != 128 {
+		t.Fatalf("scheduled = %+v, %v; want 128", st, err)
+	}
 }

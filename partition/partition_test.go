@@ -92,3 +92,9 @@ func FuzzFor(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkFor(b *testing.B) {
+	for b.Loop() {
+		For("01JD3Z7X9M0000000000000000", 16)
+	}
+}

@@ -92,3 +92,13 @@ func TestReadAudit(t *testing.T) {
 		t.Fatalf("clean log: %+v, %v", rep, err)
 	}
 }
+
+func BenchmarkCheck(b *testing.B) {
+	args := []any{"dq:{t:3}:s", 1700000000000, "01JD3Z7X9M0000000000000000"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Check("ZADD", args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

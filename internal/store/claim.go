@@ -19,8 +19,15 @@ func newScript(src string) *redis.Script {
 	if err := portable.RegisterScript(src); err != nil {
 		panic(err)
 	}
-	return redis.NewScript(1, src)
+	sc := redis.NewScript(1, src)
+	scriptSources[sc] = src
+	return sc
 }
+
+// scriptSources maps each script to its source, for EVAL after NOSCRIPT in
+// pipelines (redis.Script does that only for single calls). Written only
+// during package initialisation.
+var scriptSources = map[*redis.Script]string{}
 
 // raiseScript raises the partition's fence to the caller's token.
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token.
@@ -97,6 +104,17 @@ func (s *Store) update(ctx context.Context, topic string, p int, ids []string, r
 	}
 	return ok, nil
 }
+
+// addScript adds records that are not there yet.
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 added, 0 already there (a duplicate).
+var addScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  out[#out + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+return out
+`)
 
 // NextToken returns a new fencing token for the partition (INCR of its
 // epoch key).

@@ -31,50 +31,62 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 }
 
 // AddMany writes messages of any number of partitions in two pipelined
-// round trips: first every record with HSETNX (an existing id is
-// ErrDuplicate in its slot of the result), then, once those replies are
-// in, one ZADD per partition of the accepted ids into its scheduled ZSET.
+// round trips: first each partition's records with one script that
+// HSETNXes them all (an existing id is ErrDuplicate in its slot of the
+// result), then, once those replies are in, one ZADD per partition of the
+// accepted ids into its scheduled ZSET: two commands per partition however
+// many messages it gets.
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written
 // (records without their ZADD are re-indexed by the reconciler).
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
-	var sets []cmd
+	var adds []cmd
 	for _, g := range groups {
-		m := keys.Records(s.ns, g.Topic, g.P)
-		for _, n := range g.Msgs {
-			sets = append(sets, cmd{"HSETNX", []any{m, n.ID, n.Record.Encode()}})
+		if len(g.Msgs) == 0 {
+			continue
 		}
+		args := make([]any, 0, 2+2*len(g.Msgs))
+		args = append(args, addScript.Hash(), 1, keys.Records(s.ns, g.Topic, g.P))
+		for _, n := range g.Msgs {
+			args = append(args, n.ID, n.Record.Encode())
+		}
+		adds = append(adds, cmd{"EVALSHA", args})
 	}
-	if len(sets) == 0 {
-		return make([][]error, len(groups)), nil
+	errs = make([][]error, len(groups))
+	if len(adds) == 0 {
+		return errs, nil
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r, err := pipe(ctx, c, sets)
+	r, err := pipeScripts(ctx, c, addScript, adds)
 	if err != nil {
-		return nil, fmt.Errorf("add %d messages: %w", len(sets), err)
+		return nil, fmt.Errorf("add messages to %d partitions: %w", len(adds), err)
 	}
-	errs = make([][]error, len(groups))
 	var zadds []cmd
 	k := 0
 	for gi, g := range groups {
 		errs[gi] = make([]error, len(g.Msgs))
+		if len(g.Msgs) == 0 {
+			continue
+		}
+		if e, ok := r[k].(redis.Error); ok {
+			return nil, fmt.Errorf("add to partition %d: %w", g.P, e)
+		}
+		set, err := redis.Ints(r[k], nil)
+		if err != nil || len(set) != len(g.Msgs) {
+			return nil, fmt.Errorf("add to partition %d: bad reply %v (%v)", g.P, r[k], err)
+		}
+		k++
 		zadd := []any{keys.Scheduled(s.ns, g.Topic, g.P)}
 		for i, n := range g.Msgs {
-			switch v := r[k].(type) {
-			case redis.Error:
-				errs[gi][i] = fmt.Errorf("add %q: %w", n.ID, v)
-			case int64:
-				if v == 0 {
-					errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, n.ID, g.Topic)
-				} else {
-					zadd = append(zadd, n.Record.Due, n.ID)
-				}
+			if set[i] == 0 {
+				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, n.ID, g.Topic)
+			} else {
+				zadd = append(zadd, n.Record.Due, n.ID)
 			}
-			k++
 		}
 		if len(zadd) > 1 {
 			zadds = append(zadds, cmd{"ZADD", zadd})

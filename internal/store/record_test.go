@@ -47,3 +47,21 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkRecordEncode(b *testing.B) {
+	r := Record{Due: 1700000000000, Created: 1699999000000, Updated: 1699999000000, Body: make([]byte, 256)}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Encode()
+	}
+}
+
+func BenchmarkRecordDecode(b *testing.B) {
+	enc := (&Record{Due: 1700000000000, Created: 1699999000000, Updated: 1699999000000, Body: make([]byte, 256)}).Encode()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeRecord(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

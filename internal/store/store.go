@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -147,6 +148,37 @@ func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// pipeScripts sends EVALSHA commands of sc in one pipeline; the ones a
+// server answered NOSCRIPT (it had not seen the script, or restarted) are
+// sent again as EVAL. Only those: the others ran.
+func pipeScripts(ctx context.Context, c redis.Conn, sc *redis.Script, cmds []cmd) ([]any, error) {
+	r, err := pipe(ctx, c, cmds)
+	if err != nil {
+		return nil, err
+	}
+	var again []int
+	for i, v := range r {
+		if e, ok := v.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return r, nil
+	}
+	evals := make([]cmd, len(again))
+	for j, i := range again {
+		evals[j] = cmd{"EVAL", append([]any{scriptSources[sc]}, cmds[i].args[1:]...)}
+	}
+	r2, err := pipe(ctx, c, evals)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range again {
+		r[i] = r2[j]
+	}
+	return r, nil
 }
 
 // firstErr returns the first redis error among replies.
