@@ -107,6 +107,9 @@ func (d *Dispatcher) release(n int) {
 	d.freeMu.Unlock()
 }
 
+// hasFree reports whether a claim slot is free now.
+func (d *Dispatcher) hasFree() bool { return d.outstanding.Load() < d.max }
+
 // whenFreed returns a channel closed at the next release of claim slots,
 // for partition loops whose last claim was cut short by the bound.
 func (d *Dispatcher) whenFreed() <-chan struct{} {

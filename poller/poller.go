@@ -207,11 +207,16 @@ loop:
 		if len(p.pending) > 0 && now.Add(100*time.Millisecond).Before(wake) {
 			wake = now.Add(100 * time.Millisecond)
 		}
-		timer.Reset(wake.Sub(cfg.Now()))
 		var freed <-chan struct{}
 		if p.starved {
 			freed = cfg.Dispatch.whenFreed()
+			// Slots freed between the claim and the line above would not
+			// close the channel: look once more now that it is armed.
+			if cfg.Dispatch.hasFree() {
+				wake = now
+			}
 		}
+		timer.Reset(wake.Sub(cfg.Now()))
 		select {
 		case <-ctx.Done():
 		case <-stop:
@@ -221,6 +226,9 @@ loop:
 			// Slots came back: claim what the bound left behind.
 			nextPoll = minTime(nextPoll, cfg.Now())
 		case <-timer.C:
+			if p.starved && cfg.Dispatch.hasFree() {
+				nextPoll = minTime(nextPoll, cfg.Now())
+			}
 		}
 	}
 	return p.exit(ctx, runErr)
