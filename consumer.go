@@ -61,6 +61,10 @@ type ConsumerOptions struct {
 	// Lease is the partition lease's expiry; it is extended every Lease/3.
 	// Default DefaultLease (10s).
 	Lease time.Duration
+	// Heartbeat is how often the consumer renews its membership of the
+	// topic (which expires after 3 heartbeats), recomputes its fair share
+	// and tries to acquire partitions it lacks. Default Lease/3.
+	Heartbeat time.Duration
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held
 	// until due. Default DefaultPollInterval (1s).
@@ -136,6 +140,7 @@ func (o *ConsumerOptions) setDefaults() error {
 		def(&o.PollInterval, DefaultPollInterval, "PollInterval"),
 		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
 		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
+		def(&o.Heartbeat, o.Lease/3, "Heartbeat"),
 	} {
 		if err != nil {
 			return err

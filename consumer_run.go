@@ -123,7 +123,7 @@ loop:
 		target := k.share(ctx)
 		k.releaseExtras(target)
 		k.acquire(ctx, rs, d, work, abandon, &wg, target)
-		tick.Reset(jitter(k.opts.Lease / 3))
+		tick.Reset(jitter(k.opts.Heartbeat))
 	}
 	k.stop()
 	k.mu.Lock()
@@ -160,7 +160,7 @@ func jitter(d time.Duration) time.Duration {
 func (k *Consumer) share(ctx context.Context) int {
 	now := k.c.opts.Now()
 	live, err := k.c.store.Heartbeat(ctx, k.opts.Topic, k.opts.ID, now.UnixMilli(),
-		now.Add(k.opts.Lease).UnixMilli(), time.Hour.Milliseconds())
+		now.Add(3*k.opts.Heartbeat).UnixMilli(), time.Hour.Milliseconds())
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {

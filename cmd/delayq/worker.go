@@ -70,6 +70,8 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy (overrides [redis] addr)")
 	listen := fs.String("listen", "", "`host:port` of the HTTP API, \"\" for none (overrides [http] listen)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides [log] level)")
+	lease := durationFlag{}
+	fs.Var(&lease, "lease", "partition lease `duration` (overrides [worker] lease; default 10s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, "Usage: delayq worker [--config FILE] [flags]\n\n%s\n\nFlags:\n", workerAbout)
@@ -100,6 +102,9 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 	if set["log-level"] {
 		cfg.Log.Level = *level
 	}
+	if set["lease"] {
+		cfg.Worker.Lease = lease.d
+	}
 	if err := cfg.Validate(); err != nil { // the file was valid: a flag is not
 		var ce *config.Error
 		if errors.As(err, &ce) {
@@ -119,7 +124,7 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 }
 
 // workerFlagKeys maps the flags that override config keys to the keys.
-var workerFlagKeys = map[string]string{"addr": "redis.addr", "listen": "http.listen", "log-level": "log.level"}
+var workerFlagKeys = map[string]string{"addr": "redis.addr", "listen": "http.listen", "log-level": "log.level", "lease": "worker.lease"}
 
 // newWorkerLogger returns the logger [log] describes, writing to w.
 func newWorkerLogger(w io.Writer, c config.Log) *slog.Logger {

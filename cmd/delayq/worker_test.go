@@ -49,11 +49,11 @@ func TestWorkerConfigFlags(t *testing.T) {
 		t.Errorf("from the file: %+v", cfg)
 	}
 	// Flags override the file, and --listen "" turns the API off.
-	cfg, err = workerConfig([]string{"--config", p, "--addr", "flag:2", "--listen", "", "--log-level", "debug"}, io.Discard)
+	cfg, err = workerConfig([]string{"--config", p, "--addr", "flag:2", "--listen", "", "--log-level", "debug", "--lease", "3s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Redis.Addr != "flag:2" || cfg.HTTP.Listen != "" || cfg.Log.Level != "debug" {
+	if cfg.Redis.Addr != "flag:2" || cfg.HTTP.Listen != "" || cfg.Log.Level != "debug" || cfg.Worker.Lease != 3*time.Second {
 		t.Errorf("flags did not override: %+v %+v %+v", cfg.Redis, cfg.HTTP, cfg.Log)
 	}
 	// Without --config: the defaults, which need at least --listen.
@@ -72,6 +72,8 @@ func TestWorkerConfigFlags(t *testing.T) {
 		{[]string{"--config", p, "--addr", "nope"}, `invalid value "nope" for flag --addr: "nope" is not host:port`},
 		{[]string{"--config", p, "--log-level", "loud"}, `invalid value "loud" for flag --log-level`},
 		{[]string{"--config", p, "--listen", "x"}, `flag --listen`},
+		{[]string{"--config", p, "--lease", "soon"}, `invalid value "soon" for flag -lease`},
+		{[]string{"--config", p, "--lease", "1ms"}, `flag --lease`},
 		{[]string{"--config", p, "extra"}, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, "bogus"},
 		{nil, "nothing to do"},
