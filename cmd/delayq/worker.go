@@ -170,7 +170,9 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 		}
 	}()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w.metrics = metrics.New(w.reg)
+	if w.metrics, err = metrics.New(w.reg); err != nil {
+		return nil, err
+	}
 	if w.fallback, err = w.newClient(log, delayq.DefaultPartitions); err != nil {
 		return nil, err
 	}

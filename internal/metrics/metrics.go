@@ -27,11 +27,10 @@ type Metrics struct {
 // when nil). Calling New twice with one registry returns Metrics that share
 // the collectors already registered.
 //
-// New panics, as prometheus.MustRegister does, if reg refuses the
-// collectors for another reason than their being registered already: that
-// means something else registered delayq_* metrics with other labels, a
-// programming error that no caller could handle.
-func New(reg prometheus.Registerer) *Metrics {
+// New returns an error if reg refuses the collectors for another reason
+// than their being registered already: something else registered delayq_*
+// metrics with other labels.
+func New(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -47,27 +46,34 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:      "Time a handler took, by result (ok: acked, error: retried or dead).",
 		Buckets:   Buckets,
 	}, []string{"topic", "result"})
-	return &Metrics{
-		lateness: register(reg, lateness),
-		duration: register(reg, duration),
-		coll:     register(reg, newCollector(ScrapeTimeout)),
+	m := &Metrics{}
+	var err error
+	if m.lateness, err = register(reg, lateness); err != nil {
+		return nil, err
 	}
+	if m.duration, err = register(reg, duration); err != nil {
+		return nil, err
+	}
+	if m.coll, err = register(reg, newCollector(ScrapeTimeout)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // register registers c with reg, or returns the equal collector already
 // registered there.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
 	err := reg.Register(c)
 	if err == nil {
-		return c
+		return c, nil
 	}
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
 		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
+			return existing, nil
 		}
 	}
-	panic(fmt.Sprintf("metrics: register delayq collectors: %v", err))
+	return c, fmt.Errorf("metrics: register delayq collectors: %w", err)
 }
 
 // AddConsumer exports the counters of consumer k (read from k.Stats at

@@ -128,7 +128,7 @@ func TestConsumerMetrics(t *testing.T) {
 			}
 			defer client.Close()
 			reg := prometheus.NewRegistry()
-			m := New(reg)
+			m := mustNew(t, reg)
 			topic := "metrics-" + tg.Name // the direct backend is also behind the proxy
 			k, err := client.NewConsumer(delayq.ConsumerOptions{
 				Topic: topic, Lease: time.Second, PollInterval: 50 * time.Millisecond, MaxAttempts: 1,
@@ -213,7 +213,7 @@ func TestScrapeError(t *testing.T) {
 	}
 	defer client.Close()
 	reg := prometheus.NewRegistry()
-	m := New(reg)
+	m := mustNew(t, reg)
 	m.AddConsumer("down", client, nil)
 	for i := 1; i <= 2; i++ {
 		if got := value(t, reg, "delayq_scrape_errors_total", "topic", "down"); got != float64(i) {
@@ -230,8 +230,8 @@ func TestScrapeError(t *testing.T) {
 
 func TestObserveDelivery(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := New(reg)
-	m2 := New(reg) // a second New on one registry shares the collectors
+	m := mustNew(t, reg)
+	m2 := mustNew(t, reg) // a second New on one registry shares the collectors
 	m.ObserveDelivery("t", -time.Second, 2*time.Millisecond, nil)
 	m2.ObserveDelivery("t", 3*time.Second, 70*time.Second, errors.New("x"))
 	late := find(t, reg, "delayq_lateness_seconds", map[string]string{"topic": "t"}).GetHistogram()
@@ -261,4 +261,25 @@ func TestNewPanicsOnConflict(t *testing.T) {
 		}
 	}()
 	New(reg)
+}
+
+func mustNew(t testing.TB, reg prometheus.Registerer) *Metrics {
+	t.Helper()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Another collector holding a delayq_ name with other labels is an error,
+// not a panic.
+func TestNewConflict(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "delayq", Name: "lateness_seconds", Help: "other",
+	}, []string{"queue"}))
+	if m, err := New(reg); err == nil || m != nil {
+		t.Fatalf("New with a conflicting collector = %v, %v; want an error", m, err)
+	}
 }
