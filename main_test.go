@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"github.com/delayq/delayq/internal/testenv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,8 +10,5 @@ import (
 // Every consumer, coalescer and lease a test starts must be stopped by the
 // end of the test run.
 func TestMain(m *testing.M) {
-	// testenv keeps one OS-thread-locked goroutine that spawns servers
-	// with Pdeathsig (so they die with the test binary); it lives as long
-	// as the process by design.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/delayq/delayq/internal/testenv.startCmd.func1.1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(testenv.SpawnerFunc))
 }

@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,39 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestMain fails the run when goroutines of this module outlive the tests.
+// TestMain fails the run when goroutines outlive the tests.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running after tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines waits up to d for every goroutine running code of
-// github.com/delayq/delayq to end, and returns the stacks of those that did
-// not. TestMain's own goroutine and testenv's spawner (which lives for the
-// whole process on purpose) do not count.
-func leakedGoroutines(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "github.com/delayq/delayq") && !strings.Contains(g, ".TestMain(") &&
-				!strings.Contains(g, "internal/testenv.startCmd") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(testenv.SpawnerFunc))
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -26,6 +26,12 @@ import (
 )
 
 // DefaultBackends is the number of redis-server processes started when
+// SpawnerFunc is the function of the one goroutine testenv keeps for the
+// whole process on purpose (it spawns servers from a locked OS thread so
+// that they die with the test binary): leak checks ignore it, e.g.
+// goleak.IgnoreTopFunction(testenv.SpawnerFunc).
+const SpawnerFunc = "github.com/delayq/delayq/internal/testenv.startCmd.func1.1"
+
 // Options.Backends is zero.
 const DefaultBackends = 3
 
