@@ -26,14 +26,14 @@ import (
 )
 
 // DefaultBackends is the number of redis-server processes started when
+// Options.Backends is zero.
+const DefaultBackends = 3
+
 // SpawnerFunc is the function of the one goroutine testenv keeps for the
 // whole process on purpose (it spawns servers from a locked OS thread so
 // that they die with the test binary): leak checks ignore it, e.g.
 // goleak.IgnoreTopFunction(testenv.SpawnerFunc).
 const SpawnerFunc = "github.com/delayq/delayq/internal/testenv.startCmd.func1.1"
-
-// Options.Backends is zero.
-const DefaultBackends = 3
 
 // readyTimeout bounds how long a freshly started server may take to accept
 // connections and answer PING with +PONG.
