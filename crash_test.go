@@ -432,7 +432,7 @@ var crashOps = []*crashOp{
 			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
 		},
 		after: func(t *testing.T, cs *crashCase) {
-			if err := cs.c.Reschedule(cs.ctx(), cs.topic, cs.id, time.UnixMilli(cs.newDue)); err != nil {
+			if _, err := cs.c.Reschedule(cs.ctx(), cs.topic, cs.id, time.UnixMilli(cs.newDue)); err != nil {
 				t.Errorf("%s: reschedule again: %v", cs.name(), err)
 			}
 			in := cs.found(t)

@@ -135,7 +135,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("second delete: %v, want ErrNotFound", err)
 		}
 		newDue := now.Add(1500 * time.Millisecond)
-		if err := c.Reschedule(ctx, topic, "m5", newDue); err != nil {
+		if _, err := c.Reschedule(ctx, topic, "m5", newDue); err != nil {
 			t.Fatal(err)
 		}
 		in, err := c.Get(ctx, topic, "m5")

@@ -83,18 +83,23 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 	return c.store.Delete(ctx, topic, p, id)
 }
 
-// Reschedule moves a scheduled message to a new due time. It wraps
-// ErrNotFound when there is no such message and ErrNotScheduled when it is
-// in flight or dead.
-func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time) error {
+// Reschedule moves a scheduled message to a new due time and returns the
+// due time stored (at rounded up to the millisecond). It wraps ErrNotFound
+// when there is no such message and ErrNotScheduled when it is in flight
+// or dead.
+func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time) (time.Time, error) {
 	p, err := c.check(ctx, topic, id)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if at.UnixMilli() <= 0 {
-		return fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
+		return time.Time{}, fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
 	}
-	return c.store.Reschedule(ctx, topic, p, id, ceilMS(at).UnixMilli(), c.opts.Now().UnixMilli())
+	due := ceilMS(at)
+	if err := c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), c.opts.Now().UnixMilli()); err != nil {
+		return time.Time{}, err
+	}
+	return due, nil
 }
 
 func (c *Client) check(ctx context.Context, topic, id string) (int, error) {

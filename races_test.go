@@ -87,7 +87,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 			}
 			return nil
 		}})
-		err = hooked.Reschedule(ctx, topic, "y", time.Now().Add(time.Hour))
+		_, err = hooked.Reschedule(ctx, topic, "y", time.Now().Add(time.Hour))
 		if !raced || raceErr != nil {
 			t.Fatalf("the claim and ack did not run inside the reschedule: raced %v, %v", raced, raceErr)
 		}

@@ -100,16 +100,16 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if at.IsZero() {
 		at = time.Now().Add(delay)
 	}
-	at = at.Truncate(time.Millisecond) // due times are kept in milliseconds
 	client, err := cmd.c.client(stderr)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	if err := client.Reschedule(ctx, cmd.c.topic, *id, at); err != nil {
+	stored, err := client.Reschedule(ctx, cmd.c.topic, *id, at)
+	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, formatTime(at))
+	_, err = fmt.Fprintln(stdout, formatTime(stored))
 	return err
 }
 

@@ -27,14 +27,6 @@ type enqueueResponse struct {
 
 func formatTime(t time.Time) string { return delayq.FormatTime(t) }
 
-// ceilMS rounds t up to a whole millisecond, as the library stores due times.
-func ceilMS(t time.Time) time.Time {
-	if r := t.Truncate(time.Millisecond); r.Before(t) {
-		return r.Add(time.Millisecond)
-	}
-	return t
-}
-
 // pathSegment escapes s as one path segment, "." and ".." included (which
 // clients and servers would otherwise remove from the path).
 func pathSegment(s string) string {
@@ -143,11 +135,12 @@ func (s *server) reschedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := wh.resolve(time.Now())
-	if err := c.Reschedule(r.Context(), topic, id, at); err != nil {
+	due, err := c.Reschedule(r.Context(), topic, id, at)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: formatTime(ceilMS(at))})
+	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: formatTime(due)})
 }
 
 // stats handles GET /v1/topics/{topic}/stats.
