@@ -134,12 +134,12 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 	if err := c.ensureTopic(ctx, topic); err != nil {
 		return nil, err
 	}
+	all, err := c.store.Stats(ctx, topic, c.opts.Partitions)
+	if err != nil {
+		return nil, err
+	}
 	ts := &TopicStats{Topic: topic}
-	for p := 0; p < c.opts.Partitions; p++ {
-		s, err := c.store.Stats(ctx, topic, p)
-		if err != nil {
-			return nil, err
-		}
+	for p, s := range all {
 		ps := PartitionStats{
 			Partition: p, Scheduled: s.Scheduled, InFlight: s.InFlight, Dead: s.Dead,
 			Owner: s.Owner, Token: s.Token,

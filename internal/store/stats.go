@@ -19,42 +19,51 @@ type PartitionStats struct {
 	Fence                     int64  // token the fence holds
 }
 
-// Stats reads partition p's counters.
-func (s *Store) Stats(ctx context.Context, topic string, p int) (*PartitionStats, error) {
-	sk := keys.Scheduled(s.ns, topic, p)
-	r, err := s.do(ctx,
-		cmd{"ZCARD", []any{sk}},
-		cmd{"ZSCORE", []any{sk, keys.Fence}},
-		cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}},
-		cmd{"ZCARD", []any{keys.Dead(s.ns, topic, p)}},
-		cmd{"ZRANGEBYSCORE", []any{sk, 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}},
-		cmd{"GET", []any{keys.Lease(s.ns, topic, p)}},
-		cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
-	)
+// Stats reads the counters of partitions 0..n-1 of topic, all in one
+// pipelined round trip.
+func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStats, error) {
+	const per = 7 // commands per partition, in the order read below
+	cmds := make([]cmd, 0, per*n)
+	for p := range n {
+		sk := keys.Scheduled(s.ns, topic, p)
+		cmds = append(cmds,
+			cmd{"ZCARD", []any{sk}},
+			cmd{"ZSCORE", []any{sk, keys.Fence}},
+			cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}},
+			cmd{"ZCARD", []any{keys.Dead(s.ns, topic, p)}},
+			cmd{"ZRANGEBYSCORE", []any{sk, 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}},
+			cmd{"GET", []any{keys.Lease(s.ns, topic, p)}},
+			cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
+		)
+	}
+	all, err := s.do(ctx, cmds...)
 	if err != nil {
-		return nil, fmt.Errorf("stats of partition %d: %w", p, err)
+		return nil, fmt.Errorf("stats of %s: %w", topic, err)
 	}
-	var st PartitionStats
-	st.Scheduled, _ = redis.Int64(r[0], nil)
-	if r[1] != nil {
-		st.Scheduled--
-		f, _ := redis.Float64(r[1], nil)
-		st.Fence = int64(-f)
+	out := make([]PartitionStats, n)
+	for p := range n {
+		r, st := all[per*p:per*(p+1)], &out[p]
+		st.Scheduled, _ = redis.Int64(r[0], nil)
+		if r[1] != nil {
+			st.Scheduled--
+			f, _ := redis.Float64(r[1], nil)
+			st.Fence = int64(-f)
+		}
+		st.InFlight, _ = redis.Int64(r[2], nil)
+		st.Dead, _ = redis.Int64(r[3], nil)
+		if oldest, _ := redis.Strings(r[4], nil); len(oldest) == 2 {
+			f, _ := strconv.ParseFloat(oldest[1], 64)
+			st.OldestDue = int64(f)
+		}
+		if r[5] != nil {
+			v, _ := redis.String(r[5], nil)
+			st.Owner = LeaseOwner(v)
+		}
+		if r[6] != nil {
+			st.Token, _ = redis.Int64(r[6], nil)
+		}
 	}
-	st.InFlight, _ = redis.Int64(r[2], nil)
-	st.Dead, _ = redis.Int64(r[3], nil)
-	if oldest, _ := redis.Strings(r[4], nil); len(oldest) == 2 {
-		f, _ := strconv.ParseFloat(oldest[1], 64)
-		st.OldestDue = int64(f)
-	}
-	if r[5] != nil {
-		v, _ := redis.String(r[5], nil)
-		st.Owner = LeaseOwner(v)
-	}
-	if r[6] != nil {
-		st.Token, _ = redis.Int64(r[6], nil)
-	}
-	return &st, nil
+	return out, nil
 }
 
 // LeaseValue is the value delayq writes in a partition's lease: the
