@@ -38,34 +38,36 @@ type EnqueueResult struct {
 	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
-func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, err error) {
+// prepare validates m and returns its id (generated if empty), partition
+// and due time.
+func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.Time, err error) {
 	id = m.ID
 	if id == "" {
 		id = NewID(now)
 	}
-	if _, err := c.partitionOf(id); err != nil {
-		return id, due, err
+	if p, err = c.partitionOf(id); err != nil {
+		return id, p, due, err
 	}
 	if len(m.Body) > c.opts.MaxBodyBytes {
-		return id, due, fmt.Errorf("%w: body of %q is %d bytes, the limit is %d", ErrInvalid, id, len(m.Body), c.opts.MaxBodyBytes)
+		return id, p, due, fmt.Errorf("%w: body of %q is %d bytes, the limit is %d", ErrInvalid, id, len(m.Body), c.opts.MaxBodyBytes)
 	}
 	if m.MaxAttempts < 0 {
-		return id, due, fmt.Errorf("%w: MaxAttempts %d of %q is negative", ErrInvalid, m.MaxAttempts, id)
+		return id, p, due, fmt.Errorf("%w: MaxAttempts %d of %q is negative", ErrInvalid, m.MaxAttempts, id)
 	}
 	switch {
 	case !m.At.IsZero() && m.Delay != 0:
-		return id, due, fmt.Errorf("%w: message %q sets both At and Delay", ErrInvalid, id)
+		return id, p, due, fmt.Errorf("%w: message %q sets both At and Delay", ErrInvalid, id)
 	case !m.At.IsZero():
 		due = m.At
 	case m.Delay < 0:
-		return id, due, fmt.Errorf("%w: Delay %v of %q is negative", ErrInvalid, m.Delay, id)
+		return id, p, due, fmt.Errorf("%w: Delay %v of %q is negative", ErrInvalid, m.Delay, id)
 	default:
 		due = now.Add(m.Delay)
 	}
 	if due.UnixMilli() <= 0 {
-		return id, due, fmt.Errorf("%w: due time %v of %q is before 1970", ErrInvalid, due, id)
+		return id, p, due, fmt.Errorf("%w: due time %v of %q is before 1970", ErrInvalid, due, id)
 	}
-	return id, ceilMS(due), nil
+	return id, p, ceilMS(due), nil
 }
 
 // Enqueue adds one message and returns its id. It wraps ErrDuplicate when
@@ -113,10 +115,11 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 	}
 	byPartition := map[pkey][]int{}
 	var order []pkey
-	seen := map[pkey]map[string]bool{}
+	type topicID struct{ topic, id string }
+	seen := map[topicID]bool{}
 	for i := range msgs {
 		m := &msgs[i]
-		id, due, err := c.prepare(m, now)
+		id, p, due, err := c.prepare(m, now)
 		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
 		if err != nil {
 			continue
@@ -128,15 +131,12 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 			res[i].Err = err
 			continue
 		}
-		k := pkey{m.Topic, c.partitionFor(id)}
-		if seen[k] == nil {
-			seen[k] = map[string]bool{}
-		}
-		if seen[k][id] {
+		if seen[topicID{m.Topic, id}] {
 			res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
 			continue
 		}
-		seen[k][id] = true
+		seen[topicID{m.Topic, id}] = true
+		k := pkey{m.Topic, p}
 		if byPartition[k] == nil {
 			order = append(order, k)
 		}
@@ -179,11 +179,6 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		lo = hi
 	}
 	return res, nil
-}
-
-func (c *Client) partitionFor(id string) int {
-	p, _ := c.partitionOf(id)
-	return p
 }
 
 // ceilMS rounds t up to a whole millisecond, the precision of stored due
