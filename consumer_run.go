@@ -35,7 +35,7 @@ type Consumer struct {
 	running  atomic.Bool
 
 	delivered atomic.Int64
-	counters  sync.Map // event name -> *atomic.Int64
+	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
 
 	mu    sync.Mutex
 	owned map[int]*owned
@@ -64,6 +64,8 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
 		owned:  map[int]*owned{},
+		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
+			poller.EventFenced, poller.EventTombstone, poller.EventRepaired, eventLeasesGained, eventLeasesLost),
 	}, nil
 }
 
@@ -254,7 +256,7 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 		}
 		k.owned[p] = o
 		k.mu.Unlock()
-		k.count("leases_gained", 1)
+		k.count(eventLeasesGained, 1)
 		k.log.Info("partition acquired", "partition", p, "token", l.Token())
 		wg.Add(1)
 		go func() {
@@ -267,7 +269,7 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 			delete(k.owned, p)
 			k.mu.Unlock()
 			if err != nil {
-				k.count("leases_lost", 1)
+				k.count(eventLeasesLost, 1)
 				k.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
 			} else {
 				k.log.Info("partition released", "partition", p, "token", l.Token())
@@ -336,17 +338,25 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 	return true, err
 }
 
-func (k *Consumer) count(event string, n int) {
-	v, _ := k.counters.LoadOrStore(event, new(atomic.Int64))
-	v.(*atomic.Int64).Add(int64(n))
+// Events the consumer counts besides the poller's.
+const (
+	eventLeasesGained = "leases_gained"
+	eventLeasesLost   = "leases_lost"
+)
+
+func newCounters(events ...string) map[string]*atomic.Int64 {
+	m := make(map[string]*atomic.Int64, len(events))
+	for _, e := range events {
+		m[e] = new(atomic.Int64)
+	}
+	return m
 }
 
-func (k *Consumer) counter(event string) int64 {
-	if v, ok := k.counters.Load(event); ok {
-		return v.(*atomic.Int64).Load()
-	}
-	return 0
-}
+// count adds n to an event's counter. The map is only read after
+// NewConsumer, so concurrent calls need no lock.
+func (k *Consumer) count(event string, n int) { k.counters[event].Add(int64(n)) }
+
+func (k *Consumer) counter(event string) int64 { return k.counters[event].Load() }
 
 // Stats returns a snapshot of the consumer's counters.
 func (k *Consumer) Stats() ConsumerStats {
@@ -359,8 +369,8 @@ func (k *Consumer) Stats() ConsumerStats {
 		Fenced:       k.counter(poller.EventFenced),
 		Tombstones:   k.counter(poller.EventTombstone),
 		Repaired:     k.counter(poller.EventRepaired),
-		LeasesGained: k.counter("leases_gained"),
-		LeasesLost:   k.counter("leases_lost"),
+		LeasesGained: k.counter(eventLeasesGained),
+		LeasesLost:   k.counter(eventLeasesLost),
 	}
 	k.mu.Lock()
 	for p := range k.owned {
