@@ -9,17 +9,15 @@ import (
 
 // collect applies r and every other result already waiting.
 func (p *part) collect(ctx context.Context, r result) {
-	batch := []result{r}
-	for {
+	p.pending = append(p.pending, r)
+	for more := true; more; {
 		select {
 		case r := <-p.results:
-			batch = append(batch, r)
-			continue
+			p.pending = append(p.pending, r)
 		default:
+			more = false
 		}
-		break
 	}
-	p.pending = append(p.pending, batch...)
 	p.applyPending(ctx)
 }
 
@@ -107,17 +105,14 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 	// A context for the last writes: the lease's may be done already.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var held []result
-	for len(p.held) > 0 {
-		m := p.held[len(p.held)-1]
-		p.held = p.held[:len(p.held)-1]
-		outcome := Returned
-		if lost {
-			outcome = Dropped
-		}
-		held = append(held, result{msg: m, outcome: outcome})
+	outcome := Returned // held messages go back to scheduled at once...
+	if lost {
+		outcome = Dropped // ...unless the partition may have a new owner
 	}
-	p.pending = append(p.pending, held...)
+	for _, m := range p.held {
+		p.pending = append(p.pending, result{msg: m, outcome: outcome})
+	}
+	p.held = p.held[:0]
 	p.apply(wctx, lost)
 	for len(p.mine) > len(p.pending) {
 		select {
