@@ -17,20 +17,13 @@ type DeadEntry struct {
 
 // ListDead returns up to limit dead messages of partition p, oldest death first.
 func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([]DeadEntry, error) {
-	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Dead(s.ns, topic, p), 0, limit - 1, "WITHSCORES"}})
-	if err != nil {
-		return nil, fmt.Errorf("dead of partition %d: %w", p, err)
+	out, err := s.deadRange(ctx, topic, p, limit)
+	if err != nil || len(out) == 0 {
+		return nil, err
 	}
-	vals, _ := redis.Strings(r[0], nil)
-	var out []DeadEntry
-	var ids []string
-	for i := 0; i+1 < len(vals); i += 2 {
-		at, _ := redis.Int64([]byte(vals[i+1]), nil)
-		out = append(out, DeadEntry{ID: vals[i], DiedAt: at})
-		ids = append(ids, vals[i])
-	}
-	if len(ids) == 0 {
-		return nil, nil
+	ids := make([]string, len(out))
+	for i, e := range out {
+		ids[i] = e.ID
 	}
 	recs, err := s.Records(ctx, topic, p, ids)
 	if err != nil {
@@ -42,24 +35,57 @@ func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([
 	return out, nil
 }
 
+// deadRange returns up to limit entries of partition p's dead set, oldest
+// death first, without their records.
+func (s *Store) deadRange(ctx context.Context, topic string, p int, limit int) ([]DeadEntry, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Dead(s.ns, topic, p), 0, limit - 1, "WITHSCORES"}})
+	if err != nil {
+		return nil, fmt.Errorf("dead of partition %d: %w", p, err)
+	}
+	vals, _ := redis.Strings(r[0], nil)
+	var out []DeadEntry
+	for i := 0; i+1 < len(vals); i += 2 {
+		at, _ := redis.Int64([]byte(vals[i+1]), nil)
+		out = append(out, DeadEntry{ID: vals[i], DiedAt: at})
+	}
+	return out, nil
+}
+
+// deadTargets returns the ids a dead-set operation acts on: those of ids
+// that are dead (never a live message by mistake), or, when ids is empty,
+// up to limit of partition p's dead set.
+func (s *Store) deadTargets(ctx context.Context, topic string, p int, ids []string, limit int) ([]string, error) {
+	if len(ids) == 0 {
+		list, err := s.deadRange(ctx, topic, p, limit)
+		for _, e := range list {
+			ids = append(ids, e.ID)
+		}
+		return ids, err
+	}
+	dk := keys.Dead(s.ns, topic, p)
+	checks := make([]cmd, len(ids))
+	for i, id := range ids {
+		checks[i] = cmd{"ZSCORE", []any{dk, id}}
+	}
+	got, err := s.do(ctx, checks...)
+	if err != nil {
+		return nil, err
+	}
+	var dead []string
+	for i, id := range ids {
+		if got[i] != nil {
+			dead = append(dead, id)
+		}
+	}
+	return dead, nil
+}
+
 // RequeueDead moves the given dead ids (all of partition p's when ids is
 // empty, up to limit) back to scheduled, due at nowMS with their attempts
 // reset. It returns how many it moved.
 func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []string, nowMS int64, limit int) (int, error) {
-	if len(ids) == 0 {
-		list, err := s.ListDead(ctx, topic, p, limit)
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range list {
-			ids = append(ids, e.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
 	dk := keys.Dead(s.ns, topic, p)
-	live, err := s.deadOnly(ctx, topic, p, ids)
+	live, err := s.deadTargets(ctx, topic, p, ids, limit)
 	if err != nil {
 		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
 	}
@@ -111,50 +137,18 @@ func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []stri
 // PurgeDead deletes the given dead ids (all of partition p's when ids is
 // empty, up to limit): records first, then dead entries. Returns how many.
 func (s *Store) PurgeDead(ctx context.Context, topic string, p int, ids []string, limit int) (int, error) {
-	if len(ids) == 0 {
-		list, err := s.ListDead(ctx, topic, p, limit)
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range list {
-			ids = append(ids, e.ID)
-		}
-	} else {
-		// only ids that are dead: never purge a live message by mistake
-		dead, err := s.deadOnly(ctx, topic, p, ids)
-		if err != nil {
-			return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
-		}
-		ids = dead
+	ids, err := s.deadTargets(ctx, topic, p, ids, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
 	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	_, err := s.steps(ctx,
+	_, err = s.steps(ctx,
 		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)}},
 		[]cmd{{"ZREM", append([]any{keys.Dead(s.ns, topic, p)}, strs(ids)...)}})
 	if err != nil {
 		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
 	}
 	return len(ids), nil
-}
-
-// deadOnly returns the ids among ids that are in partition p's dead set.
-func (s *Store) deadOnly(ctx context.Context, topic string, p int, ids []string) ([]string, error) {
-	dk := keys.Dead(s.ns, topic, p)
-	checks := make([]cmd, len(ids))
-	for i, id := range ids {
-		checks[i] = cmd{"ZSCORE", []any{dk, id}}
-	}
-	got, err := s.do(ctx, checks...)
-	if err != nil {
-		return nil, err
-	}
-	var dead []string
-	for i, id := range ids {
-		if got[i] != nil {
-			dead = append(dead, id)
-		}
-	}
-	return dead, nil
 }
