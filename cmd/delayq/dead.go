@@ -90,7 +90,7 @@ func writeDeadTable(w io.Writer, list []*delayq.Info) error {
 	fmt.Fprintln(tw, "id\tpartition\tattempts\tdied_at\tlast_error")
 	for _, in := range list {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n",
-			cell(in.ID), in.Partition, in.Attempts, orDash(formatTime(in.DiedAt)), cell(in.LastError))
+			cell(in.ID), in.Partition, in.Attempts, orDash(delayq.FormatTime(in.DiedAt)), cell(in.LastError))
 	}
 	return tw.Flush()
 }

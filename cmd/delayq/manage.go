@@ -109,7 +109,7 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, formatTime(stored))
+	_, err = fmt.Fprintln(stdout, delayq.FormatTime(stored))
 	return err
 }
 
@@ -157,10 +157,10 @@ func orDash(s string) string {
 	return s
 }
 
-// formatTimePtr is formatTime of *t, or "" when t is nil.
+// formatTimePtr is delayq.FormatTime of *t, or "" when t is nil.
 func formatTimePtr(t *time.Time) string {
 	if t == nil {
 		return ""
 	}
-	return formatTime(*t)
+	return delayq.FormatTime(*t)
 }

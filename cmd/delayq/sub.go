@@ -140,13 +140,6 @@ type deliveryJSON struct {
 	BodyBase64  string  `json:"body_base64,omitempty"`
 }
 
-// formatTime formats t in RFC 3339 with nanoseconds, in UTC; "" for the
-// formatTime is delayq.FormatTime.
-func formatTime(t time.Time) string { return delayq.FormatTime(t) }
-
-// bodyFields is delayq.BodyFields.
-func bodyFields(body []byte) (*string, string) { return delayq.BodyFields(body) }
-
 // marshalLine encodes v as one line of JSON without HTML escaping.
 func marshalLine(v any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -163,9 +156,9 @@ func marshalLine(v any) ([]byte, error) {
 func encodeDelivery(d *delayq.Delivery, deliveredAt time.Time) ([]byte, error) {
 	v := deliveryJSON{
 		Topic: d.Topic, ID: d.ID, Partition: d.Partition, Token: d.Token, Attempt: d.Attempt,
-		Due: formatTime(d.Due), DeliveredAt: formatTime(deliveredAt),
+		Due: delayq.FormatTime(d.Due), DeliveredAt: delayq.FormatTime(deliveredAt),
 	}
-	v.Body, v.BodyBase64 = bodyFields(d.Body)
+	v.Body, v.BodyBase64 = delayq.BodyFields(d.Body)
 	return marshalLine(v)
 }
 

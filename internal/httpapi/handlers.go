@@ -25,8 +25,6 @@ type enqueueResponse struct {
 	Due string `json:"due"` // RFC 3339 with nanoseconds, UTC
 }
 
-func formatTime(t time.Time) string { return delayq.FormatTime(t) }
-
 // pathSegment escapes s as one path segment, "." and ".." included (which
 // clients and servers would otherwise remove from the path).
 func pathSegment(s string) string {
@@ -93,7 +91,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/topics/"+topic+"/messages/"+pathSegment(res[0].ID))
-	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: formatTime(res[0].Due)})
+	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: delayq.FormatTime(res[0].Due)})
 }
 
 // get handles GET /v1/topics/{topic}/messages/{id}.
@@ -140,7 +138,7 @@ func (s *server) reschedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: formatTime(due)})
+	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: delayq.FormatTime(due)})
 }
 
 // stats handles GET /v1/topics/{topic}/stats.
