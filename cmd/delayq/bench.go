@@ -60,7 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
 	poll := durationFlag{d: delayq.DefaultPollInterval}
 	fs.Var(&poll, "poll", "consumer poll interval (`duration`)")
-	cmd.c.topic = "bench" // runs use their own topics; --topic is not needed
+	cmd.needsTopic = false // each run makes its own topic
 	if err := cmd.parse(args); err != nil {
 		return err
 	}

@@ -5,15 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/gomodule/redigo/redis"
 )
@@ -27,48 +24,25 @@ const doctorTTL = 10 * time.Minute
 // prints a line per check, hints about the deployment and a summary. It
 // fails when a check failed or the server could not be reached.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := &command{
-		name: "doctor",
-		args: "[--addr A] [--password P] [--json]",
-		about: "Checks that a Redis server or a Twemproxy/Codis proxy runs every command delayq sends\n" +
-			"(the portable set): each command shape runs on scratch keys <namespace>:doctor:{<random>}:*\n" +
-			"and its reply is checked; then it measures round trips, removes its keys, prints hints\n" +
+	cmd := newConnCommand("doctor", "[--addr A] [--password P] [--json]",
+		"Checks that a Redis server or a Twemproxy/Codis proxy runs every command delayq sends\n"+
+			"(the portable set): each command shape runs on scratch keys <namespace>:doctor:{<random>}:*\n"+
+			"and its reply is checked; then it measures round trips, removes its keys, prints hints\n"+
 			"about the deployment and a summary. Exit status 1 when a check fails.",
-		fs:     flag.NewFlagSet("doctor", flag.ContinueOnError),
-		stdout: stdout,
-	}
+		stdout)
 	fs := cmd.fs
-	addr := defaultAddr
-	if v, ok := os.LookupEnv(envAddr); ok && v != "" {
-		addr = v
-	}
-	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy (env "+envAddr+")")
-	fs.StringVar(&cmd.c.password, "password", "", "Redis `password` (default $"+envPassword+")")
-	fs.StringVar(&cmd.c.namespace, "namespace", delayq.DefaultNamespace, "key `prefix` of the scratch keys")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	samples := fs.Int("samples", 20, "round trips `n` to time of each of PING and GET")
 	timeout := fs.Duration("timeout", 3*time.Second, "connect, read and write `timeout` of each command")
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			cmd.printUsage()
-			return errHelp
-		}
-		return usagef(cmd.name, "%v", err)
+	if err := cmd.parse(args); err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return cmd.usageErr("unexpected argument %q", fs.Arg(0))
 	case *samples < 1:
 		return cmd.usageErr("invalid value %d for flag --samples: want at least 1", *samples)
 	case *timeout <= 0:
 		return cmd.usageErr("invalid value %v for flag --timeout: want a positive duration", *timeout)
 	}
-	if cmd.c.password == "" {
-		cmd.c.password = os.Getenv(envPassword)
-	}
-
 	d, err := newDoctor(ctx, cmd.c.addr, cmd.c.namespace, portable.DialOptions{
 		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
 	})

@@ -59,17 +59,30 @@ type common struct {
 
 // command is one subcommand's flag set together with the common flags.
 type command struct {
-	name   string // as typed after "delayq", e.g. "dead list"
-	args   string // synopsis of the arguments, shown by -h
-	about  string // one paragraph shown by -h
-	fs     *flag.FlagSet
-	c      common
-	stdout io.Writer // where -h prints the usage
+	name  string // as typed after "delayq", e.g. "dead list"
+	args  string // synopsis of the arguments, shown by -h
+	about string // one paragraph shown by -h
+	fs    *flag.FlagSet
+	c     common
+	// needsTopic makes parse require --topic.
+	needsTopic bool
+	stdout     io.Writer // where -h prints the usage
 }
 
 // newCommand returns a command whose flag set already has the common
 // flags. The usage printed by -h goes to stdout.
 func newCommand(name, args, about string, stdout io.Writer) *command {
+	cmd := newConnCommand(name, args, about, stdout)
+	cmd.needsTopic = true
+	cmd.fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
+	cmd.fs.IntVar(&cmd.c.partitions, "partitions", delayq.DefaultPartitions, "partition `count` of the topic")
+	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
+	return cmd
+}
+
+// newConnCommand returns a command with only the flags that say where
+// Redis is: --addr, --password and --namespace.
+func newConnCommand(name, args, about string, stdout io.Writer) *command {
 	cmd := &command{name: name, args: args, about: about, fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	fs := cmd.fs
 	addr := defaultAddr
@@ -79,9 +92,6 @@ func newCommand(name, args, about string, stdout io.Writer) *command {
 	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy (env "+envAddr+")")
 	fs.StringVar(&cmd.c.password, "password", "", "Redis `password` (default $"+envPassword+")")
 	fs.StringVar(&cmd.c.namespace, "namespace", delayq.DefaultNamespace, "key `prefix`")
-	fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
-	fs.IntVar(&cmd.c.partitions, "partitions", delayq.DefaultPartitions, "partition `count` of the topic")
-	fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
 	// Parse errors are returned, not printed; -h prints the usage to stdout.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -110,7 +120,7 @@ func (cmd *command) parse(args []string) error {
 	if cmd.fs.NArg() > 0 {
 		return usagef(cmd.name, "unexpected argument %q", cmd.fs.Arg(0))
 	}
-	if cmd.c.topic == "" {
+	if cmd.needsTopic && cmd.c.topic == "" {
 		return usagef(cmd.name, "--topic is required")
 	}
 	if cmd.c.password == "" {
