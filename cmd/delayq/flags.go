@@ -66,7 +66,9 @@ type command struct {
 	c     common
 	// needsTopic makes parse require --topic.
 	needsTopic bool
-	stdout     io.Writer // where -h prints the usage
+	// id, when set (idCommand), is a --id flag parse requires.
+	id     *string
+	stdout io.Writer // where -h prints the usage
 }
 
 // newCommand returns a command whose flag set already has the common
@@ -122,6 +124,9 @@ func (cmd *command) parse(args []string) error {
 	}
 	if cmd.needsTopic && cmd.c.topic == "" {
 		return usagef(cmd.name, "--topic is required")
+	}
+	if cmd.id != nil && *cmd.id == "" {
+		return usagef(cmd.name, "--id is required")
 	}
 	if cmd.c.password == "" {
 		cmd.c.password = os.Getenv(envPassword)

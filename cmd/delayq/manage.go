@@ -19,19 +19,11 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// idCommand returns a command with a required --id flag.
+// idCommand returns a command with a --id flag that parse requires.
 func idCommand(name, args, about string, stdout io.Writer) (*command, *string) {
 	cmd := newCommand(name, args, about, stdout)
-	id := cmd.fs.String("id", "", "message `id` (required)")
-	return cmd, id
-}
-
-// requireID returns a usage error when --id is empty.
-func (cmd *command) requireID(id string) error {
-	if id == "" {
-		return cmd.usageErr("--id is required")
-	}
-	return nil
+	cmd.id = cmd.fs.String("id", "", "message `id` (required)")
+	return cmd, cmd.id
 }
 
 // runGet implements "delayq get": it prints a message as JSON.
@@ -41,9 +33,6 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			"max_attempts, created, updated, last_error, body (or body_base64 when it is not\n"+
 			"UTF-8), and deadline (in flight) or died_at (dead).", stdout)
 	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	if err := cmd.requireID(*id); err != nil {
 		return err
 	}
 	client, err := cmd.c.client(stderr)
@@ -63,9 +52,6 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd, id := idCommand("delete", "--topic T --id ID",
 		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".", stdout)
 	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	if err := cmd.requireID(*id); err != nil {
 		return err
 	}
 	client, err := cmd.c.client(stderr)
@@ -88,9 +74,6 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var due dueFlags
 	due.add(cmd, "")
 	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	if err := cmd.requireID(*id); err != nil {
 		return err
 	}
 	delay, at, err := due.resolve(cmd, true)
