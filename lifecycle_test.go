@@ -40,16 +40,7 @@ func newClient(t *testing.T, addr string, o Options) *Client {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testenv.WaitFor
 
 type recorder struct {
 	mu   sync.Mutex

@@ -74,16 +74,8 @@ func value(t *testing.T, g prometheus.Gatherer, name string, labels ...string) f
 	return 0
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds or the deadline passes.
+var waitFor = testenv.WaitFor
 
 func TestConsumerMetrics(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})

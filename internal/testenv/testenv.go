@@ -332,3 +332,16 @@ func (e *Env) backendOrFatal(tb testing.TB, i int) *backend {
 	}
 	return e.backends[i]
 }
+
+// WaitFor polls cond every 10ms until it holds, and fails tb if it does
+// not within d; what names the condition in the failure.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
