@@ -107,6 +107,13 @@ func (d *Dispatcher) release(n int) {
 	d.freeMu.Unlock()
 }
 
+// free returns the number of claim slots free now.
+func (d *Dispatcher) free() int { return int(d.max - d.outstanding.Load()) }
+
+// lowWater is the smallest claim worth its round trips when slots are
+// short: an eighth of the bound, at most batch.
+func (d *Dispatcher) lowWater(batch int) int { return max(1, min(batch, int(d.max/8))) }
+
 // hasFree reports whether a claim slot is free now.
 func (d *Dispatcher) hasFree() bool { return d.outstanding.Load() < d.max }
 

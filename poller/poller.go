@@ -93,7 +93,8 @@ type part struct {
 	workCtx  context.Context
 	held     held
 	mine     map[string]*Msg // claimed, result not yet applied
-	pending  []result        // results whose writes failed, retried
+	pending  []result        // results not yet written (coalescing, or a write failed)
+	since    time.Time       // when the oldest pending result came in
 	lastErr  time.Time
 	cursor   string
 	starved  bool // the last claim was cut short by the dispatcher's bound
@@ -204,8 +205,14 @@ loop:
 		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
 			wake = p.held.peek().Due
 		}
-		if len(p.pending) > 0 && now.Add(100*time.Millisecond).Before(wake) {
-			wake = now.Add(100 * time.Millisecond)
+		if len(p.pending) > 0 {
+			// Coalescing outcomes: write them when the linger ends; after
+			// a failed write, try again within 100 ms.
+			w := now.Add(100 * time.Millisecond)
+			if end := p.since.Add(ackLinger); end.After(now) {
+				w = end
+			}
+			wake = minTime(wake, w)
 		}
 		var freed <-chan struct{}
 		if p.starved {
@@ -223,8 +230,14 @@ loop:
 		case r := <-p.results:
 			p.collect(ctx, r)
 		case <-freed:
-			// Slots came back: claim what the bound left behind.
-			nextPoll = minTime(nextPoll, cfg.Now())
+			// Slots came back: claim what the bound left behind, once
+			// enough are free for a batch worth its round trips, or after
+			// a short linger.
+			at := cfg.Now()
+			if cfg.Dispatch.free() < cfg.Dispatch.lowWater(cfg.ClaimBatch) {
+				at = at.Add(claimLinger)
+			}
+			nextPoll = minTime(nextPoll, at)
 		case <-timer.C:
 			if p.starved && cfg.Dispatch.hasFree() {
 				nextPoll = minTime(nextPoll, cfg.Now())

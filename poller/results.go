@@ -7,13 +7,25 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// collect applies r and every other result already waiting.
+// Outcomes are coalesced: a result waits up to ackLinger for others of the
+// same partition while more of its deliveries are running, so that one
+// write settles many messages and frees their slots together.
+const ackLinger = time.Millisecond
+
+// claimLinger is how long a loop whose claim was cut short by the
+// dispatcher's bound waits for more slots to come back (unless a batch's
+// worth is free already), so that freed slots are claimed in batches rather
+// than one round trip per message.
+const claimLinger = time.Millisecond
+
+// collect takes r and every other result already waiting, and applies them
+// unless they should linger.
 func (p *part) collect(ctx context.Context, r result) {
-	p.pending = append(p.pending, r)
+	p.add(r)
 	for more := true; more; {
 		select {
 		case r := <-p.results:
-			p.pending = append(p.pending, r)
+			p.add(r)
 		default:
 			more = false
 		}
@@ -21,18 +33,39 @@ func (p *part) collect(ctx context.Context, r result) {
 	p.applyPending(ctx)
 }
 
-// applyPending writes the outcomes of finished deliveries: acks in one
-// batch, retries, deaths and returns in another. When a write fails the
-// results stay pending and are tried again on the next turn of the loop.
-// Under a lost lease (lost) only acks are written: everything else stays in
-// flight for the next owner to requeue at its visibility deadline, since
-// writing to the scheduled set now could race with that owner.
-func (p *part) applyPending(ctx context.Context) { p.apply(ctx, !p.valid()) }
+func (p *part) add(r result) {
+	if len(p.pending) == 0 {
+		p.since = p.cfg.Now()
+	}
+	p.pending = append(p.pending, r)
+}
 
+// applyPending writes the pending outcomes once the linger is over: when
+// a batch's worth is pending, no other delivery of the partition is
+// running, the oldest waited ackLinger, or the loop is stopping.
+func (p *part) applyPending(ctx context.Context) {
+	if len(p.pending) == 0 {
+		return
+	}
+	running := len(p.mine) - len(p.held) - len(p.pending)
+	if running > 0 && len(p.pending) < p.cfg.Dispatch.lowWater(p.cfg.ClaimBatch) &&
+		p.cfg.Now().Sub(p.since) < ackLinger && !p.stopping.Load() {
+		return
+	}
+	p.apply(ctx, !p.valid())
+}
+
+// apply writes the outcomes of finished deliveries: acks in one batch,
+// retries, deaths and returns in another. When a write fails the results
+// stay pending and are tried again on the next turn of the loop. Under a
+// lost lease (lost) only acks are written: everything else stays in flight
+// for the next owner to requeue at its visibility deadline, since writing
+// to the scheduled set now could race with that owner.
 func (p *part) apply(ctx context.Context, lost bool) {
 	if len(p.pending) == 0 {
 		return
 	}
+	p.since = time.Time{}
 	cfg := p.cfg
 	now := cfg.Now()
 	var acks []string
