@@ -65,6 +65,17 @@ if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 return r
 `)
 
+// memberScript tells which ids are members of a ZSET, for the reconciler:
+// one command per index instead of one ZSCORE per id and index.
+// KEYS[1]: a ZSET. ARGV: ids. Returns one integer per id: 1 member, 0 not.
+var memberScript = newScript(`
+local out = {}
+for i = 1, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then out[i] = 1 else out[i] = 0 end
+end
+return out
+`)
+
 // updateScript overwrites records that still exist, and only those: a
 // message deleted (or acked) meanwhile must not come back.
 // KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
@@ -370,19 +381,35 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if len(ids) == 0 {
 		return next, nil, nil
 	}
-	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
-	checks := make([]cmd, 0, 3*len(ids))
-	for _, id := range ids {
-		checks = append(checks, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
+	sk := keys.Scheduled(s.ns, topic, p)
+	checks := make([]cmd, 0, 3)
+	for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
+		args := make([]any, 0, 3+len(ids))
+		args = append(append(args, memberScript.Hash(), 1, k), strs(ids)...)
+		checks = append(checks, cmd{"EVALSHA", args})
 	}
-	got, err := s.do(ctx, checks...)
+	c, err := s.conn(ctx)
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	r, err = pipeScripts(ctx, c, memberScript, checks)
+	c.Close()
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	var in [3][]int
+	for j := range in {
+		if in[j], err = redis.Ints(r[j], nil); err != nil || len(in[j]) != len(ids) {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: bad reply %v (%v)", p, r[j], err)
+		}
 	}
 	zadd := []any{sk, "NX"}
 	var repaired []string
 	for i, id := range ids {
-		if got[3*i] != nil || got[3*i+1] != nil || got[3*i+2] != nil {
+		if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
 			continue
 		}
 		rec, err := DecodeRecord(recs[i])
