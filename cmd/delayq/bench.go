@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -53,11 +55,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
-	fs.IntVar(&cfg.prefetch, "prefetch", 512, "messages a consumer may claim beyond its free handlers")
+	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.BoolVar(&cfg.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
 	poll := durationFlag{d: delayq.DefaultPollInterval}
 	fs.Var(&poll, "poll", "consumer poll interval (`duration`)")
 	cmd.needsTopic = false // each run makes its own topic
@@ -87,6 +90,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		workloads = []string{cfg.workload}
 	default:
 		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread or all", cfg.workload)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", *cpuprofile, err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for _, w := range workloads {
 		run := cfg
@@ -300,7 +314,6 @@ func (l *lateness) summary() string {
 func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, l *lateness) (*delayq.Consumer, func(), error) {
 	k, err := c.NewConsumer(delayq.ConsumerOptions{
 		Topic: topic, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, PollInterval: cfg.poll,
-		ClaimBatch: 512,
 	}, l.handle)
 	if err != nil {
 		return nil, nil, err
