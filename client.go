@@ -66,9 +66,11 @@ type Client struct {
 
 	coalesceOnce sync.Once
 	enq          chan *enqReq
+	gathering    chan struct{} // the turn to gather a batch (capacity 1)
+	partial      chan struct{} // slots for batches written before they are full
+	sendMu       sync.RWMutex  // held to queue a request; Close takes it to shut the queue
 	closed       chan struct{}
 	closeOnce    sync.Once
-	stopped      chan struct{} // closed when Close has stopped the flushers
 	wg           sync.WaitGroup
 }
 
@@ -121,20 +123,22 @@ func New(opts Options) (*Client, error) {
 	}
 	return &Client{
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"),
-		topics: map[string]bool{}, closed: make(chan struct{}), stopped: make(chan struct{}),
+		topics: map[string]bool{}, closed: make(chan struct{}),
 	}, nil
 }
 
-// Close waits for Enqueue calls in flight, then releases the client's
-// connections. Consumers made from it must be stopped first. Safe to call
-// more than once.
+// Close writes the messages queued by Enqueue and EnqueueAsync calls,
+// then releases the client's connections; calls made after it start fail
+// with ErrClosed. Consumers made from it must be stopped first. Safe to
+// call more than once.
 func (c *Client) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		c.sendMu.Lock()
 		close(c.closed)
-		c.wg.Wait()
-		close(c.stopped) // calls still queued end with ErrClosed
+		c.sendMu.Unlock()
+		c.wg.Wait() // the flushers write what is queued, then return
 	})
 	if !first {
 		return nil

@@ -3,28 +3,47 @@ package delayq
 import (
 	"context"
 	"fmt"
+
+	"github.com/delayq/delayq/partition"
 )
 
-// Single Enqueue calls from many goroutines are coalesced, like kafka-go's
-// Writer: a few flusher goroutines each take the first waiting call and
-// every other call already queued (up to coalesceMax), and write them with
-// one EnqueueBatch (two pipelined round trips for all their partitions).
-// Calls that arrive while a batch is in flight form the next batch, so
-// batches grow with load and a lone call waits for nothing.
+// Single Enqueue and EnqueueAsync calls from many goroutines are
+// coalesced, like kafka-go's Writer: flusher goroutines each take the first
+// queued call and every other call already queued (up to coalesceMax), and
+// write them with one EnqueueBatch (two pipelined round trips for all their
+// partitions). Calls that arrive while batches are in flight form the next
+// ones, so batches grow with load and a lone call waits for nothing. Up to
+// coalesceFlushers batches are in flight at once, at most coalescePartial
+// of them not full; the queue holds coalesceQueue calls, beyond which
+// callers wait.
 const (
-	coalesceFlushers = 2
+	coalesceFlushers = 16
+	coalescePartial  = 2
 	coalesceMax      = 512
+	coalesceQueue    = 4096
 )
 
 type enqReq struct {
 	ctx  context.Context
 	m    Message
-	done chan EnqueueResult
+	done chan EnqueueResult         // Enqueue waits here...
+	cb   func(id string, err error) // ...or EnqueueAsync's callback is called
+}
+
+// finish reports r's outcome to whoever waits for it.
+func (r *enqReq) finish(res EnqueueResult) {
+	if r.cb != nil {
+		r.cb(res.ID, res.Err)
+		return
+	}
+	r.done <- res
 }
 
 func (c *Client) startCoalescer() {
 	c.coalesceOnce.Do(func() {
-		c.enq = make(chan *enqReq, coalesceMax)
+		c.enq = make(chan *enqReq, coalesceQueue)
+		c.gathering = make(chan struct{}, 1)
+		c.partial = make(chan struct{}, coalescePartial)
 		for range coalesceFlushers {
 			c.wg.Add(1)
 			go c.flusher()
@@ -32,24 +51,69 @@ func (c *Client) startCoalescer() {
 	})
 }
 
+// flusher gathers a batch while it holds the gathering turn (one flusher
+// at a time, so that waiting calls join one batch rather than spread over
+// all), then writes it. A full batch goes at once; a partial one only while
+// fewer than coalescePartial partial batches are in flight, gathering more
+// calls meanwhile: light load makes a few growing batches (group commit),
+// heavy load many full ones in parallel.
 func (c *Client) flusher() {
 	defer c.wg.Done()
 	batch := make([]*enqReq, 0, coalesceMax)
 	for {
 		select {
 		case <-c.closed:
+			c.drain(batch)
 			return
-		case r := <-c.enq:
-			batch = append(batch[:0], r)
+		case c.gathering <- struct{}{}:
 		}
+		var first *enqReq
+		select {
+		case <-c.closed:
+			<-c.gathering
+			c.drain(batch)
+			return
+		case first = <-c.enq:
+		}
+		batch = append(batch[:0], first)
+		partial := false
 	gather:
 		for len(batch) < coalesceMax {
 			select {
 			case r := <-c.enq:
 				batch = append(batch, r)
+				continue
 			default:
+			}
+			select {
+			case r := <-c.enq:
+				batch = append(batch, r)
+			case c.partial <- struct{}{}:
+				partial = true
 				break gather
 			}
+		}
+		<-c.gathering
+		c.flush(batch)
+		if partial {
+			<-c.partial
+		}
+	}
+}
+
+// drain writes what is still queued once Close has let no new call in.
+func (c *Client) drain(batch []*enqReq) {
+	for {
+		batch = batch[:0]
+		for len(batch) < coalesceMax && len(c.enq) > 0 {
+			select {
+			case r := <-c.enq:
+				batch = append(batch, r)
+			default:
+			}
+		}
+		if len(batch) == 0 {
+			return
 		}
 		c.flush(batch)
 	}
@@ -60,7 +124,7 @@ func (c *Client) flush(batch []*enqReq) {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if r.ctx.Err() != nil { // the caller gave up before the write: skip it
-			r.done <- EnqueueResult{ID: r.m.ID, Err: r.ctx.Err()}
+			r.finish(EnqueueResult{ID: r.m.ID, Err: r.ctx.Err()})
 			continue
 		}
 		msgs = append(msgs, r.m)
@@ -74,34 +138,76 @@ func (c *Client) flush(batch []*enqReq) {
 	res, err := c.enqueueBatch(ctx, msgs)
 	for i, r := range live {
 		if err != nil {
-			r.done <- EnqueueResult{ID: r.m.ID, Err: err}
+			r.finish(EnqueueResult{ID: r.m.ID, Err: err})
 		} else {
-			r.done <- res[i]
+			r.finish(res[i])
 		}
 	}
 }
 
-// enqueueOne is Enqueue through the coalescer.
-func (c *Client) enqueueOne(ctx context.Context, m Message) (string, error) {
+// send queues r for the flushers. Close takes sendMu to shut the queue, so
+// a request is either queued before the flushers' last drain or refused.
+func (c *Client) send(ctx context.Context, r *enqReq) error {
 	c.startCoalescer()
-	r := &enqReq{ctx: ctx, m: m, done: make(chan EnqueueResult, 1)}
+	c.sendMu.RLock()
+	defer c.sendMu.RUnlock()
+	select {
+	case <-c.closed:
+		return fmt.Errorf("enqueue: %w", ErrClosed)
+	default:
+	}
 	select {
 	case c.enq <- r:
+		return nil
 	case <-ctx.Done():
-		return "", ctx.Err()
-	case <-c.closed:
-		return "", fmt.Errorf("enqueue: %w", ErrClosed)
+		return ctx.Err()
+	}
+}
+
+// EnqueueAsync queues m for the client's coalescer and returns without
+// waiting for the write, like kafka-go's Writer in async mode: single calls
+// from many goroutines then travel in batches of up to 512 messages, at
+// about the rate of EnqueueBatch, where Enqueue waits a round trip or two
+// per call.
+//
+// done, when not nil, is called exactly once with the message's id and its
+// outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
+// write's failure (after which the message may or may not be stored:
+// enqueue it again with the same id and treat ErrDuplicate as success). It
+// runs on one of the client's flusher goroutines and should return quickly.
+//
+// The returned error is for messages refused before queueing, and done is
+// then not called: bad input (wrapping ErrInvalid), ctx ending while the
+// queue was full (4096 calls; ctx bounds only that wait), or a closed
+// client. An empty ID is generated and a Delay turned into a due time at
+// the call. m.Body is written as it is at the write, not copied: do not
+// change it before done is called. Close writes every queued message
+// before it returns.
+func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
+	if err := partition.ValidateTopic(m.Topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	now := c.opts.Now()
+	id, _, due, err := c.prepare(&m, now)
+	if err != nil {
+		return err
+	}
+	m.ID, m.At, m.Delay = id, due, 0
+	if done == nil {
+		done = func(string, error) {}
+	}
+	return c.send(ctx, &enqReq{ctx: context.WithoutCancel(ctx), m: m, cb: done})
+}
+
+// enqueueOne is Enqueue through the coalescer.
+func (c *Client) enqueueOne(ctx context.Context, m Message) (string, error) {
+	r := &enqReq{ctx: ctx, m: m, done: make(chan EnqueueResult, 1)}
+	if err := c.send(ctx, r); err != nil {
+		return "", err
 	}
 	select {
 	case res := <-r.done:
 		return res.ID, res.Err
-	case <-c.stopped:
-		select {
-		case res := <-r.done:
-			return res.ID, res.Err
-		default:
-			return "", fmt.Errorf("enqueue: %w", ErrClosed)
-		}
 	case <-ctx.Done():
 		// The write may still happen: enqueue again with the same id and
 		// treat ErrDuplicate as success.

@@ -107,3 +107,75 @@ func TestBatchAfterScriptCacheLoss(t *testing.T) {
 		t.Fatalf("scheduled = %+v, %v; want 128", st, err)
 	}
 }
+
+// EnqueueAsync returns before the write; every queued message gets exactly
+// one callback with its outcome, and Close writes whatever is still queued.
+func TestEnqueueAsync(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 8})
+		if _, err := c.Enqueue(ctx, Message{Topic: "as", ID: "dup", Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.EnqueueAsync(ctx, Message{Topic: "no such/topic", ID: "x"}, nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("bad topic: %v, want ErrInvalid", err)
+		}
+		if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: "x", Delay: -time.Second}, nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("negative delay: %v, want ErrInvalid", err)
+		}
+		const n = 3000
+		var mu sync.Mutex
+		outcomes := map[string][]error{}
+		done := func(id string, err error) {
+			mu.Lock()
+			outcomes[id] = append(outcomes[id], err)
+			mu.Unlock()
+		}
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < n; i += 16 {
+					id := fmt.Sprintf("as-%d", i)
+					if i == 7 {
+						id = "dup"
+					}
+					if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: id, Body: []byte(id), Delay: time.Hour}, done); err != nil {
+						t.Errorf("enqueue %s: %v", id, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		// No waiting for the callbacks: Close must write what is queued.
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(outcomes) != n {
+			t.Fatalf("%d ids got a callback, want %d", len(outcomes), n)
+		}
+		for id, errs := range outcomes {
+			switch {
+			case len(errs) != 1:
+				t.Errorf("%s: %d callbacks", id, len(errs))
+			case id == "dup" && !errors.Is(errs[0], ErrDuplicate):
+				t.Errorf("dup: %v, want ErrDuplicate", errs[0])
+			case id != "dup" && errs[0] != nil:
+				t.Errorf("%s: %v", id, errs[0])
+			}
+		}
+		if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: "late"}, done); !errors.Is(err, ErrClosed) {
+			t.Errorf("after Close: %v, want ErrClosed", err)
+		}
+		c2 := newClient(t, addr, Options{Partitions: 8})
+		st, err := c2.Stats(ctx, "as")
+		if err != nil || st.Scheduled != n {
+			t.Fatalf("scheduled = %+v, %v; want %d", st, err, n)
+		}
+		in, err := c2.Get(ctx, "as", "as-2999")
+		if err != nil || string(in.Body) != "as-2999" {
+			t.Fatalf("get as-2999 = %+v, %v", in, err)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -64,6 +65,26 @@ func ExampleClient_EnqueueBatch() {
 	for _, r := range res {
 		if r.Err != nil {
 			fmt.Println(r.ID, r.Err)
+		}
+	}
+}
+
+// Send from many goroutines without waiting a round trip per message: the
+// outcome comes to a callback, and Close writes whatever is still queued.
+func ExampleClient_EnqueueAsync() {
+	ctx := context.Background()
+	c, _ := delayq.New(delayq.Options{Addr: "127.0.0.1:22121"})
+	defer c.Close()
+	for i := range 1000 {
+		m := delayq.Message{Topic: "reminders", ID: fmt.Sprint("r-", i), Delay: time.Hour}
+		err := c.EnqueueAsync(ctx, m, func(id string, err error) {
+			if err != nil && !errors.Is(err, delayq.ErrDuplicate) {
+				log.Printf("enqueue %s: %v", id, err) // enqueue it again with the same id
+			}
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
 		}
 	}
 }
