@@ -27,6 +27,7 @@ type benchConfig struct {
 	concurrency int
 	prefetch    int
 	batch       bool
+	async       bool
 	batchSize   int
 	bodySize    int
 	poll        time.Duration
@@ -40,7 +41,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cmd := newCommand("bench", "--workload enqueue|burst|spread|all [--n N] [flags]",
 		"Runs a benchmark workload against --addr and prints one line per run:\n"+
 			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
-			"           with single Enqueue calls or, with --batch, EnqueueBatch;\n"+
+			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
+			"           EnqueueBatch (--batch);\n"+
 			"  burst:   n messages all due at one instant, consumers running before it:\n"+
 			"           drain rate from that instant and lateness (handler start - due);\n"+
 			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness.\n"+
@@ -57,6 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.BoolVar(&cfg.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
+	fs.BoolVar(&cfg.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
@@ -78,6 +81,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if cfg.producers == 0 || cfg.concurrency == 0 || cfg.batchSize == 0 {
 		return cmd.usageErr("--producers, --concurrency and --batch-size must be positive")
+	}
+	if cfg.batch && cfg.async {
+		return cmd.usageErr("--batch and --async exclude each other")
 	}
 	if *backends != "" {
 		cfg.backends = strings.Split(*backends, ",")
@@ -166,7 +172,13 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 	var firstErr error
 	var once sync.Once
 	fail := func(err error) { once.Do(func() { firstErr = err }) }
-	var wg sync.WaitGroup
+	var wg, writes sync.WaitGroup
+	written := func(_ string, err error) {
+		if err != nil {
+			fail(err)
+		}
+		writes.Done()
+	}
 	start := time.Now()
 	for range cfg.producers {
 		wg.Add(1)
@@ -182,6 +194,15 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 					return
 				}
 				hi := min(lo+step, len(msgs))
+				if cfg.async {
+					writes.Add(1)
+					if err := c.EnqueueAsync(ctx, msgs[lo], written); err != nil {
+						writes.Done()
+						fail(err)
+						return
+					}
+					continue
+				}
 				if !cfg.batch {
 					if _, err := c.Enqueue(ctx, msgs[lo]); err != nil {
 						fail(err)
@@ -204,6 +225,7 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 		}()
 	}
 	wg.Wait()
+	writes.Wait()
 	return time.Since(start), firstErr
 }
 
@@ -234,8 +256,15 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 		return "", err
 	}
 	cmds := float64(c.Commands()-cmds0) / float64(n)
-	line := fmt.Sprintf("workload=enqueue n=%d producers=%d batch=%v rate=%.0f cmds_per_msg=%.2f",
-		n, cfg.producers, cfg.batch, float64(n)/took.Seconds(), cmds)
+	mode := "single"
+	switch {
+	case cfg.batch:
+		mode = fmt.Sprintf("batch-%d", cfg.batchSize)
+	case cfg.async:
+		mode = "async"
+	}
+	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s rate=%.0f cmds_per_msg=%.2f",
+		n, cfg.producers, mode, float64(n)/took.Seconds(), cmds)
 	if len(cfg.backends) > 0 {
 		mem1, err := cfg.usedMemory(ctx)
 		if err != nil {
@@ -392,7 +421,7 @@ func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix s
 		msgs[i] = delayq.Message{Topic: r.topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
 	}
 	batch := cfg
-	batch.batch = true
+	batch.batch, batch.async = true, false
 	_, err := produce(ctx, batch, r.prod, msgs)
 	return err
 }
