@@ -23,6 +23,7 @@ for target in direct twemproxy; do
 	fi
 	say "$target: $addr"
 	"$DELAYQ" bench --addr "$addr" --backends "$mem" --workload enqueue "$@" | sed "s/^/target=$target /"
+	"$DELAYQ" bench --addr "$addr" --workload enqueue --async "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --backends "$mem" --workload enqueue --batch "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --workload burst "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --workload spread "$@" | sed "s/^/target=$target /"

@@ -1,0 +1,76 @@
+package test
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// TestBenchCommand runs every workload of "delayq bench" in small sizes
+// through Twemproxy (2 backends, memory measured on them) and checks each
+// printed line: its fields, a positive rate, no duplicate delivery, and a
+// memory figure no smaller than the body it stores.
+func TestBenchCommand(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	base := []string{"bench", "--addr", env.Proxy, "--backends", strings.Join(env.Backends, ",")}
+	field := func(line, name string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(`(?:^| )` + name + `=([0-9.]+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no %s= in %q", name, line)
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatalf("%s in %q: %v", name, line, err)
+		}
+		return v
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		r := mustCLI(t, "", append(append([]string(nil), base...), args...)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("want one line, got %s", r)
+		}
+		t.Log(lines[0])
+		return lines[0]
+	}
+	for _, mode := range []struct{ flag, name string }{{"", "single"}, {"--async", "async"}, {"--batch", "batch-256"}} {
+		args := []string{"--workload", "enqueue", "--n", "3000"}
+		if mode.flag != "" {
+			args = append(args, mode.flag)
+		}
+		line := run(args...)
+		if !strings.HasPrefix(line, "workload=enqueue n=3000 producers=16 mode="+mode.name+" ") {
+			t.Errorf("enqueue line: %q", line)
+		}
+		if field(line, "rate") <= 0 || field(line, "cmds_per_msg") <= 0 {
+			t.Errorf("enqueue %s: rate or commands not positive: %q", mode.name, line)
+		}
+		if mem := field(line, "mem_per_msg"); mem < 256 || mem > 4096 {
+			t.Errorf("enqueue %s: %v bytes per 256-byte message", mode.name, mem)
+		}
+	}
+	for _, w := range []struct{ workload, n string }{{"burst", "3000"}, {"spread", "500"}} {
+		line := run("--workload", w.workload, "--n", w.n)
+		if !strings.HasPrefix(line, "workload="+w.workload+" n="+w.n+" ") {
+			t.Errorf("%s line: %q", w.workload, line)
+		}
+		if w.workload == "burst" && field(line, "drain_rate") <= 0 {
+			t.Errorf("burst: drain rate not positive: %q", line)
+		}
+		p50, p99, max := field(line, "p50"), field(line, "p99"), field(line, "max")
+		if p50 < 0 || p50 > p99 || p99 > max {
+			t.Errorf("%s: lateness quantiles out of order: %q", w.workload, line)
+		}
+		if d := field(line, "duplicates"); d != 0 {
+			t.Errorf("%s: %v duplicate deliveries", w.workload, d)
+		}
+	}
+	r := cli(t, "", append(append([]string(nil), base...), "--batch", "--async")...)
+	wantExit(t, r, 2, "--batch and --async")
+	checkClientErr(t, env)
+}
