@@ -26,6 +26,7 @@ type benchConfig struct {
 	producers   int
 	concurrency int
 	prefetch    int
+	claimBatch  int
 	batch       bool
 	async       bool
 	batchSize   int
@@ -58,6 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
+	fs.IntVar(&cfg.claimBatch, "claim-batch", 0, "ids a consumer claims per partition and round trip (0: the library's default)")
 	fs.BoolVar(&cfg.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
 	fs.BoolVar(&cfg.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
@@ -74,7 +76,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"n", cfg.n}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
+	}{{"n", cfg.n}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
 		if err := cmd.nonNegative(f.name, int64(f.v)); err != nil {
 			return err
 		}
@@ -342,7 +344,8 @@ func (l *lateness) summary() string {
 // consume runs a consumer of topic with a no-op handler until stop.
 func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, l *lateness) (*delayq.Consumer, func(), error) {
 	k, err := c.NewConsumer(delayq.ConsumerOptions{
-		Topic: topic, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, PollInterval: cfg.poll,
+		Topic: topic, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, ClaimBatch: cfg.claimBatch,
+		PollInterval: cfg.poll,
 	}, l.handle)
 	if err != nil {
 		return nil, nil, err
