@@ -114,9 +114,6 @@ func (d *Dispatcher) free() int { return int(d.max - d.outstanding.Load()) }
 // short: an eighth of the bound, at most batch.
 func (d *Dispatcher) lowWater(batch int) int { return max(1, min(batch, int(d.max/8))) }
 
-// hasFree reports whether a claim slot is free now.
-func (d *Dispatcher) hasFree() bool { return d.outstanding.Load() < d.max }
-
 // whenFreed returns a channel closed at the next release of claim slots,
 // for partition loops whose last claim was cut short by the bound.
 func (d *Dispatcher) whenFreed() <-chan struct{} {

@@ -98,6 +98,9 @@ type part struct {
 	lastErr  time.Time
 	cursor   string
 	starved  bool // the last claim was cut short by the dispatcher's bound
+	// lingerFrom is when a starved loop first saw fewer free slots than a
+	// batch's worth (zero when it has not, or claimed since).
+	lingerFrom time.Time
 
 	nextExpired time.Time // next look for expired visibility deadlines
 }
@@ -201,6 +204,15 @@ loop:
 			}
 			nextReconcile = now.Add(jitter(pause))
 		}
+		var freed <-chan struct{}
+		if p.starved {
+			freed = cfg.Dispatch.whenFreed()
+			// Slots freed between the claim and the line above would not
+			// close the channel: look once more now that it is armed.
+			if at, ok := p.claimAt(now); ok {
+				nextPoll = minTime(nextPoll, at)
+			}
+		}
 		wake := nextPoll
 		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
 			wake = p.held.peek().Due
@@ -214,15 +226,6 @@ loop:
 			}
 			wake = minTime(wake, w)
 		}
-		var freed <-chan struct{}
-		if p.starved {
-			freed = cfg.Dispatch.whenFreed()
-			// Slots freed between the claim and the line above would not
-			// close the channel: look once more now that it is armed.
-			if cfg.Dispatch.hasFree() {
-				wake = now
-			}
-		}
 		timer.Reset(wake.Sub(cfg.Now()))
 		select {
 		case <-ctx.Done():
@@ -230,21 +233,34 @@ loop:
 		case r := <-p.results:
 			p.collect(ctx, r)
 		case <-freed:
-			// Slots came back: claim what the bound left behind, once
-			// enough are free for a batch worth its round trips, or after
-			// a short linger.
-			at := cfg.Now()
-			if cfg.Dispatch.free() < cfg.Dispatch.lowWater(cfg.ClaimBatch) {
-				at = at.Add(claimLinger)
+			// Slots came back: claim what the bound left behind.
+			if at, ok := p.claimAt(cfg.Now()); ok {
+				nextPoll = minTime(nextPoll, at)
 			}
-			nextPoll = minTime(nextPoll, at)
 		case <-timer.C:
-			if p.starved && cfg.Dispatch.hasFree() {
-				nextPoll = minTime(nextPoll, cfg.Now())
-			}
 		}
 	}
 	return p.exit(ctx, runErr)
+}
+
+// claimAt returns when a loop whose last claim was cut short by the
+// dispatcher's bound should claim again: at once when a batch's worth of
+// slots is free, claimLinger after it first saw some free otherwise (so
+// that slots coming back one by one are claimed together), and never (ok
+// false) while none is free.
+func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
+	d := p.cfg.Dispatch
+	free := d.free()
+	switch {
+	case free <= 0:
+		return time.Time{}, false
+	case free >= d.lowWater(p.cfg.ClaimBatch):
+		return now, true
+	}
+	if p.lingerFrom.IsZero() {
+		p.lingerFrom = now
+	}
+	return p.lingerFrom.Add(claimLinger), true
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -273,6 +289,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		p.requeueExpired(ctx, now)
 		p.nextExpired = now.Add(expiredEvery(cfg.PollInterval))
 	}
+	p.lingerFrom = time.Time{}
 	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
 	p.starved = n < cfg.ClaimBatch
 	if n == 0 {
