@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,40 @@ func BenchmarkEnqueue(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(c.Commands())/float64(b.N), "cmds/msg")
+	})
+}
+
+// BenchmarkEnqueueAsync: single EnqueueAsync calls from parallel
+// goroutines, timed until every callback came.
+func BenchmarkEnqueueAsync(b *testing.B) {
+	benchTargets(b, func(b *testing.B, addr string) {
+		c := benchClient(b, addr)
+		topic := fmt.Sprintf("ba%d", benchSeq.Add(1))
+		body := make([]byte, 256)
+		at := time.Now().Add(time.Hour)
+		var n atomic.Int64
+		var written sync.WaitGroup
+		done := func(_ string, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			written.Done()
+		}
+		b.SetParallelism(8) // 16 producers on 2 cores
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				id := fmt.Sprintf("m%d", n.Add(1))
+				written.Add(1)
+				if err := c.EnqueueAsync(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}, done); err != nil {
+					b.Error(err)
+					written.Done()
+					return
+				}
+			}
+		})
+		written.Wait()
 		b.ReportMetric(float64(c.Commands())/float64(b.N), "cmds/msg")
 	})
 }
