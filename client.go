@@ -66,10 +66,12 @@ type Client struct {
 
 	coalesceOnce sync.Once
 	enq          chan *enqReq
-	gathering    chan struct{} // the turn to gather a batch (capacity 1)
-	partial      chan struct{} // slots for batches written before they are full
-	sendMu       sync.RWMutex  // held to queue a request; Close takes it to shut the queue
-	closed       chan struct{}
+	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
+	partial      chan struct{}  // slots for batches written before they are full
+	sendMu       sync.Mutex     // orders requests being queued with Close
+	senders      sync.WaitGroup // requests being queued
+	closed       chan struct{}  // closed by Close: no new request
+	shut         chan struct{}  // closed once no request is being queued: flushers drain and stop
 	closeOnce    sync.Once
 	wg           sync.WaitGroup
 }
@@ -123,7 +125,7 @@ func New(opts Options) (*Client, error) {
 	}
 	return &Client{
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"),
-		topics: map[string]bool{}, closed: make(chan struct{}),
+		topics: map[string]bool{}, closed: make(chan struct{}), shut: make(chan struct{}),
 	}, nil
 }
 
@@ -138,6 +140,8 @@ func (c *Client) Close() error {
 		c.sendMu.Lock()
 		close(c.closed)
 		c.sendMu.Unlock()
+		c.senders.Wait() // calls already queueing get in (flushers still drain)
+		close(c.shut)
 		c.wg.Wait() // the flushers write what is queued, then return
 	})
 	if !first {

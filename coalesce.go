@@ -62,14 +62,14 @@ func (c *Client) flusher() {
 	batch := make([]*enqReq, 0, coalesceMax)
 	for {
 		select {
-		case <-c.closed:
+		case <-c.shut:
 			c.drain(batch)
 			return
 		case c.gathering <- struct{}{}:
 		}
 		var first *enqReq
 		select {
-		case <-c.closed:
+		case <-c.shut:
 			<-c.gathering
 			c.drain(batch)
 			return
@@ -101,7 +101,7 @@ func (c *Client) flusher() {
 	}
 }
 
-// drain writes what is still queued once Close has let no new call in.
+// drain writes what is still queued once Close has shut the queue.
 func (c *Client) drain(batch []*enqReq) {
 	for {
 		batch = batch[:0]
@@ -136,26 +136,52 @@ func (c *Client) flush(batch []*enqReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout+c.opts.WriteTimeout+2*c.opts.ReadTimeout)
 	defer cancel()
 	res, err := c.enqueueBatch(ctx, msgs)
-	for i, r := range live {
-		if err != nil {
-			r.finish(EnqueueResult{ID: r.m.ID, Err: err})
-		} else {
-			r.finish(res[i])
+	if err != nil {
+		res = make([]EnqueueResult, len(live))
+		for i, r := range live {
+			res[i] = EnqueueResult{ID: r.m.ID, Err: err}
 		}
 	}
+	var cbs []int
+	for i, r := range live {
+		if r.cb == nil {
+			r.done <- res[i]
+			continue
+		}
+		cbs = append(cbs, i)
+	}
+	if len(cbs) == 0 {
+		return
+	}
+	// Callbacks run off the flusher, so that one waiting (say, enqueueing
+	// again into a full queue) cannot stop the queue from being emptied.
+	// Close waits for them.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for _, i := range cbs {
+			live[i].cb(res[i].ID, res[i].Err)
+		}
+	}()
 }
 
-// send queues r for the flushers. Close takes sendMu to shut the queue, so
-// a request is either queued before the flushers' last drain or refused.
+// send queues r for the flushers. Close refuses new requests first, then
+// waits for the ones being queued before it shuts the queue, so a request
+// is either queued before the flushers' last drain or refused; a request
+// made from an EnqueueAsync callback during Close is refused at once
+// rather than wait on a queue only the flushers empty.
 func (c *Client) send(ctx context.Context, r *enqReq) error {
 	c.startCoalescer()
-	c.sendMu.RLock()
-	defer c.sendMu.RUnlock()
+	c.sendMu.Lock()
 	select {
 	case <-c.closed:
+		c.sendMu.Unlock()
 		return fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
+	c.senders.Add(1)
+	c.sendMu.Unlock()
+	defer c.senders.Done()
 	select {
 	case c.enq <- r:
 		return nil
@@ -173,8 +199,10 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // done, when not nil, is called exactly once with the message's id and its
 // outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
 // write's failure (after which the message may or may not be stored:
-// enqueue it again with the same id and treat ErrDuplicate as success). It
-// runs on one of the client's flusher goroutines and should return quickly.
+// enqueue it again with the same id and treat ErrDuplicate as success,
+// from done itself if you like). The callbacks of one batch run in order
+// on a goroutine of their own, so done may run concurrently for different
+// messages; Close returns after every callback returned.
 //
 // The returned error is for messages refused before queueing, and done is
 // then not called: bad input (wrapping ErrInvalid), ctx ending while the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,5 +178,78 @@ func TestEnqueueAsync(t *testing.T) {
 		if err != nil || string(in.Body) != "as-2999" {
 			t.Fatalf("get as-2999 = %+v, %v", in, err)
 		}
+	})
+}
+
+// Close does not hang when producers are waiting on a full queue and
+// callbacks enqueue again while it runs: every call is either queued (and
+// written) or refused with ErrClosed.
+func TestEnqueueAsyncCloseUnderLoad(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 4})
+		var mu sync.Mutex
+		var queued, refused, written int
+		enqueue := func(id string, done func(string, error)) bool {
+			err := c.EnqueueAsync(ctx, Message{Topic: "ac", ID: id, Delay: time.Hour}, done)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				queued++
+			case errors.Is(err, ErrClosed):
+				refused++
+			default:
+				t.Errorf("enqueue %s: %v", id, err)
+			}
+			return err == nil
+		}
+		var done func(id string, err error)
+		done = func(id string, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", id, err)
+				return
+			}
+			mu.Lock()
+			written++
+			mu.Unlock()
+			if !strings.HasSuffix(id, "+") {
+				enqueue(id+"+", done) // from the callback, as a retry would
+			}
+		}
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; enqueue(fmt.Sprintf("ac-%d-%d", g, i), done); i++ {
+				}
+			}()
+		}
+		waitFor(t, 10*time.Second, "20000 calls queued", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return queued >= 20000
+		})
+		closed := make(chan error, 1)
+		go func() { closed <- c.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Close did not return")
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if written != queued {
+			t.Errorf("%d written, %d queued: every queued call must be written by Close", written, queued)
+		}
+		if refused < 16 {
+			t.Errorf("%d calls refused, want at least one per producer", refused)
+		}
+		t.Logf("%d queued and written, %d refused after Close", queued, refused)
 	})
 }
