@@ -30,15 +30,6 @@ type enqReq struct {
 	cb   func(id string, err error) // ...or EnqueueAsync's callback is called
 }
 
-// finish reports r's outcome to whoever waits for it.
-func (r *enqReq) finish(res EnqueueResult) {
-	if r.cb != nil {
-		r.cb(res.ID, res.Err)
-		return
-	}
-	r.done <- res
-}
-
 func (c *Client) startCoalescer() {
 	c.coalesceOnce.Do(func() {
 		c.enq = make(chan *enqReq, coalesceQueue)
@@ -123,8 +114,10 @@ func (c *Client) flush(batch []*enqReq) {
 	msgs := make([]Message, 0, len(batch))
 	live := batch[:0:0]
 	for _, r := range batch {
-		if r.ctx.Err() != nil { // the caller gave up before the write: skip it
-			r.finish(EnqueueResult{ID: r.m.ID, Err: r.ctx.Err()})
+		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
+		// requests carry a context that is never cancelled.)
+		if r.ctx.Err() != nil {
+			r.done <- EnqueueResult{ID: r.m.ID, Err: r.ctx.Err()}
 			continue
 		}
 		msgs = append(msgs, r.m)
