@@ -159,8 +159,8 @@ func (c *Client) Partitions() int { return c.opts.Partitions }
 
 // ensureTopic checks the topic's name and partition count once per client.
 func (c *Client) ensureTopic(ctx context.Context, topic string) error {
-	if err := partition.ValidateTopic(topic); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := validateTopic(topic); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	ok := c.topics[topic]
@@ -174,6 +174,14 @@ func (c *Client) ensureTopic(ctx context.Context, topic string) error {
 	c.mu.Lock()
 	c.topics[topic] = true
 	c.mu.Unlock()
+	return nil
+}
+
+// validateTopic checks a topic's name.
+func validateTopic(topic string) error {
+	if err := partition.ValidateTopic(topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	return nil
 }
 

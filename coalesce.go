@@ -3,8 +3,6 @@ package delayq
 import (
 	"context"
 	"fmt"
-
-	"github.com/delayq/delayq/partition"
 )
 
 // Single Enqueue and EnqueueAsync calls from many goroutines are
@@ -23,11 +21,28 @@ const (
 	coalesceQueue    = 4096
 )
 
+// enqReq is one call's message, prepared at the call: its id, due time
+// (in res) and partition are not computed again by the flusher.
 type enqReq struct {
 	ctx  context.Context
 	m    Message
+	res  EnqueueResult
+	p    int
 	done chan EnqueueResult         // Enqueue waits here...
 	cb   func(id string, err error) // ...or EnqueueAsync's callback is called
+}
+
+// request validates m at the call (generating an empty id, turning a Delay
+// into a due time) and wraps it for the flushers.
+func (c *Client) request(ctx context.Context, m Message) (*enqReq, error) {
+	if err := validateTopic(m.Topic); err != nil {
+		return nil, err
+	}
+	id, p, due, err := c.prepare(&m, c.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &enqReq{ctx: ctx, m: m, res: EnqueueResult{ID: id, Due: due}, p: p}, nil
 }
 
 func (c *Client) startCoalescer() {
@@ -110,29 +125,33 @@ func (c *Client) drain(batch []*enqReq) {
 	}
 }
 
+// flush writes the batch's prepared messages together and reports each
+// outcome to its caller.
 func (c *Client) flush(batch []*enqReq) {
-	msgs := make([]Message, 0, len(batch))
 	live := batch[:0:0]
 	for _, r := range batch {
 		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
 		// requests carry a context that is never cancelled.)
 		if r.ctx.Err() != nil {
-			r.done <- EnqueueResult{ID: r.m.ID, Err: r.ctx.Err()}
+			r.done <- EnqueueResult{ID: r.res.ID, Err: r.ctx.Err()}
 			continue
 		}
-		msgs = append(msgs, r.m)
 		live = append(live, r)
 	}
 	if len(live) == 0 {
 		return
 	}
+	msgs := make([]Message, len(live))
+	parts := make([]int, len(live))
+	res := make([]EnqueueResult, len(live))
+	for i, r := range live {
+		msgs[i], parts[i], res[i] = r.m, r.p, r.res
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout+c.opts.WriteTimeout+2*c.opts.ReadTimeout)
 	defer cancel()
-	res, err := c.enqueueBatch(ctx, msgs)
-	if err != nil {
-		res = make([]EnqueueResult, len(live))
-		for i, r := range live {
-			res[i] = EnqueueResult{ID: r.m.ID, Err: err}
+	if err := c.write(ctx, c.opts.Now(), msgs, parts, res); err != nil {
+		for i := range res {
+			res[i].Err = err
 		}
 	}
 	var cbs []int
@@ -205,24 +224,24 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // change it before done is called. Close writes every queued message
 // before it returns.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
-	if err := partition.ValidateTopic(m.Topic); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	now := c.opts.Now()
-	id, _, due, err := c.prepare(&m, now)
+	r, err := c.request(context.WithoutCancel(ctx), m)
 	if err != nil {
 		return err
 	}
-	m.ID, m.At, m.Delay = id, due, 0
 	if done == nil {
 		done = func(string, error) {}
 	}
-	return c.send(ctx, &enqReq{ctx: context.WithoutCancel(ctx), m: m, cb: done})
+	r.cb = done
+	return c.send(ctx, r)
 }
 
 // enqueueOne is Enqueue through the coalescer.
 func (c *Client) enqueueOne(ctx context.Context, m Message) (string, error) {
-	r := &enqReq{ctx: ctx, m: m, done: make(chan EnqueueResult, 1)}
+	r, err := c.request(ctx, m)
+	if err != nil {
+		return m.ID, err
+	}
+	r.done = make(chan EnqueueResult, 1)
 	if err := c.send(ctx, r); err != nil {
 		return "", err
 	}

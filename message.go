@@ -109,6 +109,22 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
 	now := c.opts.Now()
 	res := make([]EnqueueResult, len(msgs))
+	parts := make([]int, len(msgs))
+	for i := range msgs {
+		id, p, due, err := c.prepare(&msgs[i], now)
+		res[i], parts[i] = EnqueueResult{ID: id, Due: due, Err: err}, p
+	}
+	if err := c.write(ctx, now, msgs, parts, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// write stores the prepared messages: msgs[i] with its id and due time in
+// res[i] and its partition in parts[i], unless res[i].Err is set already.
+// It sets each message's outcome in res[i].Err; the error is for a failure
+// of the whole write.
+func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
 	type pkey struct {
 		topic string
 		p     int
@@ -118,15 +134,13 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 	type topicID struct{ topic, id string }
 	seen := map[topicID]bool{}
 	for i := range msgs {
-		m := &msgs[i]
-		id, p, due, err := c.prepare(m, now)
-		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
-		if err != nil {
+		m, id, p := &msgs[i], res[i].ID, parts[i]
+		if res[i].Err != nil {
 			continue
 		}
 		if err := c.ensureTopic(ctx, m.Topic); err != nil {
 			if ctx.Err() != nil {
-				return nil, err
+				return err
 			}
 			res[i].Err = err
 			continue
@@ -169,7 +183,7 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		}
 		errs, err := c.store.AddMany(ctx, groups[lo:hi])
 		if err != nil {
-			return nil, fmt.Errorf("enqueue %d messages: %w", n, err)
+			return fmt.Errorf("enqueue %d messages: %w", n, err)
 		}
 		for gi := lo; gi < hi; gi++ {
 			for j, i := range byPartition[order[gi]] {
@@ -178,7 +192,7 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		}
 		lo = hi
 	}
-	return res, nil
+	return nil
 }
 
 // ceilMS rounds t up to a whole millisecond, the precision of stored due
