@@ -27,14 +27,24 @@ type benchConfig struct {
 	concurrency int
 	prefetch    int
 	claimBatch  int
-	batch       bool
-	async       bool
+	mode        enqueueMode
 	batchSize   int
 	bodySize    int
 	poll        time.Duration
 	backends    []string
 	stderr      io.Writer
 }
+
+// enqueueMode is how producers enqueue.
+type enqueueMode int
+
+const (
+	modeSingle enqueueMode = iota // Enqueue
+	modeAsync                     // EnqueueAsync
+	modeBatch                     // EnqueueBatch
+)
+
+func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
 
 // runBench implements "delayq bench": the workloads of DESIGN.md section 8
 // in one process, printing one line per run.
@@ -60,8 +70,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.IntVar(&cfg.claimBatch, "claim-batch", 0, "ids a consumer claims per partition and round trip (0: the library's default)")
-	fs.BoolVar(&cfg.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
-	fs.BoolVar(&cfg.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
+	batch := fs.Bool("batch", false, "enqueue with EnqueueBatch instead of single calls")
+	async := fs.Bool("async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
@@ -84,8 +94,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.producers == 0 || cfg.concurrency == 0 || cfg.batchSize == 0 {
 		return cmd.usageErr("--producers, --concurrency and --batch-size must be positive")
 	}
-	if cfg.batch && cfg.async {
+	switch {
+	case *batch && *async:
 		return cmd.usageErr("--batch and --async exclude each other")
+	case *batch:
+		cfg.mode = modeBatch
+	case *async:
+		cfg.mode = modeAsync
 	}
 	if *backends != "" {
 		cfg.backends = strings.Split(*backends, ",")
@@ -187,7 +202,7 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 		go func() {
 			defer wg.Done()
 			step := 1
-			if cfg.batch {
+			if cfg.mode == modeBatch {
 				step = cfg.batchSize
 			}
 			for {
@@ -195,8 +210,8 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 				if lo >= len(msgs) || ctx.Err() != nil {
 					return
 				}
-				hi := min(lo+step, len(msgs))
-				if cfg.async {
+				switch cfg.mode {
+				case modeAsync:
 					writes.Add(1)
 					if err := c.EnqueueAsync(ctx, msgs[lo], written); err != nil {
 						writes.Done()
@@ -204,15 +219,14 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 						return
 					}
 					continue
-				}
-				if !cfg.batch {
+				case modeSingle:
 					if _, err := c.Enqueue(ctx, msgs[lo]); err != nil {
 						fail(err)
 						return
 					}
 					continue
 				}
-				res, err := c.EnqueueBatch(ctx, msgs[lo:hi])
+				res, err := c.EnqueueBatch(ctx, msgs[lo:min(lo+step, len(msgs))])
 				if err != nil {
 					fail(err)
 					return
@@ -258,12 +272,9 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 		return "", err
 	}
 	cmds := float64(c.Commands()-cmds0) / float64(n)
-	mode := "single"
-	switch {
-	case cfg.batch:
-		mode = fmt.Sprintf("batch-%d", cfg.batchSize)
-	case cfg.async:
-		mode = "async"
+	mode := cfg.mode.String()
+	if cfg.mode == modeBatch {
+		mode += fmt.Sprintf("-%d", cfg.batchSize)
 	}
 	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s rate=%.0f cmds_per_msg=%.2f",
 		n, cfg.producers, mode, float64(n)/took.Seconds(), cmds)
@@ -424,7 +435,7 @@ func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix s
 		msgs[i] = delayq.Message{Topic: r.topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
 	}
 	batch := cfg
-	batch.batch, batch.async = true, false
+	batch.mode = modeBatch
 	_, err := produce(ctx, batch, r.prod, msgs)
 	return err
 }
