@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -50,16 +51,21 @@ func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	var nc net.Conn
+	d := net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
 	c, err := redis.DialContext(ctx, "tcp", addr,
-		redis.DialConnectTimeout(o.ConnectTimeout),
+		redis.DialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var err error
+			nc, err = d.DialContext(ctx, network, addr)
+			return nc, err
+		}),
 		redis.DialReadTimeout(o.ReadTimeout),
 		redis.DialWriteTimeout(o.WriteTimeout),
-		redis.DialKeepAlive(30*time.Second),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	pc := &Conn{c: c, hook: o.Hook}
+	pc := &Conn{c: c, nc: nc, readTimeout: o.ReadTimeout, hook: o.Hook}
 	if o.Password != "" {
 		if _, err := pc.Do("AUTH", o.Password); err != nil {
 			pc.Close()
@@ -72,10 +78,12 @@ func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
 // Conn is a redis.Conn that sends only portable commands. It is not safe
 // for concurrent use, like the connection it wraps.
 type Conn struct {
-	c       redis.Conn
-	hook    func(cmd string, args []any) error
-	pending int
-	broken  error
+	c           redis.Conn
+	nc          net.Conn // under c: closed to interrupt a read when a context ends
+	readTimeout time.Duration
+	hook        func(cmd string, args []any) error
+	pending     int
+	broken      error
 }
 
 var (
@@ -142,7 +150,54 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 		return nil, err
 	}
 	c.pending = 0
-	return redis.DoContext(c.c, ctx, cmd, args...)
+	return c.bounded(ctx, func(d time.Duration) (any, error) { return redis.DoWithTimeout(c.c, d, cmd, args...) })
+}
+
+// bounded runs f, a call that reads a reply within its timeout argument,
+// bounded by ctx: the timeout is the read timeout or ctx's deadline if
+// sooner, and if ctx ends meanwhile the connection is closed under f and
+// ctx's error returned; the connection is then broken, as it would be
+// after any failed read. redigo's own DoContext and ReceiveContext do the
+// same with a goroutine per call: this costs a timer registration instead.
+func (c *Conn) bounded(ctx context.Context, f func(time.Duration) (any, error)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		c.broken = err
+		c.c.Close()
+		return nil, err
+	}
+	d := c.readTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < d {
+			if left <= 0 {
+				c.broken = context.DeadlineExceeded
+				c.c.Close()
+				return nil, c.broken
+			}
+			d = left
+		}
+	}
+	if ctx.Done() == nil {
+		return f(d)
+	}
+	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	r, err := f(d)
+	if !stop() { // ctx ended: nc is closed, or about to be
+		c.broken = ctx.Err()
+		return nil, c.broken
+	}
+	if err != nil {
+		// The read timed out at ctx's deadline, maybe before ctx's own
+		// timer said so.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			c.broken = context.DeadlineExceeded
+			return nil, c.broken
+		}
+		if ctx.Err() != nil {
+			c.broken = ctx.Err()
+			return nil, c.broken
+		}
+	}
+	return r, err
 }
 
 // DoWithTimeout is Do with a read timeout.
@@ -190,7 +245,7 @@ func (c *Conn) ReceiveContext(ctx context.Context) (any, error) {
 	if c.pending > 0 {
 		c.pending--
 	}
-	return redis.ReceiveContext(c.c, ctx)
+	return c.bounded(ctx, func(d time.Duration) (any, error) { return redis.ReceiveWithTimeout(c.c, d) })
 }
 
 // ReceiveWithTimeout reads one reply with a read timeout.

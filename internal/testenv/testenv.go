@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -307,6 +308,26 @@ func (e *Env) StartBackend(tb testing.TB, i int) {
 	if err := b.startSame(); err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
+}
+
+// PauseBackend stops backend i with SIGSTOP: it keeps its connections
+// but answers nothing until ResumeBackend, like a server stuck in a long
+// command or swapped out.
+func (e *Env) PauseBackend(tb testing.TB, i int) {
+	tb.Helper()
+	b := e.backendOrFatal(tb, i)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.p.signal(syscall.SIGSTOP)
+}
+
+// ResumeBackend continues backend i after PauseBackend (SIGCONT).
+func (e *Env) ResumeBackend(tb testing.TB, i int) {
+	tb.Helper()
+	b := e.backendOrFatal(tb, i)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.p.signal(syscall.SIGCONT)
 }
 
 // RestartBackend is StopBackend followed by StartBackend. With
