@@ -234,6 +234,27 @@ var crashOps = []*crashOp{
 		},
 	},
 	{
+		// store.AddMany of a Fresh group (generated ids): HMSET and ZADD
+		// in one pipeline, either of which may land first.
+		name:  "enqueue-fresh",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Fresh: true,
+				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			// Record written => delivered, indexed or not.
+			if cs.found(t) != nil {
+				cs.expect = outDelivered
+			} else {
+				cs.expect = outGone
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
 		// I2: the producer retries the enqueue after the crash.
 		name:  "enqueue-again",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
