@@ -8,12 +8,14 @@ import (
 // Single Enqueue and EnqueueAsync calls from many goroutines are
 // coalesced, like kafka-go's Writer: flusher goroutines each take the first
 // queued call and every other call already queued (up to coalesceMax), and
-// write them with one EnqueueBatch (two pipelined round trips for all their
-// partitions). Calls that arrive while batches are in flight form the next
-// ones, so batches grow with load and a lone call waits for nothing. Up to
-// coalesceFlushers batches are in flight at once, at most coalescePartial
-// of them not full; the queue holds coalesceQueue calls, beyond which
-// callers wait.
+// write them as one EnqueueBatch would: generated ids steered into one
+// partition, so such a batch is a command or two whatever its size (one
+// round trip when due a minute or more ahead, two otherwise), and given
+// ids in their own partitions (two round trips for all). Calls that arrive
+// while batches are in flight form the next ones, so batches grow with load
+// and a lone call waits for nothing. Up to coalesceFlushers batches are in
+// flight at once, at most coalescePartial of them not full; the queue holds
+// coalesceQueue calls, beyond which callers wait.
 const (
 	coalesceFlushers = 16
 	coalescePartial  = 2
@@ -219,8 +221,9 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // The returned error is for messages refused before queueing, and done is
 // then not called: bad input (wrapping ErrInvalid), ctx ending while the
 // queue was full (4096 calls; ctx bounds only that wait), or a closed
-// client. An empty ID is generated and a Delay turned into a due time at
-// the call. m.Body is written as it is at the write, not copied: do not
+// client. A Delay is turned into a due time at the call; an empty ID is
+// generated then and may have its last two characters changed when the
+// batch is written (see Message.ID): done gets the final one. m.Body is written as it is at the write, not copied: do not
 // change it before done is called. Close writes every queued message
 // before it returns.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {

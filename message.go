@@ -14,7 +14,10 @@ type Message struct {
 	// Topic to deliver to. Required: [A-Za-z0-9._-]{1,100}.
 	Topic string
 	// ID identifies the message in its topic: 1 to 200 bytes of UTF-8
-	// without control characters. Empty means generate one (NewID).
+	// without control characters. Empty means generate one: a NewID whose
+	// last two characters the client chooses so that messages written
+	// together share a partition (fewer commands, and no duplicate check:
+	// a generated id is new).
 	ID string
 	// Body is delivered as is. At most Options.MaxBodyBytes.
 	Body []byte
@@ -79,9 +82,6 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.
 // If ctx ends first, the message may still be written; enqueue it again
 // with the same id and treat ErrDuplicate as success.
 func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
-	if m.ID == "" { // give it an id now, so a caller that retries can reuse it
-		m.ID = NewID(c.opts.Now())
-	}
 	if !c.opts.DisableCoalescing {
 		return c.enqueueOne(ctx, m)
 	}
@@ -125,9 +125,11 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 // It sets each message's outcome in res[i].Err; the error is for a failure
 // of the whole write.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
+	c.steer(msgs, parts, res)
 	type pkey struct {
 		topic string
 		p     int
+		fresh bool
 	}
 	byPartition := map[pkey][]int{}
 	var order []pkey
@@ -150,7 +152,9 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			continue
 		}
 		seen[topicID{m.Topic, id}] = true
-		k := pkey{m.Topic, p}
+		// A generated id is new to the topic: no duplicate check needed.
+		fresh := m.ID == "" && res[i].Due.Sub(now) >= freshAhead
+		k := pkey{m.Topic, p, fresh}
 		if byPartition[k] == nil {
 			order = append(order, k)
 		}
@@ -160,7 +164,10 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		if order[a].topic != order[b].topic {
 			return order[a].topic < order[b].topic
 		}
-		return order[a].p < order[b].p
+		if order[a].p != order[b].p {
+			return order[a].p < order[b].p
+		}
+		return !order[a].fresh && order[b].fresh
 	})
 	groups := make([]store.Group, len(order))
 	for gi, k := range order {
@@ -172,7 +179,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
 			}}
 		}
-		groups[gi] = store.Group{Topic: k.topic, P: k.p, Msgs: news}
+		groups[gi] = store.Group{Topic: k.topic, P: k.p, Msgs: news, Fresh: k.fresh}
 	}
 	// At most maxPipeline records per round trip.
 	for lo := 0; lo < len(groups); {
@@ -193,6 +200,47 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		lo = hi
 	}
 	return nil
+}
+
+// Generated ids are steered into shared partitions, steerChunk messages
+// at a time, like Kafka's sticky partitioner: the messages of a batch (or
+// of concurrent single calls) then travel in a command or two instead of
+// one or two per partition. Ids given by the caller keep their partition.
+// Beyond maxSteerPartitions most ids would need more than the 1024 variants
+// steerID tries, and ids are not steered.
+const (
+	steerChunk         = 512
+	maxSteerPartitions = 256
+)
+
+// freshAhead is how far ahead a message with a generated id must be due
+// for its record and index entry to be written in one round trip
+// (store.Group.Fresh): farther than consumers claim ahead (1.5 poll
+// intervals).
+const freshAhead = time.Minute
+
+// steer moves the messages with generated ids (msgs[i].ID empty, the id in
+// res[i].ID) into the partition of the first one of each steerChunk,
+// choosing part of their random bits.
+func (c *Client) steer(msgs []Message, parts []int, res []EnqueueResult) {
+	n := c.opts.Partitions
+	if n == 1 || n > maxSteerPartitions {
+		return
+	}
+	target, left := 0, 0
+	for i := range msgs {
+		if msgs[i].ID != "" || res[i].Err != nil {
+			continue
+		}
+		if left == 0 {
+			target, left = parts[i], steerChunk-1
+			continue
+		}
+		if id, ok := steerID(res[i].ID, target, n); ok {
+			res[i].ID, parts[i] = id, target
+			left--
+		}
+	}
 }
 
 // ceilMS rounds t up to a whole millisecond, the precision of stored due

@@ -84,3 +84,20 @@ func ValidateCount(n int) error {
 	}
 	return nil
 }
+
+// Steer searches for a variant of b in partition p of n: for i = 0, 1,
+// ..., tries-1 it lets vary rewrite part of b in place, and returns true at
+// the first variant with For(string(b), n) == p (b is then that variant),
+// false if none of them is. Generated ids use it to share partitions.
+func Steer(b []byte, n, p, tries int, vary func(b []byte, i int)) bool {
+	h := murmur3.New32()
+	for i := range tries {
+		vary(b, i)
+		h.Reset()
+		h.Write(b)
+		if int(h.Sum32()%uint32(n)) == p {
+			return true
+		}
+	}
+	return false
+}

@@ -98,3 +98,24 @@ func BenchmarkFor(b *testing.B) {
 		For("01JD3Z7X9M0000000000000000", 16)
 	}
 }
+
+// Steer stops at the first variant in the partition asked for, leaving b
+// as that variant, and reports false when none of its tries is.
+func TestSteer(t *testing.T) {
+	vary := func(b []byte, i int) { b[len(b)-1] = byte('a' + i) }
+	b := []byte("order-x")
+	if !Steer(b, 4, 3, 26, vary) {
+		t.Fatalf("no variant of order-? in partition 3 of 4")
+	}
+	if For(string(b), 4) != 3 {
+		t.Fatalf("Steer left %q, in partition %d", b, For(string(b), 4))
+	}
+	for c := byte('a'); c < b[len(b)-1]; c++ {
+		if For("order-"+string(c), 4) == 3 {
+			t.Fatalf("Steer chose %q, but order-%c came first", b, c)
+		}
+	}
+	if Steer([]byte("order-x"), 4, 3, 0, vary) {
+		t.Error("Steer with no tries reported a match")
+	}
+}
