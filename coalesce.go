@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"runtime"
 )
 
 // Single Enqueue and EnqueueAsync calls from many goroutines are
@@ -21,6 +22,7 @@ const (
 	coalescePartial  = 2
 	coalesceMax      = 512
 	coalesceQueue    = 4096
+	coalesceYields   = 2
 )
 
 // enqReq is one call's message, prepared at the call: its id, due time
@@ -98,6 +100,7 @@ func (c *Client) flusher() {
 				batch = append(batch, r)
 			case c.partial <- struct{}{}:
 				partial = true
+				batch = c.linger(batch)
 				break gather
 			}
 		}
@@ -107,6 +110,32 @@ func (c *Client) flusher() {
 			<-c.partial
 		}
 	}
+}
+
+// linger lets calls that are ready to be made join batch before it goes:
+// the slot it just got was freed by a batch whose callers are now runnable
+// and about to enqueue again (the freeing goroutine readied this one last,
+// so it would run first). It yields up to coalesceYields times, taking
+// what was queued meanwhile, and stops at a yield that brought nothing:
+// a few microseconds, not a timer.
+func (c *Client) linger(batch []*enqReq) []*enqReq {
+	for range coalesceYields {
+		runtime.Gosched()
+		n := len(batch)
+	take:
+		for len(batch) < coalesceMax {
+			select {
+			case r := <-c.enq:
+				batch = append(batch, r)
+			default:
+				break take
+			}
+		}
+		if len(batch) == n {
+			break
+		}
+	}
+	return batch
 }
 
 // drain writes what is still queued once Close has shut the queue.
