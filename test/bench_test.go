@@ -38,11 +38,11 @@ func TestBenchCommand(t *testing.T) {
 		t.Log(lines[0])
 		return lines[0]
 	}
-	for _, mode := range []struct{ flag, name string }{{"", "single"}, {"--async", "async"}, {"--batch", "batch-256"}} {
-		args := []string{"--workload", "enqueue", "--n", "3000"}
-		if mode.flag != "" {
-			args = append(args, mode.flag)
-		}
+	for _, mode := range []struct{ flags, name string }{
+		{"", "single ids=generated"}, {"--ids given", "single ids=given"}, {"--async", "async ids=generated"},
+		{"--batch", "batch-256 ids=generated"}, {"--batch --ids given", "batch-256 ids=given"},
+	} {
+		args := append([]string{"--workload", "enqueue", "--n", "3000"}, strings.Fields(mode.flags)...)
 		line := run(args...)
 		if !strings.HasPrefix(line, "workload=enqueue n=3000 producers=16 mode="+mode.name+" ") {
 			t.Errorf("enqueue line: %q", line)
@@ -72,5 +72,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	r := cli(t, "", append(append([]string(nil), base...), "--batch", "--async")...)
 	wantExit(t, r, 2, "--batch and --async")
+	r = cli(t, "", append(append([]string(nil), base...), "--ids", "mine")...)
+	wantExit(t, r, 2, `invalid value "mine" for flag --ids`)
 	checkClientErr(t, env)
 }
