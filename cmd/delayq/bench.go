@@ -298,7 +298,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 	if cfg.givenIDs {
 		idsFrom = "given"
 	}
-	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s ids=%s rate=%.0f cmds_per_msg=%.2f",
+	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s ids=%s rate=%.0f cmds_per_msg=%.3f",
 		n, cfg.producers, mode, idsFrom, float64(n)/took.Seconds(), cmds)
 	if len(cfg.backends) > 0 {
 		mem1, err := cfg.usedMemory(ctx)
