@@ -209,6 +209,17 @@ func newRecord(due time.Time, maxAttempts int) *store.Record {
 	return &store.Record{Due: ceilMS(due).UnixMilli(), Created: now, Updated: now, MaxAttempts: maxAttempts, Body: []byte(crashMsgBody)}
 }
 
+// afterEnqueue decides an enqueue's outcome: its record written =>
+// delivered, even if never indexed; not written => nothing anywhere.
+func afterEnqueue(t *testing.T, cs *crashCase) {
+	if cs.found(t) != nil {
+		cs.expect = outDelivered
+	} else {
+		cs.expect = outGone
+	}
+	cs.minAt = time.UnixMilli(cs.due)
+}
+
 var crashOps = []*crashOp{
 	{
 		// store.Add: HSETNX, then ZADD of what was new.
@@ -222,16 +233,7 @@ var crashOps = []*crashOp{
 			}
 			return errs[0]
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			// Written (HSETNX ran) => delivered, even if never indexed;
-			// not written => nothing anywhere.
-			if cs.found(t) != nil {
-				cs.expect = outDelivered
-			} else {
-				cs.expect = outGone
-			}
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterEnqueue,
 	},
 	{
 		// store.AddMany of a Fresh group (generated ids): HMSET and ZADD
@@ -244,15 +246,7 @@ var crashOps = []*crashOp{
 				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
 			return err
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			// Record written => delivered, indexed or not.
-			if cs.found(t) != nil {
-				cs.expect = outDelivered
-			} else {
-				cs.expect = outGone
-			}
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterEnqueue,
 	},
 	{
 		// I2: the producer retries the enqueue after the crash.
@@ -288,14 +282,7 @@ var crashOps = []*crashOp{
 			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
 			return err
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			if cs.found(t) != nil {
-				cs.expect = outDelivered
-			} else {
-				cs.expect = outGone
-			}
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterEnqueue,
 	},
 	{
 		// poller.poll: the claim script, then ZADD in flight + HMGET.

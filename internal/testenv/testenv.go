@@ -315,19 +315,21 @@ func (e *Env) StartBackend(tb testing.TB, i int) {
 // command or swapped out.
 func (e *Env) PauseBackend(tb testing.TB, i int) {
 	tb.Helper()
-	b := e.backendOrFatal(tb, i)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b.p.signal(syscall.SIGSTOP)
+	e.signalBackend(tb, i, syscall.SIGSTOP)
 }
 
 // ResumeBackend continues backend i after PauseBackend (SIGCONT).
 func (e *Env) ResumeBackend(tb testing.TB, i int) {
 	tb.Helper()
+	e.signalBackend(tb, i, syscall.SIGCONT)
+}
+
+func (e *Env) signalBackend(tb testing.TB, i int, sig syscall.Signal) {
+	tb.Helper()
 	b := e.backendOrFatal(tb, i)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	b.p.signal(syscall.SIGCONT)
+	b.p.signal(sig)
 }
 
 // RestartBackend is StopBackend followed by StartBackend. With
