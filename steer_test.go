@@ -209,5 +209,35 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 		if err != nil || st.Scheduled != 800 {
 			t.Fatalf("stats = %+v, %v; want 800 scheduled", st, err)
 		}
+
+		// EnqueueAsync's callback gets the id as stored.
+		var mu sync.Mutex
+		async := map[string]string{} // id -> body
+		var written sync.WaitGroup
+		for i := range 200 {
+			body := fmt.Sprint("async-", i)
+			written.Add(1)
+			err := c.EnqueueAsync(ctx, Message{Topic: "cogen", Body: []byte(body), Delay: time.Hour}, func(id string, err error) {
+				defer written.Done()
+				if err != nil {
+					t.Errorf("%s: %v", body, err)
+				}
+				mu.Lock()
+				async[id] = body
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		written.Wait()
+		if len(async) != 200 {
+			t.Fatalf("200 async enqueues reported %d distinct ids", len(async))
+		}
+		for id, body := range async {
+			if in, err := c.Get(ctx, "cogen", id); err != nil || string(in.Body) != body {
+				t.Fatalf("get %s (%s) = %+v, %v", id, body, in, err)
+			}
+		}
 	})
 }
