@@ -178,9 +178,11 @@ func (c *Client) flush(batch []*enqReq) {
 	for i, r := range live {
 		msgs[i], parts[i], res[i] = r.m, r.p, r.res
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout+c.opts.WriteTimeout+2*c.opts.ReadTimeout)
-	defer cancel()
-	if err := c.write(ctx, c.opts.Now(), msgs, parts, res); err != nil {
+	// No context deadline: each step of the write is bounded by the
+	// connection's own timeouts (dial, write, read), and a deadline would
+	// add a runtime timer per batch, which costs a thread wake-up when it
+	// becomes the earliest.
+	if err := c.write(context.Background(), c.opts.Now(), msgs, parts, res); err != nil {
 		for i := range res {
 			res[i].Err = err
 		}
