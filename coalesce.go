@@ -254,9 +254,9 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // queue was full (4096 calls; ctx bounds only that wait), or a closed
 // client. A Delay is turned into a due time at the call; an empty ID is
 // generated then and may have its last two characters changed when the
-// batch is written (see Message.ID): done gets the final one. m.Body is written as it is at the write, not copied: do not
-// change it before done is called. Close writes every queued message
-// before it returns.
+// batch is written (see Message.ID): done gets the final one. m.Body is
+// written as it is at the write, not copied: do not change it before done
+// is called. Close writes every queued message before it returns.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
 	r, err := c.request(context.WithoutCancel(ctx), m)
 	if err != nil {

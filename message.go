@@ -80,7 +80,9 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.
 // Concurrent calls are coalesced into batches (unless
 // Options.DisableCoalescing): the call returns when its batch is written.
 // If ctx ends first, the message may still be written; enqueue it again
-// with the same id and treat ErrDuplicate as success.
+// with the same id and treat ErrDuplicate as success. (A message whose id
+// was to be generated has no id to retry with: give one to messages that
+// must not be enqueued twice.)
 func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
 	if !c.opts.DisableCoalescing {
 		return c.enqueueOne(ctx, m)
