@@ -137,15 +137,20 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	var order []pkey
 	type topicID struct{ topic, id string }
 	seen := map[topicID]bool{}
+	topicErr := map[string]error{} // each topic is checked once per write
 	for i := range msgs {
 		m, id, p := &msgs[i], res[i].ID, parts[i]
 		if res[i].Err != nil {
 			continue
 		}
-		if err := c.ensureTopic(ctx, m.Topic); err != nil {
-			if ctx.Err() != nil {
+		err, checked := topicErr[m.Topic]
+		if !checked {
+			if err = c.ensureTopic(ctx, m.Topic); err != nil && ctx.Err() != nil {
 				return err
 			}
+			topicErr[m.Topic] = err
+		}
+		if err != nil {
 			res[i].Err = err
 			continue
 		}
