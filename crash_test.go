@@ -220,6 +220,28 @@ func afterEnqueue(t *testing.T, cs *crashCase) {
 	cs.minAt = time.UnixMilli(cs.due)
 }
 
+// afterKept is the outcome of an operation that must never lose the
+// message: whatever index it is in (scheduled, in flight, or none while
+// its record exists: the reconciler's case), it comes.
+func afterKept(op string) func(t *testing.T, cs *crashCase) {
+	return func(t *testing.T, cs *crashCase) {
+		if cs.found(t) == nil {
+			t.Errorf("%s: record lost by a crashed %s", cs.name(), op)
+		}
+		cs.expect = outDelivered
+		cs.minAt = time.UnixMilli(cs.due)
+	}
+}
+
+// failed is the claimed record after a failed delivery.
+func (cs *crashCase) failed() store.Record {
+	r := *cs.rec0
+	r.Attempts++
+	r.LastError = "boom"
+	r.Updated = time.Now().UnixMilli()
+	return r
+}
+
 var crashOps = []*crashOp{
 	{
 		// store.Add: HSETNX, then ZADD of what was new.
@@ -295,15 +317,7 @@ var crashOps = []*crashOp{
 			_, err := claimAndBegin(ctx, fs, cs)
 			return err
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			// Whatever index it is in (scheduled, in flight, or none
-			// while its record exists: the reconciler's case), it comes.
-			if cs.found(t) == nil {
-				t.Errorf("%s: record lost by a crashed claim", cs.name())
-			}
-			cs.expect = outDelivered
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterKept("claim"),
 	},
 	{
 		// store.Ack: HDEL the record, then ZREM in flight.
@@ -329,21 +343,12 @@ var crashOps = []*crashOp{
 		name:  "retry",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			r := *cs.rec0
-			r.Attempts++
-			r.LastError = "boom"
-			r.Updated = time.Now().UnixMilli()
+			r := cs.failed()
 			r.Due = time.Now().Add(100 * time.Millisecond).UnixMilli()
 			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
 			return err
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			if cs.found(t) == nil {
-				t.Errorf("%s: record lost by a crashed retry", cs.name())
-			}
-			cs.expect = outDelivered
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterKept("retry"),
 	},
 	{
 		// Attempts exhausted: HSET + ZADD dead, then ZREM in flight.
@@ -351,10 +356,7 @@ var crashOps = []*crashOp{
 		name:  "dead",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 1) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			r := *cs.rec0
-			r.Attempts++
-			r.LastError = "boom"
-			r.Updated = time.Now().UnixMilli()
+			r := cs.failed()
 			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
 			return err
 		},
