@@ -209,9 +209,11 @@ func newRecord(due time.Time, maxAttempts int) *store.Record {
 	return &store.Record{Due: ceilMS(due).UnixMilli(), Created: now, Updated: now, MaxAttempts: maxAttempts, Body: []byte(crashMsgBody)}
 }
 
-// afterEnqueue decides an enqueue's outcome: its record written =>
-// delivered, even if never indexed; not written => nothing anywhere.
-func afterEnqueue(t *testing.T, cs *crashCase) {
+// afterByRecord decides the outcome by the record alone: still there =>
+// delivered (an enqueue that wrote it, even if never indexed; an ack or
+// delete that did not remove it), gone => never delivered (index entries
+// left behind are tombstones).
+func afterByRecord(t *testing.T, cs *crashCase) {
 	if cs.found(t) != nil {
 		cs.expect = outDelivered
 	} else {
@@ -221,14 +223,14 @@ func afterEnqueue(t *testing.T, cs *crashCase) {
 }
 
 // afterKept is the outcome of an operation that must never lose the
-// message: whatever index it is in (scheduled, in flight, or none while
-// its record exists: the reconciler's case), it comes.
-func afterKept(op string) func(t *testing.T, cs *crashCase) {
+// message: whatever index it is in (scheduled, in flight, dead, or none
+// while its record exists: the reconciler's case), it ends as out.
+func afterKept(op string, out crashOutcome) func(t *testing.T, cs *crashCase) {
 	return func(t *testing.T, cs *crashCase) {
 		if cs.found(t) == nil {
 			t.Errorf("%s: record lost by a crashed %s", cs.name(), op)
 		}
-		cs.expect = outDelivered
+		cs.expect = out
 		cs.minAt = time.UnixMilli(cs.due)
 	}
 }
@@ -255,7 +257,7 @@ var crashOps = []*crashOp{
 			}
 			return errs[0]
 		},
-		after: afterEnqueue,
+		after: afterByRecord,
 	},
 	{
 		// store.AddMany of a Fresh group (generated ids): HMSET and ZADD
@@ -268,7 +270,7 @@ var crashOps = []*crashOp{
 				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
 			return err
 		},
-		after: afterEnqueue,
+		after: afterByRecord,
 	},
 	{
 		// I2: the producer retries the enqueue after the crash.
@@ -304,7 +306,7 @@ var crashOps = []*crashOp{
 			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
 			return err
 		},
-		after: afterEnqueue,
+		after: afterByRecord,
 	},
 	{
 		// poller.poll: the claim script, then ZADD in flight + HMGET.
@@ -317,7 +319,7 @@ var crashOps = []*crashOp{
 			_, err := claimAndBegin(ctx, fs, cs)
 			return err
 		},
-		after: afterKept("claim"),
+		after: afterKept("claim", outDelivered),
 	},
 	{
 		// store.Ack: HDEL the record, then ZREM in flight.
@@ -326,17 +328,10 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Ack(ctx, cs.topic, cs.p, []string{cs.id})
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			// Record deleted => acked for good (the in-flight entry left
-			// behind is a tombstone); not deleted => redelivered after its
-			// visibility deadline (the handler's work is not known done).
-			if cs.found(t) == nil {
-				cs.expect = outGone
-			} else {
-				cs.expect = outDelivered
-			}
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		// Record deleted => acked for good (the in-flight entry left
+		// behind is a tombstone); not deleted => redelivered after its
+		// visibility deadline (the handler's work is not known done).
+		after: afterByRecord,
 	},
 	{
 		// A failed delivery goes back to scheduled: HSET + ZADD, then ZREM in flight.
@@ -348,7 +343,7 @@ var crashOps = []*crashOp{
 			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
 			return err
 		},
-		after: afterKept("retry"),
+		after: afterKept("retry", outDelivered),
 	},
 	{
 		// Attempts exhausted: HSET + ZADD dead, then ZREM in flight.
@@ -360,13 +355,7 @@ var crashOps = []*crashOp{
 			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
 			return err
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			if cs.found(t) == nil {
-				t.Errorf("%s: record lost by a crashed move to dead", cs.name())
-			}
-			cs.expect = outDead
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		after: afterKept("move to dead", outDead),
 	},
 	{
 		// store.Delete of a scheduled message: HDEL, then ZREM of each index.
@@ -375,16 +364,9 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			// Record deleted => never delivered (index entries left are
-			// tombstones); not deleted => the delete did not happen.
-			if cs.found(t) == nil {
-				cs.expect = outGone
-			} else {
-				cs.expect = outDelivered
-			}
-			cs.minAt = time.UnixMilli(cs.due)
-		},
+		// Record deleted => never delivered (index entries left are
+		// tombstones); not deleted => the delete did not happen.
+		after: afterByRecord,
 	},
 	{
 		// I2: the user deletes again after the crash.
