@@ -146,15 +146,22 @@ func (cs *crashCase) enqueue(t *testing.T, d time.Duration, maxAttempts int, wit
 // just acquired the lease does.
 func (cs *crashCase) fence(t *testing.T) {
 	t.Helper()
-	ctx := cs.ctx()
-	tok, err := cs.c.store.NextToken(ctx, cs.topic, cs.p)
+	cs.token = takeFence(t, cs.c.store, cs.topic, cs.p)
+}
+
+// takeFence draws a new fencing token for partition p and raises the
+// fence to it, as a consumer that just acquired the lease does.
+func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := st.NextToken(ctx, topic, p)
 	if err != nil {
-		t.Fatalf("%s: token: %v", cs.name(), err)
+		t.Fatalf("token of %s/%d: %v", topic, p, err)
 	}
-	if err := cs.c.store.RaiseFence(ctx, cs.topic, cs.p, tok); err != nil {
-		t.Fatalf("%s: fence: %v", cs.name(), err)
+	if err := st.RaiseFence(ctx, topic, p, tok); err != nil {
+		t.Fatalf("fence of %s/%d: %v", topic, p, err)
 	}
-	cs.token = tok
+	return tok
 }
 
 // claimAndBegin does what poller.poll does with a due message: claim it,

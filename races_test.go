@@ -61,13 +61,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.store
-		tok, err := st.NextToken(ctx, topic, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.RaiseFence(ctx, topic, 0, tok); err != nil {
-			t.Fatal(err)
-		}
+		tok := takeFence(t, st, topic, 0)
 		raced := false
 		var raceErr error
 		hooked := newClient(t, addr, Options{Partitions: 1, hook: func(cmd string, args []any) error {
@@ -87,7 +81,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 			}
 			return nil
 		}})
-		_, err = hooked.Reschedule(ctx, topic, "y", time.Now().Add(time.Hour))
+		_, err := hooked.Reschedule(ctx, topic, "y", time.Now().Add(time.Hour))
 		if !raced || raceErr != nil {
 			t.Fatalf("the claim and ack did not run inside the reschedule: raced %v, %v", raced, raceErr)
 		}
