@@ -219,16 +219,19 @@ func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, de
 	if err != nil {
 		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), p, err)
 	}
-	recs := make([]*Record, len(ids))
+	return decodeAll(raw, len(ids)), nil
+}
+
+// decodeAll decodes an HMGET reply of n records: nil for missing or
+// undecodable ones.
+func decodeAll(raw [][]byte, n int) []*Record {
+	recs := make([]*Record, n)
 	for i, b := range raw {
-		if b == nil {
-			continue
-		}
-		if rec, err := DecodeRecord(b); err == nil {
-			recs[i] = rec
+		if b != nil {
+			recs[i], _ = DecodeRecord(b)
 		}
 	}
-	return recs, nil
+	return recs
 }
 
 // Ack removes delivered messages: records and in-flight entries, in one
@@ -346,13 +349,7 @@ func (s *Store) Records(ctx context.Context, topic string, p int, ids []string) 
 		return nil, fmt.Errorf("records in partition %d: %w", p, err)
 	}
 	raw, _ := redis.ByteSlices(r[0], nil)
-	recs := make([]*Record, len(ids))
-	for i, b := range raw {
-		if b != nil {
-			recs[i], _ = DecodeRecord(b)
-		}
-	}
-	return recs, nil
+	return decodeAll(raw, len(ids)), nil
 }
 
 // Reconcile scans up to about count records of partition p from cursor
