@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
 )
 
 // Message is a message to enqueue.
@@ -46,9 +47,9 @@ type EnqueueResult struct {
 func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.Time, err error) {
 	id = m.ID
 	if id == "" {
-		id = NewID(now)
-	}
-	if p, err = c.partitionOf(id); err != nil {
+		id = NewID(now) // valid by construction
+		p = partition.For(id, c.opts.Partitions)
+	} else if p, err = c.partitionOf(id); err != nil {
 		return id, p, due, err
 	}
 	if len(m.Body) > c.opts.MaxBodyBytes {
