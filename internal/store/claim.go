@@ -105,9 +105,9 @@ func (s *Store) update(ctx context.Context, topic string, p int, ids []string, r
 	if err != nil {
 		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
 	}
-	vals, err := redis.Ints(r, nil)
-	if err != nil || len(vals) != len(ids) {
-		return nil, fmt.Errorf("update records in partition %d: bad reply %v (%v)", p, r, err)
+	vals, err := intsOf(r, len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
 	}
 	ok := make([]bool, len(ids))
 	for i, v := range vals {
@@ -399,8 +399,8 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	}
 	var in [3][]int
 	for j := range in {
-		if in[j], err = redis.Ints(r[j], nil); err != nil || len(in[j]) != len(ids) {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: bad reply %v (%v)", p, r[j], err)
+		if in[j], err = intsOf(r[j], len(ids)); err != nil {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
 	}
 	zadd := []any{sk, "NX"}
@@ -422,6 +422,15 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 		}
 	}
 	return next, repaired, nil
+}
+
+// intsOf reads a script's reply of one integer per id, n of them.
+func intsOf(r any, n int) ([]int, error) {
+	vals, err := redis.Ints(r, nil)
+	if err != nil || len(vals) != n {
+		return nil, fmt.Errorf("bad reply %v (%v), want %d integers", r, err, n)
+	}
+	return vals, nil
 }
 
 func strs(ids []string) []any {

@@ -104,9 +104,9 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		if e, ok := r[k].(redis.Error); ok {
 			return nil, fmt.Errorf("add to partition %d: %w", g.P, e)
 		}
-		set, err := redis.Ints(r[k], nil)
-		if err != nil || len(set) != len(g.Msgs) {
-			return nil, fmt.Errorf("add to partition %d: bad reply %v (%v)", g.P, r[k], err)
+		set, err := intsOf(r[k], len(g.Msgs))
+		if err != nil {
+			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
 		k++
 		zadd := []any{keys.Scheduled(s.ns, g.Topic, g.P)}
