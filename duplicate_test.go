@@ -1,0 +1,154 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+)
+
+// An enqueue of an id the topic holds is ErrDuplicate, and whatever state
+// the existing message is in (scheduled, in flight, dead), it must leave
+// it as it was: no second index entry, no changed score, no changed
+// record. Single calls and a batch.
+func TestEnqueueDuplicateStates(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 2
+		c := newClient(t, addr, Options{Partitions: n})
+		topic := "dup-states"
+		due := time.Now().Add(50 * time.Millisecond)
+		// One id per state, all in partition 0 so one claim takes them.
+		sched, flight, dead := samePartition("s", 0, n), samePartition("f", 0, n), samePartition("d", 0, n)
+		for _, id := range []string{flight, dead} {
+			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("first"), At: due}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tok := takeFence(t, c.store, topic, 0)
+		var claimed []store.Claimed
+		waitFor(t, 5*time.Second, "both claimed", func() bool {
+			cl, err := c.store.Claim(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed = append(claimed, cl...)
+			return len(claimed) == 2
+		})
+		deadline := time.Now().Add(time.Hour).UnixMilli()
+		recs, err := c.store.Begin(ctx, topic, 0, []string{flight, dead}, []int64{deadline, deadline})
+		if err != nil || recs[0] == nil || recs[1] == nil {
+			t.Fatalf("begin: %v, %v", recs, err)
+		}
+		r := *recs[1]
+		r.Attempts, r.LastError = 1, "boom"
+		if _, err := c.store.Moves(ctx, topic, 0, []store.Move{{ID: dead, Dead: true, Score: time.Now().UnixMilli(), Record: &r}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: sched, Body: []byte("first"), At: due.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]*Info{}
+		for _, id := range []string{sched, flight, dead} {
+			if before[id], err = c.Get(ctx, topic, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st0, err := c.Stats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// Single calls and one batch.
+		again := due.Add(2 * time.Hour)
+		for _, id := range []string{sched, flight, dead} {
+			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("again"), At: again}); !errors.Is(err, ErrDuplicate) {
+				t.Errorf("enqueue %s again: %v, want ErrDuplicate", id, err)
+			}
+		}
+		res, err := c.EnqueueBatch(ctx, []Message{
+			{Topic: topic, ID: sched, Body: []byte("again"), At: again},
+			{Topic: topic, ID: flight, Body: []byte("again"), At: again},
+			{Topic: topic, ID: dead, Body: []byte("again"), At: again},
+			{Topic: topic, ID: "new", Body: []byte("new"), At: again},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if want := i < 3; errors.Is(r.Err, ErrDuplicate) != want {
+				t.Errorf("batch: %s: %v, duplicate want %v", r.ID, r.Err, want)
+			}
+		}
+
+		for _, id := range []string{sched, flight, dead} {
+			in, err := c.Get(ctx, topic, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := before[id]
+			if in.State != b.State || !in.Due.Equal(b.Due) || !in.Deadline.Equal(b.Deadline) || !in.DiedAt.Equal(b.DiedAt) || string(in.Body) != "first" {
+				t.Errorf("%s after duplicates: %s due %v deadline %v died %v body %q; want %s due %v deadline %v died %v body \"first\"",
+					id, in.State, in.Due, in.Deadline, in.DiedAt, in.Body, b.State, b.Due, b.Deadline, b.DiedAt)
+			}
+		}
+		st, err := c.Stats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Scheduled != st0.Scheduled+1 || st.InFlight != st0.InFlight || st.Dead != st0.Dead {
+			t.Errorf("stats %+v after the duplicates and one new message, want scheduled %d, in flight %d, dead %d",
+				st, st0.Scheduled+1, st0.InFlight, st0.Dead)
+		}
+	})
+}
+
+// An index entry left behind by a crashed delete (its record gone) holds
+// the old due time. A message enqueued again with that id must be indexed
+// at its own due time, not the stale one.
+func TestEnqueueOverStaleEntry(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic, id := "stale-entry", "m"
+		p := partition.For(id, 2)
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		// A delete that dies after its HDEL: the index entry stays.
+		fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, _ []any) error {
+			if cmd == "ZREM" {
+				return fmt.Errorf("crash before ZREM: %w", portable.ErrInjected)
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = fs.Delete(ctx, topic, p, id)
+		fs.Close()
+		if !errors.Is(err, portable.ErrInjected) {
+			t.Fatalf("delete: %v, want the injected fault", err)
+		}
+		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+			t.Fatalf("stats after the crashed delete: %+v, %v; want the stale entry", st, err)
+		}
+
+		at := ceilMS(time.Now().Add(2 * time.Hour))
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: at}); err != nil {
+			t.Fatalf("enqueue over a stale entry: %v", err)
+		}
+		f, err := c.store.Get(ctx, topic, p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.State != store.StateScheduled || f.Score != at.UnixMilli() || f.Record.Due != at.UnixMilli() {
+			t.Errorf("after enqueue: state %v score %d record due %d; want scheduled at %d", f.State, f.Score, f.Record.Due, at.UnixMilli())
+		}
+	})
+}
