@@ -6,6 +6,7 @@
 #               every Redis command the tests sent is portable
 #   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
 #   make bench  run scripts/bench.sh: enqueue, burst and spread, direct and proxied
+#               (RUNS=5: five runs of each, then a line of medians)
 #   make clean  remove build and test outputs
 
 SHELL := /bin/bash
@@ -55,8 +56,9 @@ demo: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh
 
 # The workloads of DESIGN.md section 8, directly and through Twemproxy.
+RUNS ?= 1
 bench: deps build
-	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench.sh
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench.sh --runs $(RUNS)
 
 clean:
 	rm -rf bin .audit

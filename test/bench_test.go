@@ -70,7 +70,19 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("%s: %v duplicate deliveries", w.workload, d)
 		}
 	}
-	r := cli(t, "", append(append([]string(nil), base...), "--batch", "--async")...)
+	// --runs: a line per run, then one of medians.
+	r := mustCLI(t, "", append(append([]string(nil), base...), "--workload", "enqueue", "--n", "2000", "--runs", "2")...)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[2], " runs=2 stat=median") {
+		t.Fatalf("--runs 2: want two runs and a median line, got %s", r)
+	}
+	lo, hi := min(field(lines[0], "rate"), field(lines[1], "rate")), max(field(lines[0], "rate"), field(lines[1], "rate"))
+	if m := field(lines[2], "rate"); m < lo-1 || m > hi+1 {
+		t.Errorf("--runs 2: median rate %v outside the runs' %v..%v", m, lo, hi)
+	}
+	r = cli(t, "", append(append([]string(nil), base...), "--runs", "0")...)
+	wantExit(t, r, 2, "invalid value 0 for flag --runs: must be positive")
+	r = cli(t, "", append(append([]string(nil), base...), "--batch", "--async")...)
 	wantExit(t, r, 2, "--batch and --async")
 	r = cli(t, "", append(append([]string(nil), base...), "--ids", "mine")...)
 	wantExit(t, r, 2, `invalid value "mine" for flag --ids`)

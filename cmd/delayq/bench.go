@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes what it leaves. --backends lists the Redis servers behind a proxy (or the\n"+
 			"server itself) to measure used memory per queued message there (INFO memory is sent\n"+
-			"to those backends only, never to --addr).",
+			"to those backends only, never to --addr). With --runs N each workload runs N times,\n"+
+			"then a line gives the median of each figure over its runs (runs=N stat=median).",
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
@@ -78,6 +80,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ids := fs.String("ids", "generated", "enqueue workload: message ids `generated` by the client or given by the bench")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
+	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
 	poll := durationFlag{d: delayq.DefaultPollInterval}
 	fs.Var(&poll, "poll", "consumer poll interval (`duration`)")
@@ -94,8 +97,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if cfg.producers == 0 || cfg.concurrency == 0 || cfg.batchSize == 0 {
-		return cmd.usageErr("--producers, --concurrency and --batch-size must be positive")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}} {
+		if f.v <= 0 {
+			return cmd.usageErr("invalid value %d for flag --%s: must be positive", f.v, f.name)
+		}
 	}
 	switch {
 	case *batch && *async:
@@ -138,22 +146,71 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, w := range workloads {
 		run := cfg
 		run.workload = w
-		var line string
-		var err error
-		switch w {
-		case "enqueue":
-			line, err = benchEnqueue(ctx, run)
-		case "burst":
-			line, err = benchBurst(ctx, run)
-		case "spread":
-			line, err = benchSpread(ctx, run)
+		var lines []string
+		for range *runs {
+			var line string
+			var err error
+			switch w {
+			case "enqueue":
+				line, err = benchEnqueue(ctx, run)
+			case "burst":
+				line, err = benchBurst(ctx, run)
+			case "spread":
+				line, err = benchSpread(ctx, run)
+			}
+			if err != nil {
+				return fmt.Errorf("bench %s: %w", w, err)
+			}
+			fmt.Fprintln(stdout, line)
+			lines = append(lines, line)
 		}
-		if err != nil {
-			return fmt.Errorf("bench %s: %w", w, err)
+		if len(lines) > 1 {
+			fmt.Fprintln(stdout, medianLine(lines))
 		}
-		fmt.Fprintln(stdout, line)
 	}
 	return nil
+}
+
+// medianLine summarizes the lines of several runs of one workload: the
+// first line's fields, each numeric key=value replaced by the median of
+// that field over the lines (printed with the first line's decimals),
+// then runs=N stat=median.
+func medianLine(lines []string) string {
+	fields := strings.Fields(lines[0])
+	for i, f := range fields {
+		key, val, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		var vals []float64
+		for _, l := range lines {
+			lf := strings.Fields(l)
+			if i >= len(lf) || !strings.HasPrefix(lf[i], key+"=") {
+				vals = nil
+				break
+			}
+			v, err := strconv.ParseFloat(lf[i][len(key)+1:], 64)
+			if err != nil {
+				vals = nil
+				break
+			}
+			vals = append(vals, v)
+		}
+		if vals == nil {
+			continue // not numeric (or not in every line): the first line's value
+		}
+		slices.Sort(vals)
+		m := vals[len(vals)/2]
+		if len(vals)%2 == 0 {
+			m = (vals[len(vals)/2-1] + m) / 2
+		}
+		decimals := 0
+		if _, frac, ok := strings.Cut(val, "."); ok {
+			decimals = len(frac)
+		}
+		fields[i] = key + "=" + strconv.FormatFloat(m, 'f', decimals, 64)
+	}
+	return strings.Join(fields, " ") + fmt.Sprintf(" runs=%d stat=median", len(lines))
 }
 
 func (cfg benchConfig) count(def int) int {

@@ -1,0 +1,29 @@
+package main
+
+import "testing"
+
+func TestMedianLine(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"odd", []string{
+			"workload=enqueue n=100 mode=single rate=300 cmds_per_msg=0.250",
+			"workload=enqueue n=100 mode=single rate=100 cmds_per_msg=0.125",
+			"workload=enqueue n=100 mode=single rate=200 cmds_per_msg=1.500",
+		}, "workload=enqueue n=100 mode=single rate=200 cmds_per_msg=0.250 runs=3 stat=median"},
+		{"even, and tokens without a value", []string{
+			"workload=burst n=10 drain_rate=10 lateness_ms p50=1.5 p99=9.0",
+			"workload=burst n=10 drain_rate=21 lateness_ms p50=2.5 p99=3.0",
+		}, "workload=burst n=10 drain_rate=16 lateness_ms p50=2.0 p99=6.0 runs=2 stat=median"},
+		{"a field missing from a line keeps the first line's value", []string{
+			"workload=enqueue rate=10 mem_per_msg=500",
+			"workload=enqueue rate=30",
+		}, "workload=enqueue rate=20 mem_per_msg=500 runs=2 stat=median"},
+	} {
+		if got := medianLine(c.lines); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+}
