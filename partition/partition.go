@@ -32,9 +32,7 @@ func For(id string, n int) int {
 // its allocation exactly (spaolacci/murmur3 issue 34). Both give the same
 // sums (TestMurmur3KnownAnswers).
 func sum32(id string) uint32 {
-	h := murmur3.New32()
-	h.Write([]byte(id))
-	return h.Sum32()
+	return murmur3.Sum32([]byte(id))
 }
 
 // ValidateTopic reports whether name is a valid topic name:
@@ -90,12 +88,9 @@ func ValidateCount(n int) error {
 // the first variant with For(string(b), n) == p (b is then that variant),
 // false if none of them is. Generated ids use it to share partitions.
 func Steer(b []byte, n, p, tries int, vary func(b []byte, i int)) bool {
-	h := murmur3.New32()
 	for i := range tries {
 		vary(b, i)
-		h.Reset()
-		h.Write(b)
-		if int(h.Sum32()%uint32(n)) == p {
+		if int(murmur3.Sum32(b)%uint32(n)) == p {
 			return true
 		}
 	}

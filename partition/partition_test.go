@@ -119,3 +119,11 @@ func TestSteer(t *testing.T) {
 		t.Error("Steer with no tries reported a match")
 	}
 }
+
+func BenchmarkSteer(b *testing.B) {
+	id := []byte("01JD3Z7X9M0000000000000000")
+	vary := func(b []byte, i int) { b[24], b[25] = byte('0'+i>>5), byte('0'+i&31) }
+	for b.Loop() {
+		Steer(id, 16, 5, 1024, vary)
+	}
+}
