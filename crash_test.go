@@ -444,6 +444,23 @@ var crashOps = []*crashOp{
 	},
 }
 
+// storeDyingBefore opens a store whose connections refuse every cmd
+// command, as a process killed just before sending its first one: what
+// was sent before it reached Redis, nothing after.
+func storeDyingBefore(t *testing.T, addr, cmd string) *store.Store {
+	t.Helper()
+	fs, err := store.Open(store.Options{Addr: addr, Hook: func(c string, _ []any) error {
+		if c == cmd {
+			return fmt.Errorf("crash before %s: %w", cmd, portable.ErrInjected)
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 func portOf(t *testing.T, addr string) string {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -652,16 +669,8 @@ func TestReconcilerRepairBound(t *testing.T) {
 			}
 		}
 		// Die right after the HSETNX pipeline: R records, no index.
-		fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, _ []any) error {
-			if cmd == "ZADD" {
-				return fmt.Errorf("crash before ZADD: %w", portable.ErrInjected)
-			}
-			return nil
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = fs.Add(ctx, topic, p, news)
+		fs := storeDyingBefore(t, addr, "ZADD")
+		_, err := fs.Add(ctx, topic, p, news)
 		fs.Close()
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("add: %v, want the injected fault", err)

@@ -3,7 +3,6 @@ package delayq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -121,16 +120,8 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A delete that dies after its HDEL: the index entry stays.
-		fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, _ []any) error {
-			if cmd == "ZREM" {
-				return fmt.Errorf("crash before ZREM: %w", portable.ErrInjected)
-			}
-			return nil
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = fs.Delete(ctx, topic, p, id)
+		fs := storeDyingBefore(t, addr, "ZREM")
+		err := fs.Delete(ctx, topic, p, id)
 		fs.Close()
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("delete: %v, want the injected fault", err)
