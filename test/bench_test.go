@@ -47,8 +47,8 @@ func TestBenchCommand(t *testing.T) {
 		if !strings.HasPrefix(line, "workload=enqueue n=3000 producers=16 mode="+mode.name+" ") {
 			t.Errorf("enqueue line: %q", line)
 		}
-		if field(line, "rate") <= 0 || field(line, "cmds_per_msg") <= 0 {
-			t.Errorf("enqueue %s: rate or commands not positive: %q", mode.name, line)
+		if field(line, "rate") <= 0 || field(line, "cmds_per_msg") <= 0 || field(line, "client_cpu_us_per_msg") <= 0 {
+			t.Errorf("enqueue %s: rate, commands or client CPU not positive: %q", mode.name, line)
 		}
 		if mem := field(line, "mem_per_msg"); mem < 256 || mem > 4096 {
 			t.Errorf("enqueue %s: %v bytes per 256-byte message", mode.name, mem)

@@ -56,7 +56,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
 			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
 			"           EnqueueBatch (--batch), with ids the client generates or, with\n"+
-			"           --ids given, ids the bench chooses;\n"+
+			"           --ids given, ids the bench chooses; the line gives the rate, and the\n"+
+			"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n"+
 			"  burst:   n messages all due at one instant, consumers running before it:\n"+
 			"           drain rate from that instant and lateness (handler start - due);\n"+
 			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness.\n"+
@@ -342,10 +343,12 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 		return "", err
 	}
 	cmds0 := c.Commands()
+	cpu0, cpuOK := processCPU()
 	ids, took, err := produce(ctx, cfg, c, msgs)
 	if err != nil {
 		return "", err
 	}
+	cpu1, _ := processCPU()
 	cmds := float64(c.Commands()-cmds0) / float64(n)
 	mode := cfg.mode.String()
 	if cfg.mode == modeBatch {
@@ -357,6 +360,9 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 	}
 	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s ids=%s rate=%.0f cmds_per_msg=%.3f",
 		n, cfg.producers, mode, idsFrom, float64(n)/took.Seconds(), cmds)
+	if cpuOK {
+		line += fmt.Sprintf(" client_cpu_us_per_msg=%.2f", float64((cpu1-cpu0).Microseconds())/float64(n))
+	}
 	if len(cfg.backends) > 0 {
 		mem1, err := cfg.usedMemory(ctx)
 		if err != nil {
