@@ -32,9 +32,6 @@ func For(id string, n int) int {
 // its allocation exactly (spaolacci/murmur3 issue 34). Both give the same
 // sums (TestMurmur3KnownAnswers).
 func sum32(id string) uint32 {
-	// The streaming hasher, not murmur3.Sum32: v1.1.0's Sum32WithSeed
-	// reads the tail through pointer arithmetic that the race detector's
-	// checkptr rejects (fatal error under go test -race).
 	h := murmur3.New32()
 	h.Write([]byte(id))
 	return h.Sum32()
