@@ -2,6 +2,8 @@ package partition
 
 import (
 	"fmt"
+	"hash"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/spaolacci/murmur3"
@@ -32,10 +34,24 @@ func For(id string, n int) int {
 // its allocation exactly (spaolacci/murmur3 issue 34). Both give the same
 // sums (TestMurmur3KnownAnswers).
 func sum32(id string) uint32 {
-	h := murmur3.New32()
-	h.Write([]byte(id))
-	return h.Sum32()
+	x := hashers.Get().(*hasher)
+	x.buf = append(x.buf[:0], id...)
+	x.h.Reset()
+	x.h.Write(x.buf)
+	sum := x.h.Sum32()
+	hashers.Put(x)
+	return sum
 }
+
+// hasher is a streaming hasher and a buffer for the bytes of an id, kept
+// in a pool: hashing every id enqueued, read or deleted then allocates
+// nothing.
+type hasher struct {
+	h   hash.Hash32
+	buf []byte
+}
+
+var hashers = sync.Pool{New: func() any { return &hasher{h: murmur3.New32()} }}
 
 // ValidateTopic reports whether name is a valid topic name:
 // 1 to 100 characters of [A-Za-z0-9._-].
@@ -90,12 +106,13 @@ func ValidateCount(n int) error {
 // the first variant with For(string(b), n) == p (b is then that variant),
 // false if none of them is. Generated ids use it to share partitions.
 func Steer(b []byte, n, p, tries int, vary func(b []byte, i int)) bool {
-	h := murmur3.New32() // not murmur3.Sum32: see sum32
+	x := hashers.Get().(*hasher) // not murmur3.Sum32: see sum32
+	defer hashers.Put(x)
 	for i := range tries {
 		vary(b, i)
-		h.Reset()
-		h.Write(b)
-		if int(h.Sum32()%uint32(n)) == p {
+		x.h.Reset()
+		x.h.Write(b)
+		if int(x.h.Sum32()%uint32(n)) == p {
 			return true
 		}
 	}
