@@ -177,15 +177,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // that field over the lines (printed with the first line's decimals),
 // then runs=N stat=median.
 func medianLine(lines []string) string {
-	fields := strings.Fields(lines[0])
+	split := make([][]string, len(lines))
+	for j, l := range lines {
+		split[j] = strings.Fields(l)
+	}
+	fields := slices.Clone(split[0])
 	for i, f := range fields {
 		key, val, ok := strings.Cut(f, "=")
 		if !ok {
 			continue
 		}
 		var vals []float64
-		for _, l := range lines {
-			lf := strings.Fields(l)
+		for _, lf := range split {
 			if i >= len(lf) || !strings.HasPrefix(lf[i], key+"=") {
 				vals = nil
 				break
