@@ -28,11 +28,10 @@ import (
 // crashHook counts the commands sent through the connections of one store
 // and, when failAt is k > 0, refuses the k-th command and every later one.
 type crashHook struct {
-	mu      sync.Mutex
-	failAt  int
-	n       int
-	cmds    []string
-	evalsha bool
+	mu     sync.Mutex
+	failAt int
+	n      int
+	cmds   []string
 }
 
 func (h *crashHook) hook(cmd string, args []any) error {
@@ -41,14 +40,16 @@ func (h *crashHook) hook(cmd string, args []any) error {
 	if cmd == "PING" { // the pool's health check of an idle connection: not part of an operation
 		return nil
 	}
-	if cmd == "EVAL" && h.evalsha {
-		// The NOSCRIPT fallback of the EVALSHA just counted: the same
-		// logical command (whether the script is cached on the backend
-		// that holds the key must not change the count).
-		h.evalsha = false
+	if cmd == "EVAL" {
+		// Only ever the NOSCRIPT fallback of an EVALSHA counted before
+		// it, maybe earlier in a pipeline: the same logical command
+		// (whether the script is cached on the backend that holds the key
+		// must not change the count). Refused once the crash happened.
+		if h.failAt > 0 && h.n >= h.failAt {
+			return fmt.Errorf("crash before EVAL: %w", portable.ErrInjected)
+		}
 		return nil
 	}
-	h.evalsha = cmd == "EVALSHA"
 	h.n++
 	if h.failAt > 0 && h.n >= h.failAt {
 		return fmt.Errorf("crash before command %d (%s): %w", h.n, cmd, portable.ErrInjected)
@@ -85,6 +86,7 @@ type crashCase struct {
 	p       int
 	id      string
 	witness string // same partition, due no earlier than id: delivered => the consumer polled past id
+	sibling string // segment ops: the other message of id's segment
 
 	c      *Client // a normal client: setup, inspection, the fresh start
 	token  int64
@@ -102,7 +104,8 @@ type crashCase struct {
 }
 
 type crashOp struct {
-	name string
+	name    string
+	segment bool // the message is one of two held by a segment (cs.sibling the other)
 	// setup brings the message to the state the operation starts from,
 	// with cs.c (no faults).
 	setup func(t *testing.T, cs *crashCase)
@@ -239,6 +242,24 @@ func afterKept(op string, out crashOutcome) func(t *testing.T, cs *crashCase) {
 		}
 		cs.expect = out
 		cs.minAt = time.UnixMilli(cs.due)
+	}
+}
+
+// afterRescheduled: a crashed reschedule keeps the message, scheduled at
+// the old due time or, once its record has the new one, at the new.
+func afterRescheduled(t *testing.T, cs *crashCase) {
+	in := cs.found(t)
+	if in == nil {
+		t.Fatalf("%s: record lost by a crashed reschedule", cs.name())
+	}
+	if in.State != StateScheduled {
+		t.Errorf("%s: state %s after a crashed reschedule, want scheduled", cs.name(), in.State)
+	}
+	cs.expect = outDelivered
+	cs.minAt = time.UnixMilli(min(cs.due, cs.newDue))
+	if in.Due.UnixMilli() == cs.newDue { // the record has the new due time
+		cs.minAt = time.UnixMilli(cs.newDue)
+		cs.note = "moved"
 	}
 }
 
@@ -404,21 +425,7 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
 		},
-		after: func(t *testing.T, cs *crashCase) {
-			in := cs.found(t)
-			if in == nil {
-				t.Fatalf("%s: record lost by a crashed reschedule", cs.name())
-			}
-			if in.State != StateScheduled {
-				t.Errorf("%s: state %s after a crashed reschedule, want scheduled", cs.name(), in.State)
-			}
-			cs.expect = outDelivered
-			cs.minAt = time.UnixMilli(min(cs.due, cs.newDue))
-			if in.Due.UnixMilli() == cs.newDue { // the final ZADD ran
-				cs.minAt = time.UnixMilli(cs.newDue)
-				cs.note = "moved"
-			}
-		},
+		after: afterRescheduled,
 	},
 	{
 		// I2: the user reschedules again after the crash.
@@ -441,6 +448,91 @@ var crashOps = []*crashOp{
 			cs.expect = outDelivered
 			cs.minAt = time.UnixMilli(cs.newDue)
 		},
+	},
+}
+
+// segmentPair returns two ids of partition p of n that share a segment
+// prefix, as Client.segmentIDs makes them.
+func segmentPair(t *testing.T, p, n int) (string, string) {
+	t.Helper()
+	prefix := NewID(time.Now())[:store.SegmentPrefixLen]
+	a, okA := steerID(prefix+"0000", p, n)
+	b, okB := steerID(prefix+"0100", p, n)
+	if !okA || !okB {
+		t.Fatalf("no segment ids in partition %d of %d", p, n)
+	}
+	return a, b
+}
+
+// segmentGroup is a Fresh group of id (due at due) and its sibling (due
+// 100ms later): written as one segment.
+func (cs *crashCase) segmentGroup(due int64) store.Group {
+	return store.Group{Topic: cs.topic, P: cs.p, Fresh: true, Msgs: []store.New{
+		{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)},
+		{ID: cs.sibling, Record: newRecord(time.UnixMilli(due+100), 0)},
+	}}
+}
+
+// writeSegment puts id and its sibling on the topic as a segment, id due
+// in d, and the witness after them.
+func (cs *crashCase) writeSegment(t *testing.T, d time.Duration) {
+	t.Helper()
+	cs.due = ceilMS(time.Now().Add(d)).UnixMilli()
+	if _, err := cs.c.store.AddMany(cs.ctx(), []store.Group{cs.segmentGroup(cs.due)}); err != nil {
+		t.Fatalf("%s: write segment: %v", cs.name(), err)
+	}
+	cs.enqueue(t, time.Until(time.UnixMilli(cs.due))+200*time.Millisecond, 0, false)
+}
+
+// The operations above on a message held by a segment (see store.SegField).
+var segmentCrashOps = []*crashOp{
+	{
+		// store.AddMany of a Fresh group sharing a prefix: the segment
+		// script and the ZADD of its member, in one pipeline.
+		name: "enqueue-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fs.AddMany(ctx, []store.Group{cs.segmentGroup(cs.due)})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// poller.poll meeting a segment: the claim script, the explode
+		// script, the ZADD of the sibling (not due yet), ZADD in flight + HMGET.
+		name: "claim-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.writeSegment(t, 0)
+			cs.fence(t)
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := claimAndBegin(ctx, fs, cs)
+			return err
+		},
+		after: afterKept("claim", outDelivered),
+	},
+	{
+		// store.Delete: the tombstone script, then ZREM of each index.
+		name: "delete-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) { cs.writeSegment(t, 300*time.Millisecond) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Reschedule: HGET + ZSCORE + the segment's HGETs, the
+		// move-out script, ZADD.
+		name: "reschedule-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.writeSegment(t, 300*time.Millisecond)
+			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: afterRescheduled,
 	},
 }
 
@@ -500,7 +592,7 @@ func TestCrashSafety(t *testing.T) {
 		ctx := context.Background()
 		port := portOf(t, addr)
 		var cases []*crashCase
-		for _, op := range crashOps {
+		for _, op := range append(crashOps[:len(crashOps):len(crashOps)], segmentCrashOps...) {
 			// The run without a fault first: it counts the commands.
 			n := 0
 			for k := 0; k == 0 || k <= n; k++ {
@@ -509,6 +601,9 @@ func TestCrashSafety(t *testing.T) {
 				cs.id = "msg"
 				cs.p = partition.For(cs.id, crashPartitions)
 				cs.witness = samePartition("witness", cs.p, crashPartitions)
+				if op.segment {
+					cs.id, cs.sibling = segmentPair(t, cs.p, crashPartitions)
+				}
 				cs.c = newClient(t, addr, Options{Partitions: crashPartitions})
 
 				h := &crashHook{failAt: k}

@@ -180,6 +180,9 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	groups := make([]store.Group, len(order))
 	for gi, k := range order {
 		idx := byPartition[k]
+		if k.fresh {
+			c.segmentIDs(idx, k.p, res, now)
+		}
 		news := make([]store.New, len(idx))
 		for j, i := range idx {
 			news[j] = store.New{ID: res[i].ID, Record: &store.Record{
@@ -220,6 +223,33 @@ const (
 	steerChunk         = 512
 	maxSteerPartitions = 256
 )
+
+// segmentMax is the most messages given one id prefix, and so stored as
+// one segment (see store.SegField): reading a message of a segment reads
+// the whole segment, up to about 64 times the size of one message.
+const segmentMax = 64
+
+// segmentIDs gives the generated ids of a Fresh group (res[i].ID for i in
+// idx, all in partition p) shared prefixes, segmentMax ids at most each,
+// so the store keeps them as segments: each id is a new id's first
+// store.SegmentPrefixLen characters, two for its place in the segment and
+// two chosen to keep it in p. An id for which no choice lands in p (with
+// many partitions) keeps its own.
+func (c *Client) segmentIDs(idx []int, p int, res []EnqueueResult, now time.Time) {
+	if len(idx) < 2 {
+		return
+	}
+	n := c.opts.Partitions
+	for lo := 0; lo < len(idx); lo += segmentMax {
+		prefix := NewID(now)[:store.SegmentPrefixLen]
+		for j, i := range idx[lo:min(lo+segmentMax, len(idx))] {
+			id := prefix + string([]byte{crockford[j>>5], crockford[j&31], '0', '0'})
+			if id, ok := steerID(id, p, n); ok {
+				res[i].ID = id
+			}
+		}
+	}
+}
 
 // freshAhead is how far ahead a message with a generated id must be due
 // for its record and index entry to be written in one round trip

@@ -19,7 +19,8 @@ func tag(ns, topic string, p int) string {
 	return ns + ":{" + topic + ":" + strconv.Itoa(p) + "}:"
 }
 
-// Scheduled is a ZSET: message id -> due time (unix ms), plus the Fence member.
+// Scheduled is a ZSET: message id -> due time (unix ms), plus the Fence
+// member and one member per segment (see store.SegField).
 func Scheduled(ns, topic string, p int) string { return tag(ns, topic, p) + "s" }
 
 // InFlight is a ZSET: message id -> visibility deadline (unix ms).
@@ -28,7 +29,8 @@ func InFlight(ns, topic string, p int) string { return tag(ns, topic, p) + "i" }
 // Dead is a ZSET: message id -> time it died (unix ms).
 func Dead(ns, topic string, p int) string { return tag(ns, topic, p) + "d" }
 
-// Records is a HASH: message id -> encoded record.
+// Records is a HASH: message id -> encoded record, plus segments, their
+// tombstones and a counter (see store.SegField).
 func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
 
 // Lease is a STRING: the redsync lock of the partition.

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,14 +22,14 @@ func newScript(src string) *redis.Script {
 		panic(err)
 	}
 	sc := redis.NewScript(1, src)
-	scriptSources[sc] = src
+	scriptSources[sc.Hash()] = src
 	return sc
 }
 
-// scriptSources maps each script to its source, for EVAL after NOSCRIPT in
-// pipelines (redis.Script does that only for single calls). Written only
-// during package initialisation.
-var scriptSources = map[*redis.Script]string{}
+// scriptSources maps each script's SHA1 to its source, for EVAL after
+// NOSCRIPT in pipelines (redis.Script does that only for single calls).
+// Written only during package initialisation.
+var scriptSources = map[string]string{}
 
 // raiseScript raises the partition's fence to the caller's token.
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token.
@@ -116,13 +118,25 @@ func (s *Store) update(ctx context.Context, topic string, p int, ids []string, r
 	return ok, nil
 }
 
-// addScript adds records that are not there yet.
+// addScript adds records that are not there yet, neither as a record of
+// their own nor in a segment (an id of 26 characters, the first 22 the
+// segment's prefix: see SegmentIDLen).
 // KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
 // Returns one integer per id: 1 added, 0 already there (a duplicate).
-var addScript = newScript(`
+var addScript = newScript(segLua + `
 local out = {}
 for i = 1, #ARGV, 2 do
-  out[#out + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+  local id = ARGV[i]
+  local held = false
+  if #id == 26 then
+    local v = redis.call('HGET', KEYS[1], '\1' .. string.sub(id, 1, 22))
+    held = v and segHas(v, string.sub(id, 23)) and not redis.call('HGET', KEYS[1], '\2' .. id)
+  end
+  if held then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = redis.call('HSETNX', KEYS[1], id, ARGV[i + 1])
+  end
 end
 return out
 `)
@@ -188,11 +202,75 @@ func (s *Store) Claim(ctx context.Context, topic string, p int, token, maxDueMS 
 		return nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	out := make([]Claimed, 0, len(vals)/2)
+	var segs []string
 	for i := 0; i+1 < len(vals); i += 2 {
+		if isSegField(vals[i]) {
+			segs = append(segs, vals[i])
+			continue
+		}
 		due, _ := strconv.ParseFloat(vals[i+1], 64)
 		out = append(out, Claimed{ID: vals[i], Due: int64(due)})
 	}
-	return out, nil
+	if len(segs) == 0 {
+		return out, nil
+	}
+	return s.explode(ctx, topic, p, segs, out, maxDueMS, limit)
+}
+
+// explode turns the claimed segments into records of their own (see
+// explodeScript) and adds to claimed those of their messages due by maxDueMS,
+// up to limit in all; the others go back to the scheduled ZSET, each under
+// its own id. Should it fail midway, a segment whose script did not run
+// is found by the reconciler (a segment in no index), and records written
+// but not indexed are re-indexed by it.
+func (s *Store) explode(ctx context.Context, topic string, p int, segs []string, claimed []Claimed, maxDueMS int64, limit int) ([]Claimed, error) {
+	mk := keys.Records(s.ns, topic, p)
+	cmds := make([]cmd, len(segs))
+	for i, f := range segs {
+		cmds[i] = cmd{"EVALSHA", []any{explodeScript.Hash(), 1, mk, f, f[1:]}}
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, cmds)
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
+	}
+	var rest []Claimed
+	for _, v := range r {
+		vals, err := redis.Strings(v, nil)
+		if err != nil {
+			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
+		}
+		for i := 0; i+1 < len(vals); i += 2 {
+			due, _ := strconv.ParseInt(vals[i+1], 10, 64)
+			rest = append(rest, Claimed{ID: vals[i], Due: due})
+		}
+	}
+	slices.SortFunc(rest, func(a, b Claimed) int { return cmp.Compare(a.Due, b.Due) })
+	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	for _, m := range rest {
+		if m.Due <= maxDueMS && len(claimed) < limit {
+			claimed = append(claimed, m)
+		} else {
+			zadd = append(zadd, m.Due, m.ID)
+		}
+	}
+	if len(zadd) > 1 {
+		r, err := pipe(ctx, c, []cmd{{"ZADD", zadd}})
+		if err == nil {
+			err = firstErr(r)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
+		}
+	}
+	return claimed, nil
 }
 
 // Begin puts claimed ids into the in-flight ZSET with their visibility
@@ -369,16 +447,55 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	}
 	next, _ := redis.String(parts[0], nil)
 	kv, _ := redis.ByteSlices(parts[1], nil)
-	var ids []string
-	var recs [][]byte
+	var ids, segs []string
+	var recs, segVals [][]byte
 	for i := 0; i+1 < len(kv); i += 2 {
-		ids = append(ids, string(kv[i]))
-		recs = append(recs, kv[i+1])
+		switch f := string(kv[i]); {
+		case isIDField(f):
+			ids = append(ids, f)
+			recs = append(recs, kv[i+1])
+		case isSegField(f):
+			segs = append(segs, f)
+			segVals = append(segVals, kv[i+1])
+		}
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 && len(segs) == 0 {
 		return next, nil, nil
 	}
 	sk := keys.Scheduled(s.ns, topic, p)
+	// A segment is indexed only in the scheduled ZSET; the ids it holds
+	// are checked with the others, below, since moving out of it gives
+	// them their own record.
+	zadd := []any{sk, "NX"}
+	var repaired []string
+	if len(segs) > 0 {
+		r, err := s.script(ctx, memberScript, append([]any{sk}, strs(segs)...)...)
+		if err != nil {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		}
+		in, err := intsOf(r, len(segs))
+		if err != nil {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		}
+		for i, f := range segs {
+			if in[i] == 1 {
+				continue
+			}
+			entries, err := decodeSegment(segVals[i])
+			if err != nil || len(entries) == 0 {
+				continue
+			}
+			due := entries[0].due
+			for _, e := range entries {
+				due = min(due, e.due)
+				repaired = append(repaired, f[1:]+e.suffix)
+			}
+			zadd = append(zadd, due, f)
+		}
+	}
+	if len(ids) == 0 {
+		return next, repaired, s.reindex(ctx, p, zadd)
+	}
 	checks := make([]cmd, 0, 3)
 	for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
 		args := make([]any, 0, 3+len(ids))
@@ -389,7 +506,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
-	r, err = pipeScripts(ctx, c, memberScript, checks)
+	r, err = pipeScripts(ctx, c, checks)
 	c.Close()
 	if err == nil {
 		err = firstErr(r)
@@ -403,8 +520,6 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
 	}
-	zadd := []any{sk, "NX"}
-	var repaired []string
 	for i, id := range ids {
 		if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
 			continue
@@ -416,12 +531,18 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 		zadd = append(zadd, rec.Due, id)
 		repaired = append(repaired, id)
 	}
-	if len(repaired) > 0 {
-		if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
-		}
+	return next, repaired, s.reindex(ctx, p, zadd)
+}
+
+// reindex sends the reconciler's ZADD when it has entries.
+func (s *Store) reindex(ctx context.Context, p int, zadd []any) error {
+	if len(zadd) <= 2 {
+		return nil
 	}
-	return next, repaired, nil
+	if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
+		return fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	return nil
 }
 
 // intsOf reads a script's reply of one integer per id, n of them.

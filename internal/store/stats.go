@@ -22,7 +22,7 @@ type PartitionStats struct {
 // Stats reads the counters of partitions 0..n-1 of topic, all in one
 // pipelined round trip.
 func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStats, error) {
-	const per = 7 // commands per partition, in the order read below
+	const per = 8 // commands per partition, in the order read below
 	cmds := make([]cmd, 0, per*n)
 	for p := range n {
 		sk := keys.Scheduled(s.ns, topic, p)
@@ -34,6 +34,7 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 			cmd{"ZRANGEBYSCORE", []any{sk, 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}},
 			cmd{"GET", []any{keys.Lease(s.ns, topic, p)}},
 			cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
+			cmd{"HGET", []any{keys.Records(s.ns, topic, p), segExtraField}},
 		)
 	}
 	all, err := s.do(ctx, cmds...)
@@ -62,6 +63,9 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 		if r[6] != nil {
 			st.Token, _ = redis.Int64(r[6], nil)
 		}
+		// Each segment is one index entry for all its messages.
+		extra, _ := redis.Int64(r[7], nil)
+		st.Scheduled += extra
 	}
 	return out, nil
 }

@@ -150,10 +150,11 @@ func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	return out, nil
 }
 
-// pipeScripts sends EVALSHA commands of sc in one pipeline; the ones a
-// server answered NOSCRIPT (it had not seen the script, or restarted) are
-// sent again as EVAL. Only those: the others ran.
-func pipeScripts(ctx context.Context, c redis.Conn, sc *redis.Script, cmds []cmd) ([]any, error) {
+// pipeScripts sends cmds, EVALSHA of the package's scripts among them, in
+// one pipeline; the EVALSHAs a server answered NOSCRIPT (it had not seen
+// the script, or restarted) are sent again as EVAL. Only those: the others
+// ran.
+func pipeScripts(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	r, err := pipe(ctx, c, cmds)
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func pipeScripts(ctx context.Context, c redis.Conn, sc *redis.Script, cmds []cmd
 	}
 	evals := make([]cmd, len(again))
 	for j, i := range again {
-		evals[j] = cmd{"EVAL", append([]any{scriptSources[sc]}, cmds[i].args[1:]...)}
+		evals[j] = cmd{"EVAL", append([]any{scriptSources[cmds[i].args[0].(string)]}, cmds[i].args[1:]...)}
 	}
 	r2, err := pipe(ctx, c, evals)
 	if err != nil {

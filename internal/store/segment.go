@@ -1,0 +1,202 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Segments keep queued messages compact. The messages of one write whose
+// ids the client generated, due farther ahead than consumers claim (see
+// Group.Fresh), share an id prefix: SegmentPrefixLen characters, then
+// characters of their own. Two or more of them in one partition are
+// stored as one segment: a single field of the records HASH holding all
+// their records, indexed by a single member of the scheduled ZSET scored
+// by the earliest due time among them. One field and one member per
+// segment instead of one each per message saves the hash-table entry, the
+// field name and the skiplist node of every message but one.
+//
+// A segment is never rewritten in place. The first claim that meets its
+// member explodes it: one script writes its messages as ordinary records
+// (one field each) and removes the segment, after which they live as any
+// message does. Until then:
+//   - Get, Delete and Reschedule find a message by its id's prefix;
+//   - Delete leaves a tombstone field (SegTomb) that the explosion obeys;
+//   - Reschedule moves the message out: an ordinary record plus a
+//     tombstone, written by one script;
+//   - enqueueing an id that a segment holds is ErrDuplicate.
+//
+// Field and member names of segments and tombstones begin with a control
+// character, which ids cannot contain: they never collide with an id.
+const (
+	// SegmentIDLen is the length of ids that can belong to a segment.
+	SegmentIDLen = 26
+	// SegmentPrefixLen is the length of the prefix the ids of one segment share.
+	SegmentPrefixLen = 22
+	// segExtraField counts the messages held in segments minus the
+	// segments' index entries, so that Stats reports messages.
+	segExtraField = "\x03extra"
+)
+
+// SegField is the records-HASH field, and the scheduled-ZSET member, of
+// the segment whose ids begin with prefix.
+func SegField(prefix string) string { return "\x01" + prefix }
+
+// SegTomb is the records-HASH field that marks id, held by a segment, as
+// deleted or moved out.
+func SegTomb(id string) string { return "\x02" + id }
+
+func isSegField(f string) bool { return len(f) > 0 && f[0] == '\x01' }
+
+// isIDField says whether a records-HASH field is a message id (not a
+// segment, tombstone or counter).
+func isIDField(f string) bool { return len(f) > 0 && f[0] >= ' ' }
+
+// segEntry is one message of a segment.
+type segEntry struct {
+	suffix string // the id after the prefix
+	due    int64
+	rec    []byte
+}
+
+// encodeSegment packs entries: per message, its id's suffix
+// (SegmentIDLen-SegmentPrefixLen bytes), its due time (big-endian IEEE 754
+// double, exact for unix ms), the record's length (big-endian uint32) and
+// the record. The scripts read it with struct.unpack('>c4dI4').
+func encodeSegment(entries []segEntry) []byte {
+	n := 0
+	for _, e := range entries {
+		n += len(e.suffix) + 12 + len(e.rec)
+	}
+	b := make([]byte, 0, n)
+	for _, e := range entries {
+		b = append(b, e.suffix...)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(e.due)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.rec)))
+		b = append(b, e.rec...)
+	}
+	return b
+}
+
+var errBadSegment = errors.New("delayq: bad segment")
+
+// decodeSegment parses what encodeSegment produced.
+func decodeSegment(b []byte) ([]segEntry, error) {
+	const sl = SegmentIDLen - SegmentPrefixLen
+	var out []segEntry
+	for len(b) > 0 {
+		if len(b) < sl+12 {
+			return nil, fmt.Errorf("%w: truncated entry", errBadSegment)
+		}
+		e := segEntry{suffix: string(b[:sl])}
+		e.due = int64(math.Float64frombits(binary.BigEndian.Uint64(b[sl:])))
+		n := binary.BigEndian.Uint32(b[sl+8:])
+		b = b[sl+12:]
+		if uint64(n) > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: record of %d bytes past the end", errBadSegment, n)
+		}
+		e.rec, b = b[:n], b[n:]
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// segLookup finds the entry of id in an encoded segment.
+func segLookup(seg []byte, id string) (*segEntry, error) {
+	entries, err := decodeSegment(seg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		if entries[i].suffix == id[SegmentPrefixLen:] {
+			return &entries[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// segLua is shared by the scripts that look into a segment.
+// segHas(v, suffix) says whether the encoded segment v holds suffix.
+const segLua = `
+local function segHas(v, suffix)
+  local pos, n = 1, #v
+  while pos <= n do
+    local suf, due, rl, p2 = struct.unpack('>c4dI4', v, pos)
+    if suf == suffix then return true end
+    pos = p2 + rl
+  end
+  return false
+end
+`
+
+// explodeScript turns a segment into ordinary records: every message of
+// it that has no tombstone gets its own field (unless one is there
+// already); the segment and its tombstones are removed.
+// KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
+// Returns {id1, due1, id2, due2, ...}: the records it wrote.
+var explodeScript = newScript(`
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return {} end
+local out = {}
+local pos, n, live = 1, #v, 0
+while pos <= n do
+  local suf, due, rl, p2 = struct.unpack('>c4dI4', v, pos)
+  local id = ARGV[2] .. suf
+  local t = '\2' .. id
+  if redis.call('HGET', KEYS[1], t) then
+    redis.call('HDEL', KEYS[1], t)
+  else
+    live = live + 1
+    if redis.call('HSETNX', KEYS[1], id, string.sub(v, p2, p2 + rl - 1)) == 1 then
+      out[#out + 1] = id
+      out[#out + 1] = string.format('%d', due)
+    end
+  end
+  pos = p2 + rl
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HINCRBY', KEYS[1], '\3extra', 1 - live)
+return out
+`)
+
+// segDeleteScript deletes a message that may be held by a segment: its
+// own record if it has one, and its entry in the segment by a tombstone.
+// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
+// ARGV[3]: its suffix. Returns 1 if it removed something, 0 if not.
+var segDeleteScript = newScript(segLua + `
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if v and segHas(v, ARGV[3]) and redis.call('HSETNX', KEYS[1], '\2' .. ARGV[1], '1') == 1 then
+  redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+  n = 1
+end
+return n
+`)
+
+// segMoveOutScript gives a message held by a segment its own record (the
+// rescheduled one) and tombstones its entry in the segment.
+// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
+// ARGV[3]: its suffix, ARGV[4]: the new record.
+// Returns 1 moved, 0 not found (deleted, or no such message), 2 the
+// message has its own record already (the segment exploded meanwhile).
+var segMoveOutScript = newScript(segLua + `
+if redis.call('HGET', KEYS[1], ARGV[1]) then return 2 end
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if not v or not segHas(v, ARGV[3]) then return 0 end
+if redis.call('HSETNX', KEYS[1], '\2' .. ARGV[1], '1') == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+return 1
+`)
+
+// segAddScript writes the records and segments of a Fresh group and counts
+// the segments' messages for Stats, together: a crash cannot leave the
+// count wrong.
+// KEYS[1]: records HASH. ARGV[1]: messages in the segments minus their
+// number, ARGV[2..]: field, value, field, value, ...
+var segAddScript = newScript(`
+redis.call('HMSET', KEYS[1], unpack(ARGV, 2))
+redis.call('HINCRBY', KEYS[1], '\3extra', ARGV[1])
+return 1
+`)

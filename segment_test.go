@@ -1,0 +1,130 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Messages with generated ids due beyond the claim-ahead margin are kept
+// as segments (store.SegField). Each can still be read, deleted,
+// rescheduled and found a duplicate by its id, Stats count each, and a
+// consumer delivers each exactly once, never early; the segment itself is
+// gone once it was claimed.
+func TestSegments(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 2
+		topic := "segments"
+		// A producer whose clock is an hour behind: its messages, an hour
+		// ahead for it, are due in 3 s.
+		lag := time.Hour - 3*time.Second
+		prod := newClient(t, addr, Options{Partitions: n, Now: func() time.Time { return time.Now().Add(-lag) }})
+		c := newClient(t, addr, Options{Partitions: n})
+		msgs := make([]Message, 10)
+		for i := range msgs {
+			msgs[i] = Message{Topic: topic, Body: []byte(fmt.Sprint(i)), Delay: time.Hour}
+		}
+		res, err := prod.EnqueueBatch(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := res[0].ID[:store.SegmentPrefixLen]
+		p := partition.For(res[0].ID, n)
+		for i, r := range res {
+			if r.Err != nil || r.ID[:store.SegmentPrefixLen] != prefix {
+				t.Fatalf("message %d: %q, %v: want an id beginning %s", i, r.ID, r.Err, prefix)
+			}
+		}
+		// One field for all ten records, none of their own.
+		mk := keys.Records(c.store.Namespace(), topic, p)
+		conn := c.store.Pool().Get()
+		seg, err := redis.Bytes(conn.Do("HGET", mk, store.SegField(prefix)))
+		own, err2 := conn.Do("HGET", mk, res[3].ID)
+		conn.Close()
+		if err != nil || len(seg) == 0 || own != nil || err2 != nil {
+			t.Fatalf("segment %q: %d bytes, %v; record of its own: %v, %v", prefix, len(seg), err, own, err2)
+		}
+		scheduled := func(want int64) {
+			t.Helper()
+			st, err := c.Stats(ctx, topic)
+			if err != nil || st.Scheduled != want {
+				t.Fatalf("stats: %+v, %v; want %d scheduled", st, err, want)
+			}
+		}
+		scheduled(10)
+
+		in, err := c.Get(ctx, topic, res[3].ID)
+		if err != nil || string(in.Body) != "3" || in.State != StateScheduled || !in.Due.Equal(res[3].Due) {
+			t.Fatalf("get: %+v, %v", in, err)
+		}
+		deleted, moved, held := res[4].ID, res[5].ID, res[6].ID
+		if err := c.Delete(ctx, topic, deleted); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, topic, deleted); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get after delete: %v, want ErrNotFound", err)
+		}
+		if err := c.Delete(ctx, topic, deleted); !errors.Is(err, ErrNotFound) {
+			t.Errorf("delete again: %v, want ErrNotFound", err)
+		}
+		scheduled(9)
+		newDue := res[5].Due.Add(time.Second)
+		if _, err := c.Reschedule(ctx, topic, moved, newDue); err != nil {
+			t.Fatal(err)
+		}
+		if in, err := c.Get(ctx, topic, moved); err != nil || !in.Due.Equal(newDue) || string(in.Body) != "5" {
+			t.Errorf("get after reschedule: %+v, %v", in, err)
+		}
+		scheduled(9)
+		for _, id := range []string{held, moved} {
+			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("again")}); !errors.Is(err, ErrDuplicate) {
+				t.Errorf("enqueue %s again: %v, want ErrDuplicate", id, err)
+			}
+		}
+		again := time.Now().Add(time.Second)
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: deleted, Body: []byte("again"), At: again}); err != nil {
+			t.Errorf("enqueue %s after its delete: %v", deleted, err)
+		}
+		scheduled(10)
+
+		rec := newRecorder()
+		runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond}, rec.handle)
+		waitFor(t, 20*time.Second, "all ten delivered and the topic empty", func() bool {
+			st, err := c.Stats(ctx, topic)
+			return rec.total() >= 10 && err == nil && st.Scheduled == 0 && st.InFlight == 0
+		})
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for i, r := range res {
+			ds := rec.seen[r.ID]
+			if len(ds) != 1 {
+				t.Errorf("message %d (%s) delivered %d times, want once", i, r.ID, len(ds))
+				continue
+			}
+			want, due := fmt.Sprint(i), r.Due
+			switch r.ID {
+			case deleted:
+				want, due = "again", ceilMS(again)
+			case moved:
+				due = newDue
+			}
+			if string(ds[0].Body) != want || !ds[0].Due.Equal(due) || rec.at[r.ID][0].Before(due) {
+				t.Errorf("message %d delivered at %v: body %q due %v, want %q due %v", i,
+					rec.at[r.ID][0].Format(time.StampMilli), ds[0].Body, ds[0].Due, want, due)
+			}
+		}
+		conn = c.store.Pool().Get()
+		defer conn.Close()
+		if v, err := conn.Do("HGET", mk, store.SegField(prefix)); v != nil || err != nil {
+			t.Errorf("segment still there after its messages were delivered: %d bytes, %v", len(v.([]byte)), err)
+		}
+	})
+}
