@@ -513,7 +513,8 @@ var segmentCrashOps = []*crashOp{
 		after: afterKept("claim", outDelivered),
 	},
 	{
-		// store.Delete: the tombstone script, then ZREM of each index.
+		// store.Delete: the script that rewrites the segment without the
+		// message, then ZREM of each index.
 		name: "delete-segment", segment: true,
 		setup: func(t *testing.T, cs *crashCase) { cs.writeSegment(t, 300*time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
@@ -522,7 +523,7 @@ var segmentCrashOps = []*crashOp{
 		after: afterByRecord,
 	},
 	{
-		// store.Reschedule: HGET + ZSCORE + the segment's HGETs, the
+		// store.Reschedule: HGET + ZSCORE + HGET of the segment, the
 		// move-out script, ZADD.
 		name: "reschedule-segment", segment: true,
 		setup: func(t *testing.T, cs *crashCase) {

@@ -225,9 +225,11 @@ const (
 )
 
 // segmentMax is the most messages given one id prefix, and so stored as
-// one segment (see store.SegField): reading a message of a segment reads
-// the whole segment, up to about 64 times the size of one message.
-const segmentMax = 64
+// one segment (see store.SegField). Reading, deleting or rescheduling a
+// message of a segment reads the whole segment (deleting and rescheduling
+// rewrite it), so this bounds their cost; beyond 16 the memory saved per
+// message is a few bytes.
+const segmentMax = 16
 
 // segmentIDs gives the generated ids of a Fresh group (res[i].ID for i in
 // idx, all in partition p) shared prefixes, segmentMax ids at most each,

@@ -130,7 +130,7 @@ for i = 1, #ARGV, 2 do
   local held = false
   if #id == 26 then
     local v = redis.call('HGET', KEYS[1], '\1' .. string.sub(id, 1, 22))
-    held = v and segHas(v, string.sub(id, 23)) and not redis.call('HGET', KEYS[1], '\2' .. id)
+    held = v and segFind(v, string.sub(id, 23))
   end
   if held then
     out[#out + 1] = 0

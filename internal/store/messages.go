@@ -266,7 +266,7 @@ func (s *Store) Delete(ctx context.Context, topic string, p int, id string) erro
 	var removed any
 	var err error
 	if len(id) == SegmentIDLen {
-		// The record, or the segment's entry by a tombstone.
+		// The record, or the segment's entry.
 		removed, err = s.script(ctx, segDeleteScript, mk, id, SegField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:])
 	} else {
 		var r []any
@@ -359,20 +359,17 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 	return nil
 }
 
-// segReads are the commands that read what a segment holds of id: the
-// segment and id's tombstone. segHeld reads their replies.
+// segReads are the commands that read the segment that may hold id.
+// segHeld reads their replies.
 func segReads(mk, id string) []cmd {
-	return []cmd{
-		{"HGET", []any{mk, SegField(id[:SegmentPrefixLen])}},
-		{"HGET", []any{mk, SegTomb(id)}},
-	}
+	return []cmd{{"HGET", []any{mk, SegField(id[:SegmentPrefixLen])}}}
 }
 
 // segHeld returns the entry of id in its segment, from the replies of
 // segReads (none when id cannot be in a segment): nil if no segment holds
-// it, or its entry there has a tombstone.
+// it.
 func segHeld(r []any, id string) (*segEntry, error) {
-	if len(r) < 2 || r[0] == nil || r[1] != nil {
+	if len(r) < 1 || r[0] == nil {
 		return nil, nil
 	}
 	seg, _ := redis.Bytes(r[0], nil)

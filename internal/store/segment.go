@@ -17,18 +17,17 @@ import (
 // segment instead of one each per message saves the hash-table entry, the
 // field name and the skiplist node of every message but one.
 //
-// A segment is never rewritten in place. The first claim that meets its
-// member explodes it: one script writes its messages as ordinary records
-// (one field each) and removes the segment, after which they live as any
-// message does. Until then:
+// The first claim that meets a segment's member explodes it: one script
+// writes its messages as ordinary records (one field each) and removes the
+// segment, after which they live as any message does. Until then:
 //   - Get, Delete and Reschedule find a message by its id's prefix;
-//   - Delete leaves a tombstone field (SegTomb) that the explosion obeys;
-//   - Reschedule moves the message out: an ordinary record plus a
-//     tombstone, written by one script;
+//   - Delete rewrites the segment without the message, and Reschedule
+//     moves it out (its own record, the segment rewritten without it),
+//     each with one script;
 //   - enqueueing an id that a segment holds is ErrDuplicate.
 //
-// Field and member names of segments and tombstones begin with a control
-// character, which ids cannot contain: they never collide with an id.
+// Field and member names of segments begin with a control character,
+// which ids cannot contain: they never collide with an id.
 const (
 	// SegmentIDLen is the length of ids that can belong to a segment.
 	SegmentIDLen = 26
@@ -43,14 +42,10 @@ const (
 // the segment whose ids begin with prefix.
 func SegField(prefix string) string { return "\x01" + prefix }
 
-// SegTomb is the records-HASH field that marks id, held by a segment, as
-// deleted or moved out.
-func SegTomb(id string) string { return "\x02" + id }
-
 func isSegField(f string) bool { return len(f) > 0 && f[0] == '\x01' }
 
 // isIDField says whether a records-HASH field is a message id (not a
-// segment, tombstone or counter).
+// segment or the counter).
 func isIDField(f string) bool { return len(f) > 0 && f[0] >= ' ' }
 
 // segEntry is one message of a segment.
@@ -117,22 +112,22 @@ func segLookup(seg []byte, id string) (*segEntry, error) {
 }
 
 // segLua is shared by the scripts that look into a segment.
-// segHas(v, suffix) says whether the encoded segment v holds suffix.
+// segFind(v, suffix) returns the first and one past the last byte of the
+// entry of suffix in the encoded segment v, or nil.
 const segLua = `
-local function segHas(v, suffix)
+local function segFind(v, suffix)
   local pos, n = 1, #v
   while pos <= n do
     local suf, due, rl, p2 = struct.unpack('>c4dI4', v, pos)
-    if suf == suffix then return true end
+    if suf == suffix then return pos, p2 + rl end
     pos = p2 + rl
   end
-  return false
+  return nil
 end
 `
 
-// explodeScript turns a segment into ordinary records: every message of
-// it that has no tombstone gets its own field (unless one is there
-// already); the segment and its tombstones are removed.
+// explodeScript turns a segment into ordinary records, one field per
+// message, and removes it.
 // KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
 // Returns {id1, due1, id2, due2, ...}: the records it wrote.
 var explodeScript = newScript(`
@@ -142,16 +137,10 @@ local out = {}
 local pos, n, live = 1, #v, 0
 while pos <= n do
   local suf, due, rl, p2 = struct.unpack('>c4dI4', v, pos)
-  local id = ARGV[2] .. suf
-  local t = '\2' .. id
-  if redis.call('HGET', KEYS[1], t) then
-    redis.call('HDEL', KEYS[1], t)
-  else
-    live = live + 1
-    if redis.call('HSETNX', KEYS[1], id, string.sub(v, p2, p2 + rl - 1)) == 1 then
-      out[#out + 1] = id
-      out[#out + 1] = string.format('%d', due)
-    end
+  live = live + 1
+  if redis.call('HSETNX', KEYS[1], ARGV[2] .. suf, string.sub(v, p2, p2 + rl - 1)) == 1 then
+    out[#out + 1] = ARGV[2] .. suf
+    out[#out + 1] = string.format('%d', due)
   end
   pos = p2 + rl
 end
@@ -161,21 +150,24 @@ return out
 `)
 
 // segDeleteScript deletes a message that may be held by a segment: its
-// own record if it has one, and its entry in the segment by a tombstone.
+// own record if it has one, else its entry in the segment (the segment is
+// rewritten without it; an empty one stays until claimed, so that it
+// still accounts for its index entry).
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
 // ARGV[3]: its suffix. Returns 1 if it removed something, 0 if not.
 var segDeleteScript = newScript(segLua + `
-local n = redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return 1 end
 local v = redis.call('HGET', KEYS[1], ARGV[2])
-if v and segHas(v, ARGV[3]) and redis.call('HSETNX', KEYS[1], '\2' .. ARGV[1], '1') == 1 then
-  redis.call('HINCRBY', KEYS[1], '\3extra', -1)
-  n = 1
-end
-return n
+if not v then return 0 end
+local a, b = segFind(v, ARGV[3])
+if not a then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], string.sub(v, 1, a - 1) .. string.sub(v, b))
+redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+return 1
 `)
 
 // segMoveOutScript gives a message held by a segment its own record (the
-// rescheduled one) and tombstones its entry in the segment.
+// rescheduled one) and rewrites the segment without it.
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
 // ARGV[3]: its suffix, ARGV[4]: the new record.
 // Returns 1 moved, 0 not found (deleted, or no such message), 2 the
@@ -183,8 +175,10 @@ return n
 var segMoveOutScript = newScript(segLua + `
 if redis.call('HGET', KEYS[1], ARGV[1]) then return 2 end
 local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v or not segHas(v, ARGV[3]) then return 0 end
-if redis.call('HSETNX', KEYS[1], '\2' .. ARGV[1], '1') == 0 then return 0 end
+if not v then return 0 end
+local a, b = segFind(v, ARGV[3])
+if not a then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], string.sub(v, 1, a - 1) .. string.sub(v, b))
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 redis.call('HINCRBY', KEYS[1], '\3extra', -1)
 return 1
