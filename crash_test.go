@@ -452,7 +452,7 @@ var crashOps = []*crashOp{
 }
 
 // segmentPair returns two ids of partition p of n that share a segment
-// prefix, as Client.segmentIDs makes them.
+// prefix, as Client.steer makes them.
 func segmentPair(t *testing.T, p, n int) (string, string) {
 	t.Helper()
 	prefix := NewID(time.Now())[:store.SegmentPrefixLen]

@@ -143,14 +143,9 @@ func (s *Store) freshCmds(g Group) []cmd {
 	}
 	extra := 0
 	for _, seg := range segs {
-		entries := make([]segEntry, len(seg))
-		due := seg[0].Record.Due
-		for i, n := range seg {
-			entries[i] = segEntry{suffix: n.ID[SegmentPrefixLen:], due: n.Record.Due, rec: n.Record.Encode()}
-			due = min(due, n.Record.Due)
-		}
 		f := SegField(seg[0].ID[:SegmentPrefixLen])
-		hmset = append(hmset, f, encodeSegment(entries))
+		v, due := encodeSegment(seg)
+		hmset = append(hmset, f, v)
 		zadd = append(zadd, due, f)
 		extra += len(seg) - 1
 	}

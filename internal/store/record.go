@@ -24,7 +24,16 @@ const recordVersion = 1
 // Due, Created-Due, Updated-Created, Attempts and MaxAttempts, then the
 // length-prefixed last error, then the body.
 func (r *Record) Encode() []byte {
-	b := make([]byte, 0, 1+5*binary.MaxVarintLen64+len(r.LastError)+len(r.Body)+2)
+	return r.AppendEncode(make([]byte, 0, r.maxEncodedLen()))
+}
+
+// maxEncodedLen bounds the length of the record's encoding.
+func (r *Record) maxEncodedLen() int {
+	return 1 + 5*binary.MaxVarintLen64 + len(r.LastError) + len(r.Body) + 2
+}
+
+// AppendEncode appends the record's encoding (see Encode) to b.
+func (r *Record) AppendEncode(b []byte) []byte {
 	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Due)
 	b = binary.AppendVarint(b, r.Created-r.Due)

@@ -55,23 +55,27 @@ type segEntry struct {
 	rec    []byte
 }
 
-// encodeSegment packs entries: per message, its id's suffix
-// (SegmentIDLen-SegmentPrefixLen bytes), its due time (big-endian IEEE 754
-// double, exact for unix ms), the record's length (big-endian uint32) and
-// the record. The scripts read it with struct.unpack('>c4dI4').
-func encodeSegment(entries []segEntry) []byte {
+// encodeSegment packs msgs, whose ids share a prefix: per message, its
+// id's suffix (SegmentIDLen-SegmentPrefixLen bytes), its due time
+// (big-endian IEEE 754 double, exact for unix ms), the record's length
+// (big-endian uint32) and the record. The scripts read it with
+// struct.unpack('>c4dI4'). It returns the earliest due time too.
+func encodeSegment(msgs []New) (seg []byte, due int64) {
 	n := 0
-	for _, e := range entries {
-		n += len(e.suffix) + 12 + len(e.rec)
+	for _, m := range msgs {
+		n += SegmentIDLen - SegmentPrefixLen + 12 + m.Record.maxEncodedLen()
 	}
 	b := make([]byte, 0, n)
-	for _, e := range entries {
-		b = append(b, e.suffix...)
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(e.due)))
-		b = binary.BigEndian.AppendUint32(b, uint32(len(e.rec)))
-		b = append(b, e.rec...)
+	due = msgs[0].Record.Due
+	for _, m := range msgs {
+		b = append(b, m.ID[SegmentPrefixLen:]...)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(m.Record.Due)))
+		at := len(b)
+		b = m.Record.AppendEncode(append(b, 0, 0, 0, 0))
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		due = min(due, m.Record.Due)
 	}
-	return b
+	return b, due
 }
 
 var errBadSegment = errors.New("delayq: bad segment")
