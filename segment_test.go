@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 	"github.com/gomodule/redigo/redis"
@@ -125,6 +126,82 @@ func TestSegments(t *testing.T) {
 		defer conn.Close()
 		if v, err := conn.Do("HGET", mk, store.SegField(prefix)); v != nil || err != nil {
 			t.Errorf("segment still there after its messages were delivered: %d bytes, %v", len(v.([]byte)), err)
+		}
+	})
+}
+
+// A segment whose messages were all deleted still accounts for its index
+// entry. If a claim removes that entry and dies before exploding the
+// segment, the reconciler indexes the empty segment again, and the next
+// claim removes it: Stats do not stay one short, and no field is left.
+func TestEmptiedSegmentReconciled(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 2
+		topic := "segment-emptied"
+		c := newClient(t, addr, Options{Partitions: n})
+		if _, err := c.Stats(ctx, topic); err != nil { // creates the topic
+			t.Fatal(err)
+		}
+		cs := &crashCase{topic: topic, p: 0, c: c}
+		cs.id, cs.sibling = segmentPair(t, cs.p, n)
+		due := time.Now().UnixMilli()
+		if _, err := c.store.AddMany(ctx, []store.Group{cs.segmentGroup(due)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{cs.id, cs.sibling} {
+			if err := c.Delete(ctx, topic, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scheduled := func() int64 {
+			t.Helper()
+			st, err := c.Stats(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Scheduled
+		}
+		if got := scheduled(); got != 0 {
+			t.Fatalf("scheduled after deleting both: %d, want 0", got)
+		}
+		tok := takeFence(t, c.store, topic, cs.p)
+		h := &crashHook{failAt: 2} // the claim script runs, the explosion does not
+		fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		if _, err := fs.Claim(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); !errors.Is(err, portable.ErrInjected) {
+			t.Fatalf("crashed claim: %v", err)
+		}
+		if got := scheduled(); got != -1 {
+			t.Fatalf("scheduled after the crashed claim: %d, want -1 (the segment out of the index)", got)
+		}
+		for cursor := "0"; ; { // one whole sweep
+			next, _, err := c.store.Reconcile(ctx, topic, cs.p, cursor, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next == "0" {
+				break
+			}
+			cursor = next
+		}
+		if got := scheduled(); got != 0 {
+			t.Errorf("scheduled after the reconciler: %d, want 0", got)
+		}
+		if cl, err := c.store.Claim(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); err != nil || len(cl) != 0 {
+			t.Fatalf("claim: %+v, %v; want nothing", cl, err)
+		}
+		conn := c.store.Pool().Get()
+		defer conn.Close()
+		mk := keys.Records(c.store.Namespace(), topic, cs.p)
+		if v, err := conn.Do("HGET", mk, store.SegField(cs.id[:store.SegmentPrefixLen])); v != nil || err != nil {
+			t.Errorf("emptied segment still there: %v, %v", v, err)
+		}
+		if got := scheduled(); got != 0 {
+			t.Errorf("scheduled at the end: %d, want 0", got)
 		}
 	})
 }

@@ -482,12 +482,16 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 				continue
 			}
 			entries, err := decodeSegment(segVals[i])
-			if err != nil || len(entries) == 0 {
+			if err != nil {
 				continue
 			}
-			due := entries[0].due
-			for _, e := range entries {
-				due = min(due, e.due)
+			// An emptied segment (its messages deleted or moved out) is
+			// indexed too, due at once: the claim that meets it removes it.
+			due := int64(0)
+			for j, e := range entries {
+				if j == 0 || e.due < due {
+					due = e.due
+				}
 				repaired = append(repaired, f[1:]+e.suffix)
 			}
 			zadd = append(zadd, due, f)
