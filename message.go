@@ -15,10 +15,11 @@ type Message struct {
 	// Topic to deliver to. Required: [A-Za-z0-9._-]{1,100}.
 	Topic string
 	// ID identifies the message in its topic: 1 to 200 bytes of UTF-8
-	// without control characters. Empty means generate one: a NewID whose
-	// last two characters the client chooses so that messages written
-	// together share a partition (fewer commands, and no duplicate check:
-	// a generated id is new).
+	// without control characters. Empty means generate one, in the NewID
+	// format: messages written together get ids that share their first
+	// 22 characters (up to 16 at a time) and a partition, the last two
+	// characters chosen for that (fewer commands, no duplicate check since
+	// a generated id is new, and compact storage: see store.SegField).
 	ID string
 	// Body is delivered as is. At most Options.MaxBodyBytes.
 	Body []byte
