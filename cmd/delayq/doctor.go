@@ -353,6 +353,8 @@ func (d *doctor) checks() []doctorCheck {
 		}},
 		{"EVAL", []step{s(wantInt(5), "EVAL", d.script, 1, sk, 5)}},
 		{"EVALSHA", []step{s(wantInt(10), "EVALSHA", d.sha, 1, sk, 5)}},
+		// Segments are read by scripts with Lua's struct library.
+		{"EVAL struct", []step{s(wantInt(7), "EVAL", "return struct.unpack('>I4', struct.pack('>I4', 7))", 1, sk)}},
 	}
 }
 
@@ -500,6 +502,9 @@ func (d *doctor) hints(rep *doctorReport) []string {
 		} else {
 			hs = append(hs, "scripts do not work here: delayq needs one-key EVAL and EVALSHA.")
 		}
+	}
+	if c := rep.find("EVAL struct"); c != nil && !c.OK {
+		hs = append(hs, "scripts cannot use Lua's struct library: delayq's scripts read segments with it.")
 	}
 	if c := rep.find("EVALSHA NOSCRIPT"); c != nil {
 		if c.OK {

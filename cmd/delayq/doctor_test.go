@@ -18,7 +18,7 @@ var doctorChecks = []string{
 	"ZADD", "ZADD NX", "ZADD XX CH", "ZADD CH", "ZRANGEBYSCORE WITHSCORES LIMIT", "ZREVRANGEBYSCORE", "ZRANGE",
 	"ZREM", "ZSCORE", "ZCARD", "ZCOUNT", "ZSCAN",
 	"LPUSH", "RPUSH", "LRANGE", "LLEN", "LREM",
-	"EVALSHA NOSCRIPT", "EVAL", "EVALSHA", "cleanup",
+	"EVALSHA NOSCRIPT", "EVAL", "EVALSHA", "EVAL struct", "cleanup",
 }
 
 func TestDoctor(t *testing.T) {
@@ -48,7 +48,7 @@ func TestDoctor(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"rtt  PING  min ", "rtt  GET   min ", "hint EVAL and EVALSHA work",
-				"hint an unknown EVALSHA answers NOSCRIPT", "\nall 40 checks passed\n"} {
+				"hint an unknown EVALSHA answers NOSCRIPT", "\nall 41 checks passed\n"} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout)
 				}
