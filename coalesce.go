@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 )
 
 // Single Enqueue and EnqueueAsync calls from many goroutines are
@@ -269,18 +270,25 @@ func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id strin
 	return c.send(ctx, r)
 }
 
+// doneChans recycles the channels Enqueue calls wait on. A channel goes
+// back only once its one result was received, never after its caller gave
+// up: a late result must not reach another call.
+var doneChans = sync.Pool{New: func() any { return make(chan EnqueueResult, 1) }}
+
 // enqueueOne is Enqueue through the coalescer.
 func (c *Client) enqueueOne(ctx context.Context, m Message) (string, error) {
 	r, err := c.request(ctx, m)
 	if err != nil {
 		return m.ID, err
 	}
-	r.done = make(chan EnqueueResult, 1)
+	r.done = doneChans.Get().(chan EnqueueResult)
 	if err := c.send(ctx, r); err != nil {
+		doneChans.Put(r.done) // never queued: nothing will send on it
 		return "", err
 	}
 	select {
 	case res := <-r.done:
+		doneChans.Put(r.done) // the one send on it was received
 		return res.ID, res.Err
 	case <-ctx.Done():
 		// The write may still happen: enqueue again with the same id and

@@ -182,11 +182,13 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	for gi, k := range order {
 		idx := byPartition[k]
 		news := make([]store.New, len(idx))
+		recs := make([]store.Record, len(idx)) // one allocation for the group
 		for j, i := range idx {
-			news[j] = store.New{ID: res[i].ID, Record: &store.Record{
+			recs[j] = store.Record{
 				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
-			}}
+			}
+			news[j] = store.New{ID: res[i].ID, Record: &recs[j]}
 		}
 		groups[gi] = store.Group{Topic: k.topic, P: k.p, Msgs: news, Fresh: k.fresh}
 	}
