@@ -40,14 +40,21 @@ type enqReq struct {
 // request validates m at the call (generating an empty id, turning a Delay
 // into a due time) and wraps it for the flushers.
 func (c *Client) request(ctx context.Context, m Message) (*enqReq, error) {
+	r := &enqReq{}
+	return r, c.fill(ctx, r, m)
+}
+
+// fill prepares r for m, as request does.
+func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
 	if err := validateTopic(m.Topic); err != nil {
-		return nil, err
+		return err
 	}
 	id, p, due, err := c.prepare(&m, c.opts.Now())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &enqReq{ctx: ctx, m: m, res: EnqueueResult{ID: id, Due: due}, p: p}, nil
+	r.ctx, r.m, r.res, r.p = ctx, m, EnqueueResult{ID: id, Due: due}, p
+	return nil
 }
 
 func (c *Client) startCoalescer() {
@@ -270,29 +277,36 @@ func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id strin
 	return c.send(ctx, r)
 }
 
-// doneChans recycles the channels Enqueue calls wait on. A channel goes
-// back only once its one result was received, never after its caller gave
-// up: a late result must not reach another call.
-var doneChans = sync.Pool{New: func() any { return make(chan EnqueueResult, 1) }}
+// syncReqs recycles the requests of Enqueue calls, with the channel each
+// waits on. A request goes back only once its one result was received,
+// never after its caller gave up: a late result must not reach another
+// call. The flusher does not touch a request after sending its result.
+var syncReqs = sync.Pool{New: func() any { return &enqReq{done: make(chan EnqueueResult, 1)} }}
 
 // enqueueOne is Enqueue through the coalescer.
 func (c *Client) enqueueOne(ctx context.Context, m Message) (string, error) {
-	r, err := c.request(ctx, m)
-	if err != nil {
+	r := syncReqs.Get().(*enqReq)
+	if err := c.fill(ctx, r, m); err != nil {
+		syncReqs.Put(r)
 		return m.ID, err
 	}
-	r.done = doneChans.Get().(chan EnqueueResult)
 	if err := c.send(ctx, r); err != nil {
-		doneChans.Put(r.done) // never queued: nothing will send on it
+		release(r) // never queued: nothing will send on it
 		return "", err
 	}
 	select {
 	case res := <-r.done:
-		doneChans.Put(r.done) // the one send on it was received
+		release(r) // the one send on it was received
 		return res.ID, res.Err
 	case <-ctx.Done():
 		// The write may still happen: enqueue again with the same id and
 		// treat ErrDuplicate as success.
 		return "", ctx.Err()
 	}
+}
+
+// release clears r, keeping its channel, and returns it to syncReqs.
+func release(r *enqReq) {
+	*r = enqReq{done: r.done}
+	syncReqs.Put(r)
 }

@@ -24,12 +24,32 @@ const recordVersion = 1
 // Due, Created-Due, Updated-Created, Attempts and MaxAttempts, then the
 // length-prefixed last error, then the body.
 func (r *Record) Encode() []byte {
-	return r.AppendEncode(make([]byte, 0, r.maxEncodedLen()))
+	return r.AppendEncode(make([]byte, 0, r.encodedLen()))
 }
 
-// maxEncodedLen bounds the length of the record's encoding.
-func (r *Record) maxEncodedLen() int {
-	return 1 + 5*binary.MaxVarintLen64 + len(r.LastError) + len(r.Body) + 2
+// encodedLen is the length of the record's encoding.
+func (r *Record) encodedLen() int {
+	return 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created) +
+		uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
+		uvarintLen(uint64(len(r.LastError))) + len(r.LastError) + len(r.Body)
+}
+
+// uvarintLen is the length of binary.AppendUvarint's encoding of x.
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+// varintLen is the length of binary.AppendVarint's encoding of x.
+func varintLen(x int64) int {
+	ux := uint64(x) << 1
+	if x < 0 {
+		ux = ^ux
+	}
+	return uvarintLen(ux)
 }
 
 // AppendEncode appends the record's encoding (see Encode) to b.

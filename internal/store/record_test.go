@@ -11,7 +11,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Due: 1700000000000, Created: 1699999990000, Updated: 1700000001000, Attempts: 3, MaxAttempts: 5, LastError: "boom", Body: []byte("hello")},
 		{Due: 1, Created: 2, Updated: 1, Body: bytes.Repeat([]byte{0, 0xff}, 1000)},
 	} {
-		got, err := DecodeRecord(r.Encode())
+		b := r.Encode()
+		if len(b) != r.encodedLen() || cap(b) != len(b) {
+			t.Errorf("encoded %d bytes (capacity %d), encodedLen says %d", len(b), cap(b), r.encodedLen())
+		}
+		got, err := DecodeRecord(b)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -37,6 +41,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		r, err := DecodeRecord(b)
 		if err != nil {
 			return
+		}
+		if n := len(r.Encode()); n != r.encodedLen() {
+			t.Fatalf("%+v: encoded %d bytes, encodedLen says %d", r, n, r.encodedLen())
 		}
 		again, err := DecodeRecord(r.Encode())
 		if err != nil {

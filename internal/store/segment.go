@@ -63,7 +63,7 @@ type segEntry struct {
 func encodeSegment(msgs []New) (seg []byte, due int64) {
 	n := 0
 	for _, m := range msgs {
-		n += SegmentIDLen - SegmentPrefixLen + 12 + m.Record.maxEncodedLen()
+		n += SegmentIDLen - SegmentPrefixLen + 12 + m.Record.encodedLen()
 	}
 	b := make([]byte, 0, n)
 	due = msgs[0].Record.Due
