@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -78,10 +79,11 @@ func (c *Client) startCoalescer() {
 func (c *Client) flusher() {
 	defer c.wg.Done()
 	batch := make([]*enqReq, 0, coalesceMax)
+	var buf flushBuf
 	for {
 		select {
 		case <-c.shut:
-			c.drain(batch)
+			c.drain(batch, &buf)
 			return
 		case c.gathering <- struct{}{}:
 		}
@@ -89,7 +91,7 @@ func (c *Client) flusher() {
 		select {
 		case <-c.shut:
 			<-c.gathering
-			c.drain(batch)
+			c.drain(batch, &buf)
 			return
 		case first = <-c.enq:
 		}
@@ -113,7 +115,7 @@ func (c *Client) flusher() {
 			}
 		}
 		<-c.gathering
-		c.flush(batch)
+		c.flush(batch, &buf)
 		if partial {
 			<-c.partial
 		}
@@ -147,7 +149,7 @@ func (c *Client) linger(batch []*enqReq) []*enqReq {
 }
 
 // drain writes what is still queued once Close has shut the queue.
-func (c *Client) drain(batch []*enqReq) {
+func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
 	for {
 		batch = batch[:0]
 		for len(batch) < coalesceMax && len(c.enq) > 0 {
@@ -160,14 +162,23 @@ func (c *Client) drain(batch []*enqReq) {
 		if len(batch) == 0 {
 			return
 		}
-		c.flush(batch)
+		c.flush(batch, buf)
 	}
+}
+
+// flushBuf is a flusher's scratch space, reused from one flush to the
+// next.
+type flushBuf struct {
+	live  []*enqReq
+	msgs  []Message
+	parts []int
+	res   []EnqueueResult
 }
 
 // flush writes the batch's prepared messages together and reports each
 // outcome to its caller.
-func (c *Client) flush(batch []*enqReq) {
-	live := batch[:0:0]
+func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
+	live := buf.live[:0]
 	for _, r := range batch {
 		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
 		// requests carry a context that is never cancelled.)
@@ -180,9 +191,10 @@ func (c *Client) flush(batch []*enqReq) {
 	if len(live) == 0 {
 		return
 	}
-	msgs := make([]Message, len(live))
-	parts := make([]int, len(live))
-	res := make([]EnqueueResult, len(live))
+	n := len(live)
+	msgs := slices.Grow(buf.msgs[:0], n)[:n]
+	parts := slices.Grow(buf.parts[:0], n)[:n]
+	res := slices.Grow(buf.res[:0], n)[:n]
 	for i, r := range live {
 		msgs[i], parts[i], res[i] = r.m, r.p, r.res
 	}
@@ -195,6 +207,7 @@ func (c *Client) flush(batch []*enqReq) {
 			res[i].Err = err
 		}
 	}
+	clear(msgs) // drop the bodies: buf outlives the batch
 	var cbs []int
 	for i, r := range live {
 		if r.cb == nil {
@@ -203,9 +216,14 @@ func (c *Client) flush(batch []*enqReq) {
 		}
 		cbs = append(cbs, i)
 	}
+	buf.msgs, buf.parts = msgs, parts
 	if len(cbs) == 0 {
+		buf.live, buf.res = live, res
+		clear(live)
 		return
 	}
+	// live and res now belong to the callbacks.
+	buf.live, buf.res = nil, nil
 	// Callbacks run off the flusher, so that one waiting (say, enqueueing
 	// again into a full queue) cannot stop the queue from being emptied.
 	// Close waits for them.

@@ -39,12 +39,13 @@ func steerID(id string, p, n int) (string, bool) {
 	if len(id) != 26 {
 		return id, false
 	}
-	b := []byte(id)
-	ok := partition.Steer(b, n, p, 1024, func(b []byte, i int) {
+	var b [26]byte
+	copy(b[:], id)
+	ok := partition.Steer(b[:], n, p, 1024, func(b []byte, i int) {
 		b[24], b[25] = crockford[i>>5], crockford[i&31]
 	})
 	if !ok {
 		return id, false
 	}
-	return string(b), true
+	return string(b[:]), true
 }

@@ -156,11 +156,13 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			res[i].Err = err
 			continue
 		}
-		if seen[topicID{m.Topic, id}] {
-			res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
-			continue
+		if m.ID != "" { // a generated id is unique: only given ones can repeat
+			if seen[topicID{m.Topic, id}] {
+				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
+				continue
+			}
+			seen[topicID{m.Topic, id}] = true
 		}
-		seen[topicID{m.Topic, id}] = true
 		// A generated id is new to the topic: no duplicate check needed.
 		fresh := m.ID == "" && res[i].Due.Sub(now) >= freshAhead
 		k := pkey{m.Topic, p, fresh}

@@ -161,6 +161,9 @@ func (s *Store) freshCmds(g Group) []cmd {
 // messages whose ids (of SegmentIDLen characters) share a prefix, and the
 // others.
 func splitSegments(msgs []New) (singles []New, segs [][]New) {
+	if len(msgs) >= 2 && samePrefix(msgs) { // the usual case: one segment
+		return nil, [][]New{msgs}
+	}
 	byPrefix := map[string]int{} // prefix -> index in segs
 	for _, n := range msgs {
 		if len(n.ID) != SegmentIDLen {
@@ -185,6 +188,21 @@ func splitSegments(msgs []New) (singles []New, segs [][]New) {
 		kept = append(kept, seg)
 	}
 	return singles, kept
+}
+
+// samePrefix says whether every id of msgs has SegmentIDLen characters
+// and the first one's prefix.
+func samePrefix(msgs []New) bool {
+	if len(msgs[0].ID) != SegmentIDLen {
+		return false
+	}
+	prefix := msgs[0].ID[:SegmentPrefixLen]
+	for _, n := range msgs[1:] {
+		if len(n.ID) != SegmentIDLen || n.ID[:SegmentPrefixLen] != prefix {
+			return false
+		}
+	}
+	return true
 }
 
 // State is where a message is.
