@@ -462,18 +462,59 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if len(ids) == 0 && len(segs) == 0 {
 		return next, nil, nil
 	}
+	// Which ids are in an index, and which segments in the scheduled
+	// ZSET (their only index; the ids a segment holds are checked with the
+	// others, since moving out of it gives them a record of their own),
+	// in one pipeline.
 	sk := keys.Scheduled(s.ns, topic, p)
-	// A segment is indexed only in the scheduled ZSET; the ids it holds
-	// are checked with the others, below, since moving out of it gives
-	// them their own record.
+	var checks []cmd
+	member := func(k string, names []string) {
+		args := make([]any, 0, 3+len(names))
+		checks = append(checks, cmd{"EVALSHA", append(append(args, memberScript.Hash(), 1, k), strs(names)...)})
+	}
+	if len(ids) > 0 {
+		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
+			member(k, ids)
+		}
+	}
+	if len(segs) > 0 {
+		member(sk, segs)
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	r, err = pipeScripts(ctx, c, checks)
+	c.Close()
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
 	zadd := []any{sk, "NX"}
 	var repaired []string
-	if len(segs) > 0 {
-		r, err := s.script(ctx, memberScript, append([]any{sk}, strs(segs)...)...)
-		if err != nil {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	if len(ids) > 0 {
+		var in [3][]int
+		for j := range in {
+			if in[j], err = intsOf(r[j], len(ids)); err != nil {
+				return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+			}
 		}
-		in, err := intsOf(r, len(segs))
+		for i, id := range ids {
+			if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
+				continue
+			}
+			rec, err := DecodeRecord(recs[i])
+			if err != nil {
+				continue
+			}
+			zadd = append(zadd, rec.Due, id)
+			repaired = append(repaired, id)
+		}
+	}
+	if len(segs) > 0 {
+		in, err := intsOf(r[len(r)-1], len(segs))
 		if err != nil {
 			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
@@ -497,56 +538,12 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 			zadd = append(zadd, due, f)
 		}
 	}
-	if len(ids) == 0 {
-		return next, repaired, s.reindex(ctx, p, zadd)
-	}
-	checks := make([]cmd, 0, 3)
-	for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
-		args := make([]any, 0, 3+len(ids))
-		args = append(append(args, memberScript.Hash(), 1, k), strs(ids)...)
-		checks = append(checks, cmd{"EVALSHA", args})
-	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
-	}
-	r, err = pipeScripts(ctx, c, checks)
-	c.Close()
-	if err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
-	}
-	var in [3][]int
-	for j := range in {
-		if in[j], err = intsOf(r[j], len(ids)); err != nil {
+	if len(zadd) > 2 {
+		if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
 			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
 	}
-	for i, id := range ids {
-		if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
-			continue
-		}
-		rec, err := DecodeRecord(recs[i])
-		if err != nil {
-			continue
-		}
-		zadd = append(zadd, rec.Due, id)
-		repaired = append(repaired, id)
-	}
-	return next, repaired, s.reindex(ctx, p, zadd)
-}
-
-// reindex sends the reconciler's ZADD when it has entries.
-func (s *Store) reindex(ctx context.Context, p int, zadd []any) error {
-	if len(zadd) <= 2 {
-		return nil
-	}
-	if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
-		return fmt.Errorf("reconcile partition %d: %w", p, err)
-	}
-	return nil
+	return next, repaired, nil
 }
 
 // intsOf reads a script's reply of one integer per id, n of them.

@@ -234,10 +234,7 @@ func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found
 		{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
 		{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}},
 	}
-	if len(id) == SegmentIDLen {
-		cmds = append(cmds, segReads(mk, id)...)
-	}
-	r, err := s.do(ctx, cmds...)
+	r, err := s.do(ctx, append(cmds, segReads(mk, id)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("get %q: %w", id, err)
 	}
@@ -325,11 +322,7 @@ var errExploded = errors.New("segment exploded meanwhile")
 
 func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
 	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	cmds := []cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{sk, id}}}
-	if len(id) == SegmentIDLen {
-		cmds = append(cmds, segReads(mk, id)...)
-	}
-	r, err := s.do(ctx, cmds...)
+	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{sk, id}}}, segReads(mk, id)...)...)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
@@ -372,9 +365,12 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 	return nil
 }
 
-// segReads are the commands that read the segment that may hold id.
-// segHeld reads their replies.
+// segReads are the commands that read the segment that may hold id:
+// none when id cannot be in a segment. segHeld reads their replies.
 func segReads(mk, id string) []cmd {
+	if len(id) != SegmentIDLen {
+		return nil
+	}
 	return []cmd{{"HGET", []any{mk, SegField(id[:SegmentPrefixLen])}}}
 }
 

@@ -130,6 +130,21 @@ local function segFind(v, suffix)
 end
 `
 
+// segCutLua adds to segLua segCut(field, suffix), which rewrites the
+// segment in field of KEYS[1] without the entry of suffix, and says
+// whether it held one.
+const segCutLua = segLua + `
+local function segCut(field, suffix)
+  local v = redis.call('HGET', KEYS[1], field)
+  if not v then return false end
+  local a, b = segFind(v, suffix)
+  if not a then return false end
+  redis.call('HSET', KEYS[1], field, string.sub(v, 1, a - 1) .. string.sub(v, b))
+  redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+  return true
+end
+`
+
 // explodeScript turns a segment into ordinary records, one field per
 // message, and removes it.
 // KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
@@ -159,15 +174,10 @@ return out
 // still accounts for its index entry).
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
 // ARGV[3]: its suffix. Returns 1 if it removed something, 0 if not.
-var segDeleteScript = newScript(segLua + `
+var segDeleteScript = newScript(segCutLua + `
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return 1 end
-local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v then return 0 end
-local a, b = segFind(v, ARGV[3])
-if not a then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], string.sub(v, 1, a - 1) .. string.sub(v, b))
-redis.call('HINCRBY', KEYS[1], '\3extra', -1)
-return 1
+if segCut(ARGV[2], ARGV[3]) then return 1 end
+return 0
 `)
 
 // segMoveOutScript gives a message held by a segment its own record (the
@@ -176,15 +186,10 @@ return 1
 // ARGV[3]: its suffix, ARGV[4]: the new record.
 // Returns 1 moved, 0 not found (deleted, or no such message), 2 the
 // message has its own record already (the segment exploded meanwhile).
-var segMoveOutScript = newScript(segLua + `
+var segMoveOutScript = newScript(segCutLua + `
 if redis.call('HGET', KEYS[1], ARGV[1]) then return 2 end
-local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v then return 0 end
-local a, b = segFind(v, ARGV[3])
-if not a then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], string.sub(v, 1, a - 1) .. string.sub(v, b))
+if not segCut(ARGV[2], ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
-redis.call('HINCRBY', KEYS[1], '\3extra', -1)
 return 1
 `)
 
