@@ -41,7 +41,7 @@ func steerID(id string, p, n int) (string, bool) {
 	}
 	var b [26]byte
 	copy(b[:], id)
-	ok := partition.Steer(b[:], n, p, 1024, func(b []byte, i int) {
+	ok := partition.Steer(b[:], 24, n, p, 1024, func(b []byte, i int) {
 		b[24], b[25] = crockford[i>>5], crockford[i&31]
 	})
 	if !ok {

@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"hash"
+	"math/bits"
 	"sync"
 	"unicode/utf8"
 
@@ -102,19 +103,76 @@ func ValidateCount(n int) error {
 }
 
 // Steer searches for a variant of b in partition p of n: for i = 0, 1,
-// ..., tries-1 it lets vary rewrite part of b in place, and returns true at
-// the first variant with For(string(b), n) == p (b is then that variant),
-// false if none of them is. Generated ids use it to share partitions.
-func Steer(b []byte, n, p, tries int, vary func(b []byte, i int)) bool {
-	x := hashers.Get().(*hasher) // not murmur3.Sum32: see sum32
-	defer hashers.Put(x)
+// ..., tries-1 it lets vary rewrite b[fixed:] in place (never b[:fixed]),
+// and returns true at the first variant with For(string(b), n) == p (b is
+// then that variant), false if none of them is. Generated ids use it to
+// share partitions.
+//
+// The murmur3 state after the 4-byte blocks of b[:fixed] is computed once,
+// so a try hashes only what follows them: a few ns for a 26-byte id whose
+// last two bytes vary, instead of hashing all 26 bytes anew. TestSteer and
+// FuzzSteer check the variant it picks against For, which hashes with
+// github.com/spaolacci/murmur3.
+func Steer(b []byte, fixed, n, p, tries int, vary func(b []byte, i int)) bool {
+	if fixed < 0 || fixed > len(b) {
+		panic(fmt.Sprintf("partition.Steer: fixed = %d, len(b) = %d", fixed, len(b)))
+	}
+	head := fixed &^ 3
+	h := murmurBlocks(0, b[:head])
 	for i := range tries {
 		vary(b, i)
-		x.h.Reset()
-		x.h.Write(b)
-		if int(x.h.Sum32()%uint32(n)) == p {
+		if int(murmurFinish(h, b[head:], len(b))%uint32(n)) == p {
 			return true
 		}
 	}
 	return false
+}
+
+// The murmur3 x86 32-bit hash (seed 0) in two parts, so that a prefix's
+// state can be reused: murmurBlocks mixes whole 4-byte blocks into h,
+// murmurFinish mixes the rest of the input (rest, of any length) and the
+// total length, then finalizes.
+const (
+	murmurC1 = 0xcc9e2d51
+	murmurC2 = 0x1b873593
+)
+
+func murmurBlocks(h uint32, b []byte) uint32 {
+	for ; len(b) >= 4; b = b[4:] {
+		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		k *= murmurC1
+		k = bits.RotateLeft32(k, 15)
+		k *= murmurC2
+		h ^= k
+		h = bits.RotateLeft32(h, 13)
+		h = h*5 + 0xe6546b64
+	}
+	return h
+}
+
+func murmurFinish(h uint32, rest []byte, total int) uint32 {
+	h = murmurBlocks(h, rest)
+	tail := rest[len(rest)&^3:]
+	var k uint32
+	switch len(tail) {
+	case 3:
+		k ^= uint32(tail[2]) << 16
+		fallthrough
+	case 2:
+		k ^= uint32(tail[1]) << 8
+		fallthrough
+	case 1:
+		k ^= uint32(tail[0])
+		k *= murmurC1
+		k = bits.RotateLeft32(k, 15)
+		k *= murmurC2
+		h ^= k
+	}
+	h ^= uint32(total)
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
 }

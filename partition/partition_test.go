@@ -104,7 +104,7 @@ func BenchmarkFor(b *testing.B) {
 func TestSteer(t *testing.T) {
 	vary := func(b []byte, i int) { b[len(b)-1] = byte('a' + i) }
 	b := []byte("order-x")
-	if !Steer(b, 4, 3, 26, vary) {
+	if !Steer(b, len(b)-1, 4, 3, 26, vary) {
 		t.Fatalf("no variant of order-? in partition 3 of 4")
 	}
 	if For(string(b), 4) != 3 {
@@ -115,15 +115,53 @@ func TestSteer(t *testing.T) {
 			t.Fatalf("Steer chose %q, but order-%c came first", b, c)
 		}
 	}
-	if Steer([]byte("order-x"), 4, 3, 0, vary) {
+	if Steer([]byte("order-x"), 6, 4, 3, 0, vary) {
 		t.Error("Steer with no tries reported a match")
 	}
+}
+
+// FuzzSteer checks Steer's own murmur3 against For (spaolacci/murmur3):
+// the hash of any input split at any block boundary, and the variant
+// Steer picks when the bytes from any position on vary.
+func FuzzSteer(f *testing.F) {
+	f.Add([]byte("01JD3Z7X9M0000000000000000"), uint8(24), uint16(16), uint16(5))
+	f.Add([]byte("order-x"), uint8(6), uint16(4), uint16(3))
+	f.Add([]byte(""), uint8(0), uint16(1), uint16(0))
+	f.Add([]byte("abc"), uint8(1), uint16(7), uint16(2))
+	f.Fuzz(func(t *testing.T, b []byte, fixed uint8, n, p uint16) {
+		for head := 0; head <= len(b); head += 4 {
+			if got, want := murmurFinish(murmurBlocks(0, b[:head]), b[head:], len(b)), sum32(string(b)); got != want {
+				t.Fatalf("murmur3 of %q split at %d = %#x, want %#x", b, head, got, want)
+			}
+		}
+		if len(b) == 0 || n == 0 {
+			return
+		}
+		at, parts, want := min(int(fixed), len(b)-1), int(n%512)+1, 0
+		want = int(p) % parts
+		vary := func(b []byte, i int) { b[len(b)-1] = byte(i) }
+		orig := string(b)
+		if !Steer(b, at, parts, want, 256, vary) {
+			for i := range 256 {
+				if v := orig[:len(orig)-1] + string([]byte{byte(i)}); For(v, parts) == want {
+					t.Fatalf("Steer found no variant of %q in %d of %d, but %q is", orig, want, parts, v)
+				}
+			}
+			return
+		}
+		if string(b[:len(b)-1]) != orig[:len(orig)-1] {
+			t.Fatalf("Steer changed %q to %q beyond the last byte", orig, b)
+		}
+		if got := For(string(b), parts); got != want {
+			t.Fatalf("Steer picked %q, in partition %d of %d, want %d", b, got, parts, want)
+		}
+	})
 }
 
 func BenchmarkSteer(b *testing.B) {
 	id := []byte("01JD3Z7X9M0000000000000000")
 	vary := func(b []byte, i int) { b[24], b[25] = byte('0'+i>>5), byte('0'+i&31) }
 	for b.Loop() {
-		Steer(id, 16, 5, 1024, vary)
+		Steer(id, 24, 16, 5, 1024, vary)
 	}
 }
