@@ -51,13 +51,16 @@ func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
-	var nc net.Conn
+	var sc *sendConn
 	d := net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
 	c, err := redis.DialContext(ctx, "tcp", addr,
 		redis.DialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var err error
-			nc, err = d.DialContext(ctx, network, addr)
-			return nc, err
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			sc = &sendConn{Conn: nc}
+			return sc, nil
 		}),
 		redis.DialReadTimeout(o.ReadTimeout),
 		redis.DialWriteTimeout(o.WriteTimeout),
@@ -65,7 +68,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	pc := &Conn{c: c, nc: nc, readTimeout: o.ReadTimeout, hook: o.Hook}
+	pc := &Conn{c: c, nc: sc, readTimeout: o.ReadTimeout, hook: o.Hook}
 	if o.Password != "" {
 		if _, err := pc.Do("AUTH", o.Password); err != nil {
 			pc.Close()
@@ -79,7 +82,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
 // for concurrent use, like the connection it wraps.
 type Conn struct {
 	c           redis.Conn
-	nc          net.Conn // under c: closed to interrupt a read when a context ends
+	nc          *sendConn // under c: closed to interrupt a read when a context ends
 	readTimeout time.Duration
 	hook        func(cmd string, args []any) error
 	pending     int
@@ -223,7 +226,56 @@ func (c *Conn) Flush() error {
 	if c.broken != nil {
 		return c.broken
 	}
-	return c.c.Flush()
+	if err := c.c.Flush(); err != nil {
+		return err
+	}
+	if err := c.nc.send(); err != nil {
+		c.broken = err
+		c.c.Close()
+		return err
+	}
+	return nil
+}
+
+// sendConn is the network connection under redigo's. It keeps what redigo
+// writes and sends it in one write, when Conn.Flush says so or when a
+// reply is read (redigo's Do reads right after its own flush). redigo's
+// writer sends every 4 KiB, and a pipeline's large argument (a batch's
+// segment) straight away: a pipeline of a few KiB would otherwise take
+// two or three writes, and the proxy would read it in as many parts.
+// What was written is sent with the write deadline redigo set for it.
+type sendConn struct {
+	net.Conn
+	buf []byte
+}
+
+// sendKeep is the largest buffer kept from one send to the next.
+const sendKeep = 64 << 10
+
+func (s *sendConn) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	return len(p), nil
+}
+
+// send writes what is kept.
+func (s *sendConn) send() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.Conn.Write(s.buf)
+	if cap(s.buf) > sendKeep {
+		s.buf = nil
+	} else {
+		s.buf = s.buf[:0]
+	}
+	return err
+}
+
+func (s *sendConn) Read(p []byte) (int, error) {
+	if err := s.send(); err != nil {
+		return 0, err
+	}
+	return s.Conn.Read(p)
 }
 
 // Receive reads one reply.
