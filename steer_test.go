@@ -73,8 +73,9 @@ func (l *cmdLog) take() []string {
 }
 
 // A batch of generated ids goes to one partition; due an hour ahead it is
-// one script writing segments of up to segmentMax messages and one ZADD,
-// due sooner the duplicate-checking script and a ZADD. Ids given by the caller keep their own partitions. Every message
+// an HMSET of segments of up to segmentMax messages, the script that
+// counts them and one ZADD, due sooner the duplicate-checking script and a
+// ZADD. Ids given by the caller keep their own partitions. Every message
 // can then be read and deleted by the id it was given.
 func TestGeneratedIDsShareAPartition(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
@@ -89,7 +90,7 @@ func TestGeneratedIDsShareAPartition(t *testing.T) {
 			delay time.Duration
 			cmds  []string
 		}{
-			{time.Hour, []string{"EVALSHA", "ZADD"}},
+			{time.Hour, []string{"HMSET", "EVALSHA", "ZADD"}},
 			{0, []string{"EVALSHA", "ZADD"}},
 		} {
 			log.take()

@@ -29,8 +29,8 @@ func InFlight(ns, topic string, p int) string { return tag(ns, topic, p) + "i" }
 // Dead is a ZSET: message id -> time it died (unix ms).
 func Dead(ns, topic string, p int) string { return tag(ns, topic, p) + "d" }
 
-// Records is a HASH: message id -> encoded record, plus segments, their
-// tombstones and a counter (see store.SegField).
+// Records is a HASH: message id -> encoded record, plus segments, the
+// marks of segments not counted yet and a counter (see store.SegField).
 func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
 
 // Lease is a STRING: the redsync lock of the partition.

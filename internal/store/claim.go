@@ -447,7 +447,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	}
 	next, _ := redis.String(parts[0], nil)
 	kv, _ := redis.ByteSlices(parts[1], nil)
-	var ids, segs []string
+	var ids, segs, pending []string
 	var recs, segVals [][]byte
 	for i := 0; i+1 < len(kv); i += 2 {
 		switch f := string(kv[i]); {
@@ -457,9 +457,11 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 		case isSegField(f):
 			segs = append(segs, f)
 			segVals = append(segVals, kv[i+1])
+		case isSegPendingField(f):
+			pending = append(pending, f)
 		}
 	}
-	if len(ids) == 0 && len(segs) == 0 {
+	if len(ids) == 0 && len(segs) == 0 && len(pending) == 0 {
 		return next, nil, nil
 	}
 	// Which ids are in an index, and which segments in the scheduled
@@ -477,8 +479,16 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 			member(k, ids)
 		}
 	}
+	segAt := len(checks)
 	if len(segs) > 0 {
 		member(sk, segs)
+	}
+	// Segments a crashed write left uncounted: count them (see
+	// segHealScript), in the same pipeline.
+	if len(pending) > 0 {
+		args := make([]any, 0, 3+len(pending))
+		args = append(args, segHealScript.Hash(), 1, keys.Records(s.ns, topic, p))
+		checks = append(checks, cmd{"EVALSHA", append(args, strs(pending)...)})
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -514,7 +524,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 		}
 	}
 	if len(segs) > 0 {
-		in, err := intsOf(r[len(r)-1], len(segs))
+		in, err := intsOf(r[segAt], len(segs))
 		if err != nil {
 			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}

@@ -54,12 +54,14 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 // (records without their ZADD are re-indexed by the reconciler).
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
 	var adds []cmd
-	for _, g := range groups {
+	ncmds := make([]int, len(groups)) // of each Fresh group
+	for gi, g := range groups {
 		if len(g.Msgs) == 0 {
 			continue
 		}
 		if g.Fresh {
-			adds = append(adds, s.freshCmds(g)...)
+			fc := s.freshCmds(g)
+			adds, ncmds[gi] = append(adds, fc...), len(fc)
 			continue
 		}
 		args := make([]any, 0, 3+2*len(g.Msgs))
@@ -90,10 +92,10 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 			continue
 		}
 		if g.Fresh {
-			if err := firstErr(r[k : k+2]); err != nil {
+			if err := firstErr(r[k : k+ncmds[gi]]); err != nil {
 				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 			}
-			k += 2
+			k += ncmds[gi]
 			continue
 		}
 		if e, ok := r[k].(redis.Error); ok {
@@ -128,12 +130,12 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	return errs, nil
 }
 
-// freshCmds returns the two commands that write a Fresh group: one HMSET
-// of its records and segments (segAddScript when there are segments), one
-// ZADD of their index entries.
+// freshCmds returns the commands that write a Fresh group: one HMSET of
+// its records and segments (each with its pending field), segCountScript
+// when there are segments, one ZADD of their index entries.
 func (s *Store) freshCmds(g Group) []cmd {
 	singles, segs := splitSegments(g.Msgs)
-	hmset := make([]any, 0, 1+2*(len(singles)+len(segs)))
+	hmset := make([]any, 0, 1+2*len(singles)+4*len(segs))
 	zadd := make([]any, 0, 1+2*(len(singles)+len(segs)))
 	hmset = append(hmset, keys.Records(s.ns, g.Topic, g.P))
 	zadd = append(zadd, keys.Scheduled(s.ns, g.Topic, g.P))
@@ -141,20 +143,20 @@ func (s *Store) freshCmds(g Group) []cmd {
 		hmset = append(hmset, n.ID, n.Record.Encode())
 		zadd = append(zadd, n.Record.Due, n.ID)
 	}
-	extra := 0
-	for _, seg := range segs {
-		f := SegField(seg[0].ID[:SegmentPrefixLen])
-		v, due := encodeSegment(seg)
-		hmset = append(hmset, f, v)
-		zadd = append(zadd, due, f)
-		extra += len(seg) - 1
-	}
-	if extra == 0 {
+	if len(segs) == 0 {
 		return []cmd{{"HMSET", hmset}, {"ZADD", zadd}}
 	}
-	args := make([]any, 0, 4+len(hmset))
-	args = append(args, segAddScript.Hash(), 1, hmset[0], extra)
-	return []cmd{{"EVALSHA", append(args, hmset[1:]...)}, {"ZADD", zadd}}
+	count := make([]any, 0, 3+2*len(segs))
+	count = append(count, segCountScript.Hash(), 1, hmset[0])
+	for _, seg := range segs {
+		prefix := seg[0].ID[:SegmentPrefixLen]
+		f, pending := SegField(prefix), segPendingField(prefix)
+		v, due := encodeSegment(seg)
+		hmset = append(hmset, f, v, pending, "")
+		zadd = append(zadd, due, f)
+		count = append(count, pending, len(seg)-1)
+	}
+	return []cmd{{"HMSET", hmset}, {"EVALSHA", count}, {"ZADD", zadd}}
 }
 
 // splitSegments sorts msgs into segments, the sets of two or more

@@ -26,6 +26,19 @@ import (
 //     each with one script;
 //   - enqueueing an id that a segment holds is ErrDuplicate.
 //
+// Stats counts a segment's messages with segExtraField, the messages held
+// in segments minus the segments. A write does not pass its segments
+// through a script to update it (every byte of a script's arguments costs
+// Redis a few ns to turn into a Lua string and back: 12-32 µs for a
+// segment of 8-16 messages, against 1 µs for a plain HMSET). The HMSET
+// writes each segment together with a pending field (segPendingField),
+// and a small script then removes the pending fields and adds their
+// segments' counts, in one step: a segment is counted exactly once, by
+// whoever removes its pending field. A crash between the two leaves the
+// pending field, and the reconciler counts that segment (segHealScript);
+// until then Stats counts it as one message. Exploding or cutting a
+// segment adjusts the count only when the segment was counted.
+//
 // Field and member names of segments begin with a control character,
 // which ids cannot contain: they never collide with an id.
 const (
@@ -44,8 +57,14 @@ func SegField(prefix string) string { return "\x01" + prefix }
 
 func isSegField(f string) bool { return len(f) > 0 && f[0] == '\x01' }
 
+// segPendingField is the records-HASH field that says the segment whose
+// ids begin with prefix is not counted in segExtraField yet.
+func segPendingField(prefix string) string { return "\x04" + prefix }
+
+func isSegPendingField(f string) bool { return len(f) > 0 && f[0] == '\x04' }
+
 // isIDField says whether a records-HASH field is a message id (not a
-// segment or the counter).
+// segment, a pending field or the counter).
 func isIDField(f string) bool { return len(f) > 0 && f[0] >= ' ' }
 
 // segEntry is one message of a segment.
@@ -131,8 +150,9 @@ end
 `
 
 // segCutLua adds to segLua segCut(field, suffix), which rewrites the
-// segment in field of KEYS[1] without the entry of suffix, and says
-// whether it held one.
+// segment in field of KEYS[1] without the entry of suffix (one message
+// fewer in the count, if the segment was counted), and says whether it
+// held one.
 const segCutLua = segLua + `
 local function segCut(field, suffix)
   local v = redis.call('HGET', KEYS[1], field)
@@ -140,13 +160,16 @@ local function segCut(field, suffix)
   local a, b = segFind(v, suffix)
   if not a then return false end
   redis.call('HSET', KEYS[1], field, string.sub(v, 1, a - 1) .. string.sub(v, b))
-  redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+  if not redis.call('HGET', KEYS[1], '\4' .. string.sub(field, 2)) then
+    redis.call('HINCRBY', KEYS[1], '\3extra', -1)
+  end
   return true
 end
 `
 
 // explodeScript turns a segment into ordinary records, one field per
-// message, and removes it.
+// message, and removes it (with its pending field, or its messages from
+// the count).
 // KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
 // Returns {id1, due1, id2, due2, ...}: the records it wrote.
 var explodeScript = newScript(`
@@ -164,7 +187,9 @@ while pos <= n do
   pos = p2 + rl
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HINCRBY', KEYS[1], '\3extra', 1 - live)
+if redis.call('HDEL', KEYS[1], '\4' .. ARGV[2]) == 0 then
+  redis.call('HINCRBY', KEYS[1], '\3extra', 1 - live)
+end
 return out
 `)
 
@@ -193,13 +218,38 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return 1
 `)
 
-// segAddScript writes the records and segments of a Fresh group and counts
-// the segments' messages for Stats, together: a crash cannot leave the
-// count wrong.
-// KEYS[1]: records HASH. ARGV[1]: messages in the segments minus their
-// number, ARGV[2..]: field, value, field, value, ...
-var segAddScript = newScript(`
-redis.call('HMSET', KEYS[1], unpack(ARGV, 2))
-redis.call('HINCRBY', KEYS[1], '\3extra', ARGV[1])
+// segCountScript counts the segments a write just made, once each: the
+// ones whose pending field it removes.
+// KEYS[1]: records HASH. ARGV: pending field, messages in the segment
+// minus one, pending field, ...
+var segCountScript = newScript(`
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then n = n + tonumber(ARGV[i + 1]) end
+end
+if n ~= 0 then redis.call('HINCRBY', KEYS[1], '\3extra', n) end
+return 1
+`)
+
+// segHealScript counts the segments of pending fields a crashed write
+// left (see segCountScript), with the messages they hold now.
+// KEYS[1]: records HASH. ARGV: pending fields.
+var segHealScript = newScript(`
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    local v = redis.call('HGET', KEYS[1], '\1' .. string.sub(ARGV[i], 2))
+    if v then
+      local pos, live = 1, 0
+      while pos <= #v do
+        local _, _, rl, p2 = struct.unpack('>c4dI4', v, pos)
+        live = live + 1
+        pos = p2 + rl
+      end
+      n = n + live - 1
+    end
+  end
+end
+if n ~= 0 then redis.call('HINCRBY', KEYS[1], '\3extra', n) end
 return 1
 `)
