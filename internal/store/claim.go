@@ -470,25 +470,23 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	// in one pipeline.
 	sk := keys.Scheduled(s.ns, topic, p)
 	var checks []cmd
-	member := func(k string, names []string) {
+	run := func(sc *redis.Script, k string, names []string) {
 		args := make([]any, 0, 3+len(names))
-		checks = append(checks, cmd{"EVALSHA", append(append(args, memberScript.Hash(), 1, k), strs(names)...)})
+		checks = append(checks, cmd{"EVALSHA", append(append(args, sc.Hash(), 1, k), strs(names)...)})
 	}
 	if len(ids) > 0 {
 		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
-			member(k, ids)
+			run(memberScript, k, ids)
 		}
 	}
 	segAt := len(checks)
 	if len(segs) > 0 {
-		member(sk, segs)
+		run(memberScript, sk, segs)
 	}
 	// Segments a crashed write left uncounted: count them (see
 	// segHealScript), in the same pipeline.
 	if len(pending) > 0 {
-		args := make([]any, 0, 3+len(pending))
-		args = append(args, segHealScript.Hash(), 1, keys.Records(s.ns, topic, p))
-		checks = append(checks, cmd{"EVALSHA", append(args, strs(pending)...)})
+		run(segHealScript, keys.Records(s.ns, topic, p), pending)
 	}
 	c, err := s.conn(ctx)
 	if err != nil {

@@ -136,7 +136,8 @@ func segLookup(seg []byte, id string) (*segEntry, error) {
 
 // segLua is shared by the scripts that look into a segment.
 // segFind(v, suffix) returns the first and one past the last byte of the
-// entry of suffix in the encoded segment v, or nil.
+// entry of suffix in the encoded segment v, or nil; segLen(v) returns the
+// number of entries of v.
 const segLua = `
 local function segFind(v, suffix)
   local pos, n = 1, #v
@@ -146,6 +147,15 @@ local function segFind(v, suffix)
     pos = p2 + rl
   end
   return nil
+end
+local function segLen(v)
+  local pos, n, live = 1, #v, 0
+  while pos <= n do
+    local _, _, rl, p2 = struct.unpack('>c4dI4', v, pos)
+    live = live + 1
+    pos = p2 + rl
+  end
+  return live
 end
 `
 
@@ -234,20 +244,12 @@ return 1
 // segHealScript counts the segments of pending fields a crashed write
 // left (see segCountScript), with the messages they hold now.
 // KEYS[1]: records HASH. ARGV: pending fields.
-var segHealScript = newScript(`
+var segHealScript = newScript(segLua + `
 local n = 0
 for i = 1, #ARGV do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
     local v = redis.call('HGET', KEYS[1], '\1' .. string.sub(ARGV[i], 2))
-    if v then
-      local pos, live = 1, 0
-      while pos <= #v do
-        local _, _, rl, p2 = struct.unpack('>c4dI4', v, pos)
-        live = live + 1
-        pos = p2 + rl
-      end
-      n = n + live - 1
-    end
+    if v then n = n + segLen(v) - 1 end
   end
 end
 if n ~= 0 then redis.call('HINCRBY', KEYS[1], '\3extra', n) end
