@@ -53,6 +53,13 @@ func TestBenchCommand(t *testing.T) {
 		if mem := field(line, "mem_per_msg"); mem < 256 || mem > 4096 {
 			t.Errorf("enqueue %s: %v bytes per 256-byte message", mode.name, mem)
 		}
+		if field(line, "procs") < 1 {
+			t.Errorf("enqueue %s: no GOMAXPROCS: %q", mode.name, line)
+		}
+	}
+	// --procs sets the GOMAXPROCS the line reports.
+	if line := run("--workload", "enqueue", "--n", "2000", "--procs", "1"); field(line, "procs") != 1 {
+		t.Errorf("--procs 1: %q", line)
 	}
 	for _, w := range []struct{ workload, n string }{{"burst", "3000"}, {"spread", "500"}} {
 		line := run("--workload", w.workload, "--n", w.n)
@@ -82,6 +89,8 @@ func TestBenchCommand(t *testing.T) {
 	}
 	r = cli(t, "", append(append([]string(nil), base...), "--runs", "0")...)
 	wantExit(t, r, 2, "invalid value 0 for flag --runs: must be positive")
+	r = cli(t, "", append(append([]string(nil), base...), "--procs", "-2")...)
+	wantExit(t, r, 2, `invalid value "-2" for flag --procs: negative`)
 	r = cli(t, "", append(append([]string(nil), base...), "--batch", "--async")...)
 	wantExit(t, r, 2, "--batch and --async")
 	r = cli(t, "", append(append([]string(nil), base...), "--ids", "mine")...)

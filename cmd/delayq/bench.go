@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -65,7 +66,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"deletes what it leaves. --backends lists the Redis servers behind a proxy (or the\n"+
 			"server itself) to measure used memory per queued message there (INFO memory is sent\n"+
 			"to those backends only, never to --addr). With --runs N each workload runs N times,\n"+
-			"then a line gives the median of each figure over its runs (runs=N stat=median).",
+			"then a line gives the median of each figure over its runs (runs=N stat=median).\n"+
+			"Each line ends with procs=, the GOMAXPROCS the run had (--procs).",
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
@@ -82,6 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
 	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
+	procs := fs.Int("procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
 	poll := durationFlag{d: delayq.DefaultPollInterval}
 	fs.Var(&poll, "poll", "consumer poll interval (`duration`)")
@@ -93,7 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"n", cfg.n}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
+	}{{"n", cfg.n}, {"procs", *procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
 		if err := cmd.nonNegative(f.name, int64(f.v)); err != nil {
 			return err
 		}
@@ -133,6 +136,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread or all", cfg.workload)
 	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -162,6 +168,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)
 			}
+			line += fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
 			fmt.Fprintln(stdout, line)
 			lines = append(lines, line)
 		}
