@@ -41,11 +41,16 @@ func steerID(id string, p, n int) (string, bool) {
 	}
 	var b [26]byte
 	copy(b[:], id)
-	ok := partition.Steer(b[:], 24, n, p, 1024, func(b []byte, i int) {
-		b[24], b[25] = crockford[i>>5], crockford[i&31]
-	})
-	if !ok {
+	if !steerBytes(&b, p, n) {
 		return id, false
 	}
 	return string(b[:]), true
+}
+
+// steerBytes is steerID on an id being built: it chooses the last two
+// characters of b in place, true if one choice puts b in p.
+func steerBytes(b *[26]byte, p, n int) bool {
+	return partition.Steer(b[:], 24, n, p, 1024, func(b []byte, i int) {
+		b[24], b[25] = crockford[i>>5], crockford[i&31]
+	})
 }

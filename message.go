@@ -253,7 +253,7 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 		return
 	}
 	target, left, place := 0, 0, segmentMax
-	var prefix string
+	var id [26]byte // the shared prefix, then the place and the two chosen characters
 	for i := range msgs {
 		if msgs[i].ID != "" || res[i].Err != nil {
 			continue
@@ -262,11 +262,12 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 			target, left = parts[i], steerChunk
 		}
 		if place == segmentMax {
-			prefix, place = NewID(now)[:store.SegmentPrefixLen], 0
+			copy(id[:], NewID(now)[:store.SegmentPrefixLen])
+			place = 0
 		}
-		id := prefix + string([]byte{crockford[place>>5], crockford[place&31], '0', '0'})
-		if id, ok := steerID(id, target, n); ok {
-			res[i].ID, parts[i] = id, target
+		id[22], id[23] = crockford[place>>5], crockford[place&31]
+		if steerBytes(&id, target, n) {
+			res[i].ID, parts[i] = string(id[:]), target
 			left--
 			place++
 		}

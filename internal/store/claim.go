@@ -227,7 +227,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 	mk := keys.Records(s.ns, topic, p)
 	cmds := make([]cmd, len(segs))
 	for i, f := range segs {
-		cmds[i] = cmd{"EVALSHA", []any{explodeScript.Hash(), 1, mk, f, f[1:]}}
+		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -471,8 +471,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	sk := keys.Scheduled(s.ns, topic, p)
 	var checks []cmd
 	run := func(sc *redis.Script, k string, names []string) {
-		args := make([]any, 0, 3+len(names))
-		checks = append(checks, cmd{"EVALSHA", append(append(args, sc.Hash(), 1, k), strs(names)...)})
+		checks = append(checks, cmd{"EVALSHA", append(scriptCall(sc, k, len(names)), strs(names)...)})
 	}
 	if len(ids) > 0 {
 		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {

@@ -64,8 +64,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 			adds, ncmds[gi] = append(adds, fc...), len(fc)
 			continue
 		}
-		args := make([]any, 0, 3+2*len(g.Msgs))
-		args = append(args, addScript.Hash(), 1, keys.Records(s.ns, g.Topic, g.P))
+		args := scriptCall(addScript, keys.Records(s.ns, g.Topic, g.P), 2*len(g.Msgs))
 		for _, n := range g.Msgs {
 			args = append(args, n.ID, n.Record.Encode())
 		}
@@ -137,7 +136,8 @@ func (s *Store) freshCmds(g Group) []cmd {
 	singles, segs := splitSegments(g.Msgs)
 	hmset := make([]any, 0, 1+2*len(singles)+4*len(segs))
 	zadd := make([]any, 0, 1+2*(len(singles)+len(segs)))
-	hmset = append(hmset, keys.Records(s.ns, g.Topic, g.P))
+	mk := keys.Records(s.ns, g.Topic, g.P)
+	hmset = append(hmset, mk)
 	zadd = append(zadd, keys.Scheduled(s.ns, g.Topic, g.P))
 	for _, n := range singles {
 		hmset = append(hmset, n.ID, n.Record.Encode())
@@ -146,8 +146,7 @@ func (s *Store) freshCmds(g Group) []cmd {
 	if len(segs) == 0 {
 		return []cmd{{"HMSET", hmset}, {"ZADD", zadd}}
 	}
-	count := make([]any, 0, 3+2*len(segs))
-	count = append(count, segCountScript.Hash(), 1, hmset[0])
+	count := scriptCall(segCountScript, mk, 2*len(segs))
 	for _, seg := range segs {
 		prefix := seg[0].ID[:SegmentPrefixLen]
 		f, pending := SegField(prefix), segPendingField(prefix)

@@ -150,6 +150,12 @@ func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	return out, nil
 }
 
+// scriptCall starts the arguments of a pipelined EVALSHA of sc on key,
+// with room for n more: pipeScripts sends it, and resends it as EVAL.
+func scriptCall(sc *redis.Script, key string, n int) []any {
+	return append(make([]any, 0, 3+n), sc.Hash(), 1, key)
+}
+
 // pipeScripts sends cmds, EVALSHA of the package's scripts among them, in
 // one pipeline; the EVALSHAs a server answered NOSCRIPT (it had not seen
 // the script, or restarted) are sent again as EVAL. Only those: the others
