@@ -1,18 +1,21 @@
 package test
 
 import (
+	"context"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
 // TestBenchCommand runs every workload of "delayq bench" in small sizes
 // through Twemproxy (2 backends, memory measured on them) and checks each
 // printed line: its fields, a positive rate, no duplicate delivery, and a
-// memory figure no smaller than the body it stores.
+// memory figure no smaller than the body it stores; and that no run left
+// its topic behind.
 func TestBenchCommand(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	base := []string{"bench", "--addr", env.Proxy, "--backends", strings.Join(env.Backends, ",")}
@@ -86,6 +89,16 @@ func TestBenchCommand(t *testing.T) {
 	lo, hi := min(field(lines[0], "rate"), field(lines[1], "rate")), max(field(lines[0], "rate"), field(lines[1], "rate"))
 	if m := field(lines[2], "rate"); m < lo-1 || m > hi+1 {
 		t.Errorf("--runs 2: median rate %v outside the runs' %v..%v", m, lo, hi)
+	}
+	// Every run dropped its topic: none is left among the topics, and
+	// (with the check of TestDropTopic) none of their keys.
+	st, err := store.Open(store.Options{Addr: env.Proxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if topics, err := st.Topics(context.Background()); err != nil || len(topics) > 0 {
+		t.Errorf("topics left by the runs: %q (%v)", topics, err)
 	}
 	r = cli(t, "", append(append([]string(nil), base...), "--runs", "0")...)
 	wantExit(t, r, 2, "invalid value 0 for flag --runs: must be positive")

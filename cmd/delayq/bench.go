@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // benchConfig is what one benchmark run needs.
@@ -63,9 +65,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           drain rate from that instant and lateness (handler start - due);\n"+
 			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness.\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
-			"deletes what it leaves. --backends lists the Redis servers behind a proxy (or the\n"+
-			"server itself) to measure used memory per queued message there (INFO memory is sent\n"+
-			"to those backends only, never to --addr). With --runs N each workload runs N times,\n"+
+			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
+			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
+			"queued message there (INFO memory is sent to those backends only, never to\n"+
+			"--addr). With --runs N each workload runs N times,\n"+
 			"then a line gives the median of each figure over its runs (runs=N stat=median).\n"+
 			"Each line ends with procs=, the GOMAXPROCS the run had (--procs).",
 		stdout)
@@ -261,14 +264,13 @@ func (cfg benchConfig) usedMemory(ctx context.Context) (int64, error) {
 }
 
 // produce enqueues msgs from cfg.producers goroutines and returns the
-// time it took and the ids of the messages.
-func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message) ([]string, time.Duration, error) {
+// time it took.
+func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message) (time.Duration, error) {
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
 	fail := func(err error) { once.Do(func() { firstErr = err }) }
 	var wg, writes sync.WaitGroup
-	ids := make([]string, len(msgs))
 	start := time.Now()
 	for range cfg.producers {
 		wg.Add(1)
@@ -286,8 +288,7 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 				switch cfg.mode {
 				case modeAsync:
 					writes.Add(1)
-					written := func(id string, err error) {
-						ids[lo] = id
+					written := func(_ string, err error) {
 						if err != nil {
 							fail(err)
 						}
@@ -300,12 +301,10 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 					}
 					continue
 				case modeSingle:
-					id, err := c.Enqueue(ctx, msgs[lo])
-					if err != nil {
+					if _, err := c.Enqueue(ctx, msgs[lo]); err != nil {
 						fail(err)
 						return
 					}
-					ids[lo] = id
 					continue
 				}
 				res, err := c.EnqueueBatch(ctx, msgs[lo:min(lo+step, len(msgs))])
@@ -313,28 +312,28 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 					fail(err)
 					return
 				}
-				for j, r := range res {
+				for _, r := range res {
 					if r.Err != nil {
 						fail(r.Err)
 						return
 					}
-					ids[lo+j] = r.ID
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	writes.Wait()
-	return ids, time.Since(start), firstErr
+	return time.Since(start), firstErr
 }
 
-func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
+func benchEnqueue(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(100000)
 	topic := benchTopic("enqueue")
 	c, err := cfg.client(topic)
 	if err != nil {
 		return "", err
 	}
+	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after Close
 	defer c.Close()
 	body := cfg.body()
 	due := time.Now().Add(time.Hour)
@@ -354,7 +353,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 	}
 	cmds0 := c.Commands()
 	cpu0, cpuOK := processCPU()
-	ids, took, err := produce(ctx, cfg, c, msgs)
+	took, err := produce(ctx, cfg, c, msgs)
 	if err != nil {
 		return "", err
 	}
@@ -368,7 +367,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 	if cfg.givenIDs {
 		idsFrom = "given"
 	}
-	line := fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s ids=%s rate=%.0f cmds_per_msg=%.3f",
+	line = fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s ids=%s rate=%.0f cmds_per_msg=%.3f",
 		n, cfg.producers, mode, idsFrom, float64(n)/took.Seconds(), cmds)
 	if cpuOK {
 		line += fmt.Sprintf(" client_cpu_us_per_msg=%.2f", float64((cpu1-cpu0).Microseconds())/float64(n))
@@ -380,25 +379,24 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (string, error) {
 		}
 		line += fmt.Sprintf(" mem_per_msg=%.0f", float64(mem1-mem0)/float64(n))
 	}
-	return line, cleanup(ctx, cfg, c, topic, ids)
+	return line, nil
 }
 
-// cleanup deletes what a run left queued.
-func cleanup(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, ids []string) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range cfg.producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < len(ids) && ctx.Err() == nil; i = int(next.Add(1)) - 1 {
-				c.Delete(ctx, topic, ids[i])
-			}
-		}()
+// dropTopic deletes every key of a run's topic once the run's clients
+// are closed, even when the run failed or was interrupted (within
+// dropTimeout): a run leaves nothing behind.
+func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+	defer cancel()
+	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	return ctx.Err()
+	defer s.Close()
+	return s.DropTopic(ctx, topic)
 }
+
+const dropTimeout = 30 * time.Second
 
 // lateness records handler start - due of every delivery.
 type lateness struct {
@@ -511,15 +509,17 @@ func startDelivery(ctx context.Context, cfg benchConfig, n int) (*delivery, erro
 	if _, r.stop, err = consume(ctx, cfg, r.cons, r.topic, r.l); err != nil {
 		r.prod.Close()
 		r.cons.Close()
-		return nil, err
+		return nil, errors.Join(err, dropTopic(ctx, cfg, r.topic))
 	}
 	return r, nil
 }
 
-func (r *delivery) close() {
+// close stops the consumer, closes both clients and drops the topic.
+func (r *delivery) close(ctx context.Context, cfg benchConfig) error {
 	r.stop()
 	r.cons.Close()
 	r.prod.Close()
+	return dropTopic(ctx, cfg, r.topic)
 }
 
 // enqueue sends n messages due at due(i) with the batch API.
@@ -531,17 +531,17 @@ func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix s
 	}
 	batch := cfg
 	batch.mode = modeBatch
-	_, _, err := produce(ctx, batch, r.prod, msgs)
+	_, err := produce(ctx, batch, r.prod, msgs)
 	return err
 }
 
-func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
+func benchBurst(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(20000)
 	r, err := startDelivery(ctx, cfg, n)
 	if err != nil {
 		return "", err
 	}
-	defer r.close()
+	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
 	// All due at T, far enough ahead for the enqueue to finish before it.
 	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
 	if err := r.enqueue(ctx, cfg, n, "b", func(int) time.Time { return T }); err != nil {
@@ -560,13 +560,13 @@ func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
 		n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups), nil
 }
 
-func benchSpread(ctx context.Context, cfg benchConfig) (string, error) {
+func benchSpread(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(5000)
 	r, err := startDelivery(ctx, cfg, n)
 	if err != nil {
 		return "", err
 	}
-	defer r.close()
+	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
 	start := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond)
 	if err := r.enqueue(ctx, cfg, n, "s", func(i int) time.Time {
 		return start.Add(time.Duration(i) * 10 * time.Second / time.Duration(n))

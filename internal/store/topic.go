@@ -52,3 +52,28 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 	}
 	return redis.Strings(r[0], nil)
 }
+
+// DropTopic deletes every key of topic: those of its partitions (as many
+// as its stored count says), its members, its entry among the topics,
+// and last its metadata, so that a drop cut short can be run again. It is
+// for benchmarks and tests, which make throwaway topics: a client or
+// consumer still using the topic would write some of its keys again.
+func (s *Store) DropTopic(ctx context.Context, topic string) error {
+	n, err := s.TopicPartitions(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("drop topic %s: %w", topic, err)
+	}
+	del := func(k string) cmd { return cmd{"DEL", []any{k}} }
+	cmds := make([]cmd, 0, 7*n+2)
+	for p := range n {
+		cmds = append(cmds,
+			del(keys.Scheduled(s.ns, topic, p)), del(keys.InFlight(s.ns, topic, p)), del(keys.Dead(s.ns, topic, p)),
+			del(keys.Records(s.ns, topic, p)), del(keys.Lease(s.ns, topic, p)), del(keys.Epoch(s.ns, topic, p)),
+			del(keys.Owner(s.ns, topic, p)))
+	}
+	cmds = append(cmds, del(keys.Members(s.ns, topic)), cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
+	if _, err := s.steps(ctx, cmds, []cmd{del(keys.Meta(s.ns, topic))}); err != nil {
+		return fmt.Errorf("drop topic %s: %w", topic, err)
+	}
+	return nil
+}

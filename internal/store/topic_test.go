@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/gomodule/redigo/redis"
+)
+
+// TestDropTopic fills every key of a topic (records, a segment, the
+// indexes, lease, epoch, owner, members, metadata), drops it and checks
+// that none of them is left and that another topic kept all of its keys,
+// directly and through Twemproxy.
+func TestDropTopic(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	const n = 4
+	for _, tg := range env.Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			s, err := Open(Options{Addr: tg.Addr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			fill := func(topic string) []string {
+				t.Helper()
+				if err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
+					t.Fatal(err)
+				}
+				due := time.Now().Add(time.Hour).UnixMilli()
+				rec := func() *Record { return &Record{Due: due, Body: []byte("body")} }
+				seg := []New{{ID: "0000000000000000000000aa01", Record: rec()}, {ID: "0000000000000000000000aa02", Record: rec()}}
+				var all []string
+				for p := range n {
+					groups := []Group{{Topic: topic, P: p, Msgs: seg, Fresh: true}, {Topic: topic, P: p, Msgs: []New{{ID: "given", Record: rec()}}}}
+					if _, err := s.AddMany(ctx, groups); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := s.do(ctx,
+						cmd{"ZADD", []any{keys.InFlight(s.ns, topic, p), due, "x"}},
+						cmd{"ZADD", []any{keys.Dead(s.ns, topic, p), due, "y"}},
+						cmd{"SET", []any{keys.Lease(s.ns, topic, p), "w r", "PX", 60000}},
+						cmd{"INCR", []any{keys.Epoch(s.ns, topic, p)}},
+						cmd{"SET", []any{keys.Owner(s.ns, topic, p), "w 1", "PX", 60000}},
+					); err != nil {
+						t.Fatal(err)
+					}
+					all = append(all, keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p),
+						keys.Records(s.ns, topic, p), keys.Lease(s.ns, topic, p), keys.Epoch(s.ns, topic, p), keys.Owner(s.ns, topic, p))
+				}
+				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}); err != nil {
+					t.Fatal(err)
+				}
+				return append(all, keys.Members(s.ns, topic), keys.Meta(s.ns, topic))
+			}
+			existing := func(ks []string) []string {
+				t.Helper()
+				var out []string
+				for _, k := range ks {
+					r, err := s.do(ctx, cmd{"EXISTS", []any{k}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e, _ := redis.Int(r[0], nil); e == 1 {
+						out = append(out, k)
+					}
+				}
+				return out
+			}
+			drop, keep := "drop-"+tg.Name, "keep-"+tg.Name
+			dropKeys, keepKeys := fill(drop), fill(keep)
+			if got := existing(dropKeys); len(got) != len(dropKeys) {
+				t.Fatalf("before the drop %d of %d keys exist", len(got), len(dropKeys))
+			}
+			if err := s.DropTopic(ctx, drop); err != nil {
+				t.Fatal(err)
+			}
+			if left := existing(dropKeys); len(left) > 0 {
+				t.Errorf("left after the drop: %q", left)
+			}
+			if got := existing(keepKeys); len(got) != len(keepKeys) {
+				t.Errorf("the other topic kept %d of its %d keys", len(got), len(keepKeys))
+			}
+			topics, err := s.Topics(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(topics, drop) || !slices.Contains(topics, keep) {
+				t.Errorf("topics after dropping %s: %q", drop, topics)
+			}
+			// An unknown (or already dropped) topic is no error.
+			if err := s.DropTopic(ctx, drop); err != nil {
+				t.Errorf("dropping it again: %v", err)
+			}
+		})
+	}
+}
