@@ -243,16 +243,33 @@ func (c *Conn) Flush() error {
 // writer sends every 4 KiB, and a pipeline's large argument (a batch's
 // segment) straight away: a pipeline of a few KiB would otherwise take
 // two or three writes, and the proxy would read it in as many parts.
-// What was written is sent with the write deadline redigo set for it.
+// A pipeline larger than sendMax goes in writes of up to sendMax bytes,
+// so that the buffer, kept from one pipeline to the next, never grows
+// past it: a batch of a few hundred messages does not allocate its bytes
+// again in every write. What was written is sent with the write deadline
+// redigo set for it.
 type sendConn struct {
 	net.Conn
 	buf []byte
 }
 
-// sendKeep is the largest buffer kept from one send to the next.
-const sendKeep = 64 << 10
+// sendMax is the most bytes kept before a write.
+const sendMax = 64 << 10
 
 func (s *sendConn) Write(p []byte) (int, error) {
+	if len(s.buf)+len(p) > sendMax {
+		if err := s.send(); err != nil {
+			return 0, err
+		}
+		if len(p) >= sendMax {
+			return s.Conn.Write(p)
+		}
+	}
+	if need := len(s.buf) + len(p); need > cap(s.buf) {
+		grown := make([]byte, len(s.buf), min(max(2*cap(s.buf), need, 4<<10), sendMax))
+		copy(grown, s.buf)
+		s.buf = grown
+	}
 	s.buf = append(s.buf, p...)
 	return len(p), nil
 }
@@ -263,11 +280,7 @@ func (s *sendConn) send() error {
 		return nil
 	}
 	_, err := s.Conn.Write(s.buf)
-	if cap(s.buf) > sendKeep {
-		s.buf = nil
-	} else {
-		s.buf = s.buf[:0]
-	}
+	s.buf = s.buf[:0]
 	return err
 }
 
