@@ -68,7 +68,9 @@ func (r *Record) AppendEncode(b []byte) []byte {
 // ErrBadRecord is wrapped by decoding errors.
 var ErrBadRecord = errors.New("delayq: bad record")
 
-// DecodeRecord parses what Encode produced.
+// DecodeRecord parses what Encode produced. The record's Body is the end
+// of b, not a copy: b must not be changed or reused afterwards (a reply's
+// bytes are not).
 func DecodeRecord(b []byte) (*Record, error) {
 	if len(b) == 0 || b[0] != recordVersion {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
@@ -102,6 +104,6 @@ func DecodeRecord(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: last error of %d bytes past the end", ErrBadRecord, uvals[2])
 	}
 	r.LastError = string(b[:uvals[2]])
-	r.Body = append([]byte{}, b[uvals[2]:]...)
+	r.Body = b[uvals[2]:len(b):len(b)] // full: an append to Body copies
 	return &r, nil
 }
