@@ -1,9 +1,11 @@
 package delayq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
@@ -130,69 +132,72 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 // of the whole write.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
 	c.steer(now, msgs, parts, res)
-	type pkey struct {
-		topic string
-		p     int
-		fresh bool
-	}
-	byPartition := map[pkey][]int{}
-	var order []pkey
-	type topicID struct{ topic, id string }
-	seen := map[topicID]bool{}
-	topicErr := map[string]error{} // each topic is checked once per write
+	// The messages to write, in groups of one topic, partition and
+	// freshness, each group in the callers' order (a stable sort: after
+	// steering, the usual batch is one group already).
+	fresh := make([]bool, len(msgs))
+	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
-		m, id, p := &msgs[i], res[i].ID, parts[i]
 		if res[i].Err != nil {
 			continue
 		}
-		err, checked := topicErr[m.Topic]
-		if !checked {
-			if err = c.ensureTopic(ctx, m.Topic); err != nil && ctx.Err() != nil {
-				return err
-			}
-			topicErr[m.Topic] = err
+		// A generated id is new to the topic: no duplicate check needed.
+		fresh[i] = msgs[i].ID == "" && res[i].Due.Sub(now) >= freshAhead
+		idx = append(idx, i)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := strings.Compare(msgs[a].Topic, msgs[b].Topic); c != 0 {
+			return c
 		}
-		if err != nil {
-			res[i].Err = err
+		if c := cmp.Compare(parts[a], parts[b]); c != 0 {
+			return c
+		}
+		switch {
+		case fresh[a] == fresh[b]:
+			return 0
+		case fresh[b]:
+			return -1
+		}
+		return 1
+	})
+	var groups []store.Group
+	var members [][]int // the indexes of each group's messages
+	topic, checked := "", false
+	var topicErr error // each topic is checked once per write
+	for lo := 0; lo < len(idx); {
+		first := idx[lo]
+		hi := lo + 1
+		for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && fresh[idx[hi]] == fresh[first] {
+			hi++
+		}
+		group := idx[lo:hi]
+		lo = hi
+		if !checked || msgs[first].Topic != topic {
+			topic, checked = msgs[first].Topic, true
+			if topicErr = c.ensureTopic(ctx, topic); topicErr != nil && ctx.Err() != nil {
+				return topicErr
+			}
+		}
+		if topicErr != nil {
+			for _, i := range group {
+				res[i].Err = topicErr
+			}
 			continue
 		}
-		if m.ID != "" { // a generated id is unique: only given ones can repeat
-			if seen[topicID{m.Topic, id}] {
-				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
-				continue
-			}
-			seen[topicID{m.Topic, id}] = true
+		if !fresh[first] && len(group) > 1 {
+			group = firstOfEach(group, msgs, res)
 		}
-		// A generated id is new to the topic: no duplicate check needed.
-		fresh := m.ID == "" && res[i].Due.Sub(now) >= freshAhead
-		k := pkey{m.Topic, p, fresh}
-		if byPartition[k] == nil {
-			order = append(order, k)
-		}
-		byPartition[k] = append(byPartition[k], i)
-	}
-	sort.Slice(order, func(a, b int) bool {
-		if order[a].topic != order[b].topic {
-			return order[a].topic < order[b].topic
-		}
-		if order[a].p != order[b].p {
-			return order[a].p < order[b].p
-		}
-		return !order[a].fresh && order[b].fresh
-	})
-	groups := make([]store.Group, len(order))
-	for gi, k := range order {
-		idx := byPartition[k]
-		news := make([]store.New, len(idx))
-		recs := make([]store.Record, len(idx)) // one allocation for the group
-		for j, i := range idx {
+		news := make([]store.New, len(group))
+		recs := make([]store.Record, len(group)) // one allocation for the group
+		for j, i := range group {
 			recs[j] = store.Record{
 				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
 			}
 			news[j] = store.New{ID: res[i].ID, Record: &recs[j]}
 		}
-		groups[gi] = store.Group{Topic: k.topic, P: k.p, Msgs: news, Fresh: k.fresh}
+		groups = append(groups, store.Group{Topic: topic, P: parts[first], Msgs: news, Fresh: fresh[first]})
+		members = append(members, group)
 	}
 	// At most maxPipeline records per round trip.
 	for lo := 0; lo < len(groups); {
@@ -206,13 +211,33 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			return fmt.Errorf("enqueue %d messages: %w", n, err)
 		}
 		for gi := lo; gi < hi; gi++ {
-			for j, i := range byPartition[order[gi]] {
+			for j, i := range members[gi] {
 				res[i].Err = errs[gi-lo][j]
 			}
 		}
 		lo = hi
 	}
 	return nil
+}
+
+// firstOfEach returns the messages of group (indexes into msgs, in the
+// callers' order) without those whose given id came earlier in it, whose
+// result it sets to ErrDuplicate. Ids repeat only within a group: an id
+// fixes its partition.
+func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
+	seen := make(map[string]bool, len(group))
+	kept := group[:0]
+	for _, i := range group {
+		if id := msgs[i].ID; id != "" { // a generated id is unique: only given ones can repeat
+			if seen[id] {
+				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
+				continue
+			}
+			seen[id] = true
+		}
+		kept = append(kept, i)
+	}
+	return kept
 }
 
 // Generated ids are steered into shared partitions, steerChunk messages
