@@ -249,6 +249,7 @@ func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
 const (
 	steerChunk         = 512
 	maxSteerPartitions = 256
+	steerTries         = 4
 )
 
 // freshAhead is how far ahead a message with a generated id must be due
@@ -266,12 +267,13 @@ const segmentMax = 16
 
 // steer moves the messages with generated ids (msgs[i].ID empty, the id in
 // res[i].ID) into the partition of the first one of each steerChunk, and
-// gives each segmentMax of them a shared prefix, a new id's first
+// gives up to segmentMax of them a shared prefix, a new id's first
 // store.SegmentPrefixLen characters: each id is then that prefix, two
 // characters for its place among the ids sharing it, and two chosen to
-// land it in the partition. An id for which no choice lands there keeps
-// its own id and partition (about 2% with 256 partitions; none is
-// steered beyond).
+// land it in the partition. When no choice of the two lands there (for
+// about 2% of places with 256 partitions), the next place is tried, up to
+// steerTries; an id for which all fail (about one in 10^7 at 256) keeps
+// its own id and partition. None is steered beyond maxSteerPartitions.
 func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []EnqueueResult) {
 	n := c.opts.Partitions
 	if n > maxSteerPartitions {
@@ -286,15 +288,21 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 		if left == 0 {
 			target, left = parts[i], steerChunk
 		}
-		if place == segmentMax {
-			copy(id[:], NewID(now)[:store.SegmentPrefixLen])
-			place = 0
+		steered := false
+		for range steerTries {
+			if place == segmentMax {
+				copy(id[:], NewID(now)[:store.SegmentPrefixLen])
+				place = 0
+			}
+			id[22], id[23] = crockford[place>>5], crockford[place&31]
+			place++ // once only, steered or not: the next try is another id
+			if steered = steerBytes(&id, target, n); steered {
+				break
+			}
 		}
-		id[22], id[23] = crockford[place>>5], crockford[place&31]
-		if steerBytes(&id, target, n) {
+		if steered {
 			res[i].ID, parts[i] = string(id[:]), target
 			left--
-			place++
 		}
 	}
 }

@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -242,6 +243,54 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 		for id, body := range async {
 			if in, err := c.Get(ctx, "cogen", id); err != nil || string(in.Body) != body {
 				t.Fatalf("get %s (%s) = %+v, %v", id, body, in, err)
+			}
+		}
+	})
+}
+
+// With 256 partitions, about 2% of the places in a segment cannot be
+// steered into their batch's partition: the next place is tried, and every
+// id still lands in its chunk's partition (one failure used to leave every
+// later id of the chunk unsteered). Beyond 256 none is steered. Either way
+// every message is accepted under a distinct id that reads back, and
+// counts.
+func TestGeneratedIDsManyPartitions(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		for _, n := range []int{maxSteerPartitions, maxSteerPartitions + 44} {
+			c := newClient(t, addr, Options{Partitions: n})
+			topic := fmt.Sprintf("many-%d", n)
+			msgs := make([]Message, 600)
+			for i := range msgs {
+				msgs[i] = Message{Topic: topic, Body: []byte(fmt.Sprint(i)), Delay: time.Hour}
+			}
+			res, err := c.EnqueueBatch(ctx, msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen, inPart := map[string]bool{}, map[int]int{}
+			for i, r := range res {
+				if r.Err != nil || seen[r.ID] {
+					t.Fatalf("%d partitions, message %d: id %q, %v (seen before: %v)", n, i, r.ID, r.Err, seen[r.ID])
+				}
+				seen[r.ID] = true
+				inPart[partition.For(r.ID, n)]++
+				in, err := c.Get(ctx, topic, r.ID)
+				if err != nil || string(in.Body) != fmt.Sprint(i) {
+					t.Errorf("%d partitions, get message %d (%s) = %+v, %v", n, i, r.ID, in, err)
+				}
+			}
+			counts := slices.Sorted(maps.Values(inPart))
+			slices.Reverse(counts)
+			switch {
+			case n == maxSteerPartitions && len(counts) > 2:
+				t.Errorf("%d partitions: messages per partition %v: want the partitions of the two chunks (%d and %d messages) only", n, counts, steerChunk, 600-steerChunk)
+			case n > maxSteerPartitions && len(counts) < 150:
+				t.Errorf("%d partitions: 600 unsteered ids in only %d partitions", n, len(counts))
+			}
+			st, err := c.Stats(ctx, topic)
+			if err != nil || st.Scheduled != 600 {
+				t.Errorf("%d partitions: stats %+v, %v; want 600 scheduled", n, st, err)
 			}
 		}
 	})
