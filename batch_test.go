@@ -74,6 +74,12 @@ func TestEnqueueBatchMixed(t *testing.T) {
 				}
 			}
 		}
+		// Refused before it has an id, a message with none to give is
+		// named as such.
+		id, err := c.Enqueue(ctx, Message{Topic: "mixed-a", Body: []byte("bad"), Delay: -time.Second})
+		if !errors.Is(err, ErrInvalid) || id != "" || !strings.Contains(err.Error(), "Delay -1s of a message with a generated id is negative") {
+			t.Errorf("invalid message with a generated id: %q, %v", id, err)
+		}
 		for topic, want := range map[string]int64{"mixed-a": 2, "mixed-b": 4} {
 			st, err := c.Stats(ctx, topic)
 			if err != nil {

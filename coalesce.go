@@ -279,10 +279,10 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // then not called: bad input (wrapping ErrInvalid), ctx ending while the
 // queue was full (4096 calls; ctx bounds only that wait), or a closed
 // client. A Delay is turned into a due time at the call; an empty ID is
-// generated then and may be replaced by another when the batch is written
-// (see Message.ID): done gets the final one. m.Body is
-// written as it is at the write, not copied: do not change it before done
-// is called. Close writes every queued message before it returns.
+// generated when the batch is written (see Message.ID), and done gets it.
+// m.Body is written as it is at the write, not copied: do not change it
+// before done is called. Close writes every queued message before it
+// returns.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
 	r, err := c.request(context.WithoutCancel(ctx), m)
 	if err != nil {

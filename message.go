@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,36 +47,51 @@ type EnqueueResult struct {
 	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
-// prepare validates m and returns its id (generated if empty), partition
-// and due time.
+// prepare validates m and returns its id, partition and due time. An
+// empty id stays empty, with partition -1, when steer will give it one
+// as the batch is written; beyond maxSteerPartitions it is generated here.
 func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.Time, err error) {
 	id = m.ID
-	if id == "" {
+	switch {
+	case id == "" && c.opts.Partitions <= maxSteerPartitions:
+		p = -1
+	case id == "":
 		id = NewID(now) // valid by construction
 		p = partition.For(id, c.opts.Partitions)
-	} else if p, err = c.partitionOf(id); err != nil {
-		return id, p, due, err
+	default:
+		if p, err = c.partitionOf(id); err != nil {
+			return id, p, due, err
+		}
 	}
 	if len(m.Body) > c.opts.MaxBodyBytes {
-		return id, p, due, fmt.Errorf("%w: body of %q is %d bytes, the limit is %d", ErrInvalid, id, len(m.Body), c.opts.MaxBodyBytes)
+		return id, p, due, fmt.Errorf("%w: body of %s is %d bytes, the limit is %d", ErrInvalid, msgName(id), len(m.Body), c.opts.MaxBodyBytes)
 	}
 	if m.MaxAttempts < 0 {
-		return id, p, due, fmt.Errorf("%w: MaxAttempts %d of %q is negative", ErrInvalid, m.MaxAttempts, id)
+		return id, p, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
 	}
 	switch {
 	case !m.At.IsZero() && m.Delay != 0:
-		return id, p, due, fmt.Errorf("%w: message %q sets both At and Delay", ErrInvalid, id)
+		return id, p, due, fmt.Errorf("%w: message %s sets both At and Delay", ErrInvalid, msgName(id))
 	case !m.At.IsZero():
 		due = m.At
 	case m.Delay < 0:
-		return id, p, due, fmt.Errorf("%w: Delay %v of %q is negative", ErrInvalid, m.Delay, id)
+		return id, p, due, fmt.Errorf("%w: Delay %v of %s is negative", ErrInvalid, m.Delay, msgName(id))
 	default:
 		due = now.Add(m.Delay)
 	}
 	if due.UnixMilli() <= 0 {
-		return id, p, due, fmt.Errorf("%w: due time %v of %q is before 1970", ErrInvalid, due, id)
+		return id, p, due, fmt.Errorf("%w: due time %v of %s is before 1970", ErrInvalid, due, msgName(id))
 	}
 	return id, p, ceilMS(due), nil
+}
+
+// msgName names a message in an error: its id quoted, or "a message with
+// a generated id" before it has one.
+func msgName(id string) string {
+	if id == "" {
+		return "a message with a generated id"
+	}
+	return strconv.Quote(id)
 }
 
 // Enqueue adds one message and returns its id. It wraps ErrDuplicate when
@@ -265,15 +282,16 @@ const freshAhead = time.Minute
 // beyond 16 the memory saved per message is a few bytes.
 const segmentMax = 16
 
-// steer moves the messages with generated ids (msgs[i].ID empty, the id in
-// res[i].ID) into the partition of the first one of each steerChunk, and
-// gives up to segmentMax of them a shared prefix, a new id's first
-// store.SegmentPrefixLen characters: each id is then that prefix, two
-// characters for its place among the ids sharing it, and two chosen to
-// land it in the partition. When no choice of the two lands there (for
-// about 2% of places with 256 partitions), the next place is tried, up to
-// steerTries; an id for which all fail (about one in 10^7 at 256) keeps
-// its own id and partition. None is steered beyond maxSteerPartitions.
+// steer gives the messages with generated ids (msgs[i].ID empty) their
+// ids (in res[i].ID) and partitions (in parts[i]): each steerChunk of them
+// goes to a partition chosen at random, and up to segmentMax of them share
+// a prefix, a new id's first store.SegmentPrefixLen characters. Each id is
+// that prefix, two characters for its place among the ids sharing it, and
+// two chosen to land it in the partition. When no choice of the two lands
+// there (for about 2% of places with 256 partitions), the next place is
+// tried, up to steerTries; a message for which all fail (about one in 10^7
+// at 256) gets an id of its own, in that id's partition. Beyond
+// maxSteerPartitions, prepare generated the ids and steer leaves them.
 func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []EnqueueResult) {
 	n := c.opts.Partitions
 	if n > maxSteerPartitions {
@@ -286,7 +304,7 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 			continue
 		}
 		if left == 0 {
-			target, left = parts[i], steerChunk
+			target, left = rand.IntN(n), steerChunk
 		}
 		steered := false
 		for range steerTries {
@@ -303,7 +321,10 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 		if steered {
 			res[i].ID, parts[i] = string(id[:]), target
 			left--
+			continue
 		}
+		res[i].ID = NewID(now)
+		parts[i] = partition.For(res[i].ID, n)
 	}
 }
 
