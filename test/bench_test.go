@@ -59,6 +59,9 @@ func TestBenchCommand(t *testing.T) {
 		if field(line, "procs") < 1 {
 			t.Errorf("enqueue %s: no GOMAXPROCS: %q", mode.name, line)
 		}
+		if st := field(line, "steal_pct"); st < 0 || st > 100 { // Linux: /proc/stat
+			t.Errorf("enqueue %s: steal %v%%: %q", mode.name, st, line)
+		}
 	}
 	// --procs sets the GOMAXPROCS the line reports.
 	if line := run("--workload", "enqueue", "--n", "2000", "--procs", "1"); field(line, "procs") != 1 {

@@ -70,7 +70,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"queued message there (INFO memory is sent to those backends only, never to\n"+
 			"--addr). With --runs N each workload runs N times,\n"+
 			"then a line gives the median of each figure over its runs (runs=N stat=median).\n"+
-			"Each line ends with procs=, the GOMAXPROCS the run had (--procs).",
+			"Each line ends with steal_pct=, the share of the machine's CPU time a\n"+
+			"hypervisor took during the run (Linux: /proc/stat), and procs=, the\n"+
+			"GOMAXPROCS the run had (--procs).",
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
@@ -160,6 +162,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for range *runs {
 			var line string
 			var err error
+			steal := startSteal()
 			switch w {
 			case "enqueue":
 				line, err = benchEnqueue(ctx, run)
@@ -171,7 +174,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)
 			}
-			line += fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
+			line += steal.String() + fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
 			fmt.Fprintln(stdout, line)
 			lines = append(lines, line)
 		}
