@@ -163,11 +163,11 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		idx = append(idx, i)
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		if c := strings.Compare(msgs[a].Topic, msgs[b].Topic); c != 0 {
-			return c
+		if d := strings.Compare(msgs[a].Topic, msgs[b].Topic); d != 0 {
+			return d
 		}
-		if c := cmp.Compare(parts[a], parts[b]); c != 0 {
-			return c
+		if d := cmp.Compare(parts[a], parts[b]); d != 0 {
+			return d
 		}
 		switch {
 		case fresh[a] == fresh[b]:
