@@ -31,24 +31,10 @@ func NewID(t time.Time) string {
 	return string(out[:])
 }
 
-// steerID returns a variant of id, a NewID, in partition p of n: its last
-// two characters (10 of its 80 random bits) are chosen for it, the rest
-// kept. False when none of the 1024 variants is in p, which happens for
-// about 2% of ids with n = 256 and more often beyond.
-func steerID(id string, p, n int) (string, bool) {
-	if len(id) != 26 {
-		return id, false
-	}
-	var b [26]byte
-	copy(b[:], id)
-	if !steerBytes(&b, p, n) {
-		return id, false
-	}
-	return string(b[:]), true
-}
-
-// steerBytes is steerID on an id being built: it chooses the last two
-// characters of b in place, true if one choice puts b in p.
+// steerBytes chooses the last two characters of b, a NewID being built
+// (10 of its 80 random bits), so that b lands in partition p of n: true
+// if one of the 1024 choices does. None does for about 2% of ids with
+// n = 256, and more often beyond.
 func steerBytes(b *[26]byte, p, n int) bool {
 	return partition.Steer(b[:], 24, n, p, 1024, func(b []byte, i int) {
 		b[24], b[25] = crockford[i>>5], crockford[i&31]

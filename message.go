@@ -262,7 +262,7 @@ func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
 // of concurrent single calls) then travel in a command or two instead of
 // one or two per partition. Ids given by the caller keep their partition.
 // Beyond maxSteerPartitions most ids would need more than the 1024 variants
-// steerID tries, and ids are not steered.
+// steerBytes tries, and ids are not steered.
 const (
 	steerChunk         = 512
 	maxSteerPartitions = 256

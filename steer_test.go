@@ -14,6 +14,20 @@ import (
 	"github.com/delayq/delayq/partition"
 )
 
+// steerID returns a variant of id, a NewID, in partition p of n, chosen
+// by steerBytes; false (and id) when none of the 1024 variants is in p.
+func steerID(id string, p, n int) (string, bool) {
+	if len(id) != 26 {
+		return id, false
+	}
+	var b [26]byte
+	copy(b[:], id)
+	if !steerBytes(&b, p, n) {
+		return id, false
+	}
+	return string(b[:]), true
+}
+
 // steerID keeps all but the last two characters of a NewID and lands it
 // in the partition asked for. Of its 1024 variants none is in a given
 // partition with probability (1-1/n)^1024: never in practice up to 64

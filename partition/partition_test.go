@@ -137,8 +137,8 @@ func FuzzSteer(f *testing.F) {
 		if len(b) == 0 || n == 0 {
 			return
 		}
-		at, parts, want := min(int(fixed), len(b)-1), int(n%512)+1, 0
-		want = int(p) % parts
+		at, parts := min(int(fixed), len(b)-1), int(n%512)+1
+		want := int(p) % parts
 		vary := func(b []byte, i int) { b[len(b)-1] = byte(i) }
 		orig := string(b)
 		if !Steer(b, at, parts, want, 256, vary) {

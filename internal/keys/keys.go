@@ -43,6 +43,15 @@ func Epoch(ns, topic string, p int) string { return tag(ns, topic, p) + "epoch" 
 // written with the lease's expiry, for stats.
 func Owner(ns, topic string, p int) string { return tag(ns, topic, p) + "owner" }
 
+// OfPartition is every key of partition p: a key added to a partition
+// belongs here too.
+func OfPartition(ns, topic string, p int) []string {
+	return []string{
+		Scheduled(ns, topic, p), InFlight(ns, topic, p), Dead(ns, topic, p), Records(ns, topic, p),
+		Lease(ns, topic, p), Epoch(ns, topic, p), Owner(ns, topic, p),
+	}
+}
+
 // Meta is a HASH of topic metadata: "partitions", "created".
 func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
 

@@ -1,6 +1,9 @@
 package keys
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
@@ -20,5 +23,15 @@ func TestGolden(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("key = %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+func TestOfPartition(t *testing.T) {
+	want := []string{
+		"dq:{orders:3}:s", "dq:{orders:3}:i", "dq:{orders:3}:d", "dq:{orders:3}:m",
+		"dq:{orders:3}:lease", "dq:{orders:3}:epoch", "dq:{orders:3}:owner",
+	}
+	if got := OfPartition("dq", "orders", 3); !slices.Equal(got, want) {
+		t.Errorf("OfPartition = %q, want %q", got, want)
 	}
 }

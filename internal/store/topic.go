@@ -64,12 +64,11 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
 	del := func(k string) cmd { return cmd{"DEL", []any{k}} }
-	cmds := make([]cmd, 0, 7*n+2)
+	var cmds []cmd
 	for p := range n {
-		cmds = append(cmds,
-			del(keys.Scheduled(s.ns, topic, p)), del(keys.InFlight(s.ns, topic, p)), del(keys.Dead(s.ns, topic, p)),
-			del(keys.Records(s.ns, topic, p)), del(keys.Lease(s.ns, topic, p)), del(keys.Epoch(s.ns, topic, p)),
-			del(keys.Owner(s.ns, topic, p)))
+		for _, k := range keys.OfPartition(s.ns, topic, p) {
+			cmds = append(cmds, del(k))
+		}
 	}
 	cmds = append(cmds, del(keys.Members(s.ns, topic)), cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
 	if _, err := s.steps(ctx, cmds, []cmd{del(keys.Meta(s.ns, topic))}); err != nil {
