@@ -15,6 +15,13 @@ import "strconv"
 // negative score keeps it out of every ZRANGEBYSCORE from 0.
 const Fence = "\x00fence"
 
+// GavePrefix begins the reserved members of the scheduled ZSET that mark a
+// graceful handover: GavePrefix + consumer id, scored minus the token of
+// the owner that gave the partition up. Each names a consumer whose
+// handlers may still be running on messages of the partition (see
+// store.HandOver).
+const GavePrefix = "\x00gave:"
+
 func tag(ns, topic string, p int) string {
 	return ns + ":{" + topic + ":" + strconv.Itoa(p) + "}:"
 }
@@ -57,6 +64,11 @@ func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
 
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }
+
+// Changes is a STRING counter (INCR) of the topic's membership and
+// ownership changes: consumers bump it when they join, leave or give a
+// partition up, and poll it to act on a change at once.
+func Changes(ns, topic string) string { return ns + ":{" + topic + "}:changes" }
 
 // Topics is a ZSET: topic name -> time first used (unix ms).
 func Topics(ns string) string { return ns + ":topics" }

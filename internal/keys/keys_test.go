@@ -16,6 +16,8 @@ func TestGolden(t *testing.T) {
 		{Owner("dq", "orders", 3), "dq:{orders:3}:owner"},
 		{Meta("dq", "orders"), "dq:{orders}:meta"},
 		{Members("dq", "orders"), "dq:{orders}:members"},
+		{Changes("dq", "orders"), "dq:{orders}:changes"},
+		{GavePrefix, "\x00gave:"},
 		{Topics("app1"), "app1:topics"},
 		{Scheduled("app1", "a.b-c_d", 15), "app1:{a.b-c_d:15}:s"},
 		{Fence, "\x00fence"},

@@ -10,20 +10,30 @@ import (
 
 // Heartbeat records consumer id as live in topic's members ZSET until
 // expiresMS and returns the number of members live at nowMS (id included).
-// Members whose heartbeat expired long ago (before nowMS - gcMS) are
-// removed, a few per call.
-func (s *Store) Heartbeat(ctx context.Context, topic, id string, nowMS, expiresMS, gcMS int64) (int, error) {
+// A leaving consumer (one stopping, its partitions handed over) is kept
+// as a member with minus its expiry as score: the givers' watch still
+// sees it alive, and it counts in no one's fair share. Members whose
+// heartbeat expired long ago (before nowMS - gcMS) are removed, a few per
+// call.
+func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (int, error) {
 	k := keys.Members(s.ns, topic)
+	score := expiresMS
+	if leaving {
+		score = -expiresMS
+	}
 	r, err := s.do(ctx,
-		cmd{"ZADD", []any{k, expiresMS, id}},
+		cmd{"ZADD", []any{k, score, id}},
 		cmd{"ZCOUNT", []any{k, nowMS, "+inf"}},
 		cmd{"ZRANGEBYSCORE", []any{k, 0, nowMS - gcMS, "LIMIT", 0, 16}},
+		cmd{"ZRANGEBYSCORE", []any{k, -(nowMS - gcMS), "(0", "LIMIT", 0, 16}},
 	)
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
 	}
 	live, _ := redis.Int(r[1], nil)
-	if old, _ := redis.Strings(r[2], nil); len(old) > 0 {
+	old, _ := redis.Strings(r[2], nil)
+	gone, _ := redis.Strings(r[3], nil)
+	if old = append(old, gone...); len(old) > 0 {
 		if _, err := s.do(ctx, cmd{"ZREM", append([]any{k}, strs(old)...)}); err != nil {
 			return live, fmt.Errorf("forget old members of %s: %w", topic, err)
 		}
@@ -37,20 +47,4 @@ func (s *Store) Leave(ctx context.Context, topic, id string) error {
 		return fmt.Errorf("leave %s: %w", topic, err)
 	}
 	return nil
-}
-
-// Members returns the live members of topic at nowMS with their heartbeat
-// expiry (unix ms).
-func (s *Store) Members(ctx context.Context, topic string, nowMS int64) (map[string]int64, error) {
-	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Members(s.ns, topic), nowMS, "+inf", "WITHSCORES"}})
-	if err != nil {
-		return nil, err
-	}
-	vals, _ := redis.Strings(r[0], nil)
-	out := map[string]int64{}
-	for i := 0; i+1 < len(vals); i += 2 {
-		v, _ := redis.Int64([]byte(vals[i+1]), nil)
-		out[vals[i]] = v
-	}
-	return out, nil
 }

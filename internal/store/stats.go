@@ -27,7 +27,7 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 	for p := range n {
 		sk := keys.Scheduled(s.ns, topic, p)
 		cmds = append(cmds,
-			cmd{"ZCARD", []any{sk}},
+			cmd{"ZCOUNT", []any{sk, 0, "+inf"}}, // not the fence nor handover marks
 			cmd{"ZSCORE", []any{sk, keys.Fence}},
 			cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}},
 			cmd{"ZCARD", []any{keys.Dead(s.ns, topic, p)}},
@@ -46,7 +46,6 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 		r, st := all[per*p:per*(p+1)], &out[p]
 		st.Scheduled, _ = redis.Int64(r[0], nil)
 		if r[1] != nil {
-			st.Scheduled--
 			f, _ := redis.Float64(r[1], nil)
 			st.Fence = int64(-f)
 		}

@@ -52,10 +52,10 @@ func TestDropTopic(t *testing.T) {
 					all = append(all, keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p),
 						keys.Records(s.ns, topic, p), keys.Lease(s.ns, topic, p), keys.Epoch(s.ns, topic, p), keys.Owner(s.ns, topic, p))
 				}
-				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}); err != nil {
+				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}, cmd{"INCR", []any{keys.Changes(s.ns, topic)}}); err != nil {
 					t.Fatal(err)
 				}
-				return append(all, keys.Members(s.ns, topic), keys.Meta(s.ns, topic))
+				return append(all, keys.Members(s.ns, topic), keys.Changes(s.ns, topic), keys.Meta(s.ns, topic))
 			}
 			existing := func(ks []string) []string {
 				t.Helper()

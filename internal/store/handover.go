@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// A partition changes owner in one of two ways, and the new owner must
+// tell them apart at once:
+//
+//   - after a fault (the old owner died, paused or lost its Redis), every
+//     message still in flight was claimed by an owner that will never
+//     finish it: the new owner returns them all to scheduled as its first
+//     act (see the poller);
+//   - after a graceful handover the giver returned what it held, and its
+//     in-flight messages are deliveries still running there, which it will
+//     ack. The giver says so with a mark in the scheduled ZSET (GavePrefix +
+//     its id, scored minus its token), written only while its token is the
+//     fence's; the new owner leaves those messages alone for as long as the
+//     consumers the mark names stay members of the topic.
+//
+// A mark counts only when its token is the fence's previous one: a mark
+// left by an older owner means a fault happened since.
+
+// takeOverScript raises the fence to the caller's token and takes the
+// handover marks.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: the marks' member prefix.
+// Returns {fence after the call, fence before it, giver ids...}: the
+// givers of the marks scored as the fence before it. Every mark is
+// removed. When a newer token holds the fence it changes nothing and
+// returns {fence, fence}.
+var takeOverScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+local t = tonumber(ARGV[2])
+if t <= cur then
+  return {string.format('%d', cur), string.format('%d', cur)}
+end
+redis.call('ZADD', KEYS[1], -t, ARGV[1])
+local out = {string.format('%d', t), string.format('%d', cur)}
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(0', 'WITHSCORES')
+local gone = {}
+local n = #ARGV[3]
+for i = 1, #r, 2 do
+  if string.sub(r[i], 1, n) == ARGV[3] then
+    gone[#gone + 1] = r[i]
+    if -tonumber(r[i + 1]) == cur then out[#out + 1] = string.sub(r[i], n + 1) end
+  end
+end
+if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+return out
+`)
+
+// handOverScript marks a graceful handover, if the caller's token is the
+// fence's.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3...]: the marks' members.
+// Returns 1 when written, or the error "FENCED <fence token>".
+var handOverScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+for i = 3, #ARGV do redis.call('ZADD', KEYS[1], -cur, ARGV[i]) end
+return 1
+`)
+
+// Takeover is what a new owner learns when it raises the fence.
+type Takeover struct {
+	// Previous is the fence's token before: 0 for a partition never owned.
+	Previous int64
+	// Graceful is true when the previous owner handed the partition over:
+	// its in-flight messages are deliveries still running at Givers.
+	Graceful bool
+	// Givers are the consumers whose deliveries may still be running.
+	Givers []string
+}
+
+// TakeOver raises partition p's fence to token and reads how the previous
+// owner left. A *FencedError means a newer token holds the fence.
+func (s *Store) TakeOver(ctx context.Context, topic string, p int, token int64) (Takeover, error) {
+	r, err := s.script(ctx, takeOverScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token, keys.GavePrefix)
+	if err != nil {
+		return Takeover{}, fmt.Errorf("take over partition %d: %w", p, err)
+	}
+	vals, err := redis.Strings(r, nil)
+	if err != nil || len(vals) < 2 {
+		return Takeover{}, fmt.Errorf("take over partition %d: bad reply %v (%v)", p, r, err)
+	}
+	after, _ := strconv.ParseInt(vals[0], 10, 64)
+	prev, _ := strconv.ParseInt(vals[1], 10, 64)
+	if after != token {
+		return Takeover{}, &FencedError{Token: token, Newest: after}
+	}
+	return Takeover{Previous: prev, Graceful: len(vals) > 2, Givers: vals[2:]}, nil
+}
+
+// HandOver marks partition p as given up gracefully by the owner holding
+// token, naming the consumers whose deliveries of it may still be running
+// (the giver, and the givers it was still watching). A *FencedError means
+// the token is no longer the fence's: nothing was written.
+func (s *Store) HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error {
+	args := []any{keys.Scheduled(s.ns, topic, p), keys.Fence, token}
+	for _, g := range givers {
+		args = append(args, keys.GavePrefix+g)
+	}
+	if _, err := s.script(ctx, handOverScript, args...); err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
+			newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
+			return &FencedError{Token: token, Newest: newest}
+		}
+		return fmt.Errorf("hand over partition %d: %w", p, err)
+	}
+	return nil
+}
+
+// Givers reports whether every consumer of ids is still a member of the
+// topic (leaving ones count: their deliveries still run), and how many
+// messages partition p has in flight, in one round trip.
+func (s *Store) Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error) {
+	mk := keys.Members(s.ns, topic)
+	cmds := make([]cmd, 0, len(ids)+1)
+	for _, id := range ids {
+		cmds = append(cmds, cmd{"ZSCORE", []any{mk, id}})
+	}
+	cmds = append(cmds, cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}})
+	r, err := s.do(ctx, cmds...)
+	if err != nil {
+		return false, 0, fmt.Errorf("givers of partition %d: %w", p, err)
+	}
+	alive = true
+	for i := range ids {
+		if r[i] == nil {
+			alive = false
+			continue
+		}
+		exp, _ := redis.Float64(r[i], nil)
+		if exp < 0 {
+			exp = -exp // leaving: alive until then
+		}
+		if int64(exp) <= nowMS {
+			alive = false
+		}
+	}
+	inFlight, _ = redis.Int(r[len(ids)], nil)
+	return alive, inFlight, nil
+}
+
+// InFlightIDs returns up to count in-flight ids of partition p in
+// deadline order, from rank offset on.
+func (s *Store) InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.InFlight(s.ns, topic, p), offset, offset + count - 1}})
+	if err != nil {
+		return nil, fmt.Errorf("in flight in partition %d: %w", p, err)
+	}
+	ids, _ := redis.Strings(r[0], nil)
+	return ids, nil
+}
+
+// Changed bumps the topic's change counter, for consumers polling it.
+func (s *Store) Changed(ctx context.Context, topic string) error {
+	if _, err := s.do(ctx, cmd{"INCR", []any{keys.Changes(s.ns, topic)}}); err != nil {
+		return fmt.Errorf("bump changes of %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Changes reads the topic's change counter (0 before the first change).
+func (s *Store) Changes(ctx context.Context, topic string) (int64, error) {
+	r, err := s.do(ctx, cmd{"GET", []any{keys.Changes(s.ns, topic)}})
+	if err != nil {
+		return 0, fmt.Errorf("changes of %s: %w", topic, err)
+	}
+	if r[0] == nil {
+		return 0, nil
+	}
+	return redis.Int64(r[0], nil)
+}
