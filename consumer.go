@@ -18,6 +18,7 @@ const (
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultReconcileBatch    = 256
 	DefaultClaimBatch        = 256
+	DefaultChangePoll        = 50 * time.Millisecond
 )
 
 // DefaultBackoff is the retry ladder: after the n-th failed attempt a
@@ -45,13 +46,14 @@ type ConsumerOptions struct {
 	// slots: messages claimed ahead of their due time (held in memory until
 	// due) and due ones waiting for a slot. Claim-ahead keeps lateness low
 	// only while Prefetch exceeds the messages due within 1.5 poll
-	// intervals (about 1.5 × rate × PollInterval); a consumer that dies
-	// holding them leaves them to their visibility deadline.
+	// intervals (about 1.5 × rate × PollInterval); the next owner of a
+	// partition whose consumer died holding them returns them at takeover.
 	// Default DefaultPrefetch (1024).
 	Prefetch int
 	// Timeout bounds one handler call (the topic's time to run); the
 	// message's visibility deadline is its due time plus Timeout plus a
-	// margin. Default DefaultTimeout (30s).
+	// margin, the safety net for a handler that hangs. A change of owner
+	// does not wait for it. Default DefaultTimeout (30s).
 	Timeout time.Duration
 	// MaxAttempts caps deliveries of messages that do not set their own.
 	// Default DefaultMaxAttempts (17).
@@ -65,6 +67,13 @@ type ConsumerOptions struct {
 	// topic (which expires after 3 heartbeats), recomputes its fair share
 	// and tries to acquire partitions it lacks. Default Lease/3.
 	Heartbeat time.Duration
+	// ChangePoll is how often the consumer reads the topic's change
+	// counter, which consumers bump when they join, leave or give a
+	// partition up: on a change it recomputes its fair share and takes
+	// free partitions at once, so a partition handed over waits about
+	// ChangePoll for its next owner, not a heartbeat. It costs one GET
+	// per ChangePoll. Default DefaultChangePoll (50ms).
+	ChangePoll time.Duration
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held
 	// until due. Default DefaultPollInterval (1s). Above 40s, claims reach
@@ -104,10 +113,14 @@ type Delivery struct {
 	Topic     string
 	ID        string
 	Partition int
-	Token     int64     // fencing token under which the message was claimed
-	Attempt   int       // 1 for the first delivery
-	Due       time.Time // the time the message was due
-	Body      []byte
+	Token     int64 // fencing token under which the message was claimed
+	Attempt   int   // 1 for the first delivery
+	// Due is the message's own due time: the time it was enqueued or
+	// rescheduled for, kept by a redelivery after a fault (a lost owner, an
+	// expired visibility deadline); after a failed attempt, the retry's
+	// backoff due. Lateness is measured from it.
+	Due  time.Time
+	Body []byte
 }
 
 // Handler processes one delivery. Returning nil acks the message; an error
@@ -151,6 +164,7 @@ func (o *ConsumerOptions) setDefaults() error {
 		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
 		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
 		def(&o.Heartbeat, o.Lease/3, "Heartbeat"),
+		def(&o.ChangePoll, DefaultChangePoll, "ChangePoll"),
 	} {
 		if err != nil {
 			return err
@@ -176,24 +190,15 @@ func (o *ConsumerOptions) setDefaults() error {
 	return nil
 }
 
-// backoff returns the delay after the attempt-th failed delivery (1-based).
-func backoff(ladder []time.Duration, attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	if attempt > len(ladder) {
-		return ladder[len(ladder)-1]
-	}
-	return ladder[attempt-1]
-}
-
 // ConsumerStats counts what a consumer did since it started.
 type ConsumerStats struct {
 	Delivered    int64 // handler calls started
 	Acked        int64
 	Retried      int64
 	Dead         int64
-	Redelivered  int64 // in-flight messages requeued after their visibility deadline (a consumer died or a handler overran)
+	Redelivered  int64 // in-flight messages requeued after their visibility deadline (a handler overran)
+	Recovered    int64 // in-flight messages of a lost owner (died, paused, cut off) returned to scheduled at takeover
+	Corrupt      int64 // records that could not be decoded, moved to the dead set
 	Fenced       int64 // claims refused by the fence, and held messages dropped because their lease ran out
 	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
 	Repaired     int64 // records re-indexed by the reconciler

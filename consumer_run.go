@@ -65,7 +65,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		doneCh: make(chan struct{}),
 		owned:  map[int]*owned{},
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
-			poller.EventFenced, poller.EventTombstone, poller.EventRepaired, eventLeasesGained, eventLeasesLost),
+			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, eventLeasesGained, eventLeasesLost),
 	}, nil
 }
 
@@ -91,10 +91,11 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 
 // Run consumes until ctx is done, Shutdown is called or Limit deliveries
 // have started, then shuts down gracefully: it stops claiming, returns
-// held messages to scheduled at once, waits up to ShutdownTimeout for
-// running handlers (then cancels their contexts), releases its leases and
-// returns nil. It returns an error only if it could not start (bad topic,
-// partition count mismatch, Redis unreachable) or was already run.
+// held messages to scheduled and hands every partition over at once, waits
+// up to ShutdownTimeout for running handlers (then cancels their
+// contexts), leaves the topic's members and returns nil. It returns an
+// error only if it could not start (bad topic, partition count mismatch,
+// Redis unreachable) or was already run.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
@@ -111,8 +112,12 @@ func (k *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	k.log.Info("consumer started", "partitions", k.c.opts.Partitions, "concurrency", k.opts.Concurrency)
 
+	seen, _ := k.c.store.Changes(ctx, k.opts.Topic)
+	joined := false
 	tick := time.NewTimer(0)
 	defer tick.Stop()
+	watch := time.NewTicker(k.opts.ChangePoll)
+	defer watch.Stop()
 loop:
 	for {
 		select {
@@ -120,14 +125,29 @@ loop:
 			break loop
 		case <-k.stopCh:
 			break loop
+		case <-watch.C:
+			n, err := k.c.store.Changes(ctx, k.opts.Topic)
+			if err != nil || n == seen {
+				continue
+			}
+			seen = n
 		case <-tick.C:
+			tick.Reset(jitter(k.opts.Heartbeat))
 		}
-		target := k.share(ctx)
+		target := k.share(ctx, false)
+		if !joined && ctx.Err() == nil {
+			joined = true // tell the others to share with us now
+			k.changed(ctx)
+		}
 		k.releaseExtras(target)
 		k.acquire(ctx, rs, d, work, abandon, &wg, target)
-		tick.Reset(jitter(k.opts.Heartbeat))
 	}
 	k.stop()
+	// Leave the fair share first, so that the others' next look counts
+	// us out, then hand every partition over; the heartbeats go on, as a
+	// leaving member, while running handlers finish.
+	bg := context.Background()
+	k.share(bg, true)
 	k.mu.Lock()
 	for _, o := range k.owned {
 		if !o.releasing {
@@ -141,16 +161,39 @@ loop:
 		hardStop()
 		time.AfterFunc(time.Second, func() { close(abandon) })
 	})
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	beat := time.NewTicker(k.opts.Heartbeat)
+	for waiting := true; waiting; {
+		select {
+		case <-drained:
+			waiting = false
+		case <-beat.C:
+			k.share(bg, true)
+		}
+	}
+	beat.Stop()
 	hard.Stop()
 	d.Close()
-	lctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	lctx, cancel := context.WithTimeout(bg, 3*time.Second)
 	if err := k.c.store.Leave(lctx, k.opts.Topic, k.opts.ID); err != nil {
 		k.log.Warn("leave membership", "err", err)
 	}
+	k.changed(lctx)
 	cancel()
 	k.log.Info("consumer stopped")
 	return nil
+}
+
+// changed bumps the topic's change counter, so that the other consumers
+// look at membership and free partitions at once.
+func (k *Consumer) changed(ctx context.Context) {
+	if err := k.c.store.Changed(ctx, k.opts.Topic); err != nil {
+		k.log.Warn("signal a change", "err", err)
+	}
 }
 
 func jitter(d time.Duration) time.Duration {
@@ -158,10 +201,11 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // share heartbeats this consumer into the topic's members and returns
-// its fair share of partitions, ceil(partitions / live members).
-func (k *Consumer) share(ctx context.Context) int {
+// its fair share of partitions, ceil(partitions / live members). A
+// leaving consumer stays a member, but one that no one counts.
+func (k *Consumer) share(ctx context.Context, leaving bool) int {
 	now := k.c.opts.Now()
-	live, err := k.c.store.Heartbeat(ctx, k.opts.Topic, k.opts.ID, now.UnixMilli(),
+	live, err := k.c.store.Heartbeat(ctx, k.opts.Topic, k.opts.ID, leaving, now.UnixMilli(),
 		now.Add(3*k.opts.Heartbeat).UnixMilli(), time.Hour.Milliseconds())
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -169,14 +213,14 @@ func (k *Consumer) share(ctx context.Context) int {
 		k.log.Warn("heartbeat", "err", err)
 		live = k.live // keep the last view
 	}
-	if live < 1 {
-		live = 1
+	if !leaving {
+		live = max(live, 1)
 	}
-	if live != k.live {
+	if live != k.live && !leaving {
 		k.log.Info("members changed", "live", live, "share", lease.Share(k.c.opts.Partitions, live))
 	}
 	k.live = live
-	return lease.Share(k.c.opts.Partitions, live)
+	return lease.Share(k.c.opts.Partitions, max(live, 1))
 }
 
 // holding returns how many partitions are owned and not being handed over.
@@ -261,18 +305,32 @@ func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.D
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := poller.Run(l.Ctx(), o.stop, k.pollerConfig(p, l, d, work, abandon))
-			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			l.Release(rctx)
-			cancel()
-			k.mu.Lock()
-			delete(k.owned, p)
-			k.mu.Unlock()
+			var released sync.Once
+			release := func(signal bool) {
+				released.Do(func() {
+					rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					defer cancel()
+					l.Release(rctx)
+					k.mu.Lock()
+					if k.owned[p] == o {
+						delete(k.owned, p)
+					}
+					k.mu.Unlock()
+					if signal {
+						k.changed(rctx)
+					}
+				})
+			}
+			cfg := k.pollerConfig(p, l, d, work, abandon)
+			cfg.Release = func() {
+				release(true)
+				k.log.Info("partition handed over", "partition", p, "token", l.Token())
+			}
+			err := poller.Run(l.Ctx(), o.stop, cfg)
+			release(false)
 			if err != nil {
 				k.count(eventLeasesLost, 1)
 				k.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
-			} else {
-				k.log.Info("partition released", "partition", p, "token", l.Token())
 			}
 		}()
 	}
@@ -289,7 +347,7 @@ func (k *Consumer) stopping() bool {
 
 func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
 	return poller.Config{
-		Topic: k.opts.Topic, Partition: p, Token: l.Token(),
+		Topic: k.opts.Topic, Partition: p, Token: l.Token(), Consumer: k.opts.ID,
 		Store: k.c.store, Dispatch: d, Valid: l.Valid, Work: work, Abandon: abandon,
 		PollInterval: k.opts.PollInterval, Timeout: k.opts.Timeout,
 		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
@@ -366,6 +424,8 @@ func (k *Consumer) Stats() ConsumerStats {
 		Retried:      k.counter(poller.EventRetried),
 		Dead:         k.counter(poller.EventDead),
 		Redelivered:  k.counter(poller.EventRedelivered),
+		Recovered:    k.counter(poller.EventRecovered),
+		Corrupt:      k.counter(poller.EventCorrupt),
 		Fenced:       k.counter(poller.EventFenced),
 		Tombstones:   k.counter(poller.EventTombstone),
 		Repaired:     k.counter(poller.EventRepaired),

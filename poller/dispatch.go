@@ -18,7 +18,20 @@ type Msg struct {
 	Record    *store.Record
 	part      *part
 	index     int // in the held heap
+	// state is msgQueued until a worker starts the message (msgStarted)
+	// or its loop takes it back from the dispatcher's queue (msgRevoked).
+	state atomic.Int32
+	// revoked is set by the loop (and read only there) on a message it took
+	// back: its claim slot is freed by the worker that dequeues it.
+	revoked bool
 }
+
+// States of a Msg handed to the Dispatcher.
+const (
+	msgQueued int32 = iota
+	msgStarted
+	msgRevoked
+)
 
 // Attempt is the 1-based number of this delivery.
 func (m *Msg) Attempt() int { return m.Record.Attempts + 1 }
@@ -75,9 +88,6 @@ func (d *Dispatcher) Close() {
 	d.wg.Wait()
 }
 
-// Outstanding returns the number of messages claimed and not finished.
-func (d *Dispatcher) Outstanding() int { return int(d.outstanding.Load()) }
-
 // reserve takes up to n claim slots and returns how many it took.
 func (d *Dispatcher) reserve(n int) int {
 	for {
@@ -128,6 +138,10 @@ func (d *Dispatcher) whenFreed() <-chan struct{} {
 func (d *Dispatcher) work() {
 	defer d.wg.Done()
 	for m := range d.ready {
+		if !m.state.CompareAndSwap(msgQueued, msgStarted) {
+			d.release(1) // its loop took it back: the slot is free once it left the queue
+			continue
+		}
 		p := m.part
 		r := result{msg: m}
 		switch {

@@ -16,6 +16,11 @@ import (
 // Store is what a partition loop needs from storage.
 type Store interface {
 	RaiseFence(ctx context.Context, topic string, p int, token int64) error
+	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
+	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
+	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
+	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
+	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
 	Claim(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]store.Claimed, error)
 	Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*store.Record, error)
 	Ack(ctx context.Context, topic string, p int, ids []string) error
@@ -33,6 +38,8 @@ const (
 	EventRetried     = "retried"
 	EventDead        = "dead"
 	EventRedelivered = "redelivered" // in-flight message requeued after its visibility deadline
+	EventRecovered   = "recovered"   // in-flight message of a lost owner returned to scheduled by the new owner
+	EventCorrupt     = "corrupt"     // record that could not be decoded, moved to the dead set
 	EventFenced      = "fenced"      // claim refused by the fence, or held message dropped on lease loss
 	EventTombstone   = "tombstone"
 	EventRepaired    = "repaired"
@@ -52,9 +59,15 @@ var ErrExpired = errors.New("poller: lease ran out")
 type Config struct {
 	Topic     string
 	Partition int
-	Token     int64 // fencing token of the lease
+	Token     int64  // fencing token of the lease
+	Consumer  string // this consumer's id, named in the handover mark
 	Store     Store
 	Dispatch  *Dispatcher
+	// Release is called once when the loop stops gracefully, after it
+	// returned what it held and marked the handover, before it waits for
+	// its running handlers: the owner releases the lease there, so that the
+	// next owner need not wait for them. Optional.
+	Release func()
 	// Valid reports whether the lease may still be trusted (checked before
 	// each delivery starts, each turn of the loop and each write of
 	// outcomes other than acks).
@@ -91,6 +104,7 @@ type part struct {
 	results  chan result
 	stopping atomic.Bool
 	workCtx  context.Context
+	detach   func() bool // stops the lease's context from cancelling workCtx
 	held     held
 	mine     map[string]*Msg // claimed, result not yet applied
 	pending  []result        // results not yet written (coalescing, or a write failed)
@@ -103,6 +117,16 @@ type part struct {
 	lingerFrom time.Time
 
 	nextExpired time.Time // next look for expired visibility deadlines
+
+	// givers are the consumers that handed the partition over with
+	// deliveries still running there (see store.Takeover): their in-flight
+	// messages are left alone while they live.
+	givers    []string
+	nextWatch time.Time
+	// recovering is set while the in-flight messages of a lost owner are
+	// still to be returned (a write failed: tried again each turn).
+	recovering bool
+	handedOver bool // the loop gave the partition up gracefully; outcomes are still written
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose
@@ -146,12 +170,15 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 		mine:    map[string]*Msg{},
 		cursor:  "0",
 	}
-	workCtx, cancel := context.WithCancel(ctx)
+	// Handlers run under Work, and under the lease while it is held: a
+	// lost lease cancels them, a graceful handover does not (see exit).
+	workCtx, cancel := context.WithCancel(cfg.Work)
 	defer cancel()
-	defer context.AfterFunc(cfg.Work, cancel)()
+	p.detach = context.AfterFunc(ctx, cancel)
 	p.workCtx = workCtx
 
-	if err := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); err != nil {
+	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
+	if err != nil {
 		var fe *store.FencedError
 		if errors.As(err, &fe) {
 			p.count(EventFenced, 1)
@@ -159,7 +186,12 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 		}
 		return err
 	}
-	cfg.Logger.Debug("partition started")
+	if take.Graceful {
+		p.givers = take.Givers
+	} else {
+		p.recovering = true // as the first act, below
+	}
+	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -185,6 +217,9 @@ loop:
 		p.applyPending(ctx)
 		now = cfg.Now()
 		p.dispatchDue(now)
+		if p.watchGivers(ctx, now) {
+			nextPoll = now // what was returned is due
+		}
 		if !now.Before(nextPoll) {
 			again, err := p.poll(ctx, now)
 			if errors.Is(err, ErrFenced) {
@@ -214,6 +249,12 @@ loop:
 			}
 		}
 		wake := nextPoll
+		if len(p.givers) > 0 {
+			wake = minTime(wake, p.nextWatch)
+		}
+		if p.recovering {
+			wake = minTime(wake, now.Add(100*time.Millisecond))
+		}
 		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
 			wake = p.held.peek().Due
 		}
@@ -342,9 +383,14 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		return false, nil
 	}
 	var tomb []string
+	var corrupt []store.Move
 	for i, c := range claimed {
 		if recs[i] == nil {
 			tomb = append(tomb, c.ID)
+			continue
+		}
+		if recs[i].Corrupt != nil {
+			corrupt = append(corrupt, p.corruptMove(c.ID, recs[i], now))
 			continue
 		}
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(c.Due), Record: recs[i], part: p}
@@ -358,13 +404,24 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 			p.logErr("drop tombstones", err)
 		}
 	}
+	if len(corrupt) > 0 {
+		cfg.Dispatch.release(len(corrupt))
+		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, corrupt); err != nil {
+			p.logErr("move undecodable records to dead", err) // still in flight: found again at the deadline
+		} else {
+			p.count(EventTombstone, gone)
+			p.count(EventDead, len(corrupt)-gone)
+		}
+	}
 	p.dispatchDue(cfg.Now())
 	return len(claimed) == n && n == cfg.ClaimBatch, nil
 }
 
 // requeueExpired moves in-flight messages whose visibility deadline passed
-// (their consumer died, or a handler overran) back to scheduled, counting
-// an attempt, or to dead when out of attempts.
+// (a handler overran at a consumer that handed the partition over, or a
+// write of its outcome failed) back to scheduled at their own due time,
+// counting an attempt, or to dead when out of attempts. A lost owner's
+// messages come back sooner, at takeover (see recoverLost).
 func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 	cfg := p.cfg
 	ids, recs, err := cfg.Store.Expired(ctx, cfg.Topic, cfg.Partition, now.UnixMilli(), cfg.ClaimBatch)
@@ -382,7 +439,16 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 			tomb = append(tomb, id)
 			continue
 		}
-		moves = append(moves, p.failMove(id, recs[i], now, "visibility deadline passed: the delivery did not finish (consumer died or handler overran)"))
+		if recs[i].Corrupt != nil {
+			moves = append(moves, p.corruptMove(id, recs[i], now))
+			continue
+		}
+		mv := p.failMove(id, recs[i], now, "visibility deadline passed: the delivery did not finish (handler overran, or its consumer died)")
+		if !mv.Dead {
+			mv.Record.Due = recs[i].Due // a redelivery after a fault keeps its own due
+			mv.Score = recs[i].Due
+		}
+		moves = append(moves, mv)
 	}
 	if len(tomb) > 0 {
 		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
@@ -398,10 +464,11 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 			return
 		}
 		p.count(EventTombstone, gone)
-		p.count(EventRedelivered, len(moves))
 		for _, m := range moves {
 			if m.Dead {
 				p.count(EventDead, 1)
+			} else {
+				p.count(EventRedelivered, 1)
 			}
 		}
 	}
@@ -415,11 +482,7 @@ func (p *part) failMove(id string, rec *store.Record, now time.Time, reason stri
 	r.Attempts++
 	r.LastError = reason
 	r.Updated = now.UnixMilli()
-	max := r.MaxAttempts
-	if max <= 0 {
-		max = cfg.MaxAttempts
-	}
-	if r.Attempts >= max {
+	if r.Attempts >= p.maxAttempts(&r) {
 		return store.Move{ID: id, Dead: true, Score: now.UnixMilli(), Record: &r}
 	}
 	step := r.Attempts
@@ -428,6 +491,15 @@ func (p *part) failMove(id string, rec *store.Record, now time.Time, reason stri
 	}
 	r.Due = ceilMS(now.Add(cfg.Backoff[step-1]))
 	return store.Move{ID: id, Score: r.Due, Record: &r}
+}
+
+// maxAttempts is the deliveries rec may have: its own cap, or the
+// consumer's.
+func (p *part) maxAttempts(rec *store.Record) int {
+	if rec.MaxAttempts > 0 {
+		return rec.MaxAttempts
+	}
+	return p.cfg.MaxAttempts
 }
 
 // sweepPause is the rest between two full reconciler sweeps of a

@@ -122,15 +122,29 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	}
 }
 
-// finish forgets messages whose outcome is settled and frees their slots.
+// finish forgets messages whose outcome is settled and frees their slots
+// (but those of messages taken back from the dispatcher's queue, which
+// the worker that dequeues them frees).
 func (p *part) finish(rs []result) {
+	n := 0
 	for _, r := range rs {
 		delete(p.mine, r.msg.ID)
+		if !r.msg.revoked {
+			n++
+		}
 	}
-	p.cfg.Dispatch.release(len(rs))
+	p.cfg.Dispatch.release(n)
 }
 
 // exit ends the loop: see Run.
+//
+// On a graceful stop, what the loop held (claimed ahead, or due and still
+// queued for a worker) goes back to scheduled at once, the partition is
+// marked as handed over and released (handOver), and only then does the
+// loop wait for its running handlers, whose outcomes it still writes:
+// the next owner leaves their messages alone. On a lost lease the held
+// messages are dropped (the next owner returns them from in flight),
+// running handlers are cancelled, and only acks are written.
 func (p *part) exit(ctx context.Context, runErr error) error {
 	cfg := p.cfg
 	lost := runErr != nil || !p.valid()
@@ -146,12 +160,27 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 		p.pending = append(p.pending, result{msg: m, outcome: outcome})
 	}
 	p.held = p.held[:0]
+	// Due messages still queued for a worker, behind running handlers,
+	// are taken back rather than left to wait for one.
+	settled := map[*Msg]bool{}
+	for _, r := range p.pending {
+		settled[r.msg] = true
+	}
+	for _, m := range p.mine {
+		if !settled[m] && m.state.CompareAndSwap(msgQueued, msgRevoked) {
+			m.revoked = true
+			p.pending = append(p.pending, result{msg: m, outcome: outcome})
+		}
+	}
 	p.apply(wctx, lost)
+	if !lost {
+		p.handOver(wctx)
+	}
 	for len(p.mine) > len(p.pending) {
 		select {
 		case r := <-p.results:
 			p.pending = append(p.pending, r)
-			p.apply(wctx, lost || ctx.Err() != nil)
+			p.apply(wctx, lost)
 		case <-cfg.Abandon:
 			cfg.Logger.Warn("handlers did not finish in time", "running", len(p.mine))
 			return runErr

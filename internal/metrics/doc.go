@@ -22,6 +22,8 @@
 //	delayq_dead_total            counter  messages moved to the dead set
 //	delayq_fenced_total          counter
 //	delayq_redelivered_total     counter
+//	delayq_recovered_total       counter
+//	delayq_corrupt_total         counter
 //	delayq_tombstones_total      counter
 //	delayq_repaired_total        counter
 //	delayq_leases_gained_total   counter

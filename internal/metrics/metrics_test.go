@@ -135,6 +135,8 @@ func TestConsumerMetrics(t *testing.T) {
 				{"delayq_delivered_total", nil, 4},
 				{"delayq_retried_total", nil, 0},
 				{"delayq_redelivered_total", nil, 0},
+				{"delayq_recovered_total", nil, 0},
+				{"delayq_corrupt_total", nil, 0},
 				{"delayq_fenced_total", nil, 0},
 				{"delayq_tombstones_total", nil, 0},
 				{"delayq_repaired_total", nil, 0},

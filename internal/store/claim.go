@@ -275,8 +275,9 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 
 // Begin puts claimed ids into the in-flight ZSET with their visibility
 // deadlines (unix ms) and reads their records. recs[i] is nil for an id
-// whose record is gone (deleted meanwhile, or a bad record): a tombstone,
-// whose in-flight entry the caller drops with Drop.
+// whose record is gone (deleted meanwhile): a tombstone, whose in-flight
+// entry the caller drops with Drop. A record that cannot be decoded comes
+// back with Corrupt set (see CorruptMove).
 func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -300,16 +301,35 @@ func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, de
 	return decodeAll(raw, len(ids)), nil
 }
 
-// decodeAll decodes an HMGET reply of n records: nil for missing or
-// undecodable ones.
+// decodeAll decodes an HMGET reply of n records: nil for missing ones,
+// Corrupt set on undecodable ones.
 func decodeAll(raw [][]byte, n int) []*Record {
 	recs := make([]*Record, n)
 	for i, b := range raw {
-		if b != nil {
-			recs[i], _ = DecodeRecord(b)
+		if b == nil {
+			continue
 		}
+		r, err := DecodeRecord(b)
+		if err != nil {
+			r = &Record{Body: b, Corrupt: err}
+		}
+		recs[i] = r
 	}
 	return recs
+}
+
+// CorruptMove returns the move of an in-flight message whose record could
+// not be decoded (rec.Corrupt set) to the dead set, at nowMS: its record
+// is replaced by one whose body is the stored bytes and whose last error
+// is the decode error, so that it is listed, requeued and purged like any
+// dead message, and nothing is lost.
+func CorruptMove(id string, rec *Record, nowMS int64) Move {
+	r := &Record{
+		Due: nowMS, Created: nowMS, Updated: nowMS,
+		LastError: fmt.Sprintf("undecodable record (%d bytes): %v", len(rec.Body), rec.Corrupt),
+		Body:      rec.Body,
+	}
+	return Move{ID: id, Dead: true, Score: nowMS, Record: r}
 }
 
 // Ack removes delivered messages: records and in-flight entries, in one
@@ -420,7 +440,8 @@ func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, l
 	return ids, recs, err
 }
 
-// Records reads the records of ids (nil for missing or undecodable ones).
+// Records reads the records of ids (nil for missing ones, Corrupt set on
+// undecodable ones).
 func (s *Store) Records(ctx context.Context, topic string, p int, ids []string) ([]*Record, error) {
 	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)})
 	if err != nil {
@@ -512,11 +533,13 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 			if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
 				continue
 			}
-			rec, err := DecodeRecord(recs[i])
-			if err != nil {
-				continue
+			// A record that cannot be decoded is indexed due at once:
+			// the claim that meets it moves it to the dead set.
+			due := int64(0)
+			if rec, err := DecodeRecord(recs[i]); err == nil {
+				due = rec.Due
 			}
-			zadd = append(zadd, rec.Due, id)
+			zadd = append(zadd, due, id)
 			repaired = append(repaired, id)
 		}
 	}

@@ -15,6 +15,10 @@ type Record struct {
 	MaxAttempts int    // 0 = the consumer's default
 	LastError   string // the last failure, empty if none
 	Body        []byte
+	// Corrupt is set, by the readers that return every record they find,
+	// on a record that could not be decoded: its Body is then the raw
+	// stored bytes and every other field is zero. It is never encoded.
+	Corrupt error
 }
 
 // recordVersion is the first byte of every encoded record.

@@ -1,0 +1,255 @@
+package delayq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// The consumer options of the takeover tests: the defaults users get
+// (lease 10s, handler timeout 30s, so a visibility deadline 33 s after
+// due), with short polls.
+func takeoverOptions(topic, id string) ConsumerOptions {
+	return ConsumerOptions{Topic: topic, ID: id, PollInterval: 100 * time.Millisecond}
+}
+
+// lostOwner enqueues n messages due at once and n due in 1 s to
+// partition 0 of a one-partition topic, and claims them all under a new
+// token, with the visibility deadlines a consumer with the default
+// handler timeout gives them, as an owner that then dies does. When
+// pastDeadline is set the deadlines have passed already. It returns the
+// ids with their due times (unix ms) and the token.
+func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) (map[string]int64, int64) {
+	t.Helper()
+	ctx := context.Background()
+	var msgs []Message
+	for i := range n {
+		msgs = append(msgs,
+			Message{Topic: topic, ID: fmt.Sprintf("due-%d", i), Body: []byte("due")},
+			Message{Topic: topic, ID: fmt.Sprintf("ahead-%d", i), Body: []byte("ahead"), Delay: time.Second})
+	}
+	res, err := c.EnqueueBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	tok := takeFence(t, c.store, topic, 0)
+	cl, err := c.store.Claim(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
+	if err != nil || len(cl) != 2*n {
+		t.Fatalf("claim: %d claimed, %v; want %d", len(cl), err, 2*n)
+	}
+	due := map[string]int64{}
+	var ids []string
+	var deadlines []int64
+	for _, m := range cl {
+		due[m.ID] = m.Due
+		ids = append(ids, m.ID)
+		dl := m.Due + (DefaultTimeout + visibilityMargin(DefaultTimeout)).Milliseconds()
+		if pastDeadline {
+			dl = time.Now().Add(-time.Millisecond).UnixMilli()
+		}
+		deadlines = append(deadlines, dl)
+	}
+	if _, err := c.store.Begin(ctx, topic, 0, ids, deadlines); err != nil {
+		t.Fatal(err)
+	}
+	return due, tok
+}
+
+// checkRedelivered checks that each id of due was delivered exactly once,
+// as attempt, with its own due time and not before it.
+func checkRedelivered(t *testing.T, rec *recorder, due map[string]int64, attempt int) {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for id, d := range due {
+		ds := rec.seen[id]
+		if len(ds) != 1 {
+			t.Errorf("%s delivered %d times, want once", id, len(ds))
+			continue
+		}
+		if ds[0].Attempt != attempt {
+			t.Errorf("%s delivered as attempt %d, want %d", id, ds[0].Attempt, attempt)
+		}
+		if got := ds[0].Due.UnixMilli(); got != d {
+			t.Errorf("%s delivered with due %d, want its own due %d", id, got, d)
+		}
+		if at := rec.at[id][0]; at.Before(time.UnixMilli(d)) {
+			t.Errorf("%s delivered at %v, before its due time", id, at)
+		}
+	}
+}
+
+// A new owner returns the messages a lost owner claimed (due, or claimed
+// ahead) at once, keeping their due time and attempt count, however long
+// their visibility deadline.
+func TestTakeoverReturnsLostOwnersMessages(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "takeover"
+		due, _ := lostOwner(t, c, topic, 10, false)
+		rec := newRecorder()
+		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
+		// Well within the 33 s visibility deadline.
+		waitFor(t, 10*time.Second, "every message of the lost owner delivered", func() bool {
+			return rec.total() >= len(due) && k.Stats().Acked >= int64(len(due))
+		})
+		checkRedelivered(t, rec, due, 1)
+		if got := k.Stats().Recovered; got != int64(len(due)) {
+			t.Errorf("Recovered = %d, want %d", got, len(due))
+		}
+	})
+}
+
+// After a graceful handover the new owner leaves the giver's in-flight
+// messages alone while the giver is a member, and returns them at once
+// when it is gone.
+func TestTakeoverWatchesGivers(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "givers"
+		due, tok := lostOwner(t, c, topic, 5, false)
+		now := time.Now()
+		if _, err := c.store.Heartbeat(ctx, topic, "giver", false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.store.HandOver(ctx, topic, 0, tok, []string{"giver"}); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
+		// A witness due now: once it is delivered, the new owner has
+		// polled, and checked the giver, at least once.
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "witness"}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the witness delivered", func() bool { return rec.count("witness") == 1 })
+		rec.mu.Lock()
+		for id := range due {
+			if len(rec.seen[id]) > 0 {
+				t.Errorf("%s delivered by the new owner while its giver lives", id)
+			}
+		}
+		rec.mu.Unlock()
+		if err := c.store.Leave(ctx, topic, "giver"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the giver's messages delivered once it left", func() bool {
+			return rec.total() >= len(due)+1 && k.Stats().Acked >= int64(len(due)+1)
+		})
+		checkRedelivered(t, rec, due, 1)
+	})
+}
+
+// A message whose visibility deadline passed (its handler overran at a
+// giver that is still alive) is redelivered at its own due time, with
+// the overrun counted as an attempt.
+func TestExpiredKeepsOwnDue(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "expired"
+		due, tok := lostOwner(t, c, topic, 3, true)
+		now := time.Now()
+		if _, err := c.store.Heartbeat(ctx, topic, "giver", false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.store.HandOver(ctx, topic, 0, tok, []string{"giver"}); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
+		waitFor(t, 10*time.Second, "the overrun messages redelivered", func() bool {
+			return rec.total() >= len(due) && k.Stats().Acked >= int64(len(due))
+		})
+		checkRedelivered(t, rec, due, 2)
+		if got := k.Stats().Redelivered; got != int64(len(due)) {
+			t.Errorf("Redelivered = %d, want %d", got, len(due))
+		}
+	})
+}
+
+// A record that cannot be decoded, met by a claim or by the reconciler,
+// goes to the dead set with the decode error, its bytes kept as body,
+// counted and logged once.
+func TestCorruptRecordGoesDead(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	var logs syncBuffer
+	c := newClient(t, env.Proxy, Options{Partitions: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	topic := "corrupt"
+	if err := c.ensureTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	mk, sk := keys.Records(DefaultNamespace, topic, 0), keys.Scheduled(DefaultNamespace, topic, 0)
+	raw := map[string]string{"indexed": "\x09not a record", "unindexed": "\x01"}
+	for _, cmd := range [][]string{
+		{"HSET", mk, "indexed", raw["indexed"]},
+		{"ZADD", sk, fmt.Sprint(time.Now().UnixMilli()), "indexed"},
+		{"HSET", mk, "unindexed", raw["unindexed"]}, // in no index: the reconciler's
+	} {
+		if r, err := testenv.Do(env.Proxy, cmd...); err != nil || strings.HasPrefix(r, "-") {
+			t.Fatalf("%v: %q, %v", cmd, r, err)
+		}
+	}
+	rec := newRecorder()
+	o := takeoverOptions(topic, "k")
+	o.ReconcileInterval = 50 * time.Millisecond
+	k := runConsumer(t, c, o, rec.handle)
+	waitFor(t, 20*time.Second, "both corrupt records dead", func() bool {
+		d, err := c.ListDead(ctx, topic, 10)
+		return err == nil && len(d) == 2
+	})
+	dead, err := c.ListDead(ctx, topic, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dead {
+		if !strings.Contains(d.LastError, "undecodable record") {
+			t.Errorf("%s: last error %q, want the decode error", d.ID, d.LastError)
+		}
+		if string(d.Body) != raw[d.ID] {
+			t.Errorf("%s: body %q, want the stored bytes %q", d.ID, d.Body, raw[d.ID])
+		}
+	}
+	if n := rec.total(); n != 0 {
+		t.Errorf("%d deliveries of corrupt records", n)
+	}
+	if got := k.Stats().Corrupt; got != 2 {
+		t.Errorf("Corrupt = %d, want 2", got)
+	}
+	if n := strings.Count(logs.String(), "undecodable record moved to the dead set"); n != 2 {
+		t.Errorf("%d log lines about undecodable records, want 2 (one each)", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
