@@ -170,16 +170,14 @@ func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
 // claimAndBegin does what poller.poll does with a due message: claim it,
 // put it in flight with a short visibility deadline, read its record.
 func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
-	cl, err := s.Claim(ctx, cs.topic, cs.p, cs.token, time.Now().Add(100*time.Millisecond).UnixMilli(), 1)
+	deadline := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	cl, recs, err := s.ClaimBegin(ctx, cs.topic, cs.p, cs.token, time.Now().Add(100*time.Millisecond).UnixMilli(), 1,
+		func(int64) int64 { return deadline })
 	if err != nil {
 		return nil, err
 	}
 	if len(cl) != 1 || cl[0].ID != cs.id {
 		return nil, fmt.Errorf("claimed %+v, want just %q", cl, cs.id)
-	}
-	recs, err := s.Begin(ctx, cs.topic, cs.p, []string{cs.id}, []int64{time.Now().Add(300 * time.Millisecond).UnixMilli()})
-	if err != nil {
-		return nil, err
 	}
 	if recs[0] == nil {
 		return nil, fmt.Errorf("begin: no record for %q", cs.id)
@@ -337,7 +335,8 @@ var crashOps = []*crashOp{
 		after: afterByRecord,
 	},
 	{
-		// poller.poll: the claim script, then ZADD in flight + HMGET.
+		// poller.poll: the peek script, then ZADD in flight, the claim
+		// script and HMGET in one pipeline.
 		name: "claim",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 0, 0, true)

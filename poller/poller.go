@@ -21,8 +21,7 @@ type Store interface {
 	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
 	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
-	Claim(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]store.Claimed, error)
-	Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*store.Record, error)
+	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
 	Ack(ctx context.Context, topic string, p int, ids []string) error
 	Drop(ctx context.Context, topic string, p int, ids []string) error
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
@@ -339,7 +338,10 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	// Claim ahead: everything due before the next poll (which comes after
 	// PollInterval plus up to 10% jitter) is taken now and held until due.
 	maxDue := now.Add(cfg.PollInterval * 3 / 2).UnixMilli()
-	claimed, err := cfg.Store.Claim(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n)
+	nowMS := now.UnixMilli()
+	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
+	claimed, recs, err := cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n,
+		func(due int64) int64 { return max(due, nowMS) + visibility })
 	if err != nil {
 		cfg.Dispatch.release(n)
 		var fe *store.FencedError
@@ -357,6 +359,9 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 			}
 			return false, nil
 		}
+		// Some ids may be in flight and unknown to this loop: return
+		// them, with any other in-flight message not its own.
+		p.recovering = true
 		p.logErr("claim", err)
 		return false, nil
 	}
@@ -365,21 +370,6 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		p.starved = false // took everything there was
 	}
 	if len(claimed) == 0 {
-		return false, nil
-	}
-	ids := make([]string, len(claimed))
-	deadlines := make([]int64, len(claimed))
-	for i, c := range claimed {
-		ids[i] = c.ID
-		start := max(c.Due, now.UnixMilli())
-		deadlines[i] = start + (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
-	}
-	recs, err := cfg.Store.Begin(ctx, cfg.Topic, cfg.Partition, ids, deadlines)
-	if err != nil {
-		// The ids are out of the scheduled set and maybe not in flight:
-		// the reconciler re-indexes them.
-		cfg.Dispatch.release(len(claimed))
-		p.logErr("begin", err)
 		return false, nil
 	}
 	var tomb []string

@@ -326,6 +326,7 @@ func (d *doctor) checks() []doctorCheck {
 		{"ZRANGEBYSCORE WITHSCORES LIMIT", []step{
 			s(wantStrings("b", "2", "d", "4"), "ZRANGEBYSCORE", z, "-inf", "+inf", "WITHSCORES", "LIMIT", 0, 2),
 			s(wantStrings("d", "a"), "ZRANGEBYSCORE", z, 3, 9),
+			s(wantStrings("d"), "ZRANGEBYSCORE", z, "(2", "(5"), // exclusive bounds: members' leaving scores
 		}},
 		{"ZREVRANGEBYSCORE", []step{
 			s(wantStrings("a", "d", "b"), "ZREVRANGEBYSCORE", z, 9, 0),
