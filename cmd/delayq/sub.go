@@ -39,11 +39,13 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		lease        = durationFlag{d: delayq.DefaultLease}
 		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
 		poll         = durationFlag{d: delayq.DefaultPollInterval}
+		work         durationFlag
 	)
 	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
 	fs.Var(&lease, "lease", "partition lease `duration`")
 	fs.Var(&handlerTO, "handler-timeout", "time one delivery may take before it is redelivered (`duration`)")
 	fs.Var(&poll, "poll", "longest pause between two polls of a partition (`duration`)")
+	fs.Var(&work, "work", "time each handler takes after printing its line, before it acks (`duration`)")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -53,7 +55,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}{
 		{"concurrency", int64(*concurrency)}, {"prefetch", int64(*prefetch)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
 		{"fail-attempts", int64(*failAttempts)}, {"timeout", int64(timeout.d)}, {"lease", int64(lease.d)},
-		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)},
+		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)}, {"work", int64(work.d)},
 	} {
 		if err := cmd.nonNegative(c.name, c.v); err != nil {
 			return err
@@ -87,6 +89,9 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	handler := func(ctx context.Context, d *delayq.Delivery) error {
 		if err := pr.print(d, time.Now()); err != nil {
 			return fmt.Errorf("print delivery of %q: %w", d.ID, err)
+		}
+		if err := simulateWork(ctx, work.d); err != nil {
+			return err
 		}
 		if d.Attempt <= *failAttempts {
 			return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, *failAttempts)
@@ -123,8 +128,24 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	st := consumer.Stats()
 	slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmd.c.logLevel})).Info("consumer stats",
 		"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
-		"redelivered", st.Redelivered, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
+		"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
 	return nil
+}
+
+// simulateWork waits d (--work), the time a handler takes, and returns
+// nil; or ctx.Err() when ctx ends first, so that the delivery is retried.
+func simulateWork(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // deliveryJSON is the line "sub" prints for a delivery.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -87,5 +89,43 @@ func TestDeliveryPrinterConcurrent(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("%d distinct ids, want %d", len(seen), n)
+	}
+}
+
+// TestSimulateWork checks --work: the handler waits the duration, or
+// returns ctx.Err() (a retry) when its context ends first.
+func TestSimulateWork(t *testing.T) {
+	if err := simulateWork(context.Background(), 0); err != nil {
+		t.Errorf("no work: err = %v, want nil", err)
+	}
+	start := time.Now()
+	if err := simulateWork(context.Background(), 50*time.Millisecond); err != nil {
+		t.Errorf("50ms of work: err = %v, want nil", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Errorf("50ms of work returned after %v", took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if err := simulateWork(ctx, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("work past the context: err = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("work past the context returned after %v, not when the context ended", took)
+	}
+}
+
+// TestSubNegativeWork checks that a negative --work is a usage error.
+func TestSubNegativeWork(t *testing.T) {
+	_, _, err := runArgs(t, "sub", "--topic", "t", "--work", "-1s")
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err = %v (%T), want a usage error", err, err)
+	}
+	for _, w := range []string{"--work", `"-1s"`, "negative"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
 	}
 }
