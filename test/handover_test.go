@@ -410,3 +410,62 @@ func TestHandoverLongHandlers(t *testing.T) {
 		lr, rep.duplicates, rep.lost, rep.messages, rep.deliveries)
 	checkClientErrAfterFaults(t, env)
 }
+
+// TestCrashAtDefaults: kill -9 of one of 3 consumers with the defaults
+// users get (lease 10 s, handler timeout 30 s, poll 1 s), handlers taking
+// 2 s so that some run at the kill (64 at once: capacity is not what is
+// measured). Every message the killed consumer
+// held (claimed ahead, queued or running) starts again within 2 leases +
+// 1 poll interval + 1 s of the kill, from its own due if later; nothing is
+// lost or early, and the only repeats are of deliveries the killed
+// consumer started before the kill.
+func TestCrashAtDefaults(t *testing.T) {
+	const parts, n, msgs = 16, 3, 600
+	const span = 25 * time.Second
+	bound := 2*delayq.DefaultLease + delayq.DefaultPollInterval + time.Second
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "crash.defaults"
+	c := faultClient(t, addr, parts)
+	l := newLedger()
+	from := time.Now().Add(2 * time.Second)
+	sendSpread(t, l, addr, topic, parts, "dflt", msgs, from, span)
+	var subs []*sub
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("dflt-%d", i))
+		subs = append(subs, startSub(t, l, i, handoverSubArgs(addr, topic, parts, ids[i], "--work", "2s", "--concurrency", "64")...))
+	}
+	share := ceilDiv(parts, n)
+	waitOwners(t, c, topic, time.Now(), faultSettle, "a fair share", func(o ownership) bool {
+		return o.ownedExactlyBy(parts, parts-(n-1)*share, share, ids...)
+	})
+	time.Sleep(time.Until(from.Add(5 * time.Second))) // the fault's moment
+	victim := subs[1]
+	kill := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	share2 := ceilDiv(parts, n-1)
+	handover := waitOwners(t, c, topic, kill, 3*delayq.DefaultLease, "the survivors owning every partition", func(o ownership) bool {
+		return o.ownedExactlyBy(parts, parts-share2, share2, ids[0], ids[2])
+	})
+	victim.wait(t, 10*time.Second)
+	live := []*sub{subs[0], subs[2]}
+	waitDrained(t, c, topic, l, live)
+	stopAllSubs(t, live)
+
+	rep := checkFaultLedger(t, l, topic)
+	held := checkHeldStart(t, l, victim.idx, kill, bound)
+	for id, ds := range rep.dups {
+		if ds[0].sub != victim.idx || ds[0].at.After(kill) {
+			t.Errorf("message %q delivered %d times, and not after a delivery the killed sub started: %s", id, len(ds), describe(ds))
+		}
+	}
+	recovered := subCounter(live, "recovered")
+	if rep.duplicates > 0 && recovered == 0 {
+		t.Errorf("%d duplicates, but the survivors counted no recovered message", rep.duplicates)
+	}
+	t.Logf("FIGURE scenario=kill9-defaults handover_ms=%d held_start_max_ms=%d bound_ms=%d duplicates=%d recovered=%d lost=%d messages=%d",
+		handover.Milliseconds(), held.Milliseconds(), bound.Milliseconds(), rep.duplicates, recovered, rep.lost, rep.messages)
+	checkClientErrAfterFaults(t, env)
+}
