@@ -156,11 +156,14 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // Run works partition cfg.Partition until ctx (the lease's) is done or stop
-// is closed. On stop it returns held messages to scheduled at once and
-// waits for running handlers; on a lost lease it drops held messages
-// without delivering them (their visibility deadline hands them to the next
-// owner) and waits for running handlers. It returns nil after a stop,
-// ErrFenced when another owner took over, or ctx's cause.
+// is closed. It starts by raising the fence and, unless the previous owner
+// handed the partition over gracefully, returning every in-flight message
+// to scheduled (see recoverLost). On stop it returns held messages to
+// scheduled at once, marks the handover, calls cfg.Release and then waits
+// for running handlers; on a lost lease it drops held messages without
+// delivering them (the next owner returns them) and waits for running
+// handlers. It returns nil after a stop, ErrFenced when another owner
+// took over, or ctx's cause.
 func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	cfg.Logger = cfg.Logger.With("component", "poller", "topic", cfg.Topic, "partition", cfg.Partition, "token", cfg.Token)
 	p := &part{

@@ -59,8 +59,8 @@ func (p *part) applyPending(ctx context.Context) {
 // retries, deaths and returns in another. When a write fails the results
 // stay pending and are tried again on the next turn of the loop. Under a
 // lost lease (lost) only acks are written: everything else stays in flight
-// for the next owner to requeue at its visibility deadline, since writing
-// to the scheduled set now could race with that owner.
+// for the next owner to return at takeover, since writing to the
+// scheduled set now could race with that owner.
 func (p *part) apply(ctx context.Context, lost bool) {
 	if len(p.pending) == 0 {
 		return
