@@ -253,7 +253,7 @@ func scheduledOf(t *testing.T, c *Client, topic string) int64 {
 func reconcileSweep(t *testing.T, c *Client, topic string, p int) {
 	t.Helper()
 	for cursor := "0"; ; {
-		next, _, err := c.store.Reconcile(context.Background(), topic, p, cursor, 100)
+		next, _, err := c.store.Reconcile(context.Background(), topic, p, cursor, 100, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

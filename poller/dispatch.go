@@ -138,15 +138,20 @@ func (d *Dispatcher) whenFreed() <-chan struct{} {
 func (d *Dispatcher) work() {
 	defer d.wg.Done()
 	for m := range d.ready {
+		p := m.part
+		// A stopping loop takes back what did not start (see exit);
+		// so does the worker that meets such a message first. What
+		// started runs, and its outcome is written by the loop, even
+		// after a handover.
+		if p.stopping.Load() {
+			m.state.CompareAndSwap(msgQueued, msgRevoked)
+		}
 		if !m.state.CompareAndSwap(msgQueued, msgStarted) {
-			d.release(1) // its loop took it back: the slot is free once it left the queue
+			d.release(1) // taken back: the slot is free once it left the queue
 			continue
 		}
-		p := m.part
 		r := result{msg: m}
 		switch {
-		case p.stopping.Load():
-			r.outcome = Returned
 		case !p.valid():
 			r.outcome = Dropped
 		default:

@@ -26,7 +26,7 @@ type Store interface {
 	Drop(ctx context.Context, topic string, p int, ids []string) error
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
 	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
-	Reconcile(ctx context.Context, topic string, p int, cursor string, count int) (string, []string, error)
+	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -503,7 +503,8 @@ func sweepPause(interval time.Duration) time.Duration { return 12 * interval }
 
 func (p *part) reconcile(ctx context.Context) {
 	cfg := p.cfg
-	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.Topic, cfg.Partition, p.cursor, cfg.ReconcileBatch)
+	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.Topic, cfg.Partition, p.cursor, cfg.ReconcileBatch,
+		func(id string) bool { return p.mine[id] != nil })
 	if err != nil {
 		p.logErr("reconcile", err)
 		return

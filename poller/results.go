@@ -167,7 +167,8 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 		settled[r.msg] = true
 	}
 	for _, m := range p.mine {
-		if !settled[m] && m.state.CompareAndSwap(msgQueued, msgRevoked) {
+		// Taken back here, or by a worker that saw stopping first.
+		if !settled[m] && (m.state.CompareAndSwap(msgQueued, msgRevoked) || m.state.Load() == msgRevoked) {
 			m.revoked = true
 			p.pending = append(p.pending, result{msg: m, outcome: outcome})
 		}

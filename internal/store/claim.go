@@ -456,8 +456,10 @@ func (s *Store) Records(ctx context.Context, topic string, p int, ids []string) 
 // time, those found in no index. It returns the next cursor ("0" when the
 // scan wrapped around) and the ids it repaired. Only the partition's owner
 // runs it, between its own claims, so an id it finds in no index is not
-// one of its claims in progress.
-func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int) (string, []string, error) {
+// one of its claims in progress; ids for which skip reports true (the
+// owner's deliveries, whose in-flight entry a previous owner's late
+// write may have removed) are left alone. skip may be nil.
+func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error) {
 	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
@@ -473,6 +475,9 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	for i := 0; i+1 < len(kv); i += 2 {
 		switch f := string(kv[i]); {
 		case isIDField(f):
+			if skip != nil && skip(f) {
+				continue
+			}
 			ids = append(ids, f)
 			recs = append(recs, kv[i+1])
 		case isSegField(f):
