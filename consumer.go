@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/delayq/delayq/lease"
 )
 
 // Defaults for ConsumerOptions.
@@ -18,7 +20,7 @@ const (
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultReconcileBatch    = 256
 	DefaultClaimBatch        = 256
-	DefaultChangePoll        = 50 * time.Millisecond
+	DefaultChangePoll        = lease.DefaultChangePoll
 )
 
 // DefaultBackoff is the retry ladder: after the n-th failed attempt a

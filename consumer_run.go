@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,16 +35,7 @@ type Consumer struct {
 	delivered atomic.Int64
 	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
 
-	mu    sync.Mutex
-	owned map[int]*owned
-	live  int // members seen at the last heartbeat
-}
-
-// owned is a partition this consumer holds.
-type owned struct {
-	lease     *lease.Lease
-	stop      chan struct{} // closed to stop the partition gracefully
-	releasing bool          // stop was closed to hand the partition over
+	mgr atomic.Pointer[lease.Manager] // set by Run
 }
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
@@ -63,7 +52,6 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
-		owned:  map[int]*owned{},
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
 			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, eventLeasesGained, eventLeasesLost),
 	}, nil
@@ -104,245 +92,58 @@ func (k *Consumer) Run(ctx context.Context) error {
 	if err := k.c.ensureTopic(ctx, k.opts.Topic); err != nil {
 		return err
 	}
-	rs := redsync.New(redigo.NewPool(k.c.store.Pool()))
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
 	work, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
 	abandon := make(chan struct{})
-	var wg sync.WaitGroup
-	k.log.Info("consumer started", "partitions", k.c.opts.Partitions, "concurrency", k.opts.Concurrency)
-
-	seen, _ := k.c.store.Changes(ctx, k.opts.Topic)
-	joined := false
-	tick := time.NewTimer(0)
-	defer tick.Stop()
-	watch := time.NewTicker(k.opts.ChangePoll)
-	defer watch.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-k.stopCh:
-			break loop
-		case <-watch.C:
-			n, err := k.c.store.Changes(ctx, k.opts.Topic)
-			if err != nil || n == seen {
-				continue
-			}
-			seen = n
-		case <-tick.C:
-			tick.Reset(jitter(k.opts.Heartbeat))
-		}
-		target := k.share(ctx, false)
-		if !joined && ctx.Err() == nil {
-			joined = true // tell the others to share with us now
-			k.changed(ctx)
-		}
-		k.releaseExtras(target)
-		k.acquire(ctx, rs, d, work, abandon, &wg, target)
-	}
-	k.stop()
-	// Leave the fair share first, so that the others' next look counts
-	// us out, then hand every partition over; the heartbeats go on, as a
-	// leaving member, while running handlers finish.
-	bg := context.Background()
-	k.share(bg, true)
-	k.mu.Lock()
-	for _, o := range k.owned {
-		if !o.releasing {
-			o.releasing = true
-			close(o.stop)
-		}
-	}
-	k.mu.Unlock()
-	k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
-	hard := time.AfterFunc(k.opts.ShutdownTimeout, func() {
-		hardStop()
-		time.AfterFunc(time.Second, func() { close(abandon) })
+	var hard *time.Timer
+	topic, ns := k.opts.Topic, k.c.opts.Namespace
+	m, err := lease.NewManager(lease.ManagerOptions{
+		Topic: topic, ID: k.opts.ID, Partitions: k.c.opts.Partitions,
+		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, ChangePoll: k.opts.ChangePoll,
+		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
+		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
+		Value: func() string { return store.LeaseValue(k.opts.ID, NewID(time.Now())) },
+		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+			cfg := k.pollerConfig(p, l, d, work, abandon)
+			cfg.Release = handedOver
+			return poller.Run(l.Ctx(), stop, cfg)
+		},
+		Stopping: func() {
+			k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
+			// Past ShutdownTimeout, running handlers are cancelled; a
+			// second later, loops stop waiting for those that ignore it.
+			hard = time.AfterFunc(k.opts.ShutdownTimeout, func() {
+				hardStop()
+				time.AfterFunc(time.Second, func() { close(abandon) })
+			})
+		},
+		Gained: func(int) { k.count(eventLeasesGained, 1) },
+		Lost:   func(int) { k.count(eventLeasesLost, 1) },
+		Logger: k.log, Now: k.c.opts.Now,
 	})
-	drained := make(chan struct{})
+	if err != nil {
+		return err
+	}
+	k.mgr.Store(m)
+	k.log.Info("consumer started", "partitions", k.c.opts.Partitions, "concurrency", k.opts.Concurrency)
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
-		wg.Wait()
-		close(drained)
-	}()
-	beat := time.NewTicker(k.opts.Heartbeat)
-	for waiting := true; waiting; {
 		select {
-		case <-drained:
-			waiting = false
-		case <-beat.C:
-			k.share(bg, true)
+		case <-k.stopCh:
+			cancel()
+		case <-mctx.Done():
 		}
+	}()
+	m.Run(mctx)
+	k.stop()
+	if hard != nil {
+		hard.Stop()
 	}
-	beat.Stop()
-	hard.Stop()
 	d.Close()
-	lctx, cancel := context.WithTimeout(bg, 3*time.Second)
-	if err := k.c.store.Leave(lctx, k.opts.Topic, k.opts.ID); err != nil {
-		k.log.Warn("leave membership", "err", err)
-	}
-	k.changed(lctx)
-	cancel()
 	k.log.Info("consumer stopped")
 	return nil
-}
-
-// changed bumps the topic's change counter, so that the other consumers
-// look at membership and free partitions at once.
-func (k *Consumer) changed(ctx context.Context) {
-	if err := k.c.store.Changed(ctx, k.opts.Topic); err != nil {
-		k.log.Warn("signal a change", "err", err)
-	}
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
-// share heartbeats this consumer into the topic's members and returns
-// its fair share of partitions, ceil(partitions / live members). A
-// leaving consumer stays a member, but one that no one counts.
-func (k *Consumer) share(ctx context.Context, leaving bool) int {
-	now := k.c.opts.Now()
-	live, err := k.c.store.Heartbeat(ctx, k.opts.Topic, k.opts.ID, leaving, now.UnixMilli(),
-		now.Add(3*k.opts.Heartbeat).UnixMilli(), time.Hour.Milliseconds())
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err != nil {
-		k.log.Warn("heartbeat", "err", err)
-		live = k.live // keep the last view
-	}
-	if !leaving {
-		live = max(live, 1)
-	}
-	if live != k.live && !leaving {
-		k.log.Info("members changed", "live", live, "share", lease.Share(k.c.opts.Partitions, live))
-	}
-	k.live = live
-	return lease.Share(k.c.opts.Partitions, max(live, 1))
-}
-
-// holding returns how many partitions are owned and not being handed over.
-func (k *Consumer) holding() int {
-	n := 0
-	for _, o := range k.owned {
-		if !o.releasing {
-			n++
-		}
-	}
-	return n
-}
-
-// releaseExtras hands over partitions above target: each is stopped
-// gracefully (held messages returned, handlers finished) and its lease
-// released, for a consumer below its share to take.
-func (k *Consumer) releaseExtras(target int) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	extra := k.holding() - target
-	if extra <= 0 {
-		return
-	}
-	ps := make([]int, 0, len(k.owned))
-	for p, o := range k.owned {
-		if !o.releasing {
-			ps = append(ps, p)
-		}
-	}
-	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
-	for _, p := range ps[:extra] {
-		o := k.owned[p]
-		o.releasing = true
-		close(o.stop)
-		k.log.Info("handing partition over", "partition", p, "share", target)
-	}
-}
-
-// acquire tries, once each, partitions this consumer does not own until it
-// holds target, and starts a partition loop for each one it gets.
-func (k *Consumer) acquire(ctx context.Context, rs *redsync.Redsync, d *poller.Dispatcher, work context.Context, abandon chan struct{}, wg *sync.WaitGroup, target int) {
-	topic, ns := k.opts.Topic, k.c.opts.Namespace
-	for _, p := range rand.Perm(k.c.opts.Partitions) {
-		if ctx.Err() != nil || k.stopping() {
-			return
-		}
-		k.mu.Lock()
-		_, mine := k.owned[p]
-		full := k.holding() >= target
-		k.mu.Unlock()
-		if full {
-			return
-		}
-		if mine {
-			continue
-		}
-		l, err := lease.Acquire(ctx, rs, keys.Lease(ns, topic, p), lease.Options{
-			Expiry: k.opts.Lease,
-			Value:  store.LeaseValue(k.opts.ID, NewID(time.Now())),
-			Token: func(ctx context.Context) (int64, error) {
-				return k.c.store.NextToken(ctx, topic, p)
-			},
-			Logger: k.c.opts.Logger,
-		})
-		if err != nil {
-			if !errors.Is(err, lease.ErrTaken) {
-				k.log.Warn("acquire partition", "partition", p, "err", err)
-			}
-			continue
-		}
-		o := &owned{lease: l, stop: make(chan struct{})}
-		k.mu.Lock()
-		if k.stopping() { // Run is shutting down: do not start
-			k.mu.Unlock()
-			l.Release(ctx)
-			return
-		}
-		k.owned[p] = o
-		k.mu.Unlock()
-		k.count(eventLeasesGained, 1)
-		k.log.Info("partition acquired", "partition", p, "token", l.Token())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var released sync.Once
-			release := func(signal bool) {
-				released.Do(func() {
-					rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					defer cancel()
-					l.Release(rctx)
-					k.mu.Lock()
-					if k.owned[p] == o {
-						delete(k.owned, p)
-					}
-					k.mu.Unlock()
-					if signal {
-						k.changed(rctx)
-					}
-				})
-			}
-			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release = func() {
-				release(true)
-				k.log.Info("partition handed over", "partition", p, "token", l.Token())
-			}
-			err := poller.Run(l.Ctx(), o.stop, cfg)
-			release(false)
-			if err != nil {
-				k.count(eventLeasesLost, 1)
-				k.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
-			}
-		}()
-	}
-}
-
-func (k *Consumer) stopping() bool {
-	select {
-	case <-k.stopCh:
-		return true
-	default:
-		return false
-	}
 }
 
 func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
@@ -432,11 +233,8 @@ func (k *Consumer) Stats() ConsumerStats {
 		LeasesGained: k.counter(eventLeasesGained),
 		LeasesLost:   k.counter(eventLeasesLost),
 	}
-	k.mu.Lock()
-	for p := range k.owned {
-		s.Owned = append(s.Owned, p)
+	if m := k.mgr.Load(); m != nil {
+		s.Owned = m.Owned()
 	}
-	k.mu.Unlock()
-	sort.Ints(s.Owned)
 	return s
 }

@@ -115,9 +115,6 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 	return l, nil
 }
 
-// Name returns the lock's key.
-func (l *Lease) Name() string { return l.name }
-
 // Token returns the fencing token of this acquisition.
 func (l *Lease) Token() int64 { return l.token }
 

@@ -1,0 +1,358 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+)
+
+// Membership is what a Manager needs from storage: the topic's members
+// ZSET, its change counter and the partitions' fencing tokens.
+type Membership interface {
+	// Heartbeat records id as a member until expiresMS (as a leaving one
+	// when leaving is set: alive, but counted by no one) and returns the
+	// members live at nowMS that count.
+	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (int, error)
+	Leave(ctx context.Context, topic, id string) error
+	// Changed bumps the topic's change counter; Changes reads it.
+	Changed(ctx context.Context, topic string) error
+	Changes(ctx context.Context, topic string) (int64, error)
+	NextToken(ctx context.Context, topic string, p int) (int64, error)
+}
+
+// Work runs partition p while the manager owns it, under l. It returns
+// when l.Ctx() is done (the lease was lost) or stop is closed; in the
+// latter case it hands the partition over gracefully and calls handedOver
+// as soon as the next owner may take it, before it waits for whatever it
+// still has running. A nil error means a graceful stop.
+type Work func(p int, l *Lease, stop <-chan struct{}, handedOver func()) error
+
+// Defaults for ManagerOptions.
+const (
+	DefaultChangePoll = 50 * time.Millisecond
+)
+
+// ManagerOptions configures a Manager. Fields are required unless a
+// default is named.
+type ManagerOptions struct {
+	Topic      string
+	ID         string // the member's id
+	Partitions int
+	// Expiry of each partition's lease. Default DefaultExpiry (10s).
+	Expiry time.Duration
+	// Heartbeat: how often membership is renewed (it expires after 3) and
+	// the share recomputed. Default Expiry/3.
+	Heartbeat time.Duration
+	// ChangePoll: how often the topic's change counter is read, to act on
+	// joins, leaves and handovers at once. Default DefaultChangePoll.
+	ChangePoll time.Duration
+	Members    Membership
+	Redsync    *redsync.Redsync
+	// Name returns the lease key of partition p.
+	Name func(p int) string
+	// Value returns the value written in a lease, unique per acquisition.
+	Value func() string
+	Work  Work
+	// Stopping is called once when Run begins to stop (optional).
+	Stopping func()
+	// Gained and Lost are told of each lease gained, and each lost before
+	// a graceful stop (optional).
+	Gained, Lost func(p int)
+	Logger       *slog.Logger     // default slog.Default()
+	Now          func() time.Time // default time.Now
+}
+
+// Manager owns a member's fair share of a topic's partitions, in the way
+// etcd's Election is built on its Session: it heartbeats the member into
+// the topic, aims at ceil(partitions / live members) partitions, acquires
+// free ones (each a Lease with a fencing token) and hands extras over,
+// at every heartbeat and whenever the topic's change counter moves, and
+// runs Work for each partition it owns. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	o   ManagerOptions
+	log *slog.Logger
+	wg  sync.WaitGroup
+
+	mu    sync.Mutex
+	owned map[int]*owned
+	live  int // members seen at the last heartbeat
+	stop  bool
+}
+
+// owned is a partition the manager holds.
+type owned struct {
+	lease     *Lease
+	stop      chan struct{} // closed to hand the partition over
+	releasing bool          // stop was closed
+}
+
+// NewManager validates o and returns a Manager; Run starts it.
+func NewManager(o ManagerOptions) (*Manager, error) {
+	if o.Expiry <= 0 {
+		o.Expiry = DefaultExpiry
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = o.Expiry / 3
+	}
+	if o.ChangePoll <= 0 {
+		o.ChangePoll = DefaultChangePoll
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Topic == "" || o.ID == "" || o.Partitions < 1 || o.Members == nil || o.Redsync == nil ||
+		o.Name == nil || o.Value == nil || o.Work == nil {
+		return nil, errors.New("lease: ManagerOptions needs Topic, ID, Partitions, Members, Redsync, Name, Value and Work")
+	}
+	return &Manager{o: o, log: o.Logger, owned: map[int]*owned{}}, nil
+}
+
+// Owned returns the partitions owned now, in order.
+func (m *Manager) Owned() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := make([]int, 0, len(m.owned))
+	for p := range m.owned {
+		ps = append(ps, p)
+	}
+	sort.Ints(ps)
+	return ps
+}
+
+// Run manages the partitions until ctx is done, then stops gracefully:
+// it leaves the fair share (as a leaving member, so that the others take
+// over at once), hands every partition over, heartbeats while their Work
+// finishes, then leaves the topic's members. It returns when every Work
+// has returned.
+func (m *Manager) Run(ctx context.Context) {
+	o := m.o
+	seen, _ := o.Members.Changes(ctx, o.Topic)
+	joined := false
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	watch := time.NewTicker(o.ChangePoll)
+	defer watch.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-watch.C:
+			n, err := o.Members.Changes(ctx, o.Topic)
+			if err != nil || n == seen {
+				continue
+			}
+			seen = n
+		case <-tick.C:
+			tick.Reset(Jitter(o.Heartbeat))
+		}
+		target := m.share(ctx, false)
+		if !joined && ctx.Err() == nil {
+			joined = true // tell the others to share with us now
+			m.changed(ctx)
+		}
+		m.releaseExtras(target)
+		m.acquire(ctx, target)
+	}
+	m.stopAll()
+}
+
+// stopAll is Run's graceful stop.
+func (m *Manager) stopAll() {
+	bg := context.Background()
+	m.share(bg, true)
+	m.mu.Lock()
+	m.stop = true
+	for _, w := range m.owned {
+		if !w.releasing {
+			w.releasing = true
+			close(w.stop)
+		}
+	}
+	m.mu.Unlock()
+	if m.o.Stopping != nil {
+		m.o.Stopping()
+	}
+	drained := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(drained)
+	}()
+	beat := time.NewTicker(m.o.Heartbeat)
+	for waiting := true; waiting; {
+		select {
+		case <-drained:
+			waiting = false
+		case <-beat.C:
+			m.share(bg, true)
+		}
+	}
+	beat.Stop()
+	ctx, cancel := context.WithTimeout(bg, 3*time.Second)
+	defer cancel()
+	if err := m.o.Members.Leave(ctx, m.o.Topic, m.o.ID); err != nil {
+		m.log.Warn("leave membership", "err", err)
+	}
+	m.changed(ctx)
+}
+
+// changed bumps the topic's change counter, so that the other members
+// look at membership and free partitions at once.
+func (m *Manager) changed(ctx context.Context) {
+	if err := m.o.Members.Changed(ctx, m.o.Topic); err != nil {
+		m.log.Warn("signal a change", "err", err)
+	}
+}
+
+// Jitter returns d give or take 10%.
+func Jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// share heartbeats the member and returns its fair share of partitions.
+func (m *Manager) share(ctx context.Context, leaving bool) int {
+	o := m.o
+	now := o.Now()
+	live, err := o.Members.Heartbeat(ctx, o.Topic, o.ID, leaving, now.UnixMilli(),
+		now.Add(3*o.Heartbeat).UnixMilli(), time.Hour.Milliseconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.log.Warn("heartbeat", "err", err)
+		live = m.live // keep the last view
+	}
+	if !leaving {
+		live = max(live, 1)
+		if live != m.live {
+			m.log.Info("members changed", "live", live, "share", Share(o.Partitions, live))
+		}
+	}
+	m.live = live
+	return Share(o.Partitions, max(live, 1))
+}
+
+// holding returns how many partitions are owned and not being handed over.
+func (m *Manager) holding() int {
+	n := 0
+	for _, w := range m.owned {
+		if !w.releasing {
+			n++
+		}
+	}
+	return n
+}
+
+// releaseExtras hands over partitions above target, chosen at random.
+func (m *Manager) releaseExtras(target int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	extra := m.holding() - target
+	if extra <= 0 {
+		return
+	}
+	ps := make([]int, 0, len(m.owned))
+	for p, w := range m.owned {
+		if !w.releasing {
+			ps = append(ps, p)
+		}
+	}
+	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+	for _, p := range ps[:extra] {
+		w := m.owned[p]
+		w.releasing = true
+		close(w.stop)
+		m.log.Info("handing partition over", "partition", p, "share", target)
+	}
+}
+
+// acquire tries, once each, partitions the member does not own until it
+// holds target, and starts Work for each one it gets.
+func (m *Manager) acquire(ctx context.Context, target int) {
+	o := m.o
+	for _, p := range rand.Perm(o.Partitions) {
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		_, mine := m.owned[p]
+		full := m.holding() >= target
+		m.mu.Unlock()
+		if full {
+			return
+		}
+		if mine {
+			continue
+		}
+		l, err := Acquire(ctx, o.Redsync, o.Name(p), Options{
+			Expiry: o.Expiry,
+			Value:  o.Value(),
+			Token:  func(ctx context.Context) (int64, error) { return o.Members.NextToken(ctx, o.Topic, p) },
+			Logger: o.Logger,
+		})
+		if err != nil {
+			if !errors.Is(err, ErrTaken) {
+				m.log.Warn("acquire partition", "partition", p, "err", err)
+			}
+			continue
+		}
+		w := &owned{lease: l, stop: make(chan struct{})}
+		m.mu.Lock()
+		if m.stop { // Run is stopping: do not start
+			m.mu.Unlock()
+			l.Release(ctx)
+			return
+		}
+		m.owned[p] = w
+		m.wg.Add(1)
+		m.mu.Unlock()
+		if o.Gained != nil {
+			o.Gained(p)
+		}
+		m.log.Info("partition acquired", "partition", p, "token", l.Token())
+		go m.run(p, w)
+	}
+}
+
+// run runs Work for an owned partition, and releases the lease when the
+// partition is handed over or Work returns.
+func (m *Manager) run(p int, w *owned) {
+	defer m.wg.Done()
+	l := w.lease
+	var once sync.Once
+	release := func(signal bool) {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if err := l.Release(ctx); err != nil {
+				m.log.Warn("release partition", "partition", p, "err", err)
+			}
+			m.mu.Lock()
+			if m.owned[p] == w {
+				delete(m.owned, p)
+			}
+			m.mu.Unlock()
+			if signal {
+				m.changed(ctx)
+				m.log.Info("partition handed over", "partition", p, "token", l.Token())
+			}
+		})
+	}
+	err := m.o.Work(p, l, w.stop, func() { release(true) })
+	release(false)
+	if err != nil {
+		if m.o.Lost != nil {
+			m.o.Lost(p)
+		}
+		m.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
+	}
+}
