@@ -64,6 +64,12 @@ type Client struct {
 	mu     sync.Mutex
 	topics map[string]bool // topics whose meta was checked
 
+	co coalescer
+}
+
+// coalescer is the state that joins concurrent Enqueue and EnqueueAsync
+// calls into batches (see coalesce.go).
+type coalescer struct {
 	coalesceOnce sync.Once
 	enq          chan *enqReq
 	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
@@ -125,7 +131,7 @@ func New(opts Options) (*Client, error) {
 	}
 	return &Client{
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"),
-		topics: map[string]bool{}, closed: make(chan struct{}), shut: make(chan struct{}),
+		topics: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}, nil
 }
 
@@ -135,14 +141,14 @@ func New(opts Options) (*Client, error) {
 // call more than once.
 func (c *Client) Close() error {
 	first := false
-	c.closeOnce.Do(func() {
+	c.co.closeOnce.Do(func() {
 		first = true
-		c.sendMu.Lock()
-		close(c.closed)
-		c.sendMu.Unlock()
-		c.senders.Wait() // calls already queueing get in (flushers still drain)
-		close(c.shut)
-		c.wg.Wait() // the flushers write what is queued, then return
+		c.co.sendMu.Lock()
+		close(c.co.closed)
+		c.co.sendMu.Unlock()
+		c.co.senders.Wait() // calls already queueing get in (flushers still drain)
+		close(c.co.shut)
+		c.co.wg.Wait() // the flushers write what is queued, then return
 	})
 	if !first {
 		return nil

@@ -59,12 +59,12 @@ func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
 }
 
 func (c *Client) startCoalescer() {
-	c.coalesceOnce.Do(func() {
-		c.enq = make(chan *enqReq, coalesceQueue)
-		c.gathering = make(chan struct{}, 1)
-		c.partial = make(chan struct{}, coalescePartial)
+	c.co.coalesceOnce.Do(func() {
+		c.co.enq = make(chan *enqReq, coalesceQueue)
+		c.co.gathering = make(chan struct{}, 1)
+		c.co.partial = make(chan struct{}, coalescePartial)
 		for range coalesceFlushers {
-			c.wg.Add(1)
+			c.co.wg.Add(1)
 			go c.flusher()
 		}
 	})
@@ -77,47 +77,47 @@ func (c *Client) startCoalescer() {
 // calls meanwhile: light load makes a few growing batches (group commit),
 // heavy load many full ones in parallel.
 func (c *Client) flusher() {
-	defer c.wg.Done()
+	defer c.co.wg.Done()
 	batch := make([]*enqReq, 0, coalesceMax)
 	var buf flushBuf
 	for {
 		select {
-		case <-c.shut:
+		case <-c.co.shut:
 			c.drain(batch, &buf)
 			return
-		case c.gathering <- struct{}{}:
+		case c.co.gathering <- struct{}{}:
 		}
 		var first *enqReq
 		select {
-		case <-c.shut:
-			<-c.gathering
+		case <-c.co.shut:
+			<-c.co.gathering
 			c.drain(batch, &buf)
 			return
-		case first = <-c.enq:
+		case first = <-c.co.enq:
 		}
 		batch = append(batch[:0], first)
 		partial := false
 	gather:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.enq:
+			case r := <-c.co.enq:
 				batch = append(batch, r)
 				continue
 			default:
 			}
 			select {
-			case r := <-c.enq:
+			case r := <-c.co.enq:
 				batch = append(batch, r)
-			case c.partial <- struct{}{}:
+			case c.co.partial <- struct{}{}:
 				partial = true
 				batch = c.linger(batch)
 				break gather
 			}
 		}
-		<-c.gathering
+		<-c.co.gathering
 		c.flush(batch, &buf)
 		if partial {
-			<-c.partial
+			<-c.co.partial
 		}
 	}
 }
@@ -135,7 +135,7 @@ func (c *Client) linger(batch []*enqReq) []*enqReq {
 	take:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.enq:
+			case r := <-c.co.enq:
 				batch = append(batch, r)
 			default:
 				break take
@@ -152,9 +152,9 @@ func (c *Client) linger(batch []*enqReq) []*enqReq {
 func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
 	for {
 		batch = batch[:0]
-		for len(batch) < coalesceMax && len(c.enq) > 0 {
+		for len(batch) < coalesceMax && len(c.co.enq) > 0 {
 			select {
-			case r := <-c.enq:
+			case r := <-c.co.enq:
 				batch = append(batch, r)
 			default:
 			}
@@ -227,9 +227,9 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	// Callbacks run off the flusher, so that one waiting (say, enqueueing
 	// again into a full queue) cannot stop the queue from being emptied.
 	// Close waits for them.
-	c.wg.Add(1)
+	c.co.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer c.co.wg.Done()
 		for _, i := range cbs {
 			live[i].cb(res[i].ID, res[i].Err)
 		}
@@ -243,18 +243,18 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 // rather than wait on a queue only the flushers empty.
 func (c *Client) send(ctx context.Context, r *enqReq) error {
 	c.startCoalescer()
-	c.sendMu.Lock()
+	c.co.sendMu.Lock()
 	select {
-	case <-c.closed:
-		c.sendMu.Unlock()
+	case <-c.co.closed:
+		c.co.sendMu.Unlock()
 		return fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
-	c.senders.Add(1)
-	c.sendMu.Unlock()
-	defer c.senders.Done()
+	c.co.senders.Add(1)
+	c.co.sendMu.Unlock()
+	defer c.co.senders.Done()
 	select {
-	case c.enq <- r:
+	case c.co.enq <- r:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

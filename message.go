@@ -122,7 +122,7 @@ func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
 // treat ErrDuplicate as success).
 func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
 	select {
-	case <-c.closed:
+	case <-c.co.closed:
 		return nil, fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
