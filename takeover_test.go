@@ -1,12 +1,10 @@
 package delayq
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -188,7 +186,7 @@ func TestExpiredKeepsOwnDue(t *testing.T) {
 func TestCorruptRecordGoesDead(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	c := newClient(t, env.Proxy, Options{Partitions: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	topic := "corrupt"
 	if err := c.ensureTopic(ctx, topic); err != nil {
@@ -233,72 +231,5 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "undecodable record moved to the dead set"); n != 2 {
 		t.Errorf("%d log lines about undecodable records, want 2 (one each)", n)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// The reconciler leaves alone the owner's running deliveries whose
-// in-flight entry is gone (a previous owner's late move removed it): it
-// must not index them again, which would deliver them twice.
-func TestReconcilerSkipsRunningDeliveries(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Backends: 2})
-	ctx := context.Background()
-	c := newClient(t, env.Proxy, Options{Partitions: 1})
-	topic := "running"
-	release := make(chan struct{})
-	rec := newRecorder()
-	rec.fail = func(d *Delivery) error {
-		if d.ID == "running" {
-			<-release
-		}
-		return nil
-	}
-	o := takeoverOptions(topic, "k")
-	o.ReconcileInterval = 20 * time.Millisecond
-	k := runConsumer(t, c, o, rec.handle)
-	defer close(release)
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "running"}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the delivery running", func() bool { return rec.count("running") == 1 })
-	ik := keys.InFlight(DefaultNamespace, topic, 0)
-	if r, err := testenv.Do(env.Proxy, "ZREM", ik, "running"); err != nil || r != ":1" {
-		t.Fatalf("ZREM of the running delivery's entry: %q, %v", r, err)
-	}
-	// A witness in no index: once it is delivered, a reconciler sweep
-	// went past the running delivery's record too.
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "witness", Delay: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := testenv.Do(env.Proxy, "ZREM", keys.Scheduled(DefaultNamespace, topic, 0), "witness"); err != nil || r != ":1" {
-		t.Fatalf("ZREM of the witness: %q, %v", r, err)
-	}
-	waitFor(t, 20*time.Second, "the witness re-indexed", func() bool { return k.Stats().Repaired >= 1 })
-	st, err := c.Stats(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Scheduled != 1 {
-		t.Errorf("%d scheduled, want 1 (the witness): the running delivery was indexed again", st.Scheduled)
-	}
-	if n := rec.count("running"); n != 1 {
-		t.Errorf("running delivery started %d times, want once", n)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // delayqBin is the path of the delayq binary every test runs. TestMain sets
@@ -164,20 +166,8 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() bool, what string,
 	}
 }
 
-// poll polls cond every 20ms until it returns true (true) or timeout
-// passes (false).
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// poll polls cond until it returns true (true) or timeout passes (false).
+var poll = testenv.Poll
 
 // delivery is one JSON line printed by "delayq sub", decoded.
 type delivery struct {
@@ -323,27 +313,9 @@ type sub struct {
 	idx    int
 	args   []string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	done   chan struct{} // closed when the process exited and stdout was read
 	err    error         // Wait's result, valid after done
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and readers at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startSub starts "delayq sub args..." as sub number idx, decoding each
@@ -352,7 +324,7 @@ func startSub(t testing.TB, l *ledger, idx int, args ...string) *sub {
 	t.Helper()
 	args = append([]string{"sub"}, args...)
 	cmd := newCmd(context.Background(), args...)
-	s := &sub{idx: idx, args: args, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s := &sub{idx: idx, args: args, cmd: cmd, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C of the test does not reach it
 	stdout, err := cmd.StdoutPipe()

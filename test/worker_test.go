@@ -328,7 +328,7 @@ func (a *wAPI) enqueue(topic, body string) {
 // wWorker is a running "delayq worker" process.
 type wWorker struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	done   chan struct{}
 	err    error // Wait's result, valid after done
 }
@@ -336,7 +336,7 @@ type wWorker struct {
 func wStartWorker(t *testing.T, args ...string) *wWorker {
 	t.Helper()
 	cmd := newCmd(context.Background(), append([]string{"worker"}, args...)...)
-	w := &wWorker{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	w := &wWorker{cmd: cmd, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout = w.stderr
 	cmd.Stderr = w.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

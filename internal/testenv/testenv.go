@@ -16,6 +16,7 @@
 package testenv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -360,11 +361,40 @@ func (e *Env) backendOrFatal(tb testing.TB, i int) *backend {
 // not within d; what names the condition in the failure.
 func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	if !Poll(d, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// Poll polls cond every 10ms until it holds (true) or d passes (false).
+func Poll(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
+}
+
+// Buffer is a bytes.Buffer safe for concurrent writers and readers, for
+// logs and process output that tests read while they are written.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
