@@ -12,6 +12,8 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
+
+	"github.com/delayq/delayq/internal/clock"
 )
 
 // Message is a message to enqueue.
@@ -328,11 +330,5 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 	}
 }
 
-// ceilMS rounds t up to a whole millisecond, the precision of stored due
-// times, so that a message is never delivered before the time it was given.
-func ceilMS(t time.Time) time.Time {
-	if r := t.Truncate(time.Millisecond); r.Before(t) {
-		return r.Add(time.Millisecond)
-	}
-	return t
-}
+// ceilMS is clock.CeilMS: due times are never before the time asked for.
+var ceilMS = clock.CeilMS

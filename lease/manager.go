@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+
+	"github.com/delayq/delayq/internal/clock"
 )
 
 // Membership is what a Manager needs from storage: the topic's members
@@ -154,7 +156,7 @@ loop:
 			}
 			seen = n
 		case <-tick.C:
-			tick.Reset(Jitter(o.Heartbeat))
+			tick.Reset(clock.Jitter(o.Heartbeat))
 		}
 		target := m.share(ctx, false)
 		if !joined && ctx.Err() == nil {
@@ -212,11 +214,6 @@ func (m *Manager) changed(ctx context.Context) {
 	if err := m.o.Members.Changed(ctx, m.o.Topic); err != nil {
 		m.log.Warn("signal a change", "err", err)
 	}
-}
-
-// Jitter returns d give or take 10%.
-func Jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
 // share heartbeats the member and returns its fair share of partitions.

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -151,9 +151,7 @@ func (p *part) logErr(msg string, err error) {
 	p.cfg.Logger.Warn(msg, "err", err)
 }
 
-func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
+var jitter = clock.Jitter
 
 // Run works partition cfg.Partition until ctx (the lease's) is done or stop
 // is closed. It starts by raising the fence and, unless the previous owner
@@ -517,10 +515,4 @@ func (p *part) reconcile(ctx context.Context) {
 }
 
 // ceilMS returns t in unix milliseconds, rounded up: never early.
-func ceilMS(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return ms
-}
+func ceilMS(t time.Time) int64 { return clock.CeilMS(t).UnixMilli() }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -105,14 +106,7 @@ func ownLateness(t *testing.T, l *ledger) latenessReport {
 	return r
 }
 
-// ceilMS rounds t up to the millisecond.
-func ceilMS(t time.Time) time.Time {
-	r := t.Truncate(time.Millisecond)
-	if r.Before(t) {
-		r = r.Add(time.Millisecond)
-	}
-	return r
-}
+var ceilMS = clock.CeilMS
 
 // wantNoDuplicates fails t for every id delivered more than once.
 func wantNoDuplicates(t *testing.T, rep ledgerReport) {
