@@ -11,6 +11,7 @@
 #
 # Usage: scripts/bench.sh [extra delayq bench flags]   (make bench)
 # Env:   DELAYQ   path of the delayq binary (default: bin/delayq of the repo)
+#        PEER=0   skip the comparison with asynq (../shared/peerbench)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,4 +39,15 @@ for target in direct twemproxy; do
 	"$DELAYQ" bench --addr "$addr" --workload burst "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --workload spread "$@" | sed "s/^/target=$target /"
 done
+
+# The peer, asynq, on the same workloads in the same run, where its harness
+# (../shared/peerbench beside the project) is present and builds: it prints
+# the ratios delayq / asynq. Nothing else depends on it.
+peer=$root/../shared/peerbench
+if [[ ${PEER:-1} != 0 && -x $peer/compare.sh ]] && command -v redis-cli >/dev/null; then
+	say "peer: asynq (../shared/peerbench/compare.sh), same machine, same run"
+	(cd "$root" && "$peer/compare.sh") || say "peer comparison failed; delayq's figures above stand"
+else
+	say "peer: ../shared/peerbench not found (or PEER=0): no ratios to asynq"
+fi
 say "done"
