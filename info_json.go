@@ -1,10 +1,9 @@
 package delayq
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"time"
-	"unicode/utf8"
+
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // infoJSON is the wire form of Info shared by the CLI and the HTTP API.
@@ -25,34 +24,15 @@ type infoJSON struct {
 	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
 }
 
-// FormatTime formats t as RFC 3339 with nanoseconds in UTC, the form of
-// every time delayq prints; the zero time is "".
-func FormatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// BodyFields returns body as a string when it is valid UTF-8, else as
-// standard base64: exactly one of the two is set.
-func BodyFields(body []byte) (text *string, b64 string) {
-	if utf8.Valid(body) {
-		s := string(body)
-		return &s, ""
-	}
-	return nil, base64.StdEncoding.EncodeToString(body)
-}
-
 // MarshalJSON encodes the message with snake_case keys, times in RFC 3339
 // UTC, and the body as "body" (UTF-8) or "body_base64" (anything else).
 func (in *Info) MarshalJSON() ([]byte, error) {
 	v := infoJSON{
 		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
-		Due: FormatTime(in.Due), Deadline: FormatTime(in.Deadline), DiedAt: FormatTime(in.DiedAt),
+		Due: wire.Time(in.Due), Deadline: wire.Time(in.Deadline), DiedAt: wire.Time(in.DiedAt),
 		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
-		Created: FormatTime(in.Created), Updated: FormatTime(in.Updated), LastError: in.LastError,
+		Created: wire.Time(in.Created), Updated: wire.Time(in.Updated), LastError: in.LastError,
 	}
-	v.Body, v.BodyBase64 = BodyFields(in.Body)
+	v.Body, v.BodyBase64 = wire.Body(in.Body)
 	return json.Marshal(v)
 }

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // deadUsage lists the subcommands of "delayq dead".
@@ -90,7 +91,7 @@ func writeDeadTable(w io.Writer, list []*delayq.Info) error {
 	fmt.Fprintln(tw, "id\tpartition\tattempts\tdied_at\tlast_error")
 	for _, in := range list {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n",
-			cell(in.ID), in.Partition, in.Attempts, orDash(delayq.FormatTime(in.DiedAt)), cell(in.LastError))
+			cell(in.ID), in.Partition, in.Attempts, orDash(wire.Time(in.DiedAt)), cell(in.LastError))
 	}
 	return tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // writeJSON writes v to w as indented JSON without HTML escaping.
@@ -92,7 +93,7 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, delayq.FormatTime(stored))
+	_, err = fmt.Fprintln(stdout, wire.Time(stored))
 	return err
 }
 
@@ -140,10 +141,10 @@ func orDash(s string) string {
 	return s
 }
 
-// formatTimePtr is delayq.FormatTime of *t, or "" when t is nil.
+// formatTimePtr is wire.Time of *t, or "" when t is nil.
 func formatTimePtr(t *time.Time) string {
 	if t == nil {
 		return ""
 	}
-	return delayq.FormatTime(*t)
+	return wire.Time(*t)
 }

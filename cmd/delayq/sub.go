@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // runSub implements "delayq sub": it consumes a topic and prints each
@@ -177,9 +178,9 @@ func marshalLine(v any) ([]byte, error) {
 func encodeDelivery(d *delayq.Delivery, deliveredAt time.Time) ([]byte, error) {
 	v := deliveryJSON{
 		Topic: d.Topic, ID: d.ID, Partition: d.Partition, Token: d.Token, Attempt: d.Attempt,
-		Due: delayq.FormatTime(d.Due), DeliveredAt: delayq.FormatTime(deliveredAt),
+		Due: wire.Time(d.Due), DeliveredAt: wire.Time(deliveredAt),
 	}
-	v.Body, v.BodyBase64 = delayq.BodyFields(d.Body)
+	v.Body, v.BodyBase64 = wire.Body(d.Body)
 	return marshalLine(v)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -91,7 +92,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/topics/"+topic+"/messages/"+pathSegment(res[0].ID))
-	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: delayq.FormatTime(res[0].Due)})
+	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: wire.Time(res[0].Due)})
 }
 
 // get handles GET /v1/topics/{topic}/messages/{id}.
@@ -138,7 +139,7 @@ func (s *server) reschedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: delayq.FormatTime(due)})
+	writeJSON(w, http.StatusOK, enqueueResponse{ID: id, Due: wire.Time(due)})
 }
 
 // stats handles GET /v1/topics/{topic}/stats.
