@@ -4,11 +4,17 @@
 # Starts two redis-server backends and nutcracker (Twemproxy, no hash_tag,
 # auto_eject_hosts: false) on free loopback ports in a temporary directory,
 # runs "delayq sub" against the proxy, sends five messages due in 1..5 s, and
-# shows each delivery as it happens with its lateness. Everything is stopped
-# and removed on exit, Ctrl-C included.
+# shows each delivery as it happens with its lateness. Then it runs the
+# worker daemon, fills a few topics (orders due over the next hour, dead
+# payments) and ends by printing the URL of the worker's web dashboard: in
+# a terminal (or with DEMO_WAIT=1) everything keeps running until Ctrl-C so
+# that you can browse it. Everything is stopped and removed on exit, Ctrl-C
+# included.
 #
 # Usage: scripts/demo.sh        (make demo builds bin/delayq first)
-# Env:   DELAYQ   path of the delayq binary (default: bin/delayq of the repo)
+# Env:   DELAYQ     path of the delayq binary (default: bin/delayq of the repo)
+#        DEMO_WAIT  set: keep the servers and the dashboard up until Ctrl-C,
+#                   even without a terminal
 set -euo pipefail
 
 
@@ -122,4 +128,31 @@ say "metrics: $(http_get /metrics | tr -d '\r'), e.g."
 	grep -E '^delayq_(acked_total|partitions_owned)\{topic="reminders"' <&4 | sed 's/^/    /'
 	exec 4>&- 4<&-
 } 2>/dev/null || true
-say "done"
+
+# Part three: the web dashboard, which the worker serves at /ui/ on the same
+# address (no sign-in here: the sample config.toml sets no [http] token).
+say "filling the dashboard: 240 orders due over the next hour, 3 payments that fail"
+for i in $(seq 1 240); do
+	printf '{"id":"order-%d","body":"{\\"order\\":%d}","delay_ms":%d}\n' "$i" "$i" $(((90 + i * 15) * 1000))
+done | "$DELAYQ" send --addr "$proxy" --topic orders --stdin >/dev/null
+for i in 1 2 3; do
+	"$DELAYQ" send --addr "$proxy" --topic payments --id "payment-$i" --body "{\"payment\":$i}" >/dev/null
+done
+# One attempt each, failed on purpose: they land in the dead set.
+"$DELAYQ" sub --addr "$proxy" --topic payments --max-attempts 1 --fail . --count 3 --timeout 20s \
+	>/dev/null 2>"$tmp/payments.err" || { cat "$tmp/payments.err" >&2; die "the payments consumer failed"; }
+"$DELAYQ" stats --addr "$proxy" --topic payments | awk 'NR == 1 || $1 == "total"' | sed 's/^/    /'
+
+url="http://127.0.0.1:$http_port/ui/"
+if [[ -n ${DEMO_WAIT:-} ]] || [[ -t 0 && -t 1 ]]; then
+	say "done; the servers keep running until Ctrl-C. The dashboard:"
+	say "dashboard: $url"
+	while kill -0 "$worker_pid" 2>/dev/null; do
+		sleep 1
+	done
+	cat "$tmp/worker.err" >&2
+	die "the worker exited"
+fi
+say "done (the servers stop as the script exits: run it in a terminal, or with DEMO_WAIT=1, to browse it)"
+say "dashboard: $url"
+say() { :; } # a quiet cleanup: the URL is the last line

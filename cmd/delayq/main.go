@@ -61,7 +61,8 @@ Commands:
 	reschedule  move a scheduled message to a new due time
 	stats       print the counters of every partition of a topic
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
-	worker      run the worker daemon (webhooks, commands, HTTP API, metrics)
+	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
+	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread
 	doctor      check that every command delayq needs works through a server or proxy
 	help        print this help, or "help <command>" for a command's flags
@@ -116,6 +117,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runWorker(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "ui":
+		return runUI(ctx, rest, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usageText)
 	return usagef("", "unknown command %q", name)

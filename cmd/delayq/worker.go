@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/delayq/delayq/internal/handler"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -40,10 +42,11 @@ const (
 // workerAbout is the description "delayq worker -h" prints.
 const workerAbout = `Runs the worker daemon: consumes every [[topic]] of the TOML config and
 delivers its messages to the topic's handler (an HTTP webhook or a command),
-and serves the HTTP API for producers, /metrics, /healthz and /readyz on
-[http] listen. The config is the defaults, then the file, then the flags
-below. Logs go to stderr. SIGINT or SIGTERM stop it gracefully: running
-deliveries get [worker] shutdown_timeout to finish, and it exits 0.
+and serves the HTTP API for producers, /metrics, /healthz, /readyz and the
+web dashboard (/ui/, signed in with [http] token) on [http] listen. The
+config is the defaults, then the file, then the flags below. Logs go to
+stderr. SIGINT or SIGTERM stop it gracefully: running deliveries get
+[worker] shutdown_timeout to finish, and it exits 0.
 See config.toml at the top of the repository for every key.`
 
 // runWorker implements "delayq worker".
@@ -145,7 +148,9 @@ type worker struct {
 	fallback *delayq.Client // for the API's topics that are not configured
 	topics   []*workerTopic // in config order
 	byName   map[string]*workerTopic
-	stopping atomic.Bool // set once shutdown began: /readyz fails
+	ui       *ui.Server   // the dashboard at /ui/, with [http] listen
+	lateness *ui.Lateness // of the deliveries, for the dashboard
+	stopping atomic.Bool  // set once shutdown began: /readyz fails
 }
 
 // workerTopic is one configured topic.
@@ -203,7 +208,34 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 		}
 		w.metrics.AddConsumer(tc.Name, t.client, t.consumer)
 	}
+	if cfg.HTTP.Listen != "" {
+		if err := w.newUI(log); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// newUI makes the dashboard served at /ui/: it signs in with [http]
+// token and shows this worker's counters and lateness.
+func (w *worker) newUI(log *slog.Logger) error {
+	r := w.cfg.Redis
+	w.lateness = ui.NewLateness()
+	var err error
+	w.ui, err = ui.New(ui.Options{
+		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
+		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
+		Token: w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
+		Counters: func(topic string) (ui.Counters, bool) {
+			t, ok := w.byName[topic]
+			if !ok {
+				return ui.Counters{}, false
+			}
+			s := t.consumer.Stats()
+			return ui.Counters{Delivered: s.Delivered, Acked: s.Acked, Retried: s.Retried, Dead: s.Dead}, true
+		},
+	})
+	return err
 }
 
 // newClient returns a client of [redis] for topics of n partitions.
@@ -226,6 +258,9 @@ func (w *worker) observe(topic string, h delayq.Handler) delayq.Handler {
 		err := h(ctx, d)
 		took := time.Since(start)
 		w.metrics.ObserveDelivery(topic, start.Sub(d.Due), took, err)
+		if w.lateness != nil {
+			w.lateness.Observe(topic, start, start.Sub(d.Due))
+		}
 		if err != nil {
 			log.Warn("delivery failed", "id", d.ID, "attempt", d.Attempt, "took", took, "err", err)
 		} else {
@@ -298,11 +333,15 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	var srv *http.Server
 	if ln != nil {
+		var h http.Handler = httpapi.New(httpapi.Options{
+			Client: w.client, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+			Ready: w.ready, Gatherer: w.reg, Logger: w.log,
+		})
+		if w.ui != nil {
+			h = withUI(w.ui, h)
+		}
 		srv = &http.Server{
-			Handler: httpapi.New(httpapi.Options{
-				Client: w.client, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
-				Ready: w.ready, Gatherer: w.reg, Logger: w.log,
-			}),
+			Handler:           h,
 			ReadHeaderTimeout: workerReadHeaderTimeout,
 			ReadTimeout:       workerReadTimeout,
 			WriteTimeout:      workerWriteTimeout,
@@ -356,6 +395,21 @@ func (w *worker) run(ctx context.Context) error {
 	return runErr
 }
 
+// withUI serves the dashboard at /ui/ (it has its own sign-in) and
+// everything else with api, whose paths it leaves as they are.
+func withUI(dashboard, api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/ui":
+			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+		case strings.HasPrefix(p, "/ui/"):
+			dashboard.ServeHTTP(w, r)
+		default:
+			api.ServeHTTP(w, r)
+		}
+	})
+}
+
 // close releases the clients and idle webhook connections. The
 // consumers must have stopped.
 func (w *worker) close() {
@@ -364,6 +418,9 @@ func (w *worker) close() {
 	}
 	if w.fallback != nil {
 		w.fallback.Close()
+	}
+	if w.ui != nil {
+		w.ui.Close()
 	}
 	w.web.CloseIdleConnections()
 }

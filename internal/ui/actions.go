@@ -1,0 +1,187 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/partition"
+)
+
+// Actions are POSTs of forms. ServeHTTP has checked the session, the CSRF
+// token and read-only mode. Every action asks for confirmation: the
+// script asks with window.confirm and adds confirm=yes to the form; without
+// it (no script), the server answers a confirmation page whose form
+// carries the same fields and confirm=yes. The outcome is a one-time
+// flash message on the page the action redirects to (303).
+
+// confirmView is the confirmation page.
+type confirmView struct {
+	base
+	Question string
+	Action   string // the form's URL
+	Fields   []field
+	Button   string
+	Back     string
+}
+
+// field is a hidden form field.
+type field struct{ Name, Value string }
+
+// confirmed says whether the form was confirmed; if not, it has rendered
+// the confirmation page, which posts the same fields back with confirm=yes.
+func (s *Server) confirmed(w http.ResponseWriter, r *http.Request, question, button, back string, fields ...field) bool {
+	if r.PostFormValue("confirm") == "yes" {
+		return true
+	}
+	s.render(w, r, http.StatusOK, "confirm", &confirmView{
+		Question: question, Action: r.URL.Path, Fields: fields, Button: button, Back: back,
+	})
+	return false
+}
+
+// done sets the flash of an action's outcome and redirects to back.
+func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err error, format string, args ...any) {
+	switch {
+	case err == nil:
+		setFlash(w, r, false, format, args...)
+	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, delayq.ErrNotScheduled), errors.Is(err, delayq.ErrInvalid):
+		setFlash(w, r, true, "%v", err)
+	default:
+		s.log.Error("action failed", "path", r.URL.Path, "err", err)
+		setFlash(w, r, true, "Failed: %v", err)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// messageAction handles POST /ui/topics/{topic}/message/{action}:
+// delete, run (due now) and reschedule (form field when: a duration from
+// now, like 10m, or an RFC 3339 time).
+func (s *Server) messageAction(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	topic, n, err := s.topic(ctx, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PostFormValue("id")
+	if err := partition.ValidateID(id); err != nil {
+		s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
+		return
+	}
+	back := messageURL(topic, id)
+	c, err := s.client(n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	idField := field{"id", id}
+	switch action := r.PathValue("action"); action {
+	case "delete":
+		if s.confirmed(w, r, fmt.Sprintf("Delete message %q of topic %s? It will never be delivered.", id, topic), "Delete", back, idField) {
+			err := c.Delete(ctx, topic, id)
+			s.done(w, r, back, err, "Deleted %s.", id)
+		}
+	case "run":
+		if s.confirmed(w, r, fmt.Sprintf("Deliver message %q of topic %s now?", id, topic), "Run now", back, idField) {
+			due, err := c.Reschedule(ctx, topic, id, s.o.Now())
+			s.done(w, r, back, err, "%s is due now (%s).", id, formatTime(due))
+		}
+	case "reschedule":
+		when := strings.TrimSpace(r.PostFormValue("when"))
+		at, err := parseWhen(when, s.o.Now())
+		if err != nil {
+			s.done(w, r, back, fmt.Errorf("%w: %v", delayq.ErrInvalid, err), "")
+			return
+		}
+		q := fmt.Sprintf("Reschedule message %q of topic %s to %s?", id, topic, formatTime(at))
+		if s.confirmed(w, r, q, "Reschedule", back, idField, field{"when", at.UTC().Format(time.RFC3339Nano)}) {
+			due, err := c.Reschedule(ctx, topic, id, at)
+			s.done(w, r, back, err, "%s is due at %s.", id, formatTime(due))
+		}
+	default:
+		s.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("No action %q.", action))
+	}
+}
+
+// parseWhen reads a due time: a duration from now (10m, 1h30m) or an RFC
+// 3339 time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("say when: a duration like 10m, or a time like 2030-01-02T15:04:05Z")
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("negative duration %q", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration like 10m nor a time like 2030-01-02T15:04:05Z", s)
+	}
+	return t, nil
+}
+
+// deadAction handles POST /ui/topics/{topic}/dead/{action}: requeue and
+// purge (of the dead message in form field id), requeue-all and
+// purge-all.
+func (s *Server) deadAction(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	topic, n, err := s.topic(ctx, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	back := topicURL(topic, "/dead")
+	c, err := s.client(n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	action := r.PathValue("action")
+	var id string
+	if action == "requeue" || action == "purge" {
+		id = r.PostFormValue("id")
+		if err := partition.ValidateID(id); err != nil {
+			s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
+			return
+		}
+	}
+	idField := field{"id", id}
+	switch action {
+	case "requeue":
+		if s.confirmed(w, r, fmt.Sprintf("Requeue dead message %q of topic %s? It becomes due now, its attempts reset.", id, topic), "Requeue", back, idField) {
+			k, err := c.RequeueDead(ctx, topic, id)
+			if err == nil && k == 0 {
+				err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
+			}
+			s.done(w, r, back, err, "Requeued %s.", id)
+		}
+	case "purge":
+		if s.confirmed(w, r, fmt.Sprintf("Purge dead message %q of topic %s? It is deleted for good.", id, topic), "Purge", back, idField) {
+			k, err := c.PurgeDead(ctx, topic, id)
+			if err == nil && k == 0 {
+				err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
+			}
+			s.done(w, r, back, err, "Purged %s.", id)
+		}
+	case "requeue-all":
+		if s.confirmed(w, r, fmt.Sprintf("Requeue every dead message of topic %s? They become due now, their attempts reset.", topic), "Requeue all", back) {
+			k, err := c.RequeueDead(ctx, topic)
+			s.done(w, r, back, err, "Requeued %d dead messages.", k)
+		}
+	case "purge-all":
+		if s.confirmed(w, r, fmt.Sprintf("Purge every dead message of topic %s? They are deleted for good.", topic), "Purge all", back) {
+			k, err := c.PurgeDead(ctx, topic)
+			s.done(w, r, back, err, "Purged %d dead messages.", k)
+		}
+	default:
+		s.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("No action %q.", action))
+	}
+}

@@ -1,0 +1,291 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+)
+
+// Defaults for Options.
+const (
+	DefaultPoolSize   = 16
+	DefaultRefresh    = 3 * time.Second
+	DefaultSessionTTL = 12 * time.Hour
+	// DefaultRequestTimeout bounds the Redis work of one page or action.
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Bounds of what one page reads.
+const (
+	maxTopics      = 200 // topics the overview shows
+	maxMembers     = 200 // members the topic page shows
+	statsWorkers   = 8   // topics whose stats the overview reads at once
+	defaultPage    = 50  // scheduled messages per page
+	maxPage        = 200
+	defaultDead    = 100 // dead messages listed
+	maxDead        = 1000
+	chartMinutes   = 60
+	maxBodyDisplay = 64 << 10 // bytes of a body shown as text or hex
+	maxFormBytes   = 64 << 10 // bytes of a POSTed form
+)
+
+// Options configures New. The zero value of each field means its default.
+type Options struct {
+	// Addr is host:port of Redis or of a Twemproxy/Codis proxy. Required.
+	Addr string
+	// Password is sent with AUTH on every connection when set.
+	Password string
+	// Namespace is the key prefix. Default delayq.DefaultNamespace ("dq").
+	Namespace string
+	// PoolSize caps the dashboard's open connections (per pool: one for
+	// reads, one per partition count for actions). Default DefaultPoolSize (16).
+	PoolSize int
+	// DialTimeout, ReadTimeout and WriteTimeout bound each connection's
+	// connect, reply and write. Defaults those of delayq.Options.
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Token, when set, is what a browser signs in with. Default "": no
+	// sign-in (CSRF tokens still guard every action).
+	Token string
+	// ReadOnly hides every action and refuses every POST but sign-in and
+	// sign-out with 403. Default false.
+	ReadOnly bool
+	// Lease is the consumers' partition lease, from which a member's
+	// last heartbeat is estimated (its heartbeat expires a lease after
+	// it). Default delayq.DefaultLease (10s).
+	Lease time.Duration
+	// Counters returns this process's delivery counters of a topic, and
+	// false for a topic it does not consume. Default nil: the dashboard
+	// runs outside a worker, and the topic page says that rates are
+	// served by a worker only.
+	Counters func(topic string) (Counters, bool)
+	// Lateness holds the lateness of this process's deliveries, for the
+	// p99 of the topic page. Default nil: none shown.
+	Lateness *Lateness
+	// Refresh is the period of the live refresh of the overview and
+	// topic pages. Default DefaultRefresh (3s).
+	Refresh time.Duration
+	// SessionTTL is how long a sign-in lasts. Default DefaultSessionTTL (12h).
+	SessionTTL time.Duration
+	// Logger receives errors (Error) and sign-ins (Info).
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Server is the dashboard, an http.Handler of the paths under /ui/. It is
+// safe for concurrent use.
+type Server struct {
+	o     Options
+	log   *slog.Logger
+	st    *store.Store
+	auth  *auth
+	pages *pages
+	rates *rates
+	mux   *http.ServeMux
+
+	mu      sync.Mutex
+	clients map[int]*delayq.Client // by partition count, for actions
+	closed  bool
+}
+
+// New returns a dashboard reading the Redis of o. It validates o but does
+// not connect: the first request does. Close releases its connections.
+func New(o Options) (*Server, error) {
+	if o.Addr == "" {
+		return nil, errors.New("ui: Options.Addr is empty")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.DialTimeout, delayq.DefaultDialTimeout)
+	def(&o.ReadTimeout, delayq.DefaultReadTimeout)
+	def(&o.WriteTimeout, delayq.DefaultWriteTimeout)
+	def(&o.Lease, delayq.DefaultLease)
+	def(&o.Refresh, DefaultRefresh)
+	def(&o.SessionTTL, DefaultSessionTTL)
+	if o.Namespace == "" {
+		o.Namespace = delayq.DefaultNamespace
+	}
+	if err := partition.ValidateTopic(o.Namespace); err != nil {
+		return nil, fmt.Errorf("ui: Options.Namespace: %v", err)
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.Lease < 0 || o.Refresh < 0 || o.SessionTTL < 0 {
+		return nil, errors.New("ui: negative duration in Options")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	st, err := store.Open(store.Options{
+		Addr: o.Addr, Password: o.Password, Namespace: o.Namespace, PoolSize: o.PoolSize,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ui: %w", err)
+	}
+	pg, err := parsePages()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a, err := newAuth(o.Token, o.SessionTTL, o.Now)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &Server{
+		o: o, log: o.Logger.With("component", "ui"), st: st, auth: a, pages: pg,
+		rates: newRates(), clients: map[int]*delayq.Client{},
+	}
+	s.routes()
+	return s, nil
+}
+
+// routes registers every page and action.
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	sub, _ := fs.Sub(staticFS, "static")
+	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(sub)))
+	m.HandleFunc("GET /ui/login", s.loginPage)
+	m.HandleFunc("POST /ui/login", s.login)
+	m.HandleFunc("POST /ui/logout", s.logout)
+	m.HandleFunc("GET /ui/{$}", s.overview)
+	m.HandleFunc("GET /ui/lookup", s.lookup)
+	m.HandleFunc("GET /ui/topics/{topic}", s.topicPage)
+	m.HandleFunc("GET /ui/topics/{topic}/message", s.messagePage)
+	m.HandleFunc("GET /ui/topics/{topic}/message/body", s.messageBody)
+	m.HandleFunc("GET /ui/topics/{topic}/scheduled", s.scheduledPage)
+	m.HandleFunc("GET /ui/topics/{topic}/dead", s.deadPage)
+	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.messageAction)
+	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.deadAction)
+	s.mux = m
+}
+
+// publicPaths need no session.
+var publicPaths = map[string]bool{"/ui/login": true}
+
+// ServeHTTP sets the security headers, checks the session (and, for a
+// POST, read-only mode and the CSRF token), then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin") // "no-referrer" would make POSTs carry "Origin: null"
+	// The stylesheet and script need no session (the sign-in page uses
+	// them); only clean paths, so that no other route slips through.
+	if p := r.URL.Path; strings.HasPrefix(p, "/ui/static/") && path.Clean(p) == p && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.Set("Cache-Control", "public, max-age=300")
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	h.Set("Cache-Control", "no-store")
+	if !publicPaths[r.URL.Path] && !s.auth.signedIn(r) {
+		if r.Method == http.MethodGet && !isFragment(r) {
+			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		http.Error(w, "sign in first", http.StatusUnauthorized)
+		return
+	}
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes) // forms hold a few short fields
+	}
+	if r.Method == http.MethodPost && r.URL.Path != "/ui/login" {
+		if s.o.ReadOnly && r.URL.Path != "/ui/logout" {
+			s.errorPage(w, r, http.StatusForbidden, "This dashboard is read-only: actions are disabled.")
+			return
+		}
+		if msg := s.auth.checkPost(r); msg != "" {
+			s.errorPage(w, r, http.StatusForbidden, msg)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close releases the dashboard's connections. Requests served after it
+// fail. Safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for _, c := range s.clients {
+		c.Close()
+	}
+	return s.st.Close()
+}
+
+// client returns the client for topics of n partitions, made on first use.
+func (s *Server) client(n int) (*delayq.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, delayq.ErrClosed
+	}
+	if c := s.clients[n]; c != nil {
+		return c, nil
+	}
+	c, err := delayq.New(delayq.Options{
+		Addr: s.o.Addr, Password: s.o.Password, Namespace: s.o.Namespace, Partitions: n,
+		PoolSize: s.o.PoolSize, DialTimeout: s.o.DialTimeout, ReadTimeout: s.o.ReadTimeout,
+		WriteTimeout: s.o.WriteTimeout, Logger: s.o.Logger, Now: s.o.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.clients[n] = c
+	return c, nil
+}
+
+// errNoTopic says a topic has no metadata: it was never used.
+var errNoTopic = errors.New("no such topic")
+
+// topic validates the {topic} of r and returns it with its partition
+// count, read from its metadata.
+func (s *Server) topic(ctx context.Context, r *http.Request) (string, int, error) {
+	t := r.PathValue("topic")
+	if err := partition.ValidateTopic(t); err != nil {
+		return t, 0, fmt.Errorf("%w: %q: %v", errNoTopic, t, err)
+	}
+	n, err := s.st.TopicPartitions(ctx, t)
+	if err != nil {
+		return t, 0, err
+	}
+	if n <= 0 {
+		return t, 0, fmt.Errorf("%w: %q", errNoTopic, t)
+	}
+	return t, n, nil
+}
+
+// isFragment says r asks for the live part of a page only.
+func isFragment(r *http.Request) bool { return r.Header.Get("X-Delayq-Fragment") == "live" }
+
+// reqCtx bounds the Redis work of one request.
+func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), DefaultRequestTimeout)
+}
