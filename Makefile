@@ -1,6 +1,7 @@
 # delayq: build, test and demo. GNU make.
 #
 #   make deps   install redis-server and nutcracker (Debian/Ubuntu) when missing
+#   make test-deps  also chromium, which the dashboard's tests drive headless
 #   make build  build bin/delayq
 #   make test   go vet, every test with -race (real servers), then check that
 #               every Redis command the tests sent is portable
@@ -16,7 +17,7 @@ AUDIT := $(CURDIR)/.audit/commands.log
 # apt-get needs root: use sudo only when we are not root already.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps test-deps build test demo bench clean
 
 all: build
 
@@ -35,6 +36,15 @@ deps:
 		echo "deps: redis-server and nutcracker are installed"; \
 	fi
 
+test-deps: deps
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		echo "test-deps: chromium is installed"; \
+	else \
+		echo "test-deps: installing chromium"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
+
 build:
 	$(GO) build -o $(BIN) ./cmd/delayq
 
@@ -44,7 +54,7 @@ build:
 # The end-to-end tests in test/ run $(BIN) (DELAYQ_BIN) instead of building
 # their own. Every process of the run appends the command shapes it sends to
 # $(AUDIT), which auditcheck then verifies against the portable set.
-test: deps build
+test: test-deps build
 	$(GO) vet ./...
 	rm -f $(AUDIT)
 	mkdir -p $(dir $(AUDIT))
