@@ -14,6 +14,8 @@ package test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -39,7 +41,7 @@ const (
 func handoverSubArgs(addr, topic string, parts int, id string, extra ...string) []string {
 	return append([]string{
 		"--addr", addr, "--topic", topic, "--partitions", fmt.Sprint(parts),
-		"--id", id, "--log-level", "info",
+		"--id", id, "--log-level", "debug",
 	}, extra...)
 }
 
@@ -108,8 +110,9 @@ func ownLateness(t *testing.T, l *ledger) latenessReport {
 
 var ceilMS = clock.CeilMS
 
-// wantNoDuplicates fails t for every id delivered more than once.
-func wantNoDuplicates(t *testing.T, rep ledgerReport) {
+// wantNoDuplicates fails t for every id delivered more than once, and
+// then saves the subs' logs (see saveLogs).
+func wantNoDuplicates(t *testing.T, rep ledgerReport, subs []*sub) {
 	t.Helper()
 	n := 0
 	for id, ds := range rep.dups {
@@ -119,6 +122,29 @@ func wantNoDuplicates(t *testing.T, rep ledgerReport) {
 	}
 	if rep.duplicates > 0 {
 		t.Errorf("%d duplicate deliveries of %d messages, want 0", rep.duplicates, len(rep.dups))
+		saveLogs(t, subs)
+	}
+}
+
+// saveLogs writes each sub's stderr to a file under $DELAYQ_ARTIFACTS (or
+// the temp directory) and logs where, for a failure to be read whole.
+func saveLogs(t *testing.T, subs []*sub) {
+	t.Helper()
+	dir := os.Getenv("DELAYQ_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "delayq-test-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("save logs: %v", err)
+		return
+	}
+	for _, s := range subs {
+		f := filepath.Join(dir, fmt.Sprintf("%s-sub%d.log", t.Name(), s.idx))
+		if err := os.WriteFile(f, []byte(s.stderr.String()), 0o644); err != nil {
+			t.Logf("save logs: %v", err)
+			continue
+		}
+		t.Logf("sub %d log: %s", s.idx, f)
 	}
 }
 
@@ -203,7 +229,7 @@ func TestScaleOutIn(t *testing.T) {
 	stopAllSubs(t, live)
 
 	rep := checkFaultLedger(t, l, topic) // 0 lost, 0 early, bodies
-	wantNoDuplicates(t, rep)
+	wantNoDuplicates(t, rep, subs)
 	lr := ownLateness(t, l)
 	p99, pmax := percentile(lr.sorted, 99), percentile(lr.sorted, 100)
 	if p99 > scaleMaxP99 {
@@ -389,7 +415,7 @@ func TestHandoverLongHandlers(t *testing.T) {
 	stopAllSubs(t, live)
 
 	rep := checkFaultLedger(t, l, topic) // 0 lost, 0 early, bodies
-	wantNoDuplicates(t, rep)
+	wantNoDuplicates(t, rep, subs)
 	lr := ownLateness(t, l)
 	if pmax := percentile(lr.sorted, 100); pmax > longMaxLate {
 		t.Errorf("max lateness from the own due %v (%s by sub %d, attempt %d), want <= %v",
