@@ -152,6 +152,8 @@ func (d *Dispatcher) work() {
 		}
 		r := result{msg: m}
 		switch {
+		case p.stopping.Load(): // the loop began to stop as we took it: not now
+			r.outcome = Returned
 		case !p.valid():
 			r.outcome = Dropped
 		default:

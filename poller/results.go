@@ -79,12 +79,14 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		case r.outcome == Acked:
 			acks = append(acks, m.ID)
 			acked = append(acked, r)
-		case r.outcome == Dropped || lost:
+		case lost:
 			if r.outcome == Dropped {
 				p.count(EventFenced, 1)
 			}
 			done = append(done, r)
-		case r.outcome == Returned:
+		case r.outcome == Returned || r.outcome == Dropped:
+			// Dropped under a lease still trusted here: a worker saw it
+			// lapse, or released at a handover; it did not start.
 			moves = append(moves, store.Move{ID: m.ID, Score: m.Due.UnixMilli()})
 			movedRes = append(movedRes, r)
 		default: // Failed
@@ -149,9 +151,15 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 	cfg := p.cfg
 	lost := runErr != nil || !p.valid()
 	p.stopping.Store(true)
-	// A context for the last writes: the lease's may be done already.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+	// The last writes run under the lease's context's values but not its
+	// end (it may be done already), each with a timeout of its own: they
+	// come as running handlers finish, however long after the stop.
+	bg := context.WithoutCancel(ctx)
+	write := func(f func(ctx context.Context)) {
+		wctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		f(wctx)
+	}
 	outcome := Returned // held messages go back to scheduled at once...
 	if lost {
 		outcome = Dropped // ...unless the partition may have a new owner
@@ -173,22 +181,22 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 			p.pending = append(p.pending, result{msg: m, outcome: outcome})
 		}
 	}
-	p.apply(wctx, lost)
+	write(func(ctx context.Context) { p.apply(ctx, lost) })
 	if !lost {
-		p.handOver(wctx)
+		write(p.handOver)
 	}
 	for len(p.mine) > len(p.pending) {
 		select {
 		case r := <-p.results:
 			p.pending = append(p.pending, r)
-			p.apply(wctx, lost)
+			write(func(ctx context.Context) { p.apply(ctx, lost) })
 		case <-cfg.Abandon:
 			cfg.Logger.Warn("handlers did not finish in time", "running", len(p.mine))
 			return runErr
 		}
 	}
 	if len(p.pending) > 0 {
-		p.apply(wctx, lost)
+		write(func(ctx context.Context) { p.apply(ctx, lost) })
 	}
 	cfg.Logger.Debug("partition stopped", "err", runErr)
 	return runErr
