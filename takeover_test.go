@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -231,5 +232,62 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "undecodable record moved to the dead set"); n != 2 {
 		t.Errorf("%d log lines about undecodable records, want 2 (one each)", n)
+	}
+}
+
+// A consumer stopped while a handler runs hands its partition over at
+// once, and still writes that handler's ack when it ends, however long
+// after the stop (here past 5 s, which once was the budget of all the
+// writes after a stop).
+func TestStopAcksLongHandler(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 1})
+	topic := "longack"
+	const work = 6 * time.Second
+	started := make(chan struct{}, 1)
+	k, err := c.NewConsumer(takeoverOptions(topic, "giver"), func(ctx context.Context, d *Delivery) error {
+		started <- struct{}{}
+		select {
+		case <-time.After(work):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery did not start")
+	}
+	stopped := time.Now()
+	go k.Shutdown(ctx)
+	waitFor(t, work/2, "the partition released while the handler runs", func() bool {
+		st, err := c.Stats(ctx, topic)
+		return err == nil && st.Partitions[0].Owner == ""
+	})
+	t.Logf("partition released %v after the stop", time.Since(stopped).Round(time.Millisecond))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * work):
+		t.Fatal("Run did not return")
+	}
+	if _, err := c.Get(ctx, topic, "long"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after the handler ended: Get = %v, want ErrNotFound (acked)", err)
+	}
+	st, err := c.Stats(ctx, topic)
+	if err != nil || st.InFlight != 0 || st.Scheduled != 0 {
+		t.Errorf("stats %+v, %v; want nothing scheduled or in flight", st, err)
 	}
 }
