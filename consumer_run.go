@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/keys"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
 	"github.com/delayq/delayq/poller"
 	"github.com/go-redsync/redsync/v4"
@@ -103,7 +102,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, ChangePoll: k.opts.ChangePoll,
 		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
 		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
-		Value: func() string { return store.LeaseValue(k.opts.ID, NewID(time.Now())) },
+		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },
 		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
 			cfg := k.pollerConfig(p, l, d, work, abandon)
 			cfg.Release = handedOver

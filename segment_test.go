@@ -47,7 +47,7 @@ func TestSegments(t *testing.T) {
 		// One field for all ten records, none of their own.
 		mk := keys.Records(c.store.Namespace(), topic, p)
 		conn := c.store.Pool().Get()
-		seg, err := redis.Bytes(conn.Do("HGET", mk, store.SegField(prefix)))
+		seg, err := redis.Bytes(conn.Do("HGET", mk, keys.SegmentField(prefix)))
 		own, err2 := conn.Do("HGET", mk, res[3].ID)
 		conn.Close()
 		if err != nil || len(seg) == 0 || own != nil || err2 != nil {
@@ -124,7 +124,7 @@ func TestSegments(t *testing.T) {
 		}
 		conn = c.store.Pool().Get()
 		defer conn.Close()
-		if v, err := conn.Do("HGET", mk, store.SegField(prefix)); v != nil || err != nil {
+		if v, err := conn.Do("HGET", mk, keys.SegmentField(prefix)); v != nil || err != nil {
 			t.Errorf("segment still there after its messages were delivered: %d bytes, %v", len(v.([]byte)), err)
 		}
 	})
@@ -181,7 +181,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 		conn := c.store.Pool().Get()
 		defer conn.Close()
 		mk := keys.Records(c.store.Namespace(), topic, cs.p)
-		if v, err := conn.Do("HGET", mk, store.SegField(cs.id[:store.SegmentPrefixLen])); v != nil || err != nil {
+		if v, err := conn.Do("HGET", mk, keys.SegmentField(cs.id[:store.SegmentPrefixLen])); v != nil || err != nil {
 			t.Errorf("emptied segment still there: %v, %v", v, err)
 		}
 		if got := scheduled(); got != 0 {

@@ -1,33 +1,82 @@
-// Package keys is delayq's key schema: the one place that builds Redis key
-// names. The schema is a wire format: changing a key strands the data under
-// the old one, so every function is pinned by a golden test.
+// Package keys is delayq's key schema: the one place that builds the names
+// of Redis keys, and the names delayq gives to hash fields, ZSET members
+// and lease values of its own. The schema is a wire format: changing a name
+// strands the data under the old one, so every name is pinned by a golden
+// test.
 //
 // Every key of a partition carries the hash tag {topic:p}, so Codis puts a
 // partition's keys on one slot and Twemproxy with hash_tag "{}" puts them on
 // one server. Correctness does not depend on that co-location.
 package keys
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
-// Fence is the reserved member of the scheduled ZSET that holds the
-// partition's fence: its score is minus the newest fencing token. Message
-// ids cannot contain control characters, so no id collides with it, and its
-// negative score keeps it out of every ZRANGEBYSCORE from 0.
-const Fence = "\x00fence"
+// Reserved names. Besides message ids, the scheduled ZSET holds members,
+// and the records HASH fields, of delayq's own. Each begins with a control
+// character, which ids cannot contain, so none collides with an id (see
+// IsIDField). The members beginning with \x00 are scored below 0, which
+// keeps them out of every ZRANGEBYSCORE from 0.
+const (
+	// Fence is the reserved member of the scheduled ZSET that holds the
+	// partition's fence: its score is minus the newest fencing token.
+	Fence = "\x00fence"
 
-// GavePrefix begins the reserved members of the scheduled ZSET that mark a
-// graceful handover: GavePrefix + consumer id, scored minus the token of
-// the owner that gave the partition up. Each names a consumer whose
-// handlers may still be running on messages of the partition (see
-// store.HandOver).
-const GavePrefix = "\x00gave:"
+	// GavePrefix begins the reserved members of the scheduled ZSET that
+	// mark a graceful handover (see Gave).
+	GavePrefix = "\x00gave:"
+
+	// SegmentMark begins the name of a segment: its field of the records
+	// HASH and its member of the scheduled ZSET (see SegmentField).
+	SegmentMark = "\x01"
+
+	// SegmentExtraField is the field of the records HASH that counts, with
+	// HINCRBY, the messages held in segments minus the segments, so that
+	// stats report messages and not index entries.
+	SegmentExtraField = "\x03extra"
+
+	// SegmentPendingMark begins the fields of the records HASH that mark a
+	// segment not counted in SegmentExtraField yet (see
+	// SegmentPendingField).
+	SegmentPendingMark = "\x04"
+)
+
+// Gave is the reserved member of the scheduled ZSET that marks a graceful
+// handover: GavePrefix + consumer id, scored minus the token of the owner
+// that gave the partition up. Each names a consumer whose handlers may
+// still be running on messages of the partition (see store.HandOver).
+func Gave(consumer string) string { return GavePrefix + consumer }
+
+// SegmentField is the field of the records HASH holding the segment whose
+// message ids begin with prefix (store.SegmentPrefixLen characters), and
+// the segment's member of the scheduled ZSET.
+func SegmentField(prefix string) string { return SegmentMark + prefix }
+
+// SegmentPendingField is the field of the records HASH (value "") saying
+// that the segment whose ids begin with prefix is not counted in
+// SegmentExtraField yet.
+func SegmentPendingField(prefix string) string { return SegmentPendingMark + prefix }
+
+// IsSegmentField says whether a field of the records HASH, or a member of
+// the scheduled ZSET, is a segment (see SegmentField).
+func IsSegmentField(name string) bool { return strings.HasPrefix(name, SegmentMark) }
+
+// IsSegmentPendingField says whether a field of the records HASH is a
+// segment's pending mark (see SegmentPendingField).
+func IsSegmentPendingField(name string) bool { return strings.HasPrefix(name, SegmentPendingMark) }
+
+// IsIDField says whether a field of the records HASH, or a member of an
+// index ZSET, is a message id and not one of the reserved names.
+func IsIDField(name string) bool { return len(name) > 0 && name[0] >= ' ' }
 
 func tag(ns, topic string, p int) string {
 	return ns + ":{" + topic + ":" + strconv.Itoa(p) + "}:"
 }
 
 // Scheduled is a ZSET: message id -> due time (unix ms), plus the Fence
-// member and one member per segment (see store.SegField).
+// member, handover marks (Gave) and one member per segment (SegmentField).
 func Scheduled(ns, topic string, p int) string { return tag(ns, topic, p) + "s" }
 
 // InFlight is a ZSET: message id -> visibility deadline (unix ms).
@@ -36,31 +85,49 @@ func InFlight(ns, topic string, p int) string { return tag(ns, topic, p) + "i" }
 // Dead is a ZSET: message id -> time it died (unix ms).
 func Dead(ns, topic string, p int) string { return tag(ns, topic, p) + "d" }
 
-// Records is a HASH: message id -> encoded record, plus segments, the
-// marks of segments not counted yet and a counter (see store.SegField).
+// Records is a HASH: message id -> encoded record, plus segments
+// (SegmentField), the marks of segments not counted yet
+// (SegmentPendingField) and a counter (SegmentExtraField).
 func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
 
-// Lease is a STRING: the redsync lock of the partition.
+// Lease is a STRING: the redsync lock of the partition, valued LeaseValue.
 func Lease(ns, topic string, p int) string { return tag(ns, topic, p) + "lease" }
 
 // Epoch is a STRING counter (INCR): the partition's fencing tokens.
 func Epoch(ns, topic string, p int) string { return tag(ns, topic, p) + "epoch" }
-
-// Owner is a STRING: "worker-id token" of the partition's lease holder,
-// written with the lease's expiry, for stats.
-func Owner(ns, topic string, p int) string { return tag(ns, topic, p) + "owner" }
 
 // OfPartition is every key of partition p: a key added to a partition
 // belongs here too.
 func OfPartition(ns, topic string, p int) []string {
 	return []string{
 		Scheduled(ns, topic, p), InFlight(ns, topic, p), Dead(ns, topic, p), Records(ns, topic, p),
-		Lease(ns, topic, p), Epoch(ns, topic, p), Owner(ns, topic, p),
+		Lease(ns, topic, p), Epoch(ns, topic, p),
 	}
 }
 
-// Meta is a HASH of topic metadata: "partitions", "created".
+// LeaseValue is the value delayq writes in a partition's lease: the
+// worker's id, a space, and a random suffix that makes it unique. Stats
+// read the owner from it (LeaseOwner).
+func LeaseValue(worker, random string) string { return worker + " " + random }
+
+// LeaseOwner returns the worker id of a lease value (see LeaseValue).
+func LeaseOwner(v string) string {
+	if i := strings.LastIndexByte(v, ' '); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// Meta is a HASH of topic metadata: fields MetaPartitions and MetaCreated.
 func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
+
+// Fields of the Meta HASH.
+const (
+	// MetaPartitions is the topic's partition count, fixed on first use.
+	MetaPartitions = "partitions"
+	// MetaCreated is the time the topic was first used (unix ms).
+	MetaCreated = "created"
+)
 
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }

@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -20,60 +18,16 @@ import (
 //     act (see the poller);
 //   - after a graceful handover the giver returned what it held, and its
 //     in-flight messages are deliveries still running there, which it will
-//     ack. The giver says so with a mark in the scheduled ZSET (GavePrefix +
-//     its id, scored minus its token), written only while its token is the
-//     fence's; the new owner leaves those messages alone for as long as the
-//     consumers the mark names stay members of the topic.
+//     ack. The giver says so with a mark in the scheduled ZSET (keys.Gave
+//     of its id, scored minus its token), written only while its token is
+//     the fence's; the new owner leaves those messages alone for as long
+//     as the consumers the mark names stay members of the topic.
 //
 // A mark counts only when its token is the fence's previous one: a mark
 // left by an older owner means a fault happened since.
 
-// takeOverScript raises the fence to the caller's token and takes the
-// handover marks.
-// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
-// ARGV[3]: the marks' member prefix.
-// Returns {fence after the call, fence before it, giver ids...}: the
-// givers of the marks scored as the fence before it. Every mark is
-// removed. When a newer token holds the fence it changes nothing and
-// returns {fence, fence}.
-var takeOverScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-local t = tonumber(ARGV[2])
-if t <= cur then
-  return {string.format('%d', cur), string.format('%d', cur)}
-end
-redis.call('ZADD', KEYS[1], -t, ARGV[1])
-local out = {string.format('%d', t), string.format('%d', cur)}
-local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(0', 'WITHSCORES')
-local gone = {}
-local n = #ARGV[3]
-for i = 1, #r, 2 do
-  if string.sub(r[i], 1, n) == ARGV[3] then
-    gone[#gone + 1] = r[i]
-    if -tonumber(r[i + 1]) == cur then out[#out + 1] = string.sub(r[i], n + 1) end
-  end
-end
-if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
-return out
-`)
-
-// handOverScript marks a graceful handover, if the caller's token is the
-// fence's.
-// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
-// ARGV[3...]: the marks' members.
-// Returns 1 when written, or the error "FENCED <fence token>".
-var handOverScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-if cur ~= tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED ' .. string.format('%d', cur))
-end
-for i = 3, #ARGV do redis.call('ZADD', KEYS[1], -cur, ARGV[i]) end
-return 1
-`)
+// The new owner runs takeOverScript, the giver handOverScript (see
+// scripts.go).
 
 // Takeover is what a new owner learns when it raises the fence.
 type Takeover struct {
@@ -112,13 +66,11 @@ func (s *Store) TakeOver(ctx context.Context, topic string, p int, token int64) 
 func (s *Store) HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error {
 	args := []any{keys.Scheduled(s.ns, topic, p), keys.Fence, token}
 	for _, g := range givers {
-		args = append(args, keys.GavePrefix+g)
+		args = append(args, keys.Gave(g))
 	}
 	if _, err := s.script(ctx, handOverScript, args...); err != nil {
-		var re redis.Error
-		if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
-			newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
-			return &FencedError{Token: token, Newest: newest}
+		if fe, ok := fencedErr(err, token); ok {
+			return fe
 		}
 		return fmt.Errorf("hand over partition %d: %w", p, err)
 	}

@@ -111,3 +111,20 @@ func DecodeRecord(b []byte) (*Record, error) {
 	r.Body = b[uvals[2]:len(b):len(b)] // full: an append to Body copies
 	return &r, nil
 }
+
+// decodeAll decodes an HMGET reply of n records: nil for missing ones,
+// Corrupt set on undecodable ones.
+func decodeAll(raw [][]byte, n int) []*Record {
+	recs := make([]*Record, n)
+	for i, b := range raw {
+		if b == nil {
+			continue
+		}
+		r, err := DecodeRecord(b)
+		if err != nil {
+			r = &Record{Body: b, Corrupt: err}
+		}
+		recs[i] = r
+	}
+	return recs
+}

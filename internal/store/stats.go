@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -34,7 +33,7 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 			cmd{"ZRANGEBYSCORE", []any{sk, 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}},
 			cmd{"GET", []any{keys.Lease(s.ns, topic, p)}},
 			cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
-			cmd{"HGET", []any{keys.Records(s.ns, topic, p), segExtraField}},
+			cmd{"HGET", []any{keys.Records(s.ns, topic, p), keys.SegmentExtraField}},
 		)
 	}
 	all, err := s.do(ctx, cmds...)
@@ -57,7 +56,7 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 		}
 		if r[5] != nil {
 			v, _ := redis.String(r[5], nil)
-			st.Owner = LeaseOwner(v)
+			st.Owner = keys.LeaseOwner(v)
 		}
 		if r[6] != nil {
 			st.Token, _ = redis.Int64(r[6], nil)
@@ -67,16 +66,4 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 		st.Scheduled += extra
 	}
 	return out, nil
-}
-
-// LeaseValue is the value delayq writes in a partition's lease: the
-// worker's id, a space, and a random suffix that makes it unique.
-func LeaseValue(worker, random string) string { return worker + " " + random }
-
-// LeaseOwner returns the worker id of a lease value.
-func LeaseOwner(v string) string {
-	if i := strings.LastIndexByte(v, ' '); i >= 0 {
-		return v[:i]
-	}
-	return v
 }

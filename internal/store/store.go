@@ -211,6 +211,17 @@ func (s *Store) do(ctx context.Context, cmds ...cmd) ([]any, error) {
 	return replies, firstErr(replies)
 }
 
+// script runs one of the package's scripts (see scripts.go): EVALSHA,
+// then EVAL on NOSCRIPT.
+func (s *Store) script(ctx context.Context, sc *redis.Script, keysAndArgs ...any) (any, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return sc.DoContext(ctx, c, keysAndArgs...)
+}
+
 // steps runs groups of commands one after the other on one connection:
 // the commands of a group are pipelined, and a group is sent only after the
 // previous group's replies came back.
@@ -238,6 +249,22 @@ func (s *Store) steps(ctx context.Context, groups ...[]cmd) ([][]any, error) {
 	return out, nil
 }
 
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
+// itoa formats n in decimal, for score bounds such as "(" + itoa(n).
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// intsOf reads a script's reply of one integer per id, n of them.
+func intsOf(r any, n int) ([]int, error) {
+	vals, err := redis.Ints(r, nil)
+	if err != nil || len(vals) != n {
+		return nil, fmt.Errorf("bad reply %v (%v), want %d integers", r, err, n)
+	}
+	return vals, nil
+}
+
+func strs(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

@@ -14,9 +14,9 @@ import (
 func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) error {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.do(ctx,
-		cmd{"HSETNX", []any{meta, "partitions", n}},
-		cmd{"HSETNX", []any{meta, "created", nowMS}},
-		cmd{"HGET", []any{meta, "partitions"}},
+		cmd{"HSETNX", []any{meta, keys.MetaPartitions, n}},
+		cmd{"HSETNX", []any{meta, keys.MetaCreated, nowMS}},
+		cmd{"HGET", []any{meta, keys.MetaPartitions}},
 		cmd{"ZADD", []any{keys.Topics(s.ns), "NX", nowMS, topic}},
 	)
 	if err != nil {
@@ -34,7 +34,7 @@ func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int6
 
 // TopicPartitions returns the stored partition count of topic, 0 if unknown.
 func (s *Store) TopicPartitions(ctx context.Context, topic string) (int, error) {
-	r, err := s.do(ctx, cmd{"HGET", []any{keys.Meta(s.ns, topic), "partitions"}})
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Meta(s.ns, topic), keys.MetaPartitions}})
 	if err != nil {
 		return 0, err
 	}

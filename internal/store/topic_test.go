@@ -12,7 +12,7 @@ import (
 )
 
 // TestDropTopic fills every key of a topic (records, a segment, the
-// indexes, lease, epoch, owner, members, metadata), drops it and checks
+// indexes, lease, epoch, members, change counter, metadata), drops it and checks
 // that none of them is left and that another topic kept all of its keys,
 // directly and through Twemproxy.
 func TestDropTopic(t *testing.T) {
@@ -43,14 +43,13 @@ func TestDropTopic(t *testing.T) {
 					if _, err := s.do(ctx,
 						cmd{"ZADD", []any{keys.InFlight(s.ns, topic, p), due, "x"}},
 						cmd{"ZADD", []any{keys.Dead(s.ns, topic, p), due, "y"}},
-						cmd{"SET", []any{keys.Lease(s.ns, topic, p), "w r", "PX", 60000}},
+						cmd{"SET", []any{keys.Lease(s.ns, topic, p), keys.LeaseValue("w", "r"), "PX", 60000}},
 						cmd{"INCR", []any{keys.Epoch(s.ns, topic, p)}},
-						cmd{"SET", []any{keys.Owner(s.ns, topic, p), "w 1", "PX", 60000}},
 					); err != nil {
 						t.Fatal(err)
 					}
 					all = append(all, keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p),
-						keys.Records(s.ns, topic, p), keys.Lease(s.ns, topic, p), keys.Epoch(s.ns, topic, p), keys.Owner(s.ns, topic, p))
+						keys.Records(s.ns, topic, p), keys.Lease(s.ns, topic, p), keys.Epoch(s.ns, topic, p))
 				}
 				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}, cmd{"INCR", []any{keys.Changes(s.ns, topic)}}); err != nil {
 					t.Fatal(err)

@@ -48,7 +48,7 @@ func (s *Store) TopicHeads(ctx context.Context, topics []string, nowMS int64) ([
 	for _, t := range topics {
 		mk := keys.Members(s.ns, t)
 		cmds = append(cmds,
-			cmd{"HGET", []any{keys.Meta(s.ns, t), "partitions"}},
+			cmd{"HGET", []any{keys.Meta(s.ns, t), keys.MetaPartitions}},
 			cmd{"ZCOUNT", []any{mk, nowMS, "+inf"}},
 			// A leaving member is scored minus its expiry.
 			cmd{"ZCOUNT", []any{mk, "-inf", "(" + itoa(-nowMS)}},

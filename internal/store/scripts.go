@@ -1,0 +1,378 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Every Lua script of the store is here. Each is a one-key script (its
+// KEYS[1] is the only key it touches) calling only commands of the
+// portable set, which newScript checks. The scripts get the reserved names
+// of internal/keys from the Go constants (segNames), never from literals of
+// their own, and the fence and handover names as arguments.
+
+// newScript registers src with the portable checker and returns it as a
+// one-key script. It panics if src calls a command outside the portable
+// set, which is a bug caught by every test run.
+func newScript(src string) *redis.Script {
+	if err := portable.RegisterScript(src); err != nil {
+		panic(err)
+	}
+	sc := redis.NewScript(1, src)
+	scriptSources[sc.Hash()] = src
+	return sc
+}
+
+// scriptSources maps each script's SHA1 to its source, for EVAL after
+// NOSCRIPT in pipelines (redis.Script does that only for single calls).
+// Written only during package initialisation.
+var scriptSources = map[string]string{}
+
+// luaString returns s as a Lua string literal, control and non-ASCII bytes
+// as three-digit decimal escapes.
+func luaString(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c >= 0x7f || c == '\'' || c == '\\':
+			fmt.Fprintf(&b, "\\%03d", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// segNames declares, as Lua locals, the names and lengths the segment
+// scripts share with the Go code:
+//
+//	SEG         keys.SegmentMark: the field of a segment is SEG .. prefix
+//	PENDING     keys.SegmentPendingMark: its pending field is PENDING .. prefix
+//	EXTRA       keys.SegmentExtraField
+//	ID_LEN      SegmentIDLen
+//	PREFIX_LEN  SegmentPrefixLen
+//	ENTRY       struct.unpack format of a segment's entry: suffix, due,
+//	            record length (see encodeSegment)
+var segNames = fmt.Sprintf(`
+local SEG, PENDING, EXTRA = %s, %s, %s
+local ID_LEN, PREFIX_LEN = %d, %d
+local ENTRY = '>c%ddI4'
+`, luaString(keys.SegmentMark), luaString(keys.SegmentPendingMark), luaString(keys.SegmentExtraField),
+	SegmentIDLen, SegmentPrefixLen, SegmentIDLen-SegmentPrefixLen)
+
+// segLua adds to segNames the functions of the scripts that look into a
+// segment. segFind(v, suffix) returns the first and one past the last byte
+// of the entry of suffix in the encoded segment v, or nil; segLen(v)
+// returns the number of entries of v.
+var segLua = segNames + `
+local function segFind(v, suffix)
+  local pos, n = 1, #v
+  while pos <= n do
+    local suf, due, rl, p2 = struct.unpack(ENTRY, v, pos)
+    if suf == suffix then return pos, p2 + rl end
+    pos = p2 + rl
+  end
+  return nil
+end
+local function segLen(v)
+  local pos, n, live = 1, #v, 0
+  while pos <= n do
+    local _, _, rl, p2 = struct.unpack(ENTRY, v, pos)
+    live = live + 1
+    pos = p2 + rl
+  end
+  return live
+end
+`
+
+// segCutLua adds to segLua segCut(field, suffix), which rewrites the
+// segment in field of KEYS[1] without the entry of suffix (one message
+// fewer in the count, if the segment was counted), and says whether it
+// held one.
+var segCutLua = segLua + `
+local function segCut(field, suffix)
+  local v = redis.call('HGET', KEYS[1], field)
+  if not v then return false end
+  local a, b = segFind(v, suffix)
+  if not a then return false end
+  redis.call('HSET', KEYS[1], field, string.sub(v, 1, a - 1) .. string.sub(v, b))
+  if not redis.call('HGET', KEYS[1], PENDING .. string.sub(field, #SEG + 1)) then
+    redis.call('HINCRBY', KEYS[1], EXTRA, -1)
+  end
+  return true
+end
+`
+
+// Fence and claim: the scheduled ZSET.
+
+// raiseScript raises the partition's fence to the caller's token.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token.
+// Returns the fence's token after the call (the caller's token unless a
+// newer one was already there).
+var raiseScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+local t = tonumber(ARGV[2])
+if t > cur then
+  redis.call('ZADD', KEYS[1], -t, ARGV[1])
+  return t
+end
+return cur
+`)
+
+// claimScript removes up to ARGV[4] ids due at or before ARGV[3] from the
+// scheduled ZSET, if and only if the fence holds the caller's token.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: max due (unix ms), ARGV[4]: limit.
+// Returns {id1, due1, id2, due2, ...}: exactly the ids it removed, or the
+// error "FENCED <fence token>" (0 when the fence is missing).
+var claimScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
+local ids = {}
+for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+return r
+`)
+
+// peekScript checks the fence and lists what a claim would take, without
+// taking it.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: max due (unix ms), ARGV[4]: limit.
+// Returns {id1, due1, ...}, or the error "FENCED <fence token>".
+var peekScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
+`)
+
+// claimIDsScript removes the given ids from the scheduled ZSET, those
+// still there and due by ARGV[3], if and only if the fence holds the
+// caller's token.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: max due (unix ms), ARGV[4...]: ids.
+// Returns {id1, due1, ...}: exactly the ids it removed, or the error
+// "FENCED <fence token>".
+var claimIDsScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+local max = tonumber(ARGV[3])
+local out, ids = {}, {}
+for i = 4, #ARGV do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s and tonumber(s) >= 0 and tonumber(s) <= max then
+    ids[#ids + 1] = ARGV[i]
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = s
+  end
+end
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+return out
+`)
+
+// Takeover and handover: the scheduled ZSET (see handover.go).
+
+// takeOverScript raises the fence to the caller's token and takes the
+// handover marks.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3]: the marks' member prefix.
+// Returns {fence after the call, fence before it, giver ids...}: the
+// givers of the marks scored as the fence before it. Every mark is
+// removed. When a newer token holds the fence it changes nothing and
+// returns {fence, fence}.
+var takeOverScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+local t = tonumber(ARGV[2])
+if t <= cur then
+  return {string.format('%d', cur), string.format('%d', cur)}
+end
+redis.call('ZADD', KEYS[1], -t, ARGV[1])
+local out = {string.format('%d', t), string.format('%d', cur)}
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(0', 'WITHSCORES')
+local gone = {}
+local n = #ARGV[3]
+for i = 1, #r, 2 do
+  if string.sub(r[i], 1, n) == ARGV[3] then
+    gone[#gone + 1] = r[i]
+    if -tonumber(r[i + 1]) == cur then out[#out + 1] = string.sub(r[i], n + 1) end
+  end
+end
+if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+return out
+`)
+
+// handOverScript marks a graceful handover, if the caller's token is the
+// fence's.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3...]: the marks' members.
+// Returns 1 when written, or the error "FENCED <fence token>".
+var handOverScript = newScript(`
+local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local cur = 0
+if f then cur = -tonumber(f) end
+if cur ~= tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+for i = 3, #ARGV do redis.call('ZADD', KEYS[1], -cur, ARGV[i]) end
+return 1
+`)
+
+// Any ZSET.
+
+// memberScript tells which ids are members of a ZSET, for the reconciler:
+// one command per index instead of one ZSCORE per id and index.
+// KEYS[1]: a ZSET. ARGV: ids. Returns one integer per id: 1 member, 0 not.
+var memberScript = newScript(`
+local out = {}
+for i = 1, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then out[i] = 1 else out[i] = 0 end
+end
+return out
+`)
+
+// Records: the records HASH.
+
+// addScript adds records that are not there yet, neither as a record of
+// their own nor in a segment (an id of SegmentIDLen characters, the first
+// SegmentPrefixLen the segment's prefix).
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 added, 0 already there (a duplicate).
+var addScript = newScript(segLua + `
+local out = {}
+for i = 1, #ARGV, 2 do
+  local id = ARGV[i]
+  local held = false
+  if #id == ID_LEN then
+    local v = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
+    held = v and segFind(v, string.sub(id, PREFIX_LEN + 1))
+  end
+  if held then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = redis.call('HSETNX', KEYS[1], id, ARGV[i + 1])
+  end
+end
+return out
+`)
+
+// updateScript overwrites records that still exist, and only those: a
+// message deleted (or acked) meanwhile must not come back.
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 written, 0 gone.
+var updateScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// Segments: the records HASH (see segment.go).
+
+// explodeScript turns a segment into ordinary records, one field per
+// message, and removes it (with its pending field, or its messages from
+// the count).
+// KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
+// Returns {id1, due1, id2, due2, ...}: the records it wrote.
+var explodeScript = newScript(segNames + `
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return {} end
+local out = {}
+local pos, n, live = 1, #v, 0
+while pos <= n do
+  local suf, due, rl, p2 = struct.unpack(ENTRY, v, pos)
+  live = live + 1
+  if redis.call('HSETNX', KEYS[1], ARGV[2] .. suf, string.sub(v, p2, p2 + rl - 1)) == 1 then
+    out[#out + 1] = ARGV[2] .. suf
+    out[#out + 1] = string.format('%d', due)
+  end
+  pos = p2 + rl
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('HDEL', KEYS[1], PENDING .. ARGV[2]) == 0 then
+  redis.call('HINCRBY', KEYS[1], EXTRA, 1 - live)
+end
+return out
+`)
+
+// segDeleteScript deletes a message that may be held by a segment: its
+// own record if it has one, else its entry in the segment (the segment is
+// rewritten without it; an empty one stays until claimed, so that it
+// still accounts for its index entry).
+// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
+// ARGV[3]: its suffix. Returns 1 if it removed something, 0 if not.
+var segDeleteScript = newScript(segCutLua + `
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return 1 end
+if segCut(ARGV[2], ARGV[3]) then return 1 end
+return 0
+`)
+
+// segMoveOutScript gives a message held by a segment its own record (the
+// rescheduled one) and rewrites the segment without it.
+// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
+// ARGV[3]: its suffix, ARGV[4]: the new record.
+// Returns 1 moved, 0 not found (deleted, or no such message), 2 the
+// message has its own record already (the segment exploded meanwhile).
+var segMoveOutScript = newScript(segCutLua + `
+if redis.call('HGET', KEYS[1], ARGV[1]) then return 2 end
+if not segCut(ARGV[2], ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+return 1
+`)
+
+// segCountScript counts the segments a write just made, once each: the
+// ones whose pending field it removes.
+// KEYS[1]: records HASH. ARGV: pending field, messages in the segment
+// minus one, pending field, ...
+// Returns 1.
+var segCountScript = newScript(segNames + `
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then n = n + tonumber(ARGV[i + 1]) end
+end
+if n ~= 0 then redis.call('HINCRBY', KEYS[1], EXTRA, n) end
+return 1
+`)
+
+// segHealScript counts the segments of pending fields a crashed write
+// left (see segCountScript), with the messages they hold now.
+// KEYS[1]: records HASH. ARGV: pending fields.
+// Returns 1.
+var segHealScript = newScript(segLua + `
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    local v = redis.call('HGET', KEYS[1], SEG .. string.sub(ARGV[i], #PENDING + 1))
+    if v then n = n + segLen(v) - 1 end
+  end
+end
+if n ~= 0 then redis.call('HINCRBY', KEYS[1], EXTRA, n) end
+return 1
+`)
