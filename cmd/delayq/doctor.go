@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,14 +25,18 @@ const doctorTTL = 10 * time.Minute
 // prints a line per check, hints about the deployment and a summary. It
 // fails when a check failed or the server could not be reached.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("doctor", "[--addr A] [--password P] [--json]",
+	cmd := newConnCommand("doctor", "[--addr A] [--password P] [--backends B1,B2] [--json]",
 		"Checks that a Redis server or a Twemproxy/Codis proxy runs every command delayq sends\n"+
 			"(the portable set): each command shape runs on scratch keys <namespace>:doctor:{<random>}:*\n"+
 			"and its reply is checked; then it measures round trips, removes its keys, prints hints\n"+
-			"about the deployment and a summary. Exit status 1 when a check fails.",
+			"about the deployment and a summary. With --backends it also reads, straight from each\n"+
+			"Redis server behind the proxy (INFO, never through the proxy), its version,\n"+
+			"maxmemory-policy and appendonly, and warns with the fix when one puts messages at risk.\n"+
+			"Exit status 1 when a check fails (warnings do not fail).",
 		stdout)
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers behind the proxy, to check their settings")
 	samples := fs.Int("samples", 20, "round trips `n` to time of each of PING and GET")
 	timeout := fs.Duration("timeout", 3*time.Second, "connect, read and write `timeout` of each command")
 	if err := cmd.parse(args); err != nil {
@@ -50,6 +55,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("doctor: %w", err)
 	}
 	rep := d.run(ctx, *samples)
+	if *backends != "" {
+		for _, b := range strings.Split(*backends, ",") {
+			rep.addBackend(ctx, strings.TrimSpace(b), cmd.c.password)
+		}
+	}
 	if *asJSON {
 		err = writeJSON(stdout, rep)
 	} else {
@@ -73,9 +83,75 @@ type doctorReport struct {
 		Ping *rttStats `json:"ping,omitempty"`
 		Get  *rttStats `json:"get,omitempty"`
 	} `json:"rtt"`
-	Hints  []string `json:"hints"`
-	Passed int      `json:"passed"`
-	Failed int      `json:"failed"`
+	Hints    []string        `json:"hints"`
+	Backends []backendReport `json:"backends,omitempty"`
+	Passed   int             `json:"passed"`
+	Failed   int             `json:"failed"`
+}
+
+// backendReport is what doctor read straight from one backend.
+type backendReport struct {
+	Addr            string   `json:"addr"`
+	Version         string   `json:"version,omitempty"`
+	MaxmemoryPolicy string   `json:"maxmemory_policy,omitempty"`
+	AppendOnly      bool     `json:"appendonly"`
+	Error           string   `json:"error,omitempty"`
+	Warnings        []string `json:"warnings"`
+}
+
+// addBackend reads backend addr's settings (a failed check when it cannot)
+// and warns, with the fix, about each that puts messages at risk.
+func (rep *doctorReport) addBackend(ctx context.Context, addr, password string) {
+	br := backendReport{Addr: addr, Warnings: []string{}}
+	bi, err := portable.BackendSettings(ctx, addr, password)
+	if err != nil {
+		br.Error = err.Error()
+		rep.Failed++
+		rep.Checks = append(rep.Checks, checkResult{Name: "backend " + addr, Error: err.Error()})
+		rep.Backends = append(rep.Backends, br)
+		return
+	}
+	rep.Passed++
+	rep.Checks = append(rep.Checks, checkResult{Name: "backend " + addr, OK: true})
+	br.Version, br.MaxmemoryPolicy, br.AppendOnly = bi.Version, bi.MaxmemoryPolicy, bi.AOF
+	br.Warnings = backendWarnings(bi)
+	rep.Backends = append(rep.Backends, br)
+}
+
+// backendWarnings says what in bi puts accepted messages at risk, and
+// the fix.
+func backendWarnings(bi portable.BackendInfo) []string {
+	ws := []string{}
+	if !versionAtLeast(bi.Version, 3, 2) {
+		ws = append(ws, fmt.Sprintf("Redis %s is older than 3.2, the oldest delayq works with (Codis 3.2 backends are 3.2.11): upgrade", bi.Version))
+	}
+	switch bi.MaxmemoryPolicy {
+	case "noeviction":
+	case "":
+		ws = append(ws, "INFO does not report maxmemory_policy: make sure it is noeviction (eviction deletes messages in silence)")
+	default:
+		ws = append(ws, fmt.Sprintf("maxmemory-policy is %s: eviction deletes messages in silence; set maxmemory-policy noeviction", bi.MaxmemoryPolicy))
+	}
+	if !bi.AOF {
+		ws = append(ws, "appendonly is off: a restart loses every message written since the last snapshot; "+
+			"set appendonly yes (appendfsync everysec loses up to a second of writes on a host crash, always loses none)")
+	}
+	return ws
+}
+
+// versionAtLeast reports whether version v ("3.2.11") is at least
+// major.minor; an unreadable version is not.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // checkResult is the outcome of one check.
@@ -550,6 +626,17 @@ func writeDoctorText(w io.Writer, rep *doctorReport) error {
 	}
 	for _, h := range rep.Hints {
 		fmt.Fprintf(&b, "hint %s\n", h)
+	}
+	for _, be := range rep.Backends {
+		if be.Error != "" {
+			fmt.Fprintf(&b, "backend %s: %s\n", be.Addr, be.Error)
+			continue
+		}
+		fmt.Fprintf(&b, "backend %s: redis %s, maxmemory-policy %s, appendonly %s\n",
+			be.Addr, be.Version, orDash(be.MaxmemoryPolicy), map[bool]string{true: "yes", false: "no"}[be.AppendOnly])
+		for _, w := range be.Warnings {
+			fmt.Fprintf(&b, "warn backend %s: %s\n", be.Addr, w)
+		}
 	}
 	n := rep.Passed + rep.Failed
 	if rep.Failed == 0 {

@@ -24,8 +24,10 @@ var allowedShapes = map[string]bool{
 	"ZSCAN": true, "ZSCAN COUNT": true, "ZSCAN MATCH": true, "ZSCAN MATCH COUNT": true,
 	"LPUSH": true, "RPUSH": true, "LRANGE": true, "LLEN": true, "LREM": true,
 	"EVALSHA 1": true, "EVAL 1": true,
-	// Sent only to backends, by benchmarks: see BackendUsedMemory.
+	// Sent only to backends, by benchmarks and doctor: see BackendUsedMemory
+	// and BackendSettings.
 	DiagnosticShape: true,
+	SettingsShape:   true,
 }
 
 // AuditReport is the verdict on an audit log.

@@ -47,3 +47,59 @@ func BackendUsedMemory(ctx context.Context, addr, password string) (int64, error
 	}
 	return 0, fmt.Errorf("INFO memory on %s: no used_memory", addr)
 }
+
+// SettingsShape is the audit shape of the INFO that BackendSettings
+// sends straight to a backend (never through a proxy), for delayq doctor.
+const SettingsShape = "INFO (backend diagnostic)"
+
+// BackendInfo is what a Redis backend says of the settings delayq's
+// guarantees rest on.
+type BackendInfo struct {
+	Version         string // redis_version
+	MaxmemoryPolicy string // maxmemory_policy ("" when INFO does not say)
+	AOF             bool   // aof_enabled: appendonly yes
+}
+
+// BackendSettings reads version, maxmemory policy and AOF from INFO on the
+// Redis server at addr, which must be a backend, not a proxy.
+func BackendSettings(ctx context.Context, addr, password string) (BackendInfo, error) {
+	var bi BackendInfo
+	c, err := redis.DialContext(ctx, "tcp", addr,
+		redis.DialConnectTimeout(DefaultConnectTimeout),
+		redis.DialReadTimeout(DefaultReadTimeout),
+		redis.DialWriteTimeout(DefaultWriteTimeout))
+	if err != nil {
+		return bi, fmt.Errorf("dial backend %s: %w", addr, err)
+	}
+	defer c.Close()
+	if password != "" {
+		Record("AUTH", nil)
+		if _, err := c.Do("AUTH", password); err != nil {
+			return bi, fmt.Errorf("auth backend %s: %w", addr, err)
+		}
+	}
+	Record(SettingsShape, nil)
+	s, err := redis.String(redis.DoContext(c, ctx, "INFO"))
+	if err != nil {
+		return bi, fmt.Errorf("INFO on %s (a backend, not a proxy?): %w", addr, err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "redis_version":
+			bi.Version = v
+		case "maxmemory_policy":
+			bi.MaxmemoryPolicy = v
+		case "aof_enabled":
+			bi.AOF = v == "1"
+		}
+	}
+	if bi.Version == "" {
+		return bi, fmt.Errorf("INFO on %s: no redis_version (a proxy?)", addr)
+	}
+	return bi, nil
+}
