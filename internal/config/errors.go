@@ -78,11 +78,6 @@ func (ps *problems) add(at place, format string, args ...any) {
 	*ps = append(*ps, &Error{Path: at.path, Table: at.table, Key: at.key, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (ps *problems) unknown(at place, known []string) {
-	*ps = append(*ps, &Error{Path: at.path, Table: at.table, Key: at.key, Unknown: true,
-		Msg: "known keys: " + strings.Join(known, ", ")})
-}
-
 // err returns the problems, ordered by line, as one error (nil if none).
 func (ps problems) err() error {
 	if len(ps) == 0 {
