@@ -136,9 +136,19 @@ func (m *Manager) Owned() []int {
 // over at once), hands every partition over, heartbeats while their Work
 // finishes, then leaves the topic's members. It returns when every Work
 // has returned.
+//
+// The commands of a round run under a context of their own, bounded by a
+// heartbeat, not under ctx: a command cut off when ctx ends would close
+// its connection in the middle of a reply (the proxy counts that as a
+// client error), and the change counter is read every ChangePoll.
 func (m *Manager) Run(ctx context.Context) {
 	o := m.o
-	seen, _ := o.Members.Changes(ctx, o.Topic)
+	round := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), o.Heartbeat)
+	}
+	rctx, cancel := round()
+	seen, _ := o.Members.Changes(rctx, o.Topic)
+	cancel()
 	joined := false
 	tick := time.NewTimer(0)
 	defer tick.Stop()
@@ -150,7 +160,9 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-watch.C:
-			n, err := o.Members.Changes(ctx, o.Topic)
+			rctx, cancel := round()
+			n, err := o.Members.Changes(rctx, o.Topic)
+			cancel()
 			if err != nil || n == seen {
 				continue
 			}
@@ -158,13 +170,15 @@ loop:
 		case <-tick.C:
 			tick.Reset(clock.Jitter(o.Heartbeat))
 		}
-		target := m.share(ctx, false)
+		rctx, cancel := round()
+		target := m.share(rctx, false)
 		if !joined && ctx.Err() == nil {
 			joined = true // tell the others to share with us now
-			m.changed(ctx)
+			m.changed(rctx)
 		}
 		m.releaseExtras(target)
-		m.acquire(ctx, target)
+		m.acquire(ctx, rctx, target)
+		cancel()
 	}
 	m.stopAll()
 }
@@ -273,11 +287,12 @@ func (m *Manager) releaseExtras(target int) {
 }
 
 // acquire tries, once each, partitions the member does not own until it
-// holds target, and starts Work for each one it gets.
-func (m *Manager) acquire(ctx context.Context, target int) {
+// holds target or stop is done, and starts Work for each one it gets; its
+// commands run under ctx.
+func (m *Manager) acquire(stop, ctx context.Context, target int) {
 	o := m.o
 	for _, p := range rand.Perm(o.Partitions) {
-		if ctx.Err() != nil {
+		if stop.Err() != nil || ctx.Err() != nil {
 			return
 		}
 		m.mu.Lock()
