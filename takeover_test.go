@@ -67,6 +67,21 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 	return due, tok
 }
 
+// handedOverBy makes giver a live member of topic and marks partition 0
+// as handed over by it under tok, as a consumer that stopped gracefully
+// with deliveries still running does.
+func handedOverBy(t *testing.T, c *Client, topic string, tok int64, giver string) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := c.store.Heartbeat(ctx, topic, giver, false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.HandOver(ctx, topic, 0, tok, []string{giver}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkRedelivered checks that each id of due was delivered exactly once,
 // as attempt, with its own due time and not before it.
 func checkRedelivered(t *testing.T, rec *recorder, due map[string]int64, attempt int) {
@@ -121,13 +136,7 @@ func TestTakeoverWatchesGivers(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "givers"
 		due, tok := lostOwner(t, c, topic, 5, false)
-		now := time.Now()
-		if _, err := c.store.Heartbeat(ctx, topic, "giver", false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.store.HandOver(ctx, topic, 0, tok, []string{"giver"}); err != nil {
-			t.Fatal(err)
-		}
+		handedOverBy(t, c, topic, tok, "giver")
 		rec := newRecorder()
 		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
 		// A witness due now: once it is delivered, the new owner has
@@ -158,17 +167,10 @@ func TestTakeoverWatchesGivers(t *testing.T) {
 // the overrun counted as an attempt.
 func TestExpiredKeepsOwnDue(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
-		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "expired"
 		due, tok := lostOwner(t, c, topic, 3, true)
-		now := time.Now()
-		if _, err := c.store.Heartbeat(ctx, topic, "giver", false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.store.HandOver(ctx, topic, 0, tok, []string{"giver"}); err != nil {
-			t.Fatal(err)
-		}
+		handedOverBy(t, c, topic, tok, "giver")
 		rec := newRecorder()
 		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
 		waitFor(t, 10*time.Second, "the overrun messages redelivered", func() bool {

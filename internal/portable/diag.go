@@ -20,32 +20,15 @@ const DiagnosticShape = "INFO memory (backend diagnostic)"
 // BackendUsedMemory returns used_memory of the Redis server at addr,
 // which must be a backend, not a proxy (proxies refuse INFO).
 func BackendUsedMemory(ctx context.Context, addr, password string) (int64, error) {
-	c, err := redis.DialContext(ctx, "tcp", addr,
-		redis.DialConnectTimeout(DefaultConnectTimeout),
-		redis.DialReadTimeout(DefaultReadTimeout),
-		redis.DialWriteTimeout(DefaultWriteTimeout))
+	f, err := backendInfo(ctx, addr, password, DiagnosticShape, "memory")
 	if err != nil {
-		return 0, fmt.Errorf("dial backend %s: %w", addr, err)
+		return 0, err
 	}
-	defer c.Close()
-	if password != "" {
-		Record("AUTH", nil)
-		if _, err := c.Do("AUTH", password); err != nil {
-			return 0, fmt.Errorf("auth backend %s: %w", addr, err)
-		}
+	v, ok := f["used_memory"]
+	if !ok {
+		return 0, fmt.Errorf("INFO memory on %s: no used_memory", addr)
 	}
-	Record(DiagnosticShape, nil)
-	s, err := redis.String(redis.DoContext(c, ctx, "INFO", "memory"))
-	if err != nil {
-		return 0, fmt.Errorf("INFO memory on %s (a backend, not a proxy?): %w", addr, err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO memory on %s: no used_memory", addr)
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // SettingsShape is the audit shape of the INFO that BackendSettings
@@ -63,43 +46,44 @@ type BackendInfo struct {
 // BackendSettings reads version, maxmemory policy and AOF from INFO on the
 // Redis server at addr, which must be a backend, not a proxy.
 func BackendSettings(ctx context.Context, addr, password string) (BackendInfo, error) {
-	var bi BackendInfo
+	f, err := backendInfo(ctx, addr, password, SettingsShape)
+	if err != nil {
+		return BackendInfo{}, err
+	}
+	if f["redis_version"] == "" {
+		return BackendInfo{}, fmt.Errorf("INFO on %s: no redis_version (a proxy?)", addr)
+	}
+	return BackendInfo{Version: f["redis_version"], MaxmemoryPolicy: f["maxmemory_policy"], AOF: f["aof_enabled"] == "1"}, nil
+}
+
+// backendInfo sends INFO (with section, if any) straight to the backend at
+// addr, recording shape in the audit, and returns its fields.
+func backendInfo(ctx context.Context, addr, password string, shape Shape, section ...any) (map[string]string, error) {
 	c, err := redis.DialContext(ctx, "tcp", addr,
 		redis.DialConnectTimeout(DefaultConnectTimeout),
 		redis.DialReadTimeout(DefaultReadTimeout),
 		redis.DialWriteTimeout(DefaultWriteTimeout))
 	if err != nil {
-		return bi, fmt.Errorf("dial backend %s: %w", addr, err)
+		return nil, fmt.Errorf("dial backend %s: %w", addr, err)
 	}
 	defer c.Close()
 	if password != "" {
 		Record("AUTH", nil)
 		if _, err := c.Do("AUTH", password); err != nil {
-			return bi, fmt.Errorf("auth backend %s: %w", addr, err)
+			return nil, fmt.Errorf("auth backend %s: %w", addr, err)
 		}
 	}
-	Record(SettingsShape, nil)
-	s, err := redis.String(redis.DoContext(c, ctx, "INFO"))
+	Record(shape, nil)
+	s, err := redis.String(redis.DoContext(c, ctx, "INFO", section...))
 	if err != nil {
-		return bi, fmt.Errorf("INFO on %s (a backend, not a proxy?): %w", addr, err)
+		return nil, fmt.Errorf("INFO on %s (a backend, not a proxy?): %w", addr, err)
 	}
+	f := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "redis_version":
-			bi.Version = v
-		case "maxmemory_policy":
-			bi.MaxmemoryPolicy = v
-		case "aof_enabled":
-			bi.AOF = v == "1"
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
+			f[k] = v
 		}
 	}
-	if bi.Version == "" {
-		return bi, fmt.Errorf("INFO on %s: no redis_version (a proxy?)", addr)
-	}
-	return bi, nil
+	return f, nil
 }
