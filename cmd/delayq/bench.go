@@ -71,7 +71,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"--addr). With --runs N each workload runs N times,\n"+
 			"then a line gives the median of each figure over its runs (runs=N stat=median).\n"+
 			"Each line ends with steal_pct=, the share of the machine's CPU time a\n"+
-			"hypervisor took during the run (Linux: /proc/stat), and procs=, the\n"+
+			"hypervisor took during the run, or the clock tick after a shorter run\n"+
+			"(Linux: /proc/stat), and procs=, the\n"+
 			"GOMAXPROCS the run had (--procs).",
 		stdout)
 	cfg := benchConfig{stderr: stderr}

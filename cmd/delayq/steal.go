@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stealTicks returns the CPU time the hypervisor took from this machine
@@ -49,9 +50,20 @@ func startSteal() stealMeter {
 }
 
 // String returns " steal_pct=N.N", or "" where steal is not measured.
+// A run shorter than the kernel's clock tick (10 ms) has no ticks of its
+// own, so String waits for the next tick and measures over it: the share
+// then describes the machine just after the run, which is what a run that
+// short can be given.
 func (m stealMeter) String() string {
+	if !m.ok {
+		return ""
+	}
 	s, t, ok := stealTicks()
-	if !m.ok || !ok || t <= m.total {
+	for deadline := time.Now().Add(time.Second); ok && t <= m.total && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		s, t, ok = stealTicks()
+	}
+	if !ok || t <= m.total {
 		return ""
 	}
 	return " steal_pct=" + strconv.FormatFloat(100*float64(s-m.steal)/float64(t-m.total), 'f', 1, 64)
