@@ -204,6 +204,7 @@ type ConsumerStats struct {
 	Fenced       int64 // claims refused by the fence, and held messages dropped because their lease ran out
 	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
 	Repaired     int64 // records re-indexed by the reconciler
+	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
 	LeasesGained int64
 	LeasesLost   int64
 	Owned        []int // partitions owned now

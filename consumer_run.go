@@ -52,7 +52,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
-			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, eventLeasesGained, eventLeasesLost),
+			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, eventLeasesGained, eventLeasesLost),
 	}, nil
 }
 
@@ -229,6 +229,7 @@ func (k *Consumer) Stats() ConsumerStats {
 		Fenced:       k.counter(poller.EventFenced),
 		Tombstones:   k.counter(poller.EventTombstone),
 		Repaired:     k.counter(poller.EventRepaired),
+		Stale:        k.counter(poller.EventStale),
 		LeasesGained: k.counter(eventLeasesGained),
 		LeasesLost:   k.counter(eventLeasesLost),
 	}

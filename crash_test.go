@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -261,6 +264,21 @@ func afterRescheduled(t *testing.T, cs *crashCase) {
 	}
 }
 
+// addAhead adds cs.id due at cs.due (or, when cs.due is set already, 300
+// ms after it) as an Ahead group.
+func addAhead(ctx context.Context, cs *crashCase, fs *store.Store) error {
+	due := cs.due
+	if cs.rec0 != nil {
+		due += 300
+	}
+	errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
+		Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)}}}})
+	if err != nil {
+		return err
+	}
+	return errs[0][0]
+}
+
 // failed is the claimed record after a failed delivery.
 func (cs *crashCase) failed() store.Record {
 	r := *cs.rec0
@@ -297,6 +315,56 @@ var crashOps = []*crashOp{
 			return err
 		},
 		after: afterByRecord,
+	},
+	{
+		// store.AddMany of an Ahead group (an id given, due far enough
+		// ahead): HSETNX and ZADD NX in one pipeline.
+		name:  "enqueue-ahead",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			return addAhead(ctx, cs, fs)
+		},
+		after: afterByRecord,
+	},
+	{
+		// An Ahead enqueue whose id has a stale index entry, due sooner
+		// (left by a delete cut short): HSETNX, ZADD NX (which keeps the
+		// stale entry), then ZADD of the new due. Until that last one,
+		// a claim meets the stale entry and must hold the message to its
+		// record's due: never early.
+		name: "enqueue-ahead-stale",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 500*time.Millisecond, 0, false)
+			stale := strconv.FormatInt(time.Now().Add(50*time.Millisecond).UnixMilli(), 10)
+			if _, err := testenv.Do(cs.addr, "ZADD", keys.Scheduled(DefaultNamespace, cs.topic, cs.p), stale, cs.id); err != nil {
+				t.Fatalf("%s: stale entry: %v", cs.name(), err)
+			}
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = ceilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()
+			return addAhead(ctx, cs, fs)
+		},
+		after: afterByRecord,
+	},
+	{
+		// An Ahead enqueue of an id in flight: HSETNX (refused), ZADD NX
+		// (adds an entry beside the in-flight one), then unindexScript
+		// removes it. The message is delivered once, at its own due:
+		// the next owner returns what was in flight at takeover.
+		name:  "enqueue-ahead-duplicate",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			err := addAhead(ctx, cs, fs)
+			if errors.Is(err, ErrDuplicate) {
+				return nil
+			}
+			if err == nil {
+				return errors.New("a duplicate id was accepted")
+			}
+			return err
+		},
+		after: afterKept("duplicate enqueue", outDelivered),
 	},
 	{
 		// I2: the producer retries the enqueue after the crash.

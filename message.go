@@ -154,14 +154,20 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	// The messages to write, in groups of one topic, partition and
 	// freshness, each group in the callers' order (a stable sort: after
 	// steering, the usual batch is one group already).
-	fresh := make([]bool, len(msgs))
+	kind := make([]writeKind, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		if res[i].Err != nil {
 			continue
 		}
-		// A generated id is new to the topic: no duplicate check needed.
-		fresh[i] = msgs[i].ID == "" && res[i].Due.Sub(now) >= freshAhead
+		switch ahead := res[i].Due.Sub(now) >= freshAhead; {
+		case ahead && msgs[i].ID == "":
+			kind[i] = writeFresh // a generated id is new to the topic: no duplicate check
+		case ahead:
+			kind[i] = writeAhead
+		default:
+			kind[i] = writeChecked
+		}
 		idx = append(idx, i)
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
@@ -171,13 +177,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		if d := cmp.Compare(parts[a], parts[b]); d != 0 {
 			return d
 		}
-		switch {
-		case fresh[a] == fresh[b]:
-			return 0
-		case fresh[b]:
-			return -1
-		}
-		return 1
+		return cmp.Compare(kind[a], kind[b])
 	})
 	var groups []store.Group
 	var members [][]int // the indexes of each group's messages
@@ -186,7 +186,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	for lo := 0; lo < len(idx); {
 		first := idx[lo]
 		hi := lo + 1
-		for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && fresh[idx[hi]] == fresh[first] {
+		for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && kind[idx[hi]] == kind[first] {
 			hi++
 		}
 		group := idx[lo:hi]
@@ -203,7 +203,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			}
 			continue
 		}
-		if !fresh[first] && len(group) > 1 {
+		if kind[first] != writeFresh && len(group) > 1 {
 			group = firstOfEach(group, msgs, res)
 		}
 		news := make([]store.New, len(group))
@@ -215,7 +215,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			}
 			news[j] = store.New{ID: res[i].ID, Record: &recs[j]}
 		}
-		groups = append(groups, store.Group{Topic: topic, P: parts[first], Msgs: news, Fresh: fresh[first]})
+		groups = append(groups, store.Group{Topic: topic, P: parts[first], Msgs: news, Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead})
 		members = append(members, group)
 	}
 	// At most maxPipeline records per round trip.
@@ -271,10 +271,18 @@ const (
 	steerTries         = 4
 )
 
-// freshAhead is how far ahead a message with a generated id must be due
-// for its record and index entry to be written in one round trip
-// (store.Group.Fresh): farther than consumers claim ahead (1.5 poll
-// intervals).
+// writeKind is how a message is written (see store.Group).
+type writeKind int
+
+const (
+	writeFresh   writeKind = iota // generated id, due freshAhead or later: no duplicate check
+	writeAhead                    // given id, due freshAhead or later: check and index in one round trip
+	writeChecked                  // due sooner: check, then index
+)
+
+// freshAhead is how far ahead a message must be due for its record and
+// index entry to be written in one round trip (store.Group.Fresh and
+// Ahead): farther than consumers claim ahead (1.5 poll intervals).
 const freshAhead = time.Minute
 
 // segmentMax is the most generated ids given one prefix, and so stored

@@ -41,6 +41,7 @@ const (
 	EventCorrupt     = "corrupt"     // record that could not be decoded, moved to the dead set
 	EventFenced      = "fenced"      // claim refused by the fence, or held message dropped on lease loss
 	EventTombstone   = "tombstone"
+	EventStale       = "stale" // claimed by an index entry older than its record's due: held or returned to that due
 	EventRepaired    = "repaired"
 )
 
@@ -374,7 +375,8 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		return false, nil
 	}
 	var tomb []string
-	var corrupt []store.Move
+	var corrupt, later []store.Move
+	stale := 0
 	for i, c := range claimed {
 		if recs[i] == nil {
 			tomb = append(tomb, c.ID)
@@ -384,7 +386,18 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 			corrupt = append(corrupt, p.corruptMove(c.ID, recs[i], now))
 			continue
 		}
-		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(c.Due), Record: recs[i], part: p}
+		due := c.Due
+		if recs[i].Due > due {
+			// A stale index entry (see store.AddMany, or a reschedule cut
+			// short): the record's due is the message's. Never early.
+			due = recs[i].Due
+			stale++
+			if due > maxDue {
+				later = append(later, store.Move{ID: c.ID, Score: due})
+				continue
+			}
+		}
+		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
 		p.mine[m.ID] = m
 		heap.Push(&p.held, m)
 	}
@@ -393,6 +406,13 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		p.count(EventTombstone, len(tomb))
 		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
 			p.logErr("drop tombstones", err)
+		}
+	}
+	p.count(EventStale, stale)
+	if len(later) > 0 {
+		cfg.Dispatch.release(len(later))
+		if _, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, later); err != nil {
+			p.logErr("return messages claimed by stale entries", err) // still in flight: found again at the deadline
 		}
 	}
 	if len(corrupt) > 0 {

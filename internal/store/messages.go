@@ -30,6 +30,11 @@ type Group struct {
 	// tombstone, the record re-indexed by the reconciler after it: late,
 	// never lost. Hence the condition on due times.
 	Fresh bool
+	// Ahead says every message is due later than any consumer claims
+	// ahead, as for Fresh, but the ids may exist already (the caller gave
+	// them). The duplicate check and the index entry then go in one round
+	// trip too: see AddMany.
+	Ahead bool
 }
 
 // Add writes the messages of one partition; see AddMany.
@@ -41,34 +46,52 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 	return all[0], nil
 }
 
-// AddMany writes messages of any number of partitions in two pipelined
-// round trips: first each partition's records with one script that
-// HSETNXes them all (an existing id is ErrDuplicate in its slot of the
-// result), then, once those replies are in, one ZADD per partition of the
-// accepted ids into its scheduled ZSET: two commands per partition however
-// many messages it gets. Fresh groups need no duplicate check: their HMSET
-// and ZADD go in the first round trip, messages that share an id prefix as
-// segments (see keys.SegmentField).
+// AddMany writes messages of any number of partitions, all pipelined.
+//
+// A group of ids that may exist already takes two round trips: first its
+// records, each written only if its id is new (addScript, or HSETNX for a
+// message or two whose ids no segment can hold: an existing id is
+// ErrDuplicate in its slot of the result), then, once those replies are
+// in, one ZADD of the accepted ids into the scheduled ZSET.
+//
+// An Ahead group sends the two together: its index entries go with ZADD NX
+// (indexNewScript for more than one), which leaves any entry already there
+// as it was. Every message is due later than a claim can reach before the
+// write ends, and the replies then say what to mend in a second round
+// trip, which the usual write does not need:
+//   - a new record whose id had an entry already (a stale entry left by a
+//     crash, or a concurrent enqueue of the same id) gets its own due with
+//     a plain ZADD. Until then a claim that meets the stale entry finds a
+//     record due later than it, and holds or returns the message to that
+//     due (see the poller): never early;
+//   - a duplicate id whose entry this write added (the existing message
+//     was in flight, dead or in a segment) has that entry removed
+//     (unindexScript) while it still has this write's due.
+//
+// A Fresh group needs no duplicate check at all: its HMSET and ZADD go in
+// the first round trip, messages that share an id prefix as segments (see
+// keys.SegmentField).
+//
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written
 // (records without their ZADD are re-indexed by the reconciler).
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
 	var adds []cmd
-	ncmds := make([]int, len(groups)) // of each Fresh group
+	ncmds := make([]int, len(groups)) // commands of each group in the first round trip
 	for gi, g := range groups {
 		if len(g.Msgs) == 0 {
 			continue
 		}
-		if g.Fresh {
-			fc := s.freshCmds(g)
-			adds, ncmds[gi] = append(adds, fc...), len(fc)
-			continue
+		var gc []cmd
+		switch {
+		case g.Fresh:
+			gc = s.freshCmds(g)
+		case g.Ahead:
+			gc = s.aheadCmds(g)
+		default:
+			gc = s.checkCmds(g)
 		}
-		args := scriptCall(addScript, keys.Records(s.ns, g.Topic, g.P), 2*len(g.Msgs))
-		for _, n := range g.Msgs {
-			args = append(args, n.ID, n.Record.Encode())
-		}
-		adds = append(adds, cmd{"EVALSHA", args})
+		adds, ncmds[gi] = append(adds, gc...), len(gc)
 	}
 	errs = make([][]error, len(groups))
 	if len(adds) == 0 {
@@ -81,52 +104,155 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	defer c.Close()
 	r, err := pipeScripts(ctx, c, adds)
 	if err != nil {
-		return nil, fmt.Errorf("add messages to %d partitions: %w", len(adds), err)
+		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
 	}
-	var zadds []cmd
+	var second []cmd
 	k := 0
 	for gi, g := range groups {
 		errs[gi] = make([]error, len(g.Msgs))
 		if len(g.Msgs) == 0 {
 			continue
 		}
+		gr := r[k : k+ncmds[gi]]
+		k += ncmds[gi]
+		if err := firstErr(gr); err != nil {
+			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+		}
 		if g.Fresh {
-			if err := firstErr(r[k : k+ncmds[gi]]); err != nil {
-				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
-			}
-			k += ncmds[gi]
 			continue
 		}
-		if e, ok := r[k].(redis.Error); ok {
-			return nil, fmt.Errorf("add to partition %d: %w", g.P, e)
-		}
-		set, err := intsOf(r[k], len(g.Msgs))
+		n := len(g.Msgs)
+		set, err := flags(gr[:len(gr)-indexCmds(g)], n)
 		if err != nil {
 			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
-		k++
-		zadd := []any{keys.Scheduled(s.ns, g.Topic, g.P)}
-		for i, n := range g.Msgs {
+		var added []int
+		if g.Ahead {
+			if added, err = flags(gr[len(gr)-indexCmds(g):], n); err != nil {
+				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+			}
+		}
+		sk := keys.Scheduled(s.ns, g.Topic, g.P)
+		zadd, unindex := []any{sk}, scriptCall(unindexScript, sk, 0)
+		for i, m := range g.Msgs {
 			if set[i] == 0 {
-				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, n.ID, g.Topic)
-			} else {
-				zadd = append(zadd, n.Record.Due, n.ID)
+				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
+				if g.Ahead && added[i] == 1 {
+					unindex = append(unindex, m.Record.Due, m.ID)
+				}
+				continue
+			}
+			if !g.Ahead || added[i] == 0 {
+				zadd = append(zadd, m.Record.Due, m.ID)
 			}
 		}
 		if len(zadd) > 1 {
-			zadds = append(zadds, cmd{"ZADD", zadd})
+			second = append(second, cmd{"ZADD", zadd})
+		}
+		if len(unindex) > 3 {
+			second = append(second, cmd{"EVALSHA", unindex})
 		}
 	}
-	if len(zadds) > 0 {
-		rz, err := pipe(ctx, c, zadds)
-		if err != nil {
-			return nil, fmt.Errorf("index %d partitions: %w", len(zadds), err)
+	if len(second) > 0 {
+		rz, err := pipeScripts(ctx, c, second)
+		if err == nil {
+			err = firstErr(rz)
 		}
-		if err := firstErr(rz); err != nil {
-			return nil, fmt.Errorf("index %d partitions: %w", len(zadds), err)
+		if err != nil {
+			return nil, fmt.Errorf("index %d partitions: %w", len(second), err)
 		}
 	}
 	return errs, nil
+}
+
+// plainMax is the most messages of a group written with one plain command
+// each (HSETNX, ZADD NX) rather than one script for all: a script call
+// costs Redis more than two plain commands, and the proxy less.
+const plainMax = 2
+
+// checkCmds returns the commands that write the records of a group whose
+// ids may exist: one HSETNX each for up to plainMax messages whose ids no
+// segment can hold, else one addScript.
+func (s *Store) checkCmds(g Group) []cmd {
+	mk := keys.Records(s.ns, g.Topic, g.P)
+	if plainRecords(g) {
+		out := make([]cmd, len(g.Msgs))
+		for i, m := range g.Msgs {
+			out[i] = cmd{"HSETNX", []any{mk, m.ID, m.Record.Encode()}}
+		}
+		return out
+	}
+	args := scriptCall(addScript, mk, 2*len(g.Msgs))
+	for _, m := range g.Msgs {
+		args = append(args, m.ID, m.Record.Encode())
+	}
+	return []cmd{{"EVALSHA", args}}
+}
+
+// plainRecords says whether checkCmds writes g's records with HSETNX.
+func plainRecords(g Group) bool {
+	if len(g.Msgs) > plainMax {
+		return false
+	}
+	for _, m := range g.Msgs {
+		if len(m.ID) == SegmentIDLen {
+			return false
+		}
+	}
+	return true
+}
+
+// indexCmds is the number of index commands aheadCmds puts after the
+// record commands of g: 0 unless g is Ahead.
+func indexCmds(g Group) int {
+	switch {
+	case !g.Ahead:
+		return 0
+	case len(g.Msgs) <= plainMax:
+		return len(g.Msgs)
+	}
+	return 1
+}
+
+// aheadCmds returns the commands that write an Ahead group: its records
+// as checkCmds writes them, then its index entries with ZADD NX, one each
+// for up to plainMax messages, else indexNewScript.
+func (s *Store) aheadCmds(g Group) []cmd {
+	out := s.checkCmds(g)
+	sk := keys.Scheduled(s.ns, g.Topic, g.P)
+	if len(g.Msgs) <= plainMax {
+		for _, m := range g.Msgs {
+			out = append(out, cmd{"ZADD", []any{sk, "NX", m.Record.Due, m.ID}})
+		}
+		return out
+	}
+	args := scriptCall(indexNewScript, sk, 2*len(g.Msgs))
+	for _, m := range g.Msgs {
+		args = append(args, m.Record.Due, m.ID)
+	}
+	return append(out, cmd{"EVALSHA", args})
+}
+
+// flags reads n integers, 0 or 1, from the replies of one script (an
+// array) or of n plain commands (an integer each).
+func flags(r []any, n int) ([]int, error) {
+	if len(r) == 1 {
+		if _, ok := r[0].([]any); ok {
+			return intsOf(r[0], n)
+		}
+	}
+	if len(r) != n {
+		return nil, fmt.Errorf("%d replies, want %d", len(r), n)
+	}
+	out := make([]int, n)
+	for i, v := range r {
+		x, err := redis.Int(v, nil)
+		if err != nil {
+			return nil, fmt.Errorf("bad reply %v: %w", v, err)
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // freshCmds returns the commands that write a Fresh group: one HMSET of
