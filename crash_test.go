@@ -367,6 +367,30 @@ var crashOps = []*crashOp{
 		after: afterKept("duplicate enqueue", outDelivered),
 	},
 	{
+		// An Ahead enqueue of two duplicates, the one in flight and the
+		// witness scheduled: ZADD NX adds an entry for the first only, and
+		// its count does not say which, so the records are read before the
+		// added entry is removed: HSETNX twice, ZADD NX, HMGET, then
+		// unindexScript. The witness keeps its own entry.
+		name:  "enqueue-ahead-duplicates",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			rec := func() *store.Record { return newRecord(time.UnixMilli(cs.due+300), 0) }
+			errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
+				Msgs: []store.New{{ID: cs.id, Record: rec()}, {ID: cs.witness, Record: rec()}}}})
+			if err != nil {
+				return err
+			}
+			for _, err := range errs[0] {
+				if !errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("duplicate enqueue: %v, want ErrDuplicate", err)
+				}
+			}
+			return nil
+		},
+		after: afterKept("duplicate enqueue", outDelivered),
+	},
+	{
 		// I2: the producer retries the enqueue after the crash.
 		name:  "enqueue-again",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },

@@ -54,19 +54,24 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 // ErrDuplicate in its slot of the result), then, once those replies are
 // in, one ZADD of the accepted ids into the scheduled ZSET.
 //
-// An Ahead group sends the two together: its index entries go with ZADD NX
-// (indexNewScript for more than one), which leaves any entry already there
-// as it was. Every message is due later than a claim can reach before the
-// write ends, and the replies then say what to mend in a second round
-// trip, which the usual write does not need:
-//   - a new record whose id had an entry already (a stale entry left by a
-//     crash, or a concurrent enqueue of the same id) gets its own due with
-//     a plain ZADD. Until then a claim that meets the stale entry finds a
-//     record due later than it, and holds or returns the message to that
-//     due (see the poller): never early;
-//   - a duplicate id whose entry this write added (the existing message
-//     was in flight, dead or in a segment) has that entry removed
-//     (unindexScript) while it still has this write's due.
+// An Ahead group sends the two together: its index entries go with one
+// ZADD NX, which leaves any entry already there as it was. Every message
+// is due later than a claim can reach before the write ends. When ZADD NX
+// added every entry (no id had one: the usual case), the only thing to
+// mend is the duplicates among the ids, if any: the entries this write
+// added for them are removed (unindexScript) while they still have this
+// write's due. Otherwise some id had an entry, and:
+//   - the new records get their own due with a plain ZADD. The entry was a
+//     stale one left by a crash, or a concurrent enqueue's of the same id.
+//     Until then a claim that meets a stale entry finds a record due later
+//     than it, and holds or returns the message to that due (see the
+//     poller): never early;
+//   - if ZADD NX added some entries but not all, its count does not say
+//     which are the duplicates', so their records are read: an entry at
+//     this write's due is removed unless the existing record is due then
+//     too. That one is the existing message's own entry: a message in
+//     flight or dead is due before any Ahead write's due, which is farther
+//     ahead than claims reach.
 //
 // A Fresh group needs no duplicate check at all: its HMSET and ZADD go in
 // the first round trip, messages that share an id prefix as segments (see
@@ -107,6 +112,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
 	}
 	var second []cmd
+	var unclear []dupGroup
 	k := 0
 	for gi, g := range groups {
 		errs[gi] = make([]error, len(g.Msgs))
@@ -126,24 +132,29 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		if err != nil {
 			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
-		var added []int
+		allAdded, noneAdded := false, true
 		if g.Ahead {
-			if added, err = flags(gr[len(gr)-indexCmds(g):], n); err != nil {
+			c, err := redis.Int(gr[len(gr)-1], nil)
+			if err != nil {
 				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 			}
+			allAdded, noneAdded = c == n, c == 0
 		}
 		sk := keys.Scheduled(s.ns, g.Topic, g.P)
 		zadd, unindex := []any{sk}, scriptCall(unindexScript, sk, 0)
+		var dups []New
 		for i, m := range g.Msgs {
-			if set[i] == 0 {
-				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
-				if g.Ahead && added[i] == 1 {
-					unindex = append(unindex, m.Record.Due, m.ID)
-				}
-				continue
-			}
-			if !g.Ahead || added[i] == 0 {
+			switch {
+			case set[i] == 1 && !allAdded:
 				zadd = append(zadd, m.Record.Due, m.ID)
+			case set[i] == 0:
+				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
+				switch {
+				case allAdded:
+					unindex = append(unindex, m.Record.Due, m.ID)
+				case !noneAdded:
+					dups = append(dups, m)
+				}
 			}
 		}
 		if len(zadd) > 1 {
@@ -152,22 +163,68 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		if len(unindex) > 3 {
 			second = append(second, cmd{"EVALSHA", unindex})
 		}
+		if len(dups) > 0 {
+			unclear = append(unclear, dupGroup{g: g, at: len(second), msgs: dups})
+			hmget := []any{keys.Records(s.ns, g.Topic, g.P)}
+			for _, m := range dups {
+				hmget = append(hmget, m.ID)
+			}
+			second = append(second, cmd{"HMGET", hmget})
+		}
 	}
-	if len(second) > 0 {
-		rz, err := pipeScripts(ctx, c, second)
+	if len(second) == 0 {
+		return errs, nil
+	}
+	rs, err := pipeScripts(ctx, c, second)
+	if err == nil {
+		err = firstErr(rs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index %d partitions: %w", len(second), err)
+	}
+	var third []cmd
+	for _, d := range unclear {
+		raw, err := redis.ByteSlices(rs[d.at], nil)
+		if err != nil || len(raw) != len(d.msgs) {
+			return nil, fmt.Errorf("read duplicates in partition %d: bad reply %v (%v)", d.g.P, rs[d.at], err)
+		}
+		unindex := scriptCall(unindexScript, keys.Scheduled(s.ns, d.g.Topic, d.g.P), 0)
+		for i, m := range d.msgs {
+			if raw[i] != nil {
+				if rec, err := DecodeRecord(raw[i]); err == nil && rec.Due == m.Record.Due {
+					continue // the existing message's own entry
+				}
+			}
+			unindex = append(unindex, m.Record.Due, m.ID)
+		}
+		if len(unindex) > 3 {
+			third = append(third, cmd{"EVALSHA", unindex})
+		}
+	}
+	if len(third) > 0 {
+		r3, err := pipeScripts(ctx, c, third)
 		if err == nil {
-			err = firstErr(rz)
+			err = firstErr(r3)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("index %d partitions: %w", len(second), err)
+			return nil, fmt.Errorf("unindex duplicates in %d partitions: %w", len(third), err)
 		}
 	}
 	return errs, nil
 }
 
-// plainMax is the most messages of a group written with one plain command
-// each (HSETNX, ZADD NX) rather than one script for all: a script call
-// costs Redis more than two plain commands, and the proxy less.
+// dupGroup is the duplicates of an Ahead group whose index entries may or
+// may not be the write's own (see AddMany), and where the read of their
+// records is among the second round trip's replies.
+type dupGroup struct {
+	g    Group
+	at   int
+	msgs []New
+}
+
+// plainMax is the most messages of a group whose records are written with
+// one HSETNX each rather than one script for all: a script call costs
+// Redis more than two plain commands, and the proxy less.
 const plainMax = 2
 
 // checkCmds returns the commands that write the records of a group whose
@@ -203,34 +260,23 @@ func plainRecords(g Group) bool {
 }
 
 // indexCmds is the number of index commands aheadCmds puts after the
-// record commands of g: 0 unless g is Ahead.
+// record commands of g: one ZADD NX if g is Ahead.
 func indexCmds(g Group) int {
-	switch {
-	case !g.Ahead:
-		return 0
-	case len(g.Msgs) <= plainMax:
-		return len(g.Msgs)
+	if g.Ahead {
+		return 1
 	}
-	return 1
+	return 0
 }
 
 // aheadCmds returns the commands that write an Ahead group: its records
-// as checkCmds writes them, then its index entries with ZADD NX, one each
-// for up to plainMax messages, else indexNewScript.
+// as checkCmds writes them, then one ZADD NX of its index entries.
 func (s *Store) aheadCmds(g Group) []cmd {
-	out := s.checkCmds(g)
-	sk := keys.Scheduled(s.ns, g.Topic, g.P)
-	if len(g.Msgs) <= plainMax {
-		for _, m := range g.Msgs {
-			out = append(out, cmd{"ZADD", []any{sk, "NX", m.Record.Due, m.ID}})
-		}
-		return out
-	}
-	args := scriptCall(indexNewScript, sk, 2*len(g.Msgs))
+	zadd := make([]any, 0, 2+2*len(g.Msgs))
+	zadd = append(zadd, keys.Scheduled(s.ns, g.Topic, g.P), "NX")
 	for _, m := range g.Msgs {
-		args = append(args, m.Record.Due, m.ID)
+		zadd = append(zadd, m.Record.Due, m.ID)
 	}
-	return append(out, cmd{"EVALSHA", args})
+	return append(s.checkCmds(g), cmd{"ZADD", zadd})
 }
 
 // flags reads n integers, 0 or 1, from the replies of one script (an

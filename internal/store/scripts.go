@@ -252,18 +252,6 @@ end
 return out
 `)
 
-// indexNewScript indexes ids that have no entry yet (ZADD NX), telling
-// which it added: ZADD's reply is only a count.
-// KEYS[1]: scheduled ZSET. ARGV: due1, id1, due2, id2, ...
-// Returns one integer per id: 1 added, 0 an entry was there (kept as it was).
-var indexNewScript = newScript(`
-local out = {}
-for i = 1, #ARGV, 2 do
-  out[#out + 1] = redis.call('ZADD', KEYS[1], 'NX', ARGV[i], ARGV[i + 1])
-end
-return out
-`)
-
 // unindexScript removes the entries an enqueue of duplicate ids added
 // beside its duplicate check, each only while it still has the score that
 // enqueue gave it: an entry rescheduled or retried since is the existing
