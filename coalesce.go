@@ -11,9 +11,9 @@ import (
 // coalesced, like kafka-go's Writer: flusher goroutines each take the first
 // queued call and every other call already queued (up to coalesceMax), and
 // write them as one EnqueueBatch would: generated ids steered into one
-// partition, so such a batch is a command or two whatever its size (one
-// round trip when due a minute or more ahead, two otherwise), and given
-// ids in their own partitions (two round trips for all). Calls that arrive
+// partition, so such a batch is a command or three whatever its size, and
+// given ids in their own partitions, two commands or so for each; one
+// round trip when due a minute or more ahead, two otherwise. Calls that arrive
 // while batches are in flight form the next ones, so batches grow with load
 // and a lone call waits for nothing. Up to coalesceFlushers batches are in
 // flight at once, at most coalescePartial of them not full; the queue holds
