@@ -79,10 +79,12 @@ type ConsumerOptions struct {
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held
 	// until due. Default DefaultPollInterval (1s). Above 40s, claims reach
-	// more than a minute ahead, where messages with generated ids are
-	// written index and record at once (see Message.ID): a claim that
-	// meets such an index entry before its record has landed drops it,
-	// and that message comes a reconciler pass late (never lost).
+	// more than a minute ahead, where messages are written index and
+	// record at once (see Message.ID): a claim that meets such an index
+	// entry before its record has landed drops it, and that message comes
+	// a reconciler pass late (never lost); one that meets the entry an
+	// enqueue of a duplicate id added, in the moment before the enqueue
+	// removes it, delivers the existing message once more.
 	PollInterval time.Duration
 	// ShutdownTimeout bounds how long Run waits for running handlers after
 	// its context is done. Default DefaultShutdownTimeout (30s).

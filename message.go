@@ -25,7 +25,11 @@ type Message struct {
 	// format: messages written together get ids that share their first
 	// 22 characters (up to 16 at a time) and a partition, the last two
 	// characters chosen for that (fewer commands, no duplicate check since
-	// a generated id is new, and compact storage: see store.SegField).
+	// a generated id is new, and compact storage: see keys.SegmentField).
+	// An id you give is checked against every message of the topic, in
+	// its own partition: about two commands per partition a write touches,
+	// sent in one round trip when the message is due a minute or more
+	// ahead, in two otherwise.
 	ID string
 	// Body is delivered as is. At most Options.MaxBodyBytes.
 	Body []byte
@@ -286,7 +290,7 @@ const (
 const freshAhead = time.Minute
 
 // segmentMax is the most generated ids given one prefix, and so stored
-// as one segment when due far enough ahead (see store.SegField). Reading,
+// as one segment when due far enough ahead (see keys.SegmentField). Reading,
 // deleting or rescheduling a message of a segment reads the whole segment
 // (deleting and rescheduling rewrite it), so this bounds their cost;
 // beyond 16 the memory saved per message is a few bytes.

@@ -15,7 +15,7 @@ import (
 )
 
 // Messages with generated ids due beyond the claim-ahead margin are kept
-// as segments (store.SegField). Each can still be read, deleted,
+// as segments (keys.SegmentField). Each can still be read, deleted,
 // rescheduled and found a duplicate by its id, Stats count each, and a
 // consumer delivers each exactly once, never early; the segment itself is
 // gone once it was claimed.
@@ -297,7 +297,7 @@ func (cs *crashCase) writeSegment(t *testing.T, d time.Duration) {
 	cs.enqueue(t, time.Until(time.UnixMilli(cs.due))+200*time.Millisecond, 0, false)
 }
 
-// The operations above on a message held by a segment (see store.SegField).
+// The operations above on a message held by a segment (see keys.SegmentField).
 var segmentCrashOps = []*crashOp{
 	{
 		// store.AddMany of a Fresh group sharing a prefix: the segment

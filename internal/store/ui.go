@@ -161,7 +161,7 @@ type ScheduledEntry struct {
 	P       int
 	Due     int64   // unix ms
 	Record  *Record // nil when the index entry has no record (a tombstone)
-	Segment bool    // held in a segment (see SegField)
+	Segment bool    // held in a segment (see keys.SegmentField)
 }
 
 // indexEntry is a member of a scheduled ZSET with its score.
