@@ -3,11 +3,14 @@ package delayq
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -142,6 +145,53 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		}
 		if f.State != store.StateScheduled || f.Score != at.UnixMilli() || f.Record.Due != at.UnixMilli() {
 			t.Errorf("after enqueue: state %v score %d record due %d; want scheduled at %d", f.State, f.Score, f.Record.Due, at.UnixMilli())
+		}
+	})
+}
+
+// A caller that gives up once an enqueue's first round trip is in does not
+// cut the write short: the mending that follows (here, the new due of an id
+// that had a stale entry) is written all the same.
+func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic, id := "ahead-cancel", "m"
+		p := partition.For(id, 2)
+		if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: "other", Delay: time.Hour}); err != nil {
+			t.Fatal(err) // creates the topic
+		}
+		stale := time.Now().Add(time.Minute).UnixMilli()
+		if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(stale, 10), id); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sent := 0
+		fs, err := store.Open(store.Options{Addr: addr, Hook: func(string, []any) error {
+			if sent++; sent == 3 { // the first command of the second round trip
+				cancel()
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		due := ceilMS(time.Now().Add(2 * time.Hour)).UnixMilli()
+		errs, err := fs.AddMany(ctx, []store.Group{{Topic: topic, P: p, Ahead: true,
+			Msgs: []store.New{{ID: id, Record: newRecord(time.UnixMilli(due), 0)}}}})
+		if err != nil || errs[0][0] != nil {
+			t.Fatalf("add: %v, %v", err, errs)
+		}
+		if sent != 3 {
+			t.Fatalf("%d commands, want HSETNX, ZADD NX, then ZADD", sent)
+		}
+		f, err := c.store.Get(context.Background(), topic, p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.State != store.StateScheduled || f.Score != due {
+			t.Errorf("after a cancel between round trips: %v at %d, want scheduled at %d (stale entry at %d)", f.State, f.Score, due, stale)
 		}
 	})
 }

@@ -79,7 +79,9 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []New) (errs 
 //
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written
-// (records without their ZADD are re-indexed by the reconciler).
+// (records without their ZADD are re-indexed by the reconciler). ctx
+// bounds the first round trip only: what follows it is written whatever
+// becomes of ctx.
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
 	var adds []cmd
 	ncmds := make([]int, len(groups)) // commands of each group in the first round trip
@@ -175,6 +177,11 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	if len(second) == 0 {
 		return errs, nil
 	}
+	// Once the first round trip is in, the rest is finished even if the
+	// caller gives up: left undone, it would leave records without their
+	// index entries, or entries a duplicate enqueue added. The connection's
+	// own timeouts bound it.
+	ctx = context.WithoutCancel(ctx)
 	rs, err := pipeScripts(ctx, c, second)
 	if err == nil {
 		err = firstErr(rs)
