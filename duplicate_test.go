@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +193,52 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		}
 		if f.State != store.StateScheduled || f.Score != due {
 			t.Errorf("after a cancel between round trips: %v at %d, want scheduled at %d (stale entry at %d)", f.State, f.Score, due, stale)
+		}
+	})
+}
+
+// An index entry that names a message its owner is running (an enqueue of
+// its id cut short between its round trips) is claimed and dropped: the
+// message runs once, and the claim is counted as stale.
+func TestClaimSkipsRunningMessage(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic, id := "claim-running", "m"
+		p := partition.For(id, 2)
+		started, release := make(chan struct{}), make(chan struct{})
+		rec := newRecorder()
+		rec.fail = func(d *Delivery) error {
+			if d.ID == id && rec.count(id) == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		}
+		o := crashConsumerOptions(topic)
+		o.Timeout = 30 * time.Second // the handler blocks; its deadline is not what is tested
+		k := runConsumer(t, c, o, rec.handle)
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(unblock) // before the consumer's shutdown, should the test stop early
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(time.Now().UnixMilli(), 10), id); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the second entry claimed", func() bool { return k.Stats().Stale >= 1 })
+		unblock()
+		waitFor(t, 5*time.Second, "the message acked", func() bool {
+			_, err := c.Get(ctx, topic, id)
+			return errors.Is(err, ErrNotFound)
+		})
+		if n := rec.count(id); n != 1 {
+			t.Errorf("delivered %d times, want once", n)
+		}
+		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 0 || st.InFlight != 0 {
+			t.Errorf("stats after the ack: %+v, %v; want nothing left", st, err)
 		}
 	})
 }

@@ -386,6 +386,14 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 			corrupt = append(corrupt, p.corruptMove(c.ID, recs[i], now))
 			continue
 		}
+		if p.mine[c.ID] != nil {
+			// Held or running here already: the claim met a second index
+			// entry of it (an enqueue of its id cut short, see
+			// store.AddMany), which the claim removed.
+			stale++
+			cfg.Dispatch.release(1)
+			continue
+		}
 		due := c.Due
 		if recs[i].Due > due {
 			// A stale index entry (see store.AddMany, or a reschedule cut
