@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -336,10 +333,7 @@ var crashOps = []*crashOp{
 		name: "enqueue-ahead-stale",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 500*time.Millisecond, 0, false)
-			stale := strconv.FormatInt(time.Now().Add(50*time.Millisecond).UnixMilli(), 10)
-			if _, err := testenv.Do(cs.addr, "ZADD", keys.Scheduled(DefaultNamespace, cs.topic, cs.p), stale, cs.id); err != nil {
-				t.Fatalf("%s: stale entry: %v", cs.name(), err)
-			}
+			addEntry(t, cs.addr, cs.topic, cs.p, cs.id, time.Now().Add(50*time.Millisecond))
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			cs.due = ceilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()

@@ -161,10 +161,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: "other", Delay: time.Hour}); err != nil {
 			t.Fatal(err) // creates the topic
 		}
-		stale := time.Now().Add(time.Minute).UnixMilli()
-		if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(stale, 10), id); err != nil {
-			t.Fatal(err)
-		}
+		stale := addEntry(t, addr, topic, p, id, time.Now().Add(time.Minute))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		sent := 0
@@ -225,9 +222,7 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-started
-		if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(time.Now().UnixMilli(), 10), id); err != nil {
-			t.Fatal(err)
-		}
+		addEntry(t, addr, topic, p, id, time.Now())
 		waitFor(t, 5*time.Second, "the second entry claimed", func() bool { return k.Stats().Stale >= 1 })
 		unblock()
 		waitFor(t, 5*time.Second, "the message acked", func() bool {
@@ -241,4 +236,16 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 			t.Errorf("stats after the ack: %+v, %v; want nothing left", st, err)
 		}
 	})
+}
+
+// addEntry writes an index entry for id in partition p's scheduled set,
+// due at (unix ms, returned), with no record behind it: what a write cut
+// short leaves.
+func addEntry(t *testing.T, addr, topic string, p int, id string, at time.Time) int64 {
+	t.Helper()
+	ms := at.UnixMilli()
+	if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(ms, 10), id); err != nil {
+		t.Fatalf("index entry of %s: %v", id, err)
+	}
+	return ms
 }
