@@ -111,14 +111,27 @@ end
 
 // Fence and claim: the scheduled ZSET.
 
+// fenceLua declares what the scripts on the scheduled ZSET share, whose
+// ARGV[1] names the fence member and ARGV[2] is the caller's token:
+// fence() returns the token the fence holds (0 when there is none), and
+// fencedReply(cur) the error "FENCED <cur>" a refused caller gets.
+const fenceLua = `
+local function fence()
+  local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if f then return -tonumber(f) end
+  return 0
+end
+local function fencedReply(cur)
+  return redis.error_reply('FENCED ' .. string.format('%d', cur))
+end
+`
+
 // raiseScript raises the partition's fence to the caller's token.
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token.
 // Returns the fence's token after the call (the caller's token unless a
 // newer one was already there).
-var raiseScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
+var raiseScript = newScript(fenceLua + `
+local cur = fence()
 local t = tonumber(ARGV[2])
 if t > cur then
   redis.call('ZADD', KEYS[1], -t, ARGV[1])
@@ -133,13 +146,9 @@ return cur
 // ARGV[3]: max due (unix ms), ARGV[4]: limit.
 // Returns {id1, due1, id2, due2, ...}: exactly the ids it removed, or the
 // error "FENCED <fence token>" (0 when the fence is missing).
-var claimScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-if cur ~= tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED ' .. string.format('%d', cur))
-end
+var claimScript = newScript(fenceLua + `
+local cur = fence()
+if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
 local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
 local ids = {}
 for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
@@ -152,13 +161,9 @@ return r
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
 // ARGV[3]: max due (unix ms), ARGV[4]: limit.
 // Returns {id1, due1, ...}, or the error "FENCED <fence token>".
-var peekScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-if cur ~= tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED ' .. string.format('%d', cur))
-end
+var peekScript = newScript(fenceLua + `
+local cur = fence()
+if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
 return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
 `)
 
@@ -169,13 +174,9 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0
 // ARGV[3]: max due (unix ms), ARGV[4...]: ids.
 // Returns {id1, due1, ...}: exactly the ids it removed, or the error
 // "FENCED <fence token>".
-var claimIDsScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-if cur ~= tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED ' .. string.format('%d', cur))
-end
+var claimIDsScript = newScript(fenceLua + `
+local cur = fence()
+if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
 local max = tonumber(ARGV[3])
 local out, ids = {}, {}
 for i = 4, #ARGV do
@@ -200,10 +201,8 @@ return out
 // givers of the marks scored as the fence before it. Every mark is
 // removed. When a newer token holds the fence it changes nothing and
 // returns {fence, fence}.
-var takeOverScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
+var takeOverScript = newScript(fenceLua + `
+local cur = fence()
 local t = tonumber(ARGV[2])
 if t <= cur then
   return {string.format('%d', cur), string.format('%d', cur)}
@@ -228,13 +227,9 @@ return out
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
 // ARGV[3...]: the marks' members.
 // Returns 1 when written, or the error "FENCED <fence token>".
-var handOverScript = newScript(`
-local f = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local cur = 0
-if f then cur = -tonumber(f) end
-if cur ~= tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED ' .. string.format('%d', cur))
-end
+var handOverScript = newScript(fenceLua + `
+local cur = fence()
+if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
 for i = 3, #ARGV do redis.call('ZADD', KEYS[1], -cur, ARGV[i]) end
 return 1
 `)
