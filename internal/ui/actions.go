@@ -60,14 +60,8 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err e
 // messageAction handles POST /ui/topics/{topic}/message/{action}:
 // delete, run (due now) and reschedule (form field when: a duration from
 // now, like 10m, or an RFC 3339 time).
-func (s *Server) messageAction(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) messageAction(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	id := r.PostFormValue("id")
 	if err := partition.ValidateID(id); err != nil {
 		s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
@@ -130,14 +124,8 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // deadAction handles POST /ui/topics/{topic}/dead/{action}: requeue and
 // purge (of the dead message in form field id), requeue-all and
 // purge-all.
-func (s *Server) deadAction(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	back := topicURL(topic, "/dead")
 	c, err := s.client(n)
 	if err != nil {

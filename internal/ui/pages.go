@@ -67,14 +67,8 @@ func messageURL(topic, id string) string {
 }
 
 // topicPage handles GET /ui/topics/{topic}.
-func (s *Server) topicPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) topicPage(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	v, err := s.readTopic(ctx, topic, n, !isFragment(r))
 	if err != nil {
 		s.fail(w, r, err)
@@ -96,14 +90,8 @@ type messageView struct {
 }
 
 // messagePage handles GET /ui/topics/{topic}/message?id=ID.
-func (s *Server) messagePage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	v := &messageView{Topic: topic, N: n, ID: r.URL.Query().Get("id")}
 	code := http.StatusOK
 	if v.ID != "" {
@@ -132,14 +120,8 @@ func (s *Server) get(ctx context.Context, topic string, n int, id string) (*dela
 
 // messageBody handles GET /ui/topics/{topic}/message/body?id=ID: the body
 // as an attachment that no browser renders.
-func (s *Server) messageBody(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) messageBody(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	id := r.URL.Query().Get("id")
 	in, err := s.get(ctx, topic, n, id)
 	switch {
@@ -182,14 +164,8 @@ type schedRow struct {
 }
 
 // scheduledPage handles GET /ui/topics/{topic}/scheduled?due=D&skip=P:K,...&limit=N.
-func (s *Server) scheduledPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) scheduledPage(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	q := r.URL.Query()
 	limit := intParam(q.Get("limit"), defaultPage, maxPage)
 	cur := parseCursor(q.Get("due"), q.Get("skip"), n)
@@ -278,14 +254,8 @@ type deadRow struct {
 }
 
 // deadPage handles GET /ui/topics/{topic}/dead?limit=N.
-func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	topic, n, err := s.topic(ctx, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) deadPage(w http.ResponseWriter, r *http.Request, t topicReq) {
+	ctx, topic, n := t.ctx, t.topic, t.n
 	limit := intParam(r.URL.Query().Get("limit"), defaultDead, maxDead)
 	list, err := s.st.DeadPage(ctx, topic, n, limit)
 	if err != nil {

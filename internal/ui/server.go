@@ -171,13 +171,13 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/logout", s.logout)
 	m.HandleFunc("GET /ui/{$}", s.overview)
 	m.HandleFunc("GET /ui/lookup", s.lookup)
-	m.HandleFunc("GET /ui/topics/{topic}", s.topicPage)
-	m.HandleFunc("GET /ui/topics/{topic}/message", s.messagePage)
-	m.HandleFunc("GET /ui/topics/{topic}/message/body", s.messageBody)
-	m.HandleFunc("GET /ui/topics/{topic}/scheduled", s.scheduledPage)
-	m.HandleFunc("GET /ui/topics/{topic}/dead", s.deadPage)
-	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.messageAction)
-	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.deadAction)
+	m.HandleFunc("GET /ui/topics/{topic}", s.withTopic(s.topicPage))
+	m.HandleFunc("GET /ui/topics/{topic}/message", s.withTopic(s.messagePage))
+	m.HandleFunc("GET /ui/topics/{topic}/message/body", s.withTopic(s.messageBody))
+	m.HandleFunc("GET /ui/topics/{topic}/scheduled", s.withTopic(s.scheduledPage))
+	m.HandleFunc("GET /ui/topics/{topic}/dead", s.withTopic(s.deadPage))
+	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.withTopic(s.messageAction))
+	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.withTopic(s.deadAction))
 	s.mux = m
 }
 
@@ -288,4 +288,28 @@ func isFragment(r *http.Request) bool { return r.Header.Get("X-Delayq-Fragment")
 // reqCtx bounds the Redis work of one request.
 func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), DefaultRequestTimeout)
+}
+
+// topicReq is what a handler of one topic's page or action gets: the
+// request's context, bounded by DefaultRequestTimeout, the topic named in
+// the path and its partition count.
+type topicReq struct {
+	ctx   context.Context
+	topic string
+	n     int
+}
+
+// withTopic reads the topic of the request's path for h, answering the
+// error page when there is none by that name.
+func (s *Server) withTopic(h func(http.ResponseWriter, *http.Request, topicReq)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := reqCtx(r)
+		defer cancel()
+		topic, n, err := s.topic(ctx, r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, topicReq{ctx, topic, n})
+	}
 }
