@@ -167,28 +167,8 @@ partitions = 4
 type = "exec"
 command = ["true"]
 `, env.Proxy))
-	cfg, err := workerConfig([]string{"--config", p}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.Buffer{}
-	w, err := newWorker(cfg, newWorkerLogger(logs, cfg.Log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
-	var base string
-	testenv.WaitFor(t, 10*time.Second, "the worker's start log", func() bool {
-		if l := workerLogValue(logs.String(), "worker started", "listen"); l != "" {
-			base = "http://" + l
-			return true
-		}
-		return false
-	})
+	rw := startWorker(t, p)
+	base, ctx, cancel, done := rw.base, rw.ctx, rw.cancel, rw.done
 	cl, err := delayq.New(delayq.Options{Addr: env.Proxy, Namespace: "wui", Partitions: 4, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -106,22 +105,42 @@ func TestWorkerBadConfig(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// runningWorker is a worker startWorker started.
+type runningWorker struct {
+	cfg    *config.Config
+	w      *worker
+	logs   *testenv.Buffer
+	base   string // http://host:port of its [http] listen
+	ctx    context.Context
+	cancel context.CancelFunc // stops it; done then gets run's error
+	done   chan error
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+// startWorker runs the worker of the config file at path, in this process,
+// until the test ends or its cancel is called, and waits for its start log.
+func startWorker(t *testing.T, path string) *runningWorker {
+	t.Helper()
+	cfg, err := workerConfig([]string{"--config", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &runningWorker{cfg: cfg, logs: &testenv.Buffer{}, done: make(chan error, 1)}
+	rw.w, err = newWorker(cfg, newWorkerLogger(rw.logs, cfg.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rw.w.close)
+	rw.ctx, rw.cancel = context.WithCancel(context.Background())
+	t.Cleanup(rw.cancel)
+	go func() { rw.done <- rw.w.run(rw.ctx) }()
+	testenv.WaitFor(t, 10*time.Second, "the worker's start log", func() bool {
+		if l := workerLogValue(rw.logs.String(), "worker started", "listen"); l != "" {
+			rw.base = "http://" + l
+			return true
+		}
+		return false
+	})
+	return rw
 }
 
 // workerLogValue returns the value of key in the first JSON log line whose
@@ -168,29 +187,8 @@ backoff = ["100ms"]
 type = "exec"
 command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", %q]
 `, env.Backends[0], out))
-	cfg, err := workerConfig([]string{"--config", p}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	w, err := newWorker(cfg, newWorkerLogger(logs, cfg.Log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
-
-	var base string
-	waitUntil(t, 10*time.Second, "the worker's start log", func() bool {
-		if l := workerLogValue(logs.String(), "worker started", "listen"); l != "" {
-			base = "http://" + l
-			return true
-		}
-		return false
-	})
+	rw := startWorker(t, p)
+	cfg, w, logs, base, ctx, cancel, done := rw.cfg, rw.w, rw.logs, rw.base, rw.ctx, rw.cancel, rw.done
 	get := func(path string, token string) (int, string) {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if token != "" {
@@ -204,7 +202,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	waitUntil(t, 10*time.Second, "/readyz 200", func() bool { c, _ := get("/readyz", ""); return c == 200 })
+	testenv.WaitFor(t, 10*time.Second, "/readyz 200", func() bool { c, _ := get("/readyz", ""); return c == 200 })
 
 	// Enqueue through the API (with the token), and directly.
 	post := func(token, body string) int {
@@ -234,7 +232,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 	if _, err := cl.Enqueue(ctx, delayq.Message{Topic: "jobs", ID: "direct-1", Body: []byte("direct")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "both deliveries in "+out, func() bool {
+	testenv.WaitFor(t, 10*time.Second, "both deliveries in "+out, func() bool {
 		b, _ := os.ReadFile(out)
 		return strings.Contains(string(b), "api-1=from the api\n") && strings.Contains(string(b), "direct-1=direct\n")
 	})
@@ -251,7 +249,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		resp.Body.Close()
 	}
 
-	waitUntil(t, 5*time.Second, "delivery metrics", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "delivery metrics", func() bool {
 		_, m := get("/metrics", "")
 		return strings.Contains(m, `delayq_lateness_seconds_count{topic="jobs"} 2`) &&
 			strings.Contains(m, `delayq_handler_duration_seconds_count{result="ok",topic="jobs"} 2`)
@@ -300,17 +298,5 @@ func TestWorkerFailsWhenAConsumerCannotStart(t *testing.T) {
 	_, _, err = runArgs(t, "worker", "--config", p)
 	if !errors.Is(err, delayq.ErrPartitionMismatch) || !strings.Contains(err.Error(), "topic eight") || ctx.Err() != nil {
 		t.Errorf("got %v, want a partition mismatch of topic eight", err)
-	}
-}
-
-// waitUntil polls cond every 20ms and fails t after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
