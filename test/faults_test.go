@@ -66,12 +66,7 @@ func faultSubArgs(addr, topic string, parts int, id string) []string {
 // measured from max(due, fault).
 func checkHeldStart(t *testing.T, l *ledger, victim int, fault time.Time, bound time.Duration) time.Duration {
 	t.Helper()
-	l.mu.Lock()
-	due := make(map[string]time.Time, len(l.sent))
-	for id, s := range l.sent {
-		due[id] = s.earliest
-	}
-	l.mu.Unlock()
+	due := l.dues()
 	var worst time.Duration
 	bad := 0
 	for id, d0 := range due {

@@ -74,12 +74,7 @@ func (r latenessReport) String() string {
 // millisecond, as send stores it).
 func ownLateness(t *testing.T, l *ledger) latenessReport {
 	t.Helper()
-	l.mu.Lock()
-	due := make(map[string]time.Time, len(l.sent))
-	for id, s := range l.sent {
-		due[id] = s.earliest
-	}
-	l.mu.Unlock()
+	due := l.dues()
 	r := latenessReport{perSub: map[int]int{}}
 	var worst time.Duration
 	badDue := 0
@@ -152,12 +147,7 @@ func saveLogs(t *testing.T, subs []*sub) {
 // slow sub.
 func lateOutliers(t *testing.T, l *ledger, from time.Time) {
 	t.Helper()
-	l.mu.Lock()
-	due := make(map[string]time.Time, len(l.sent))
-	for id, s := range l.sent {
-		due[id] = s.earliest
-	}
-	l.mu.Unlock()
+	due := l.dues()
 	all := l.snapshot()
 	sort.Slice(all, func(i, j int) bool { return all[i].at.Sub(due[all[i].ID]) > all[j].at.Sub(due[all[j].ID]) })
 	for _, d := range all[:min(8, len(all))] {

@@ -301,6 +301,18 @@ func (l *ledger) deliveries(id string) []delivery {
 	return append([]delivery(nil), l.delivered[id]...)
 }
 
+// dues returns the earliest due of each message sent: its due as sent, or
+// as rescheduled since.
+func (l *ledger) dues() map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	due := make(map[string]time.Time, len(l.sent))
+	for id, s := range l.sent {
+		due[id] = s.earliest
+	}
+	return due
+}
+
 // snapshot returns a copy of every delivery read.
 func (l *ledger) snapshot() []delivery {
 	l.mu.Lock()
