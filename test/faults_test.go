@@ -154,6 +154,14 @@ func (o ownership) ownedExactlyBy(parts, lo, hi int, ids ...string) bool {
 	return true
 }
 
+// ownedFairlyBy reports whether every partition is owned and the owners
+// are exactly ids, each with its fair share: ceil(parts / len(ids)), or
+// what is left for the last of them.
+func (o ownership) ownedFairlyBy(parts int, ids ...string) bool {
+	hi := ceilDiv(parts, len(ids))
+	return o.ownedExactlyBy(parts, parts-(len(ids)-1)*hi, hi, ids...)
+}
+
 // waitOwners polls the stats until cond holds and returns the time it took
 // from since; it fails t after timeout, with the last ownership seen.
 func waitOwners(t *testing.T, c *delayq.Client, topic string, since time.Time, timeout time.Duration, what string, cond func(ownership) bool) time.Duration {
@@ -410,9 +418,8 @@ func startFaultSubs(t *testing.T, l *ledger, c *delayq.Client, addr, topic strin
 		ids = append(ids, id)
 		subs = append(subs, startSub(t, l, i, faultSubArgs(addr, topic, parts, id)...))
 	}
-	share := ceilDiv(parts, n)
 	waitOwners(t, c, topic, time.Now(), faultSettle, "a fair share", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-(n-1)*share, share, ids...)
+		return o.ownedFairlyBy(parts, ids...)
 	})
 	return subs, ids
 }
@@ -457,9 +464,8 @@ func TestFaultHandoverShare(t *testing.T) {
 	if err := subs[3].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	share3 := ceilDiv(parts, 3) // 22
 	afterTerm := waitOwners(t, c, topic, term, 10*faultLease, "3 survivors owning all 64", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-2*share3, share3, ids[:3]...)
+		return o.ownedFairlyBy(parts, ids[:3]...) // 22, 22, 20
 	})
 	if afterTerm > 2*faultLease {
 		t.Errorf("after SIGTERM the 3 survivors owned all 64 partitions after %v, want within 2 leases (%v)", afterTerm, 2*faultLease)
@@ -473,9 +479,8 @@ func TestFaultHandoverShare(t *testing.T) {
 	if err := subs[2].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	share2 := ceilDiv(parts, 2) // 32
 	afterKill := waitOwners(t, c, topic, kill, 10*faultLease, "2 survivors owning all 64", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-share2, share2, ids[:2]...)
+		return o.ownedFairlyBy(parts, ids[:2]...) // 32 each
 	})
 	if afterKill > 2*faultLease {
 		t.Errorf("after kill -9 the 2 survivors owned all 64 partitions after %v, want within 2 leases (%v)", afterKill, 2*faultLease)
@@ -530,9 +535,8 @@ func TestFaultKillUnderLoad(t *testing.T) {
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	share := ceilDiv(parts, 2)
 	handover := waitOwners(t, c, topic, kill, 10*faultLease, "the 2 survivors owning all partitions", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-share, share, ids[0], ids[2])
+		return o.ownedFairlyBy(parts, ids[0], ids[2])
 	})
 	if handover > 2*faultLease {
 		t.Errorf("after kill -9 the survivors owned all partitions after %v, want within 2 leases (%v)", handover, 2*faultLease)
@@ -611,9 +615,8 @@ func TestFaultStopPastLease(t *testing.T) {
 	if err := x.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	share := ceilDiv(parts, 2)
 	handover := waitOwners(t, c, topic, stop, 3*faultLease, "the others owning the stopped sub's partitions", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-share, share, ids[1], ids[2])
+		return o.ownedFairlyBy(parts, ids[1], ids[2])
 	})
 	if handover > 2*faultLease {
 		t.Errorf("the stopped sub's partitions were taken over after %v, want within 2 leases (%v)", handover, 2*faultLease)
@@ -627,9 +630,8 @@ func TestFaultStopPastLease(t *testing.T) {
 	if err := x.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	share3 := ceilDiv(parts, 3)
 	rejoin := waitOwners(t, c, topic, cont, 10*faultLease, "the resumed sub to own partitions again", func(o ownership) bool {
-		return o.ownedExactlyBy(parts, parts-2*share3, share3, ids...)
+		return o.ownedFairlyBy(parts, ids...)
 	})
 
 	waitDrained(t, c, topic, l, subs)
