@@ -136,11 +136,11 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		}
 		allAdded, noneAdded := false, true
 		if g.Ahead {
-			c, err := redis.Int(gr[len(gr)-1], nil)
+			added, err := redis.Int(gr[len(gr)-1], nil) // ZADD NX's count
 			if err != nil {
 				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 			}
-			allAdded, noneAdded = c == n, c == 0
+			allAdded, noneAdded = added == n, added == 0
 		}
 		sk := keys.Scheduled(s.ns, g.Topic, g.P)
 		zadd, unindex := []any{sk}, scriptCall(unindexScript, sk, 0)
