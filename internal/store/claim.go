@@ -56,6 +56,22 @@ type Claimed struct {
 	Due int64 // unix ms
 }
 
+// splitClaimed reads the reply of the peek and claim scripts, {id1, due1,
+// id2, due2, ...}: the ids with their due times, and apart the fields of
+// the segments among them.
+func splitClaimed(vals []string) (plain []Claimed, segs []string) {
+	plain = make([]Claimed, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		if keys.IsSegmentField(vals[i]) {
+			segs = append(segs, vals[i])
+			continue
+		}
+		due, _ := strconv.ParseFloat(vals[i+1], 64)
+		plain = append(plain, Claimed{ID: vals[i], Due: int64(due)})
+	}
+	return plain, segs
+}
+
 // ClaimBegin claims up to limit ids due by maxDueMS from partition p under
 // the caller's fencing token, puts them in flight with the visibility
 // deadline deadline(due) gives, and reads their records (see Begin for
@@ -98,24 +114,21 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	claimArgs = append(claimArgs, keys.Fence, token, maxDueMS)
 	zadd := []any{ik}
 	hmget := []any{mk}
-	var plain []string
-	for i := 0; i+1 < len(vals); i += 2 {
-		id := vals[i]
-		claimArgs = append(claimArgs, id)
-		if keys.IsSegmentField(id) {
-			continue
-		}
-		due, _ := strconv.ParseFloat(vals[i+1], 64)
-		zadd = append(zadd, deadline(int64(due)), id)
-		hmget = append(hmget, id)
-		plain = append(plain, id)
+	peeked, peekedSegs := splitClaimed(vals)
+	for _, m := range peeked {
+		claimArgs = append(claimArgs, m.ID)
+		zadd = append(zadd, deadline(m.Due), m.ID)
+		hmget = append(hmget, m.ID)
+	}
+	for _, f := range peekedSegs {
+		claimArgs = append(claimArgs, f)
 	}
 	var cmds []cmd
-	if len(plain) > 0 {
+	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"ZADD", zadd})
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
-	if len(plain) > 0 {
+	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"HMGET", hmget})
 	}
 	c, err := s.conn(ctx)
@@ -136,7 +149,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	at := 0
-	if len(plain) > 0 {
+	if len(peeked) > 0 {
 		at = 1
 	}
 	got, err := redis.Strings(replies[at], nil)
@@ -144,36 +157,29 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	var recsByID map[string]*Record
-	if len(plain) > 0 {
+	if len(peeked) > 0 {
 		raw, err := redis.ByteSlices(replies[at+1], nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 		}
-		recs := decodeAll(raw, len(plain))
-		recsByID = make(map[string]*Record, len(plain))
-		for i, id := range plain {
-			recsByID[id] = recs[i]
+		recs := decodeAll(raw, len(peeked))
+		recsByID = make(map[string]*Record, len(peeked))
+		for i, m := range peeked {
+			recsByID[m.ID] = recs[i]
 		}
 	}
-	var claimed []Claimed
-	var recs []*Record
-	var segs []string
-	taken := make(map[string]bool, len(got)/2)
-	for i := 0; i+1 < len(got); i += 2 {
-		if keys.IsSegmentField(got[i]) {
-			segs = append(segs, got[i])
-			continue
-		}
-		due, _ := strconv.ParseFloat(got[i+1], 64)
-		claimed = append(claimed, Claimed{ID: got[i], Due: int64(due)})
-		recs = append(recs, recsByID[got[i]])
-		taken[got[i]] = true
+	claimed, segs := splitClaimed(got)
+	recs := make([]*Record, len(claimed))
+	taken := make(map[string]bool, len(claimed))
+	for i, m := range claimed {
+		recs[i] = recsByID[m.ID]
+		taken[m.ID] = true
 	}
-	if len(taken) < len(plain) {
+	if len(taken) < len(peeked) {
 		rem := []any{ik}
-		for _, id := range plain {
-			if !taken[id] {
-				rem = append(rem, id)
+		for _, m := range peeked {
+			if !taken[m.ID] {
+				rem = append(rem, m.ID)
 			}
 		}
 		if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
@@ -218,16 +224,7 @@ func (s *Store) Claim(ctx context.Context, topic string, p int, token, maxDueMS 
 	if err != nil {
 		return nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	out := make([]Claimed, 0, len(vals)/2)
-	var segs []string
-	for i := 0; i+1 < len(vals); i += 2 {
-		if keys.IsSegmentField(vals[i]) {
-			segs = append(segs, vals[i])
-			continue
-		}
-		due, _ := strconv.ParseFloat(vals[i+1], 64)
-		out = append(out, Claimed{ID: vals[i], Due: int64(due)})
-	}
+	out, segs := splitClaimed(vals)
 	if len(segs) == 0 {
 		return out, nil
 	}
