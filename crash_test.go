@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
@@ -214,7 +215,7 @@ func (cs *crashCase) name() string { return fmt.Sprintf("%s/k=%d", cs.op.name, c
 
 func newRecord(due time.Time, maxAttempts int) *store.Record {
 	now := time.Now().UnixMilli()
-	return &store.Record{Due: ceilMS(due).UnixMilli(), Created: now, Updated: now, MaxAttempts: maxAttempts, Body: []byte(crashMsgBody)}
+	return &store.Record{Due: clock.CeilMS(due).UnixMilli(), Created: now, Updated: now, MaxAttempts: maxAttempts, Body: []byte(crashMsgBody)}
 }
 
 // afterByRecord decides the outcome by the record alone: still there =>
@@ -291,7 +292,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
 			if err != nil {
 				return err
@@ -306,7 +307,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue-fresh",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			_, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Fresh: true,
 				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
 			return err
@@ -319,7 +320,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue-ahead",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			return addAhead(ctx, cs, fs)
 		},
 		after: afterByRecord,
@@ -336,7 +337,7 @@ var crashOps = []*crashOp{
 			addEntry(t, cs.addr, cs.topic, cs.p, cs.id, time.Now().Add(50*time.Millisecond))
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()
 			return addAhead(ctx, cs, fs)
 		},
 		after: afterByRecord,
@@ -389,7 +390,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue-again",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
 			if err != nil {
 				return err
@@ -414,7 +415,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue-client",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
 			return err
 		},
@@ -519,7 +520,7 @@ var crashOps = []*crashOp{
 		name: "reschedule",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 300*time.Millisecond, 0, true)
-			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
@@ -531,7 +532,7 @@ var crashOps = []*crashOp{
 		name: "reschedule-again",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 300*time.Millisecond, 0, true)
-			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
@@ -136,7 +137,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 			t.Fatalf("stats after the crashed delete: %+v, %v; want the stale entry", st, err)
 		}
 
-		at := ceilMS(time.Now().Add(2 * time.Hour))
+		at := clock.CeilMS(time.Now().Add(2 * time.Hour))
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: at}); err != nil {
 			t.Fatalf("enqueue over a stale entry: %v", err)
 		}
@@ -175,7 +176,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		due := ceilMS(time.Now().Add(2 * time.Hour)).UnixMilli()
+		due := clock.CeilMS(time.Now().Add(2 * time.Hour)).UnixMilli()
 		errs, err := fs.AddMany(ctx, []store.Group{{Topic: topic, P: p, Ahead: true,
 			Msgs: []store.New{{ID: id, Record: newRecord(time.UnixMilli(due), 0)}}}})
 		if err != nil || errs[0][0] != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -130,7 +131,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		in, err := c.Get(ctx, topic, "m5")
-		if err != nil || in.State != StateScheduled || !in.Due.Equal(ceilMS(newDue)) {
+		if err != nil || in.State != StateScheduled || !in.Due.Equal(clock.CeilMS(newDue)) {
 			t.Fatalf("get m5 = %+v, %v", in, err)
 		}
 		rec := newRecorder()

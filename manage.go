@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -95,7 +96,7 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 	if at.UnixMilli() <= 0 {
 		return time.Time{}, fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
 	}
-	due := ceilMS(at)
+	due := clock.CeilMS(at)
 	if err := c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), c.opts.Now().UnixMilli()); err != nil {
 		return time.Time{}, err
 	}

@@ -88,7 +88,7 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.
 	if due.UnixMilli() <= 0 {
 		return id, p, due, fmt.Errorf("%w: due time %v of %s is before 1970", ErrInvalid, due, msgName(id))
 	}
-	return id, p, ceilMS(due), nil
+	return id, p, clock.CeilMS(due), nil
 }
 
 // msgName names a message in an error: its id quoted, or "a message with
@@ -341,6 +341,3 @@ func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []Enqueue
 		parts[i] = partition.For(res[i].ID, n)
 	}
 }
-
-// ceilMS is clock.CeilMS: due times are never before the time asked for.
-var ceilMS = clock.CeilMS

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
@@ -113,7 +114,7 @@ func TestSegments(t *testing.T) {
 			want, due := fmt.Sprint(i), r.Due
 			switch r.ID {
 			case deleted:
-				want, due = "again", ceilMS(again)
+				want, due = "again", clock.CeilMS(again)
 			case moved:
 				due = newDue
 			}
@@ -290,7 +291,7 @@ func (cs *crashCase) segmentGroup(due int64) store.Group {
 // in d, and the witness after them.
 func (cs *crashCase) writeSegment(t *testing.T, d time.Duration) {
 	t.Helper()
-	cs.due = ceilMS(time.Now().Add(d)).UnixMilli()
+	cs.due = clock.CeilMS(time.Now().Add(d)).UnixMilli()
 	if _, err := cs.c.store.AddMany(cs.ctx(), []store.Group{cs.segmentGroup(cs.due)}); err != nil {
 		t.Fatalf("%s: write segment: %v", cs.name(), err)
 	}
@@ -305,7 +306,7 @@ var segmentCrashOps = []*crashOp{
 		name: "enqueue-segment", segment: true,
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = ceilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			_, err := fs.AddMany(ctx, []store.Group{cs.segmentGroup(cs.due)})
 			return err
 		},
@@ -341,7 +342,7 @@ var segmentCrashOps = []*crashOp{
 		name: "reschedule-segment", segment: true,
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.writeSegment(t, 300*time.Millisecond)
-			cs.newDue = ceilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())

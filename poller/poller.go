@@ -152,8 +152,6 @@ func (p *part) logErr(msg string, err error) {
 	p.cfg.Logger.Warn(msg, "err", err)
 }
 
-var jitter = clock.Jitter
-
 // Run works partition cfg.Partition until ctx (the lease's) is done or stop
 // is closed. It starts by raising the fence and, unless the previous owner
 // handed the partition over gracefully, returning every in-flight message
@@ -198,7 +196,7 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	defer timer.Stop()
 	now := cfg.Now()
 	nextPoll := now
-	nextReconcile := now.Add(jitter(cfg.ReconcileInterval))
+	nextReconcile := now.Add(clock.Jitter(cfg.ReconcileInterval))
 	var runErr error
 loop:
 	for {
@@ -227,7 +225,7 @@ loop:
 				runErr = err
 				break
 			}
-			nextPoll = now.Add(jitter(cfg.PollInterval))
+			nextPoll = now.Add(clock.Jitter(cfg.PollInterval))
 			if again {
 				nextPoll = now
 			}
@@ -238,7 +236,7 @@ loop:
 			if p.cursor == "0" { // a sweep of every record ended: rest before the next
 				pause = sweepPause(cfg.ReconcileInterval)
 			}
-			nextReconcile = now.Add(jitter(pause))
+			nextReconcile = now.Add(clock.Jitter(pause))
 		}
 		var freed <-chan struct{}
 		if p.starved {
@@ -508,7 +506,7 @@ func (p *part) failMove(id string, rec *store.Record, now time.Time, reason stri
 	if step > len(cfg.Backoff) {
 		step = len(cfg.Backoff)
 	}
-	r.Due = ceilMS(now.Add(cfg.Backoff[step-1]))
+	r.Due = clock.CeilMS(now.Add(cfg.Backoff[step-1])).UnixMilli()
 	return store.Move{ID: id, Score: r.Due, Record: &r}
 }
 
@@ -541,6 +539,3 @@ func (p *part) reconcile(ctx context.Context) {
 		cfg.Logger.Info("re-indexed records found in no index", "n", len(repaired))
 	}
 }
-
-// ceilMS returns t in unix milliseconds, rounded up: never early.
-func ceilMS(t time.Time) int64 { return clock.CeilMS(t).UnixMilli() }

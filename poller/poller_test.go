@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -29,7 +30,7 @@ func TestFailMoveLadder(t *testing.T) {
 			continue
 		}
 		if !tc.dead {
-			want := ceilMS(now.Add(tc.due))
+			want := clock.CeilMS(now.Add(tc.due)).UnixMilli()
 			if mv.Score != want || mv.Record.Due != want {
 				t.Errorf("%+v: due %d, want %d", tc, mv.Score, want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -24,7 +25,7 @@ const (
 func (p *part) watchGivers(ctx context.Context, now time.Time) bool {
 	cfg := p.cfg
 	if !p.recovering && len(p.givers) > 0 && !now.Before(p.nextWatch) {
-		p.nextWatch = now.Add(jitter(cfg.PollInterval))
+		p.nextWatch = now.Add(clock.Jitter(cfg.PollInterval))
 		alive, inFlight, err := cfg.Store.Givers(ctx, cfg.Topic, cfg.Partition, p.givers, now.UnixMilli())
 		switch {
 		case err != nil:

@@ -90,7 +90,7 @@ func ownLateness(t *testing.T, l *ledger) latenessReport {
 			worst, r.worst = late, d
 		}
 		r.seenMax = max(r.seenMax, d.seen.Sub(sentDue))
-		if want := ceilMS(sentDue); d.Attempt == 1 && !d.due.Equal(want) {
+		if want := clock.CeilMS(sentDue); d.Attempt == 1 && !d.due.Equal(want) {
 			if badDue++; badDue <= 10 {
 				t.Errorf("message %q: sub %d printed due %s, want the due sent, %s", d.ID, d.sub, d.Due, want.UTC().Format(time.RFC3339Nano))
 			}
@@ -102,8 +102,6 @@ func ownLateness(t *testing.T, l *ledger) latenessReport {
 	sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i] < r.sorted[j] })
 	return r
 }
-
-var ceilMS = clock.CeilMS
 
 // wantNoDuplicates fails t for every id delivered more than once, and
 // then saves the subs' logs (see saveLogs).
