@@ -1,0 +1,348 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// The operations of the crash matrix (see crash_test.go): how each one is
+// set up, run through a dying connection, and judged.
+
+// afterByRecord decides the outcome by the record alone: still there =>
+// delivered (an enqueue that wrote it, even if never indexed; an ack or
+// delete that did not remove it), gone => never delivered (index entries
+// left behind are tombstones).
+func afterByRecord(t *testing.T, cs *crashCase) {
+	if cs.found(t) != nil {
+		cs.expect = outDelivered
+	} else {
+		cs.expect = outGone
+	}
+	cs.minAt = time.UnixMilli(cs.due)
+}
+
+// afterKept is the outcome of an operation that must never lose the
+// message: whatever index it is in (scheduled, in flight, dead, or none
+// while its record exists: the reconciler's case), it ends as out.
+func afterKept(op string, out crashOutcome) func(t *testing.T, cs *crashCase) {
+	return func(t *testing.T, cs *crashCase) {
+		if cs.found(t) == nil {
+			t.Errorf("%s: record lost by a crashed %s", cs.name(), op)
+		}
+		cs.expect = out
+		cs.minAt = time.UnixMilli(cs.due)
+	}
+}
+
+// afterRescheduled: a crashed reschedule keeps the message, scheduled at
+// the old due time or, once its record has the new one, at the new.
+func afterRescheduled(t *testing.T, cs *crashCase) {
+	in := cs.found(t)
+	if in == nil {
+		t.Fatalf("%s: record lost by a crashed reschedule", cs.name())
+	}
+	if in.State != StateScheduled {
+		t.Errorf("%s: state %s after a crashed reschedule, want scheduled", cs.name(), in.State)
+	}
+	cs.expect = outDelivered
+	cs.minAt = time.UnixMilli(min(cs.due, cs.newDue))
+	if in.Due.UnixMilli() == cs.newDue { // the record has the new due time
+		cs.minAt = time.UnixMilli(cs.newDue)
+		cs.note = "moved"
+	}
+}
+
+// addAhead adds cs.id as an Ahead group, due at cs.due, or 300 ms after
+// it when the message is in flight already (an enqueue of a duplicate).
+func addAhead(ctx context.Context, cs *crashCase, fs *store.Store) error {
+	due := cs.due
+	if cs.rec0 != nil {
+		due += 300
+	}
+	errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
+		Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)}}}})
+	if err != nil {
+		return err
+	}
+	return errs[0][0]
+}
+
+// failed is the claimed record after a failed delivery.
+func (cs *crashCase) failed() store.Record {
+	r := *cs.rec0
+	r.Attempts++
+	r.LastError = "boom"
+	r.Updated = time.Now().UnixMilli()
+	return r
+}
+
+var crashOps = []*crashOp{
+	{
+		// store.Add: HSETNX, then ZADD of what was new.
+		name:  "enqueue",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+			if err != nil {
+				return err
+			}
+			return errs[0]
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.AddMany of a Fresh group (generated ids): HMSET and ZADD
+		// in one pipeline, either of which may land first.
+		name:  "enqueue-fresh",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Fresh: true,
+				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.AddMany of an Ahead group (an id given, due far enough
+		// ahead): HSETNX and ZADD NX in one pipeline.
+		name:  "enqueue-ahead",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			return addAhead(ctx, cs, fs)
+		},
+		after: afterByRecord,
+	},
+	{
+		// An Ahead enqueue whose id has a stale index entry, due sooner
+		// (left by a delete cut short): HSETNX, ZADD NX (which keeps the
+		// stale entry), then ZADD of the new due. Until that last one,
+		// a claim meets the stale entry and must hold the message to its
+		// record's due: never early.
+		name: "enqueue-ahead-stale",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 500*time.Millisecond, 0, false)
+			addEntry(t, cs.addr, cs.topic, cs.p, cs.id, time.Now().Add(50*time.Millisecond))
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()
+			return addAhead(ctx, cs, fs)
+		},
+		after: afterByRecord,
+	},
+	{
+		// An Ahead enqueue of an id in flight: HSETNX (refused), ZADD NX
+		// (adds an entry beside the in-flight one), then unindexScript
+		// removes it. The message is delivered once, at its own due:
+		// the next owner returns what was in flight at takeover.
+		name:  "enqueue-ahead-duplicate",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			err := addAhead(ctx, cs, fs)
+			if errors.Is(err, ErrDuplicate) {
+				return nil
+			}
+			if err == nil {
+				return errors.New("a duplicate id was accepted")
+			}
+			return err
+		},
+		after: afterKept("duplicate enqueue", outDelivered),
+	},
+	{
+		// An Ahead enqueue of two duplicates, the one in flight and the
+		// witness scheduled: ZADD NX adds an entry for the first only, and
+		// its count does not say which, so the records are read before the
+		// added entry is removed: HSETNX twice, ZADD NX, HMGET, then
+		// unindexScript. The witness keeps its own entry.
+		name:  "enqueue-ahead-duplicates",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			rec := func() *store.Record { return newRecord(time.UnixMilli(cs.due+300), 0) }
+			errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
+				Msgs: []store.New{{ID: cs.id, Record: rec()}, {ID: cs.witness, Record: rec()}}}})
+			if err != nil {
+				return err
+			}
+			for _, err := range errs[0] {
+				if !errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("duplicate enqueue: %v, want ErrDuplicate", err)
+				}
+			}
+			return nil
+		},
+		after: afterKept("duplicate enqueue", outDelivered),
+	},
+	{
+		// I2: the producer retries the enqueue after the crash.
+		name:  "enqueue-again",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+			if err != nil {
+				return err
+			}
+			return errs[0]
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			written := cs.found(t) != nil
+			_, err := cs.c.Enqueue(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: 200 * time.Millisecond})
+			switch {
+			case written && !errors.Is(err, ErrDuplicate):
+				t.Errorf("%s: enqueue again after a crash that wrote the record: %v, want ErrDuplicate", cs.name(), err)
+			case !written && err != nil:
+				t.Errorf("%s: enqueue again after a crash that wrote nothing: %v, want success", cs.name(), err)
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// Client.Enqueue: the topic's meta (one pipeline), then store.Add.
+		name:  "enqueue-client",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// poller.poll: the peek script, then ZADD in flight, the claim
+		// script and HMGET in one pipeline.
+		name: "claim",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 0, 0, true)
+			cs.fence(t)
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := claimAndBegin(ctx, fs, cs)
+			return err
+		},
+		after: afterKept("claim", outDelivered),
+	},
+	{
+		// store.Ack: HDEL the record, then ZREM in flight.
+		name:  "ack",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Ack(ctx, cs.topic, cs.p, []string{cs.id})
+		},
+		// Record deleted => acked for good (the in-flight entry left
+		// behind is a tombstone); not deleted => redelivered after its
+		// visibility deadline (the handler's work is not known done).
+		after: afterByRecord,
+	},
+	{
+		// A failed delivery goes back to scheduled: HSET + ZADD, then ZREM in flight.
+		name:  "retry",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			r := cs.failed()
+			r.Due = time.Now().Add(100 * time.Millisecond).UnixMilli()
+			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
+			return err
+		},
+		after: afterKept("retry", outDelivered),
+	},
+	{
+		// Attempts exhausted: HSET + ZADD dead, then ZREM in flight.
+		// MaxAttempts 1. Once the record counts the failed attempt, the
+		// new owner that returns the message from in flight finds its
+		// attempts exhausted and moves it to dead; before, the failure is
+		// lost with the process and the message is delivered again, its
+		// attempt count unchanged.
+		name:  "dead",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 1) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			r := cs.failed()
+			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
+			return err
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			in := cs.found(t)
+			if in == nil {
+				t.Errorf("%s: record lost by a crashed move to dead", cs.name())
+			}
+			cs.minAt = time.UnixMilli(cs.due)
+			cs.expect = outDead
+			if in != nil && in.Attempts == 0 {
+				cs.expect, cs.note = outDelivered, "failure not recorded"
+			}
+		},
+	},
+	{
+		// store.Delete of a scheduled message: HDEL, then ZREM of each index.
+		name:  "delete",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		// Record deleted => never delivered (index entries left are
+		// tombstones); not deleted => the delete did not happen.
+		after: afterByRecord,
+	},
+	{
+		// I2: the user deletes again after the crash.
+		name:  "delete-again",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			written := cs.found(t) != nil
+			err := cs.c.Delete(cs.ctx(), cs.topic, cs.id)
+			switch {
+			case written && err != nil:
+				t.Errorf("%s: delete again of a message the crash left: %v, want nil", cs.name(), err)
+			case !written && !errors.Is(err, ErrNotFound):
+				t.Errorf("%s: delete again after a crash that deleted the record: %v, want ErrNotFound", cs.name(), err)
+			}
+			cs.expect = outGone
+		},
+	},
+	{
+		// store.Reschedule to a later time: HGET + ZSCORE, HSET, ZADD XX CH.
+		name: "reschedule",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 300*time.Millisecond, 0, true)
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: afterRescheduled,
+	},
+	{
+		// I2: the user reschedules again after the crash.
+		name: "reschedule-again",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 300*time.Millisecond, 0, true)
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if _, err := cs.c.Reschedule(cs.ctx(), cs.topic, cs.id, time.UnixMilli(cs.newDue)); err != nil {
+				t.Errorf("%s: reschedule again: %v", cs.name(), err)
+			}
+			in := cs.found(t)
+			if in == nil || in.State != StateScheduled || in.Due.UnixMilli() != cs.newDue {
+				t.Errorf("%s: after reschedule again: %+v, want scheduled at %d", cs.name(), in, cs.newDue)
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.newDue)
+		},
+	},
+}
