@@ -29,16 +29,22 @@ done
 # One line per run, then the median of runs.
 ceiling() {
 	command -v redis-benchmark >/dev/null || { say "redis-benchmark not found: no ceiling for $1"; return; }
-	local target=$1 host=${2%:*} port=${2##*:} per r rates
+	local target=$1 host=${2%:*} port=${2##*:} per r rate rates median
 	for per in 1 2; do
 		rates=()
 		for ((r = 0; r < runs; r++)); do
-			rates+=("$(redis-benchmark -h "$host" -p "$port" -c 16 -n 100000 -d 256 -t set -P "$per" -q 2>/dev/null |
-				tr '\r' '\n' | sed -n 's/.*SET: \([0-9]*\)[.0-9]* requests per second.*/\1/p' | tail -1)")
-			echo "target=$target workload=ceiling tool=redis-benchmark clients=16 cmds_per_call=$per calls_per_sec=$((${rates[r]:-0} / per))"
+			rate=$(timeout 120 redis-benchmark -h "$host" -p "$port" -c 16 -n 100000 -d 256 -t set -P "$per" -q 2>/dev/null |
+				tr '\r' '\n' | sed -n 's/.*SET: \([0-9]*\)[.0-9]* requests per second.*/\1/p' | tail -1 || true)
+			if [[ -z $rate ]]; then
+				say "ceiling: redis-benchmark failed against $2"
+				continue
+			fi
+			rates+=("$rate")
+			echo "target=$target workload=ceiling tool=redis-benchmark clients=16 cmds_per_call=$per calls_per_sec=$((rate / per))"
 		done
-		if ((runs > 1)); then
-			echo "target=$target workload=ceiling tool=redis-benchmark clients=16 cmds_per_call=$per runs=$runs stat=median calls_per_sec=$(($(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p") / per))"
+		if ((runs > 1 && ${#rates[@]} > 0)); then
+			median=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((${#rates[@]} + 1) / 2))p")
+			echo "target=$target workload=ceiling tool=redis-benchmark clients=16 cmds_per_call=$per runs=${#rates[@]} stat=median calls_per_sec=$((median / per))"
 		fi
 	done
 }
