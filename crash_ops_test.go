@@ -82,19 +82,22 @@ func (cs *crashCase) failed() store.Record {
 	return r
 }
 
+// addSoon enqueues cs.id with store.Add, due in 200 ms.
+func addSoon(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+	cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+	errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
 var crashOps = []*crashOp{
 	{
 		// store.Add: HSETNX, then ZADD of what was new.
 		name:  "enqueue",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
-		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
-			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
-			if err != nil {
-				return err
-			}
-			return errs[0]
-		},
+		run:   addSoon,
 		after: afterByRecord,
 	},
 	{
@@ -185,14 +188,7 @@ var crashOps = []*crashOp{
 		// I2: the producer retries the enqueue after the crash.
 		name:  "enqueue-again",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
-		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
-			errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
-			if err != nil {
-				return err
-			}
-			return errs[0]
-		},
+		run:   addSoon,
 		after: func(t *testing.T, cs *crashCase) {
 			written := cs.found(t) != nil
 			_, err := cs.c.Enqueue(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: 200 * time.Millisecond})

@@ -126,15 +126,7 @@ func TestUIRun(t *testing.T) {
 	if code, _, body := fetch(t, c, base+"/ui/topics/invoices"); code != http.StatusOK || !strings.Contains(body, "served by a worker only") {
 		t.Errorf("topic page: %d", code)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ui did not stop")
-	}
+	stopRun(t, cancel, done, 10*time.Second)
 	if !strings.Contains(errOut.String(), "dashboard stopped") {
 		t.Errorf("logs: %s", errOut.String())
 	}
@@ -199,8 +191,5 @@ command = ["true"]
 	if code, _, body := fetch(t, c, base+"/ui/"); code != http.StatusOK || !strings.Contains(body, "served by worker") {
 		t.Errorf("overview: %d", code)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("run: %v", err)
-	}
+	stopRun(t, cancel, done, rw.cfg.Worker.ShutdownTimeout+5*time.Second)
 }

@@ -143,6 +143,21 @@ func startWorker(t *testing.T, path string) *runningWorker {
 	return rw
 }
 
+// stopRun cancels a command run by a test and fails t unless the run
+// returns nil within d.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error, d time.Duration) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(d):
+		t.Fatalf("run did not return within %v of cancel", d)
+	}
+}
+
 // workerLogValue returns the value of key in the first JSON log line whose
 // msg is msg, or "".
 func workerLogValue(logs, msg, key string) string {
@@ -261,15 +276,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		t.Errorf("ready: %v", err)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(cfg.Worker.ShutdownTimeout + 5*time.Second):
-		t.Fatal("run did not return after cancel")
-	}
+	stopRun(t, cancel, done, cfg.Worker.ShutdownTimeout+5*time.Second)
 	if err := w.ready(context.Background()); err == nil {
 		t.Error("ready after shutdown")
 	}
