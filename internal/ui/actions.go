@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -121,9 +122,24 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// deadAction handles POST /ui/topics/{topic}/dead/{action}: requeue and
-// purge (of the dead message in form field id), requeue-all and
-// purge-all.
+// deadActions are the dead-letter actions of the topic page: what each
+// runs, the question it asks first and what it says when done. The
+// one-id actions run on the dead message in form field id; their texts
+// take the id (and the question the topic), the others' the topic and
+// the count.
+var deadActions = map[string]struct {
+	one              bool
+	run              func(c *delayq.Client, ctx context.Context, topic string, ids ...string) (int, error)
+	ask, button, did string
+}{
+	"requeue":     {true, (*delayq.Client).RequeueDead, "Requeue dead message %q of topic %s? It becomes due now, its attempts reset.", "Requeue", "Requeued %s."},
+	"purge":       {true, (*delayq.Client).PurgeDead, "Purge dead message %q of topic %s? It is deleted for good.", "Purge", "Purged %s."},
+	"requeue-all": {false, (*delayq.Client).RequeueDead, "Requeue every dead message of topic %s? They become due now, their attempts reset.", "Requeue all", "Requeued %d dead messages."},
+	"purge-all":   {false, (*delayq.Client).PurgeDead, "Purge every dead message of topic %s? They are deleted for good.", "Purge all", "Purged %d dead messages."},
+}
+
+// deadAction handles POST /ui/topics/{topic}/dead/{action}: one of
+// deadActions.
 func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) {
 	ctx, topic, n := t.ctx, t.topic, t.n
 	back := topicURL(topic, "/dead")
@@ -133,43 +149,28 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 		return
 	}
 	action := r.PathValue("action")
-	var id string
-	if action == "requeue" || action == "purge" {
-		id = r.PostFormValue("id")
-		if err := partition.ValidateID(id); err != nil {
-			s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
-			return
-		}
-	}
-	idField := field{"id", id}
-	switch action {
-	case "requeue":
-		if s.confirmed(w, r, fmt.Sprintf("Requeue dead message %q of topic %s? It becomes due now, its attempts reset.", id, topic), "Requeue", back, idField) {
-			k, err := c.RequeueDead(ctx, topic, id)
-			if err == nil && k == 0 {
-				err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
-			}
-			s.done(w, r, back, err, "Requeued %s.", id)
-		}
-	case "purge":
-		if s.confirmed(w, r, fmt.Sprintf("Purge dead message %q of topic %s? It is deleted for good.", id, topic), "Purge", back, idField) {
-			k, err := c.PurgeDead(ctx, topic, id)
-			if err == nil && k == 0 {
-				err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
-			}
-			s.done(w, r, back, err, "Purged %s.", id)
-		}
-	case "requeue-all":
-		if s.confirmed(w, r, fmt.Sprintf("Requeue every dead message of topic %s? They become due now, their attempts reset.", topic), "Requeue all", back) {
-			k, err := c.RequeueDead(ctx, topic)
-			s.done(w, r, back, err, "Requeued %d dead messages.", k)
-		}
-	case "purge-all":
-		if s.confirmed(w, r, fmt.Sprintf("Purge every dead message of topic %s? They are deleted for good.", topic), "Purge all", back) {
-			k, err := c.PurgeDead(ctx, topic)
-			s.done(w, r, back, err, "Purged %d dead messages.", k)
-		}
-	default:
+	a, ok := deadActions[action]
+	if !ok {
 		s.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("No action %q.", action))
+		return
+	}
+	if !a.one {
+		if s.confirmed(w, r, fmt.Sprintf(a.ask, topic), a.button, back) {
+			k, err := a.run(c, ctx, topic)
+			s.done(w, r, back, err, a.did, k)
+		}
+		return
+	}
+	id := r.PostFormValue("id")
+	if err := partition.ValidateID(id); err != nil {
+		s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
+		return
+	}
+	if s.confirmed(w, r, fmt.Sprintf(a.ask, id, topic), a.button, back, field{"id", id}) {
+		k, err := a.run(c, ctx, topic, id)
+		if err == nil && k == 0 {
+			err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
+		}
+		s.done(w, r, back, err, a.did, id)
 	}
 }
