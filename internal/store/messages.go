@@ -130,39 +130,46 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 			continue
 		}
 		n := len(g.Msgs)
-		set, err := flags(gr[:len(gr)-indexCmds(g)], n)
-		if err != nil {
-			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
-		}
-		allAdded, noneAdded := false, true
-		if g.Ahead {
+		recs, allAdded, noneAdded := gr, false, true
+		if g.Ahead { // aheadCmds: the records' commands, then ZADD NX
+			recs = gr[:len(gr)-1]
 			added, err := redis.Int(gr[len(gr)-1], nil) // ZADD NX's count
 			if err != nil {
 				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 			}
 			allAdded, noneAdded = added == n, added == 0
 		}
+		set, err := flags(recs, n)
+		if err != nil {
+			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+		}
 		sk := keys.Scheduled(s.ns, g.Topic, g.P)
-		zadd, unindex := []any{sk}, scriptCall(unindexScript, sk, 0)
+		var zadd, unindex []any // built only when needed: usually neither is
 		var dups []New
 		for i, m := range g.Msgs {
 			switch {
 			case set[i] == 1 && !allAdded:
+				if zadd == nil {
+					zadd = []any{sk}
+				}
 				zadd = append(zadd, m.Record.Due, m.ID)
 			case set[i] == 0:
 				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
 				switch {
 				case allAdded:
+					if unindex == nil {
+						unindex = scriptCall(unindexScript, sk, 2*n)
+					}
 					unindex = append(unindex, m.Record.Due, m.ID)
 				case !noneAdded:
 					dups = append(dups, m)
 				}
 			}
 		}
-		if len(zadd) > 1 {
+		if zadd != nil {
 			second = append(second, cmd{"ZADD", zadd})
 		}
-		if len(unindex) > 3 {
+		if unindex != nil {
 			second = append(second, cmd{"EVALSHA", unindex})
 		}
 		if len(dups) > 0 {
@@ -187,7 +194,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		err = firstErr(rs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index %d partitions: %w", len(second), err)
+		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)
 	}
 	var third []cmd
 	for _, d := range unclear {
@@ -195,16 +202,19 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		if err != nil || len(raw) != len(d.msgs) {
 			return nil, fmt.Errorf("read duplicates in partition %d: bad reply %v (%v)", d.g.P, rs[d.at], err)
 		}
-		unindex := scriptCall(unindexScript, keys.Scheduled(s.ns, d.g.Topic, d.g.P), 0)
+		var unindex []any
 		for i, m := range d.msgs {
 			if raw[i] != nil {
 				if rec, err := DecodeRecord(raw[i]); err == nil && rec.Due == m.Record.Due {
 					continue // the existing message's own entry
 				}
 			}
+			if unindex == nil {
+				unindex = scriptCall(unindexScript, keys.Scheduled(s.ns, d.g.Topic, d.g.P), 2*len(d.msgs))
+			}
 			unindex = append(unindex, m.Record.Due, m.ID)
 		}
-		if len(unindex) > 3 {
+		if unindex != nil {
 			third = append(third, cmd{"EVALSHA", unindex})
 		}
 	}
@@ -264,15 +274,6 @@ func plainRecords(g Group) bool {
 		}
 	}
 	return true
-}
-
-// indexCmds is the number of index commands aheadCmds puts after the
-// record commands of g: one ZADD NX if g is Ahead.
-func indexCmds(g Group) int {
-	if g.Ahead {
-		return 1
-	}
-	return 0
 }
 
 // aheadCmds returns the commands that write an Ahead group: its records
