@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -206,6 +207,14 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 			t.Fatalf("%v: %q, %v", cmd, r, err)
 		}
 	}
+	// A message due in an hour whose index entry says now (a stale one),
+	// claimed with the indexed corrupt record: it goes back to scheduled
+	// at its own due, in the same write that moves the record to dead.
+	laterDue := clock.CeilMS(time.Now().Add(time.Hour)).UnixMilli()
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "later", At: time.UnixMilli(laterDue)}); err != nil {
+		t.Fatal(err)
+	}
+	addEntry(t, env.Proxy, topic, 0, "later", time.Now())
 	rec := newRecorder()
 	o := takeoverOptions(topic, "k")
 	o.ReconcileInterval = 50 * time.Millisecond
@@ -213,6 +222,10 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	waitFor(t, 20*time.Second, "both corrupt records dead", func() bool {
 		d, err := c.ListDead(ctx, topic, 10)
 		return err == nil && len(d) == 2
+	})
+	waitFor(t, 5*time.Second, "the stale entry's message back at its due", func() bool {
+		score, err := testenv.Do(env.Proxy, "ZSCORE", sk, "later")
+		return err == nil && score == fmt.Sprint("$", laterDue) && k.Stats().Stale == 1
 	})
 	dead, err := c.ListDead(ctx, topic, 10)
 	if err != nil {
@@ -227,7 +240,7 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 		}
 	}
 	if n := rec.total(); n != 0 {
-		t.Errorf("%d deliveries of corrupt records", n)
+		t.Errorf("%d deliveries of corrupt records or of a message due in an hour", n)
 	}
 	if got := k.Stats().Corrupt; got != 2 {
 		t.Errorf("Corrupt = %d, want 2", got)

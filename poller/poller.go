@@ -415,16 +415,13 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		}
 	}
 	p.count(EventStale, stale)
-	if len(later) > 0 {
-		cfg.Dispatch.release(len(later))
-		if _, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, later); err != nil {
-			p.logErr("return messages claimed by stale entries", err) // still in flight: found again at the deadline
-		}
-	}
-	if len(corrupt) > 0 {
-		cfg.Dispatch.release(len(corrupt))
-		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, corrupt); err != nil {
-			p.logErr("move undecodable records to dead", err) // still in flight: found again at the deadline
+	// Messages claimed by a stale entry go back to scheduled at their
+	// record's due, undecodable records to dead: one Moves for both. Only
+	// the latter carry a record, so only they can be gone.
+	if moves := append(later, corrupt...); len(moves) > 0 {
+		cfg.Dispatch.release(len(moves))
+		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+			p.logErr("return messages claimed by stale entries, move undecodable records to dead", err) // still in flight: found again at the deadline
 		} else {
 			p.count(EventTombstone, gone)
 			p.count(EventDead, len(corrupt)-gone)
