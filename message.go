@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
-
-	"github.com/delayq/delayq/internal/clock"
 )
 
 // Message is a message to enqueue.
