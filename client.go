@@ -30,8 +30,11 @@ type Options struct {
 	Password string
 	// Namespace prefixes every key. Default DefaultNamespace ("dq").
 	Namespace string
-	// Partitions is the partition count of topics this client creates, and
-	// is checked against the stored count of existing topics.
+	// Partitions is the partition count of topics this client creates.
+	// An existing topic keeps the count stored in Redis, which every
+	// client and consumer reads: a different value set here is logged as
+	// a warning that names both, and changes nothing (see
+	// Client.SetPartitions for changing a topic's count).
 	// Default DefaultPartitions (16).
 	Partitions int
 	// MaxBodyBytes caps message bodies. Default DefaultMaxBodyBytes (1 MiB).
@@ -61,8 +64,12 @@ type Client struct {
 	store *store.Store
 	log   *slog.Logger
 
+	// partitionsSet: Options.Partitions was given, not defaulted, so a
+	// topic stored with another count is worth a warning.
+	partitionsSet bool
+
 	mu     sync.Mutex
-	topics map[string]bool // topics whose meta was checked
+	topics map[string]int // partition counts read from the topics' meta
 
 	co coalescer
 }
@@ -88,7 +95,8 @@ func New(opts Options) (*Client, error) {
 	if opts.Addr == "" {
 		return nil, fmt.Errorf("%w: Options.Addr is empty", ErrInvalid)
 	}
-	if opts.Partitions == 0 {
+	partitionsSet := opts.Partitions != 0
+	if !partitionsSet {
 		opts.Partitions = DefaultPartitions
 	}
 	if err := partition.ValidateCount(opts.Partitions); err != nil {
@@ -130,8 +138,8 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return &Client{
-		opts: opts, store: st, log: opts.Logger.With("component", "delayq"),
-		topics: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
+		opts: opts, store: st, log: opts.Logger.With("component", "delayq"), partitionsSet: partitionsSet,
+		topics: map[string]int{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}, nil
 }
 
@@ -160,27 +168,47 @@ func (c *Client) Close() error {
 // consumers have sent so far. Safe for concurrent use.
 func (c *Client) Commands() int64 { return c.store.Commands() }
 
-// Partitions returns the configured partition count.
-func (c *Client) Partitions() int { return c.opts.Partitions }
-
-// ensureTopic checks the topic's name and partition count once per client.
-func (c *Client) ensureTopic(ctx context.Context, topic string) error {
+// Partitions returns the partition count stored for topic, the one every
+// client and consumer of the topic uses. It wraps ErrNotFound when the
+// topic was never used.
+func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
 	if err := validateTopic(topic); err != nil {
-		return err
+		return 0, err
+	}
+	n, err := c.store.TopicPartitions(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("partitions of topic %s: %w", topic, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: topic %q has no stored partition count (it was never used)", ErrNotFound, topic)
+	}
+	return n, nil
+}
+
+// ensureTopic checks the topic's name, records the topic on its first
+// use and returns its stored partition count, read once per client.
+func (c *Client) ensureTopic(ctx context.Context, topic string) (int, error) {
+	if err := validateTopic(topic); err != nil {
+		return 0, err
 	}
 	c.mu.Lock()
-	ok := c.topics[topic]
+	n := c.topics[topic]
 	c.mu.Unlock()
-	if ok {
-		return nil
+	if n > 0 {
+		return n, nil
 	}
-	if err := c.store.EnsureTopic(ctx, topic, c.opts.Partitions, c.opts.Now().UnixMilli()); err != nil {
-		return err
+	n, err := c.store.EnsureTopic(ctx, topic, c.opts.Partitions, c.opts.Now().UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	if c.partitionsSet && n != c.opts.Partitions {
+		c.log.Warn("topic has another partition count than configured: using the stored count",
+			"topic", topic, "stored", n, "configured", c.opts.Partitions)
 	}
 	c.mu.Lock()
-	c.topics[topic] = true
+	c.topics[topic] = n
 	c.mu.Unlock()
-	return nil
+	return n, nil
 }
 
 // validateTopic checks a topic's name.
@@ -191,10 +219,18 @@ func validateTopic(topic string) error {
 	return nil
 }
 
-// partitionOf validates id and returns its partition.
-func (c *Client) partitionOf(id string) (int, error) {
-	if err := partition.ValidateID(id); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+// partitionOf validates id and returns its partition in a topic of n.
+func partitionOf(id string, n int) (int, error) {
+	if err := validateID(id); err != nil {
+		return 0, err
 	}
-	return partition.For(id, c.opts.Partitions), nil
+	return partition.For(id, n), nil
+}
+
+// validateID checks a given message id.
+func validateID(id string) error {
+	if err := partition.ValidateID(id); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
 }

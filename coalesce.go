@@ -26,13 +26,12 @@ const (
 	coalesceYields   = 2
 )
 
-// enqReq is one call's message, prepared at the call: its id, due time
-// (in res) and partition are not computed again by the flusher.
+// enqReq is one call's message, prepared at the call: its due time and
+// given id (in res) are not computed again by the flusher.
 type enqReq struct {
 	ctx  context.Context
 	m    Message
 	res  EnqueueResult
-	p    int
 	done chan EnqueueResult         // Enqueue waits here...
 	cb   func(id string, err error) // ...or EnqueueAsync's callback is called
 }
@@ -49,11 +48,11 @@ func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
 	if err := validateTopic(m.Topic); err != nil {
 		return err
 	}
-	id, p, due, err := c.prepare(&m, c.opts.Now())
+	id, due, err := c.prepare(&m, c.opts.Now())
 	if err != nil {
 		return err
 	}
-	r.ctx, r.m, r.res, r.p = ctx, m, EnqueueResult{ID: id, Due: due}, p
+	r.ctx, r.m, r.res = ctx, m, EnqueueResult{ID: id, Due: due}
 	return nil
 }
 
@@ -197,7 +196,7 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	parts := slices.Grow(buf.parts[:0], n)[:n]
 	res := slices.Grow(buf.res[:0], n)[:n]
 	for i, r := range live {
-		msgs[i], parts[i], res[i] = r.m, r.p, r.res
+		msgs[i], res[i] = r.m, r.res
 	}
 	// The write is bounded as a whole: a dial and three round trips (the
 	// most an enqueue takes, when duplicates must be told apart). (Going

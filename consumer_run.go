@@ -81,14 +81,14 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // held messages to scheduled and hands every partition over at once, waits
 // up to ShutdownTimeout for running handlers (then cancels their
 // contexts), leaves the topic's members and returns nil. It returns an
-// error only if it could not start (bad topic, partition count mismatch,
-// Redis unreachable) or was already run.
+// error only if it could not start (bad topic, Redis unreachable) or was already run.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
 	}
 	defer close(k.doneCh)
-	if err := k.c.ensureTopic(ctx, k.opts.Topic); err != nil {
+	n, err := k.c.ensureTopic(ctx, k.opts.Topic)
+	if err != nil {
 		return err
 	}
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
@@ -98,7 +98,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 	var hard *time.Timer
 	topic, ns := k.opts.Topic, k.c.opts.Namespace
 	m, err := lease.NewManager(lease.ManagerOptions{
-		Topic: topic, ID: k.opts.ID, Partitions: k.c.opts.Partitions,
+		Topic: topic, ID: k.opts.ID, Partitions: n,
 		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, ChangePoll: k.opts.ChangePoll,
 		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
 		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
@@ -125,7 +125,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	k.mgr.Store(m)
-	k.log.Info("consumer started", "partitions", k.c.opts.Partitions, "concurrency", k.opts.Concurrency)
+	k.log.Info("consumer started", "partitions", n, "concurrency", k.opts.Concurrency)
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

@@ -16,9 +16,6 @@ var (
 	// ErrNotScheduled: the message exists but is in flight or dead, so it
 	// cannot be rescheduled.
 	ErrNotScheduled = store.ErrNotScheduled
-	// ErrPartitionMismatch: the topic was created with another partition
-	// count than the one configured; the error names both.
-	ErrPartitionMismatch = store.ErrPartitionMismatch
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
 	// error names the value and what was expected.
 	ErrInvalid = errors.New("delayq: invalid argument")

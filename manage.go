@@ -104,10 +104,11 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 }
 
 func (c *Client) check(ctx context.Context, topic, id string) (int, error) {
-	if err := c.ensureTopic(ctx, topic); err != nil {
+	n, err := c.ensureTopic(ctx, topic)
+	if err != nil {
 		return 0, err
 	}
-	return c.partitionOf(id)
+	return partitionOf(id, n)
 }
 
 // PartitionStats is a snapshot of one partition.
@@ -132,10 +133,11 @@ type TopicStats struct {
 
 // Stats reads the counters of every partition of topic.
 func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
-	if err := c.ensureTopic(ctx, topic); err != nil {
+	n, err := c.ensureTopic(ctx, topic)
+	if err != nil {
 		return nil, err
 	}
-	all, err := c.store.Stats(ctx, topic, c.opts.Partitions)
+	all, err := c.store.Stats(ctx, topic, n)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +162,15 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 // ListDead returns up to limit dead messages of topic (limit <= 0: 100),
 // in partition order.
 func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
-	if err := c.ensureTopic(ctx, topic); err != nil {
+	n, err := c.ensureTopic(ctx, topic)
+	if err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		limit = 100
 	}
 	var out []*Info
-	for p := 0; p < c.opts.Partitions && len(out) < limit; p++ {
+	for p := 0; p < n && len(out) < limit; p++ {
 		list, err := c.store.ListDead(ctx, topic, p, limit-len(out))
 		if err != nil {
 			return nil, err
@@ -205,14 +208,15 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (in
 }
 
 func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func(p int, ids []string) (int, error)) (int, error) {
-	if err := c.ensureTopic(ctx, topic); err != nil {
+	n, err := c.ensureTopic(ctx, topic)
+	if err != nil {
 		return 0, err
 	}
 	total := 0
 	if len(ids) > 0 {
 		byP := map[int][]string{}
 		for _, id := range ids {
-			p, err := c.partitionOf(id)
+			p, err := partitionOf(id, n)
 			if err != nil {
 				return total, err
 			}
@@ -227,7 +231,7 @@ func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func
 		}
 		return total, nil
 	}
-	for p := 0; p < c.opts.Partitions; p++ {
+	for p := range n {
 		for {
 			n, err := op(p, nil)
 			total += n

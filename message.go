@@ -52,42 +52,36 @@ type EnqueueResult struct {
 	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
-// prepare validates m and returns its id, partition and due time. An
-// empty id stays empty, with partition -1, when steer will give it one
-// as the batch is written; beyond maxSteerPartitions it is generated here.
-func (c *Client) prepare(m *Message, now time.Time) (id string, p int, due time.Time, err error) {
+// prepare validates m and returns its id and due time. An empty id stays
+// empty: place gives it one as the batch is written, when the topic's
+// partition count is known.
+func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, err error) {
 	id = m.ID
-	switch {
-	case id == "" && c.opts.Partitions <= maxSteerPartitions:
-		p = -1
-	case id == "":
-		id = NewID(now) // valid by construction
-		p = partition.For(id, c.opts.Partitions)
-	default:
-		if p, err = c.partitionOf(id); err != nil {
-			return id, p, due, err
+	if id != "" {
+		if err := validateID(id); err != nil {
+			return id, due, err
 		}
 	}
 	if len(m.Body) > c.opts.MaxBodyBytes {
-		return id, p, due, fmt.Errorf("%w: body of %s is %d bytes, the limit is %d", ErrInvalid, msgName(id), len(m.Body), c.opts.MaxBodyBytes)
+		return id, due, fmt.Errorf("%w: body of %s is %d bytes, the limit is %d", ErrInvalid, msgName(id), len(m.Body), c.opts.MaxBodyBytes)
 	}
 	if m.MaxAttempts < 0 {
-		return id, p, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
+		return id, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
 	}
 	switch {
 	case !m.At.IsZero() && m.Delay != 0:
-		return id, p, due, fmt.Errorf("%w: message %s sets both At and Delay", ErrInvalid, msgName(id))
+		return id, due, fmt.Errorf("%w: message %s sets both At and Delay", ErrInvalid, msgName(id))
 	case !m.At.IsZero():
 		due = m.At
 	case m.Delay < 0:
-		return id, p, due, fmt.Errorf("%w: Delay %v of %s is negative", ErrInvalid, m.Delay, msgName(id))
+		return id, due, fmt.Errorf("%w: Delay %v of %s is negative", ErrInvalid, m.Delay, msgName(id))
 	default:
 		due = now.Add(m.Delay)
 	}
 	if due.UnixMilli() <= 0 {
-		return id, p, due, fmt.Errorf("%w: due time %v of %s is before 1970", ErrInvalid, due, msgName(id))
+		return id, due, fmt.Errorf("%w: due time %v of %s is before 1970", ErrInvalid, due, msgName(id))
 	}
-	return id, p, clock.CeilMS(due), nil
+	return id, clock.CeilMS(due), nil
 }
 
 // msgName names a message in an error: its id quoted, or "a message with
@@ -139,8 +133,8 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 	res := make([]EnqueueResult, len(msgs))
 	parts := make([]int, len(msgs))
 	for i := range msgs {
-		id, p, due, err := c.prepare(&msgs[i], now)
-		res[i], parts[i] = EnqueueResult{ID: id, Due: due, Err: err}, p
+		id, due, err := c.prepare(&msgs[i], now)
+		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
 	}
 	if err := c.write(ctx, now, msgs, parts, res); err != nil {
 		return nil, err
@@ -149,11 +143,13 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 }
 
 // write stores the prepared messages: msgs[i] with its id and due time in
-// res[i] and its partition in parts[i], unless res[i].Err is set already.
-// It sets each message's outcome in res[i].Err; the error is for a failure
-// of the whole write.
+// res[i], unless res[i].Err is set already; parts is scratch space, one
+// slot per message. It sets each message's outcome in res[i].Err; the
+// error is for a failure of the whole write.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
-	c.steer(now, msgs, parts, res)
+	if err := c.place(ctx, now, msgs, parts, res); err != nil {
+		return err
+	}
 	// The messages to write, in groups of one topic, partition and
 	// freshness, each group in the callers' order (a stable sort: after
 	// steering, the usual batch is one group already).
@@ -184,8 +180,6 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	})
 	var groups []store.Group
 	var members [][]int // the indexes of each group's messages
-	topic, checked := "", false
-	var topicErr error // each topic is checked once per write
 	for lo := 0; lo < len(idx); {
 		first := idx[lo]
 		hi := lo + 1
@@ -194,18 +188,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		}
 		group := idx[lo:hi]
 		lo = hi
-		if !checked || msgs[first].Topic != topic {
-			topic, checked = msgs[first].Topic, true
-			if topicErr = c.ensureTopic(ctx, topic); topicErr != nil && ctx.Err() != nil {
-				return topicErr
-			}
-		}
-		if topicErr != nil {
-			for _, i := range group {
-				res[i].Err = topicErr
-			}
-			continue
-		}
+		topic := msgs[first].Topic
 		if kind[first] != writeFresh && len(group) > 1 {
 			group = firstOfEach(group, msgs, res)
 		}
@@ -295,48 +278,94 @@ const freshAhead = time.Minute
 // beyond 16 the memory saved per message is a few bytes.
 const segmentMax = 16
 
-// steer gives the messages with generated ids (msgs[i].ID empty) their
-// ids (in res[i].ID) and partitions (in parts[i]): each steerChunk of them
-// goes to a partition chosen at random, and up to segmentMax of them share
-// a prefix, a new id's first store.SegmentPrefixLen characters. Each id is
-// that prefix, two characters for its place among the ids sharing it, and
-// two chosen to land it in the partition. When no choice of the two lands
-// there (for about 2% of places with 256 partitions), the next place is
-// tried, up to steerTries; a message for which all fail (about one in 10^7
-// at 256) gets an id of its own, in that id's partition. Beyond
-// maxSteerPartitions, prepare generated the ids and steer leaves them.
-func (c *Client) steer(now time.Time, msgs []Message, parts []int, res []EnqueueResult) {
-	n := c.opts.Partitions
-	if n > maxSteerPartitions {
-		return
+// place records each message's topic on its first use and gives each
+// message its partition (in parts[i]) in its topic's stored count, and an
+// id to each whose id is generated (in res[i].ID): steered while the
+// count is at most maxSteerPartitions. A topic that cannot be read fails
+// its messages (in res[i].Err), or the whole write when ctx ended.
+func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
+	type topicCount struct {
+		topic string
+		n     int
+		err   error
 	}
-	target, left, place := 0, 0, segmentMax
-	var id [26]byte // the shared prefix, then the place and the two chosen characters
+	var seen []topicCount // a write has a topic or a few: a list beats a map
+	count := func(topic string) (int, error) {
+		for _, t := range seen {
+			if t.topic == topic {
+				return t.n, t.err
+			}
+		}
+		n, err := c.ensureTopic(ctx, topic)
+		seen = append(seen, topicCount{topic, n, err})
+		return n, err
+	}
+	var st steerer
 	for i := range msgs {
-		if msgs[i].ID != "" || res[i].Err != nil {
+		parts[i] = -1
+		if res[i].Err != nil {
 			continue
 		}
-		if left == 0 {
-			target, left = rand.IntN(n), steerChunk
-		}
-		steered := false
-		for range steerTries {
-			if place == segmentMax {
-				copy(id[:], NewID(now)[:store.SegmentPrefixLen])
-				place = 0
+		n, err := count(msgs[i].Topic)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
 			}
-			id[22], id[23] = crockford[place>>5], crockford[place&31]
-			place++ // once only, steered or not: the next try is another id
-			if steered = steerBytes(&id, target, n); steered {
-				break
-			}
-		}
-		if steered {
-			res[i].ID, parts[i] = string(id[:]), target
-			left--
+			res[i].Err = err
 			continue
 		}
-		res[i].ID = NewID(now)
-		parts[i] = partition.For(res[i].ID, n)
+		switch {
+		case msgs[i].ID != "":
+			parts[i] = partition.For(msgs[i].ID, n)
+		case n <= maxSteerPartitions:
+			res[i].ID, parts[i] = st.next(now, msgs[i].Topic, n)
+		default:
+			res[i].ID = NewID(now)
+			parts[i] = partition.For(res[i].ID, n)
+		}
 	}
+	return nil
+}
+
+// steerer gives generated ids their partitions (see place): each
+// steerChunk of them goes to a partition chosen at random, and up to
+// segmentMax of them share a prefix, a new id's first
+// store.SegmentPrefixLen characters. Each id is that prefix, two
+// characters for its place among the ids sharing it, and two chosen to
+// land it in the partition. When no choice of the two lands there (for
+// about 2% of places with 256 partitions), the next place is tried, up to
+// steerTries; a message for which all fail (about one in 10^7 at 256)
+// gets an id of its own, in that id's partition. A new topic starts a new
+// chunk. The zero value is ready to use.
+type steerer struct {
+	topic        string
+	target, left int
+	place        int  // the next id's place among those sharing the prefix
+	started      bool // a prefix was drawn
+	id           [26]byte
+}
+
+// next returns a new id of topic, a topic of n partitions, and its
+// partition.
+func (s *steerer) next(now time.Time, topic string, n int) (string, int) {
+	if s.left == 0 || topic != s.topic {
+		s.topic, s.target, s.left = topic, rand.IntN(n), steerChunk
+	}
+	if !s.started {
+		s.place, s.started = segmentMax, true
+	}
+	for range steerTries {
+		if s.place == segmentMax {
+			copy(s.id[:], NewID(now)[:store.SegmentPrefixLen])
+			s.place = 0
+		}
+		s.id[22], s.id[23] = crockford[s.place>>5], crockford[s.place&31]
+		s.place++ // once only, steered or not: the next try is another id
+		if steerBytes(&s.id, s.target, n) {
+			s.left--
+			return string(s.id[:]), s.target
+		}
+	}
+	id := NewID(now)
+	return id, partition.For(id, n)
 }

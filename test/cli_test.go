@@ -199,10 +199,28 @@ func cliBasics(t *testing.T, addr, topic string) {
 		t.Errorf("after send --stdin: %d scheduled, want 5", ts.Scheduled)
 	}
 
-	// A partition count other than the topic's is an error naming both.
-	wantExit(t, run("", "send", "--partitions", "8", "--id", "p8"), 1, "8", "16")
-	wantExit(t, run("", "stats", "--partitions", "8"), 1, "8", "16")
-	wantExit(t, run("", "get", "--partitions", "8", "--id", "s1"), 1, "8", "16")
+	// The stored count is the truth: a topic created with 32 partitions is
+	// read without --partitions, and a --partitions other than the stored
+	// count is a warning naming both, never an error or a change.
+	if r := cli(t, "", "send", "--addr", addr, "--topic", topic+"-32", "--partitions", "32", "--id", "p32", "--delay", "1h"); r.code != 0 {
+		t.Fatalf("send to a new topic of 32 partitions: %s", r)
+	}
+	if r := cli(t, "", "get", "--addr", addr, "--topic", topic+"-32", "--id", "p32"); r.code != 0 || !strings.Contains(r.stdout, `"id": "p32"`) || r.stderr != "" {
+		t.Errorf("get from the topic of 32 without --partitions: %s", r)
+	}
+	if r := cli(t, "", "partitions", "--addr", addr, "--topic", topic+"-32"); r.code != 0 || r.stdout != topic+"-32: 32 partitions\n" {
+		t.Errorf("partitions of the topic of 32: %s", r)
+	}
+	for _, args := range [][]string{{"send", "--id", "p8", "--delay", "1h"}, {"stats"}, {"get", "--id", "s1"}} {
+		r := run("", append(args, "--partitions", "8")...)
+		if r.code != 0 || !strings.Contains(r.stderr, "stored=16") || !strings.Contains(r.stderr, "configured=8") {
+			t.Errorf("%s --partitions 8 on a topic of 16: want success and a warning naming 16 and 8: %s", args[0], r)
+		}
+	}
+	if r := run("", "partitions"); r.code != 0 || r.stdout != topic+": 16 partitions\n" {
+		t.Errorf("partitions after commands with --partitions 8: %s", r)
+	}
+	wantExit(t, cli(t, "", "partitions", "--addr", addr, "--topic", "never-used"), 1, "never used")
 
 	// Usage errors exit 2.
 	wantExit(t, cli(t, "", "send", "--addr", addr, "--body", "x"), 2, "--topic")
@@ -219,7 +237,7 @@ func cliBasics(t *testing.T, addr, topic string) {
 	}
 
 	// Nothing was delivered or moved by any of this.
-	if ts := stats(t, addr, topic); ts.Scheduled != 5 || ts.InFlight != 0 || ts.Dead != 0 {
+	if ts := stats(t, addr, topic); ts.Scheduled != 6 || ts.InFlight != 0 || ts.Dead != 0 {
 		t.Errorf("final stats: %+v", ts)
 	}
 }

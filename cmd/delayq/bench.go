@@ -467,7 +467,10 @@ func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic strin
 		<-done
 	}
 	// Wait until it owns every partition, so the run measures delivery.
-	for len(k.Stats().Owned) < c.Partitions() {
+	for {
+		if n, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= n {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			stop()

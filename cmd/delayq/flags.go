@@ -77,7 +77,7 @@ func newCommand(name, args, about string, stdout io.Writer) *command {
 	cmd := newConnCommand(name, args, about, stdout)
 	cmd.needsTopic = true
 	cmd.fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
-	cmd.fs.IntVar(&cmd.c.partitions, "partitions", delayq.DefaultPartitions, "partition `count` of the topic")
+	cmd.fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of the topic if this command creates it (default 16); an existing topic keeps its stored count")
 	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
 	return cmd
 }

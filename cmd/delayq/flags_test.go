@@ -35,8 +35,8 @@ func TestCommonFlagDefaults(t *testing.T) {
 			if cmd.c.addr != tt.addr || cmd.c.password != tt.password {
 				t.Errorf("addr, password = %q, %q; want %q, %q", cmd.c.addr, cmd.c.password, tt.addr, tt.password)
 			}
-			if cmd.c.namespace != "dq" || cmd.c.partitions != 16 || cmd.c.logLevel.String() != "WARN" {
-				t.Errorf("namespace %q, partitions %d, log level %v; want dq, 16, WARN",
+			if cmd.c.namespace != "dq" || cmd.c.partitions != 0 || cmd.c.logLevel.String() != "WARN" {
+				t.Errorf("namespace %q, partitions %d, log level %v; want dq, 0 (not set), WARN",
 					cmd.c.namespace, cmd.c.partitions, cmd.c.logLevel)
 			}
 		})

@@ -60,6 +60,7 @@ Commands:
 	delete      delete a message
 	reschedule  move a scheduled message to a new due time
 	stats       print the counters of every partition of a topic
+	partitions  print a topic's partition count, as stored in Redis
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
@@ -68,8 +69,9 @@ Commands:
 	help        print this help, or "help <command>" for a command's flags
 
 Every command takes --addr (default 127.0.0.1:6379, env DELAYQ_ADDR),
---password (env DELAYQ_PASSWORD), --namespace, --topic, --partitions and
---log-level. Run "delayq <command> -h" for the flags of a command.
+--password (env DELAYQ_PASSWORD), --namespace, --topic, --partitions (the
+count of a topic the command creates; an existing topic keeps its stored
+count) and --log-level. Run "delayq <command> -h" for the flags of a command.
 `
 
 // run executes the command line args (without the program name), reading
@@ -109,6 +111,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runReschedule(ctx, rest, stdout, stderr)
 	case "stats":
 		return runStats(ctx, rest, stdout, stderr)
+	case "partitions":
+		return runPartitions(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
 	case "doctor":

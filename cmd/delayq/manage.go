@@ -97,6 +97,32 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return err
 }
 
+// runPartitions implements "delayq partitions": it prints the topic's
+// stored partition count.
+func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("partitions", "--topic T",
+		"Prints the topic's partition count, as stored in Redis when the topic was\n"+
+			"first used: the count every producer, consumer and command of the topic uses,\n"+
+			"whatever their --partitions flag or config says.", stdout)
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if cmd.isSet("partitions") {
+		return cmd.usageErr("--partitions does not apply: this command reads the stored count")
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	n, err := client.Partitions(ctx, cmd.c.topic)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s: %d partitions\n", cmd.c.topic, n)
+	return err
+}
+
 // runStats implements "delayq stats".
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("stats", "--topic T [--json]",

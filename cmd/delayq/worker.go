@@ -178,7 +178,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	if w.metrics, err = metrics.New(w.reg); err != nil {
 		return nil, err
 	}
-	if w.fallback, err = w.newClient(log, delayq.DefaultPartitions); err != nil {
+	if w.fallback, err = w.newClient(log, 0); err != nil {
 		return nil, err
 	}
 	for _, tc := range cfg.Topics {
@@ -238,7 +238,8 @@ func (w *worker) newUI(log *slog.Logger) error {
 	return err
 }
 
-// newClient returns a client of [redis] for topics of n partitions.
+// newClient returns a client of [redis] that creates topics of n
+// partitions (0: the default count).
 func (w *worker) newClient(log *slog.Logger, n int) (*delayq.Client, error) {
 	r := w.cfg.Redis
 	return delayq.New(delayq.Options{

@@ -287,23 +287,34 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 	}
 }
 
-// TestWorkerFailsWhenAConsumerCannotStart: a partition count other than
-// the topic's stops the worker with that error.
-func TestWorkerFailsWhenAConsumerCannotStart(t *testing.T) {
+// TestWorkerUsesStoredPartitionCount: a worker whose config gives a topic
+// another partition count than the one stored consumes it with the stored
+// count, and warns, naming both.
+func TestWorkerUsesStoredPartitionCount(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
 	cl, err := delayq.New(delayq.Options{Addr: env.Backends[0], Partitions: 8, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Enqueue(context.Background(), delayq.Message{Topic: "eight", ID: "a", Delay: time.Hour}); err != nil {
+	if _, err := cl.Enqueue(context.Background(), delayq.Message{Topic: "eight", ID: "a", Body: []byte("from eight")}); err != nil {
 		t.Fatal(err)
 	}
-	p := writeWorkerConfig(t, fmt.Sprintf("[redis]\naddr = %q\n[worker]\nshutdown_timeout = \"1s\"\n[[topic]]\nname = \"eight\"\npartitions = 16\n[topic.handler]\ntype = \"exec\"\ncommand = [\"true\"]\n", env.Backends[0]))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, _, err = runArgs(t, "worker", "--config", p)
-	if !errors.Is(err, delayq.ErrPartitionMismatch) || !strings.Contains(err.Error(), "topic eight") || ctx.Err() != nil {
-		t.Errorf("got %v, want a partition mismatch of topic eight", err)
+	out := filepath.Join(t.TempDir(), "delivered")
+	p := writeWorkerConfig(t, fmt.Sprintf("[redis]\naddr = %q\n[http]\nlisten = \"127.0.0.1:0\"\n[log]\nformat = \"json\"\n[worker]\nshutdown_timeout = \"1s\"\n"+
+		"[[topic]]\nname = \"eight\"\npartitions = 16\n[topic.handler]\ntype = \"exec\"\ncommand = [\"sh\", \"-c\", \"cat >> %s\"]\n", env.Backends[0], out))
+	rw := startWorker(t, p)
+	testenv.WaitFor(t, 10*time.Second, "the message delivered", func() bool {
+		b, _ := os.ReadFile(out)
+		return string(b) == "from eight"
+	})
+	logs := rw.logs.String()
+	const warn = "topic has another partition count than configured: using the stored count"
+	if workerLogValue(logs, warn, "stored") != "8" || workerLogValue(logs, warn, "configured") != "16" {
+		t.Errorf("no warning naming 8 stored and 16 configured:\n%s", logs)
 	}
+	if n, err := cl.Partitions(context.Background(), "eight"); err != nil || n != 8 {
+		t.Errorf("stored count after the worker ran: %d, %v; want 8", n, err)
+	}
+	stopRun(t, rw.cancel, rw.done, 10*time.Second)
 }

@@ -76,8 +76,11 @@ type Log struct {
 // Topic is one [[topic]] table: a topic this worker consumes and the
 // handler its messages go to.
 type Topic struct {
-	Name        string          // required: [A-Za-z0-9._-]{1,100}
-	Partitions  int             // Default delayq.DefaultPartitions (16).
+	Name string // required: [A-Za-z0-9._-]{1,100}
+	// Partitions is the count the topic gets if this worker creates it;
+	// an existing topic keeps its stored count (a different value here is
+	// logged as a warning). 0 when not set: delayq.DefaultPartitions (16).
+	Partitions  int
 	Concurrency int             // handlers run at once. Default delayq.DefaultConcurrency.
 	Timeout     time.Duration   // time one handler call may take. Default delayq.DefaultTimeout.
 	MaxAttempts int             // deliveries before a message is dead. Default delayq.DefaultMaxAttempts.
@@ -123,7 +126,6 @@ func Default() *Config {
 // defaultTopic returns a topic with the defaults and no name or handler.
 func defaultTopic() Topic {
 	return Topic{
-		Partitions:  delayq.DefaultPartitions,
 		Concurrency: delayq.DefaultConcurrency,
 		Timeout:     delayq.DefaultTimeout,
 		MaxAttempts: delayq.DefaultMaxAttempts,

@@ -85,7 +85,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := cfg.Topics[0]
-	if tp.Partitions != 16 || tp.Concurrency != delayq.DefaultConcurrency || tp.Timeout != delayq.DefaultTimeout ||
+	if tp.Partitions != 0 || tp.Concurrency != delayq.DefaultConcurrency || tp.Timeout != delayq.DefaultTimeout ||
 		tp.MaxAttempts != delayq.DefaultMaxAttempts || !reflect.DeepEqual(tp.Backoff, delayq.DefaultBackoff) {
 		t.Errorf("topic defaults: %+v", tp)
 	}
@@ -149,7 +149,7 @@ handler = { type = "exec", command = ["/bin/echo", "hi"] }
 				Backoff: []time.Duration{time.Second, 0},
 				Handler: Handler{Type: "http", URL: "https://example.com/x?y=1", Secret: "s",
 					Headers: map[string]string{"Authorization": "Bearer x", "X-Extra": "1"}}},
-			{Name: "cmd", Partitions: 16, Concurrency: delayq.DefaultConcurrency, Timeout: delayq.DefaultTimeout,
+			{Name: "cmd", Concurrency: delayq.DefaultConcurrency, Timeout: delayq.DefaultTimeout,
 				MaxAttempts: delayq.DefaultMaxAttempts, Backoff: delayq.DefaultBackoff,
 				Handler: Handler{Type: "exec", Command: []string{"/bin/echo", "hi"}}},
 		},

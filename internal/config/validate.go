@@ -82,8 +82,10 @@ func (t *Topic) validate(ps *problems, i int, first map[string]int) {
 	} else {
 		first[t.Name] = i
 	}
-	if err := partition.ValidateCount(t.Partitions); err != nil {
-		ps.add(at("partitions"), "%v; want a count such as 16, the same for every producer and worker of the topic", err)
+	if t.Partitions != 0 { // 0: not set
+		if err := partition.ValidateCount(t.Partitions); err != nil {
+			ps.add(at("partitions"), "%v; want a count such as 16", err)
+		}
 	}
 	atLeast(ps, at("concurrency"), t.Concurrency, 1)
 	positive(ps, at("timeout"), t.Timeout, time.Millisecond, "30s")

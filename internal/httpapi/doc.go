@@ -30,7 +30,6 @@
 // fault when there is one: 400 for bad input (malformed JSON, unknown
 // fields, two time fields, a negative delay, a bad topic or id), 401 for a
 // missing or wrong bearer token, 404 for no such message, 409 for a
-// duplicate id, a reschedule of a message that is not scheduled and a
-// partition count mismatch, 413 for a body over the limit, 500 for the
+// duplicate id and a reschedule of a message that is not scheduled, 413 for a body over the limit, 500 for the
 // rest (logged).
 package httpapi

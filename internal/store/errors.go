@@ -7,10 +7,9 @@ import (
 
 // Sentinel errors, re-exported by package delayq.
 var (
-	ErrDuplicate         = errors.New("delayq: duplicate message id")
-	ErrNotFound          = errors.New("delayq: message not found")
-	ErrNotScheduled      = errors.New("delayq: message is not scheduled")
-	ErrPartitionMismatch = errors.New("delayq: partition count mismatch")
+	ErrDuplicate    = errors.New("delayq: duplicate message id")
+	ErrNotFound     = errors.New("delayq: message not found")
+	ErrNotScheduled = errors.New("delayq: message is not scheduled")
 )
 
 // FencedError is returned by Claim and RaiseFence when the partition's fence

@@ -8,10 +8,11 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// EnsureTopic records the topic and its partition count n on first use and
-// checks n against the stored count afterwards. A mismatch is an error
-// wrapping ErrPartitionMismatch that names both numbers.
-func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) error {
+// EnsureTopic records the topic with n partitions on first use and
+// returns its stored partition count: n for a topic it created, the count
+// stored earlier otherwise. The stored count is the truth; n is only a
+// proposal for a new topic.
+func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) (int, error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.do(ctx,
 		cmd{"HSETNX", []any{meta, keys.MetaPartitions, n}},
@@ -20,16 +21,13 @@ func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int6
 		cmd{"ZADD", []any{keys.Topics(s.ns), "NX", nowMS, topic}},
 	)
 	if err != nil {
-		return fmt.Errorf("topic %s meta: %w", topic, err)
+		return 0, fmt.Errorf("topic %s meta: %w", topic, err)
 	}
 	stored, err := redis.Int(r[2], nil)
-	if err != nil {
-		return fmt.Errorf("topic %s meta: partitions: %w", topic, err)
+	if err != nil || stored < 1 {
+		return 0, fmt.Errorf("topic %s meta: partitions in %s is %v, want a count: %v", topic, meta, r[2], err)
 	}
-	if stored != n {
-		return fmt.Errorf("%w: topic %q has %d partitions (in %s), configured %d", ErrPartitionMismatch, topic, stored, meta, n)
-	}
-	return nil
+	return stored, nil
 }
 
 // TopicPartitions returns the stored partition count of topic, 0 if unknown.

@@ -28,8 +28,8 @@ func TestDropTopic(t *testing.T) {
 			defer s.Close()
 			fill := func(topic string) []string {
 				t.Helper()
-				if err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
-					t.Fatal(err)
+				if got, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil || got != n {
+					t.Fatalf("ensure topic %s of %d partitions: %d, %v", topic, n, got, err)
 				}
 				due := time.Now().Add(time.Hour).UnixMilli()
 				rec := func() *Record { return &Record{Due: due, Body: []byte("body")} }
