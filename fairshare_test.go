@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // Consumers split a topic's partitions by fair share, hand them over when
@@ -64,4 +66,54 @@ func TestFairShareAndHandover(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Ten consumers join a topic of 16 partitions one by one, in an order
+// that is not the order of their ids. After each join every consumer owns
+// floor(16/live) or ceil(16/live) partitions, all 16 are owned, and once
+// shared, the split stays as it is (no handovers at steady state).
+func TestFairShareFloorOrCeil(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	c := newClient(t, env.Proxy, Options{Partitions: 16})
+	opts := ConsumerOptions{Topic: "share10", Lease: 2 * time.Second}
+	var ks []*Consumer
+	for _, i := range []int{7, 2, 9, 0, 5, 3, 8, 1, 6, 4} {
+		o := opts
+		o.ID = fmt.Sprintf("c%d", i)
+		ks = append(ks, runConsumer(t, c, o, func(context.Context, *Delivery) error { return nil }))
+		live := len(ks)
+		lo, hi := 16/live, (16+live-1)/live
+		waitFor(t, 15*time.Second, fmt.Sprintf("%d consumers owning %d or %d partitions each", live, lo, hi), func() bool {
+			total := 0
+			for _, k := range ks {
+				n := len(k.Stats().Owned)
+				total += n
+				if n < lo || n > hi {
+					return false
+				}
+			}
+			return total == 16
+		})
+	}
+	gained := func() (n int64) {
+		for _, k := range ks {
+			n += k.Stats().LeasesGained
+		}
+		return n
+	}
+	before := gained()
+	// Three heartbeats (Lease/3 each): every consumer recomputes its share.
+	time.Sleep(3 * opts.Lease / 3)
+	if after := gained(); after != before {
+		t.Errorf("%d leases changed hands at steady state", after-before)
+	}
+	big := 0
+	for _, k := range ks {
+		if len(k.Stats().Owned) == 2 {
+			big++
+		}
+	}
+	if big != 6 {
+		t.Errorf("%d consumers own 2 partitions, want 6 (and 4 owning 1)", big)
+	}
 }

@@ -69,8 +69,9 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 }
 
 // handedOverBy makes giver a live member of topic and marks partition 0
-// as handed over by it under tok, as a consumer that stopped gracefully
-// with deliveries still running does.
+// as handed over by it under tok, as a consumer whose share fell to none
+// does with deliveries still running. Its id must rank after the
+// taker's (see lease.Share) for the taker's share to be the partition.
 func handedOverBy(t *testing.T, c *Client, topic string, tok int64, giver string) {
 	t.Helper()
 	ctx := context.Background()
@@ -137,7 +138,7 @@ func TestTakeoverWatchesGivers(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "givers"
 		due, tok := lostOwner(t, c, topic, 5, false)
-		handedOverBy(t, c, topic, tok, "giver")
+		handedOverBy(t, c, topic, tok, "x-giver")
 		rec := newRecorder()
 		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
 		// A witness due now: once it is delivered, the new owner has
@@ -153,7 +154,7 @@ func TestTakeoverWatchesGivers(t *testing.T) {
 			}
 		}
 		rec.mu.Unlock()
-		if err := c.store.Leave(ctx, topic, "giver"); err != nil {
+		if err := c.store.Leave(ctx, topic, "x-giver"); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "the giver's messages delivered once it left", func() bool {
@@ -171,7 +172,7 @@ func TestExpiredKeepsOwnDue(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "expired"
 		due, tok := lostOwner(t, c, topic, 3, true)
-		handedOverBy(t, c, topic, tok, "giver")
+		handedOverBy(t, c, topic, tok, "x-giver")
 		rec := newRecorder()
 		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
 		waitFor(t, 10*time.Second, "the overrun messages redelivered", func() bool {
@@ -193,7 +194,7 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	var logs testenv.Buffer
 	c := newClient(t, env.Proxy, Options{Partitions: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	topic := "corrupt"
-	if err := c.ensureTopic(ctx, topic); err != nil {
+	if _, err := c.ensureTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
 	mk, sk := keys.Records(DefaultNamespace, topic, 0), keys.Scheduled(DefaultNamespace, topic, 0)

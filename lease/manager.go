@@ -19,8 +19,8 @@ import (
 type Membership interface {
 	// Heartbeat records id as a member until expiresMS (as a leaving one
 	// when leaving is set: alive, but counted by no one) and returns the
-	// members live at nowMS that count.
-	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (int, error)
+	// ids of the members live at nowMS that count.
+	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error)
 	Leave(ctx context.Context, topic, id string) error
 	// Changed bumps the topic's change counter; Changes reads it.
 	Changed(ctx context.Context, topic string) error
@@ -72,7 +72,8 @@ type ManagerOptions struct {
 
 // Manager owns a member's fair share of a topic's partitions, in the way
 // etcd's Election is built on its Session: it heartbeats the member into
-// the topic, aims at ceil(partitions / live members) partitions, acquires
+// the topic, aims at its Share of the partitions (floor or ceil of
+// partitions / live members, by its rank among them), acquires
 // free ones (each a Lease with a fencing token) and hands extras over,
 // at every heartbeat and whenever the topic's change counter moves, and
 // runs Work for each partition it owns. Its methods are safe for
@@ -82,10 +83,11 @@ type Manager struct {
 	log *slog.Logger
 	wg  sync.WaitGroup
 
-	mu    sync.Mutex
-	owned map[int]*owned
-	live  int // members seen at the last heartbeat
-	stop  bool
+	mu     sync.Mutex
+	owned  map[int]*owned
+	live   []string // members seen at the last heartbeat
+	target int      // the share computed then
+	stop   bool
 }
 
 // owned is a partition the manager holds.
@@ -231,6 +233,7 @@ func (m *Manager) changed(ctx context.Context) {
 }
 
 // share heartbeats the member and returns its fair share of partitions.
+// When the heartbeat fails it keeps the last view of the members.
 func (m *Manager) share(ctx context.Context, leaving bool) int {
 	o := m.o
 	now := o.Now()
@@ -240,16 +243,26 @@ func (m *Manager) share(ctx context.Context, leaving bool) int {
 	defer m.mu.Unlock()
 	if err != nil {
 		m.log.Warn("heartbeat", "err", err)
-		live = m.live // keep the last view
-	}
-	if !leaving {
-		live = max(live, 1)
-		if live != m.live {
-			m.log.Info("members changed", "live", live, "share", Share(o.Partitions, live))
+		if leaving {
+			return 0
 		}
+		return m.target
 	}
-	m.live = live
-	return Share(o.Partitions, max(live, 1))
+	if leaving {
+		m.live, m.target = live, 0
+		return 0
+	}
+	rank := Rank(live, o.ID)
+	if rank < 0 { // not seen yet: count itself in
+		live = append(live, o.ID)
+		rank = Rank(live, o.ID)
+	}
+	target := Share(o.Partitions, len(live), rank)
+	if len(live) != len(m.live) || target != m.target {
+		m.log.Info("members changed", "live", len(live), "share", target)
+	}
+	m.live, m.target = live, target
+	return target
 }
 
 // holding returns how many partitions are owned and not being handed over.

@@ -9,13 +9,14 @@ import (
 )
 
 // Heartbeat records consumer id as live in topic's members ZSET until
-// expiresMS and returns the number of members live at nowMS (id included).
+// expiresMS and returns the ids of the members live at nowMS (id
+// included, unless leaving).
 // A leaving consumer (one stopping, its partitions handed over) is kept
 // as a member with minus its expiry as score: the givers' watch still
 // sees it alive, and it counts in no one's fair share. Members whose
 // heartbeat expired long ago (before nowMS - gcMS) are removed, a few per
 // call.
-func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (int, error) {
+func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error) {
 	k := keys.Members(s.ns, topic)
 	score := expiresMS
 	if leaving {
@@ -23,14 +24,14 @@ func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, n
 	}
 	r, err := s.do(ctx,
 		cmd{"ZADD", []any{k, score, id}},
-		cmd{"ZCOUNT", []any{k, nowMS, "+inf"}},
+		cmd{"ZRANGEBYSCORE", []any{k, nowMS, "+inf"}},
 		cmd{"ZRANGEBYSCORE", []any{k, 0, nowMS - gcMS, "LIMIT", 0, 16}},
 		cmd{"ZRANGEBYSCORE", []any{k, -(nowMS - gcMS), "(0", "LIMIT", 0, 16}},
 	)
 	if err != nil {
-		return 0, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
+		return nil, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
 	}
-	live, _ := redis.Int(r[1], nil)
+	live, _ := redis.Strings(r[1], nil)
 	old, _ := redis.Strings(r[2], nil)
 	gone, _ := redis.Strings(r[3], nil)
 	if old = append(old, gone...); len(old) > 0 {
