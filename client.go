@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,9 +70,11 @@ type Client struct {
 	partitionsSet bool
 
 	mu     sync.Mutex
-	topics map[string]int // partition counts read from the topics' meta
+	topics map[string]int  // partition counts read from the topics' meta
+	warned map[string]bool // topic and configured count warned about
 
-	co coalescer
+	co    coalescer
+	watch watcher // the change counters of the consumers' topics
 }
 
 // coalescer is the state that joins concurrent Enqueue and EnqueueAsync
@@ -137,10 +140,12 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return &Client{
+	c := &Client{
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"), partitionsSet: partitionsSet,
-		topics: map[string]int{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
-	}, nil
+		topics: map[string]int{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
+	}
+	c.watch.c = c
+	return c, nil
 }
 
 // Close writes the messages queued by Enqueue and EnqueueAsync calls,
@@ -186,29 +191,43 @@ func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
 }
 
 // ensureTopic checks the topic's name, records the topic on its first
-// use and returns its stored partition count, read once per client.
+// use (with Options.Partitions) and returns its stored partition count,
+// read once per client.
 func (c *Client) ensureTopic(ctx context.Context, topic string) (int, error) {
+	return c.ensureTopicAs(ctx, topic, c.opts.Partitions, c.partitionsSet)
+}
+
+// ensureTopicAs is ensureTopic with n as the count of a topic it creates;
+// set says n was configured, so that a topic stored with another count is
+// worth a warning (once per client and topic).
+func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set bool) (int, error) {
 	if err := validateTopic(topic); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
-	n := c.topics[topic]
+	stored := c.topics[topic]
 	c.mu.Unlock()
-	if n > 0 {
-		return n, nil
+	if stored > 0 && !set {
+		return stored, nil
 	}
-	n, err := c.store.EnsureTopic(ctx, topic, c.opts.Partitions, c.opts.Now().UnixMilli())
-	if err != nil {
-		return 0, err
-	}
-	if c.partitionsSet && n != c.opts.Partitions {
-		c.log.Warn("topic has another partition count than configured: using the stored count",
-			"topic", topic, "stored", n, "configured", c.opts.Partitions)
+	if stored == 0 {
+		var err error
+		if stored, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli()); err != nil {
+			return 0, err
+		}
 	}
 	c.mu.Lock()
-	c.topics[topic] = n
-	c.mu.Unlock()
-	return n, nil
+	defer c.mu.Unlock()
+	c.topics[topic] = stored
+	if set && stored != n {
+		key := topic + "\x00" + strconv.Itoa(n)
+		if !c.warned[key] {
+			c.warned[key] = true
+			c.log.Warn("topic has another partition count than configured: using the stored count",
+				"topic", topic, "stored", stored, "configured", n)
+		}
+	}
+	return stored, nil
 }
 
 // validateTopic checks a topic's name.

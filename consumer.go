@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/lease"
+	"github.com/delayq/delayq/partition"
 )
 
 // Defaults for ConsumerOptions.
@@ -42,6 +43,11 @@ type ConsumerOptions struct {
 	Topic string
 	// ID names this consumer in leases and stats. Default "host-pid-xxxx".
 	ID string
+	// Partitions is the partition count the topic gets if this consumer
+	// creates it. An existing topic keeps its stored count: a different
+	// value is logged as a warning that names both. Default the client's
+	// Options.Partitions.
+	Partitions int
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int
 	// Prefetch is how many messages may be claimed beyond the free handler
@@ -69,12 +75,14 @@ type ConsumerOptions struct {
 	// topic (which expires after 3 heartbeats), recomputes its fair share
 	// and tries to acquire partitions it lacks. Default Lease/3.
 	Heartbeat time.Duration
-	// ChangePoll is how often the consumer reads the topic's change
-	// counter, which consumers bump when they join, leave or give a
-	// partition up: on a change it recomputes its fair share and takes
-	// free partitions at once, so a partition handed over waits about
-	// ChangePoll for its next owner, not a heartbeat. It costs one GET
-	// per ChangePoll. Default DefaultChangePoll (50ms).
+	// ChangePoll is how often the topic's change counter is read, which
+	// consumers bump when they join, leave or give a partition up: on a
+	// change the consumer recomputes its fair share and takes free
+	// partitions at once, so a partition handed over waits about
+	// ChangePoll for its next owner, not a heartbeat. The counters of
+	// every topic the client's consumers run are read together, in one
+	// HMGET per tick of the shortest ChangePoll among them.
+	// Default DefaultChangePoll (50ms).
 	ChangePoll time.Duration
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held
@@ -155,6 +163,11 @@ func (o *ConsumerOptions) setDefaults() error {
 			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
 		}
 		return nil
+	}
+	if o.Partitions != 0 {
+		if err := partition.ValidateCount(o.Partitions); err != nil {
+			return fmt.Errorf("%w: ConsumerOptions.Partitions: %v", ErrInvalid, err)
+		}
 	}
 	for _, err := range []error{
 		defInt(&o.Concurrency, DefaultConcurrency, "Concurrency"),

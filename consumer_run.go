@@ -87,10 +87,16 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return errors.New("delayq: Consumer.Run called twice")
 	}
 	defer close(k.doneCh)
-	n, err := k.c.ensureTopic(ctx, k.opts.Topic)
+	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
+	if !set {
+		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
+	}
+	n, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
 	if err != nil {
 		return err
 	}
+	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
+	defer unwatch()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
 	work, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
@@ -99,7 +105,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 	topic, ns := k.opts.Topic, k.c.opts.Namespace
 	m, err := lease.NewManager(lease.ManagerOptions{
 		Topic: topic, ID: k.opts.ID, Partitions: n,
-		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, ChangePoll: k.opts.ChangePoll,
+		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, Changes: changes,
 		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
 		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
 		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },

@@ -22,9 +22,9 @@ type Membership interface {
 	// ids of the members live at nowMS that count.
 	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error)
 	Leave(ctx context.Context, topic, id string) error
-	// Changed bumps the topic's change counter; Changes reads it.
+	// Changed bumps the topic's change counter, which ManagerOptions.Changes
+	// watches.
 	Changed(ctx context.Context, topic string) error
-	Changes(ctx context.Context, topic string) (int64, error)
 	NextToken(ctx context.Context, topic string, p int) (int64, error)
 }
 
@@ -35,10 +35,9 @@ type Membership interface {
 // still has running. A nil error means a graceful stop.
 type Work func(p int, l *Lease, stop <-chan struct{}, handedOver func()) error
 
-// Defaults for ManagerOptions.
-const (
-	DefaultChangePoll = 50 * time.Millisecond
-)
+// DefaultChangePoll is how often a process reads the change counters of
+// its topics (see ManagerOptions.Changes).
+const DefaultChangePoll = 50 * time.Millisecond
 
 // ManagerOptions configures a Manager. Fields are required unless a
 // default is named.
@@ -51,10 +50,13 @@ type ManagerOptions struct {
 	// Heartbeat: how often membership is renewed (it expires after 3) and
 	// the share recomputed. Default Expiry/3.
 	Heartbeat time.Duration
-	// ChangePoll: how often the topic's change counter is read, to act on
-	// joins, leaves and handovers at once. Default DefaultChangePoll.
-	ChangePoll time.Duration
-	Members    Membership
+	// Changes is told when the topic's change counter moved (a member
+	// joined or left, or gave a partition up), so that the manager acts
+	// at once rather than at its next heartbeat. The process reads the
+	// counters of all its topics together, every DefaultChangePoll or so.
+	// Optional: without it, the manager acts at heartbeats only.
+	Changes <-chan struct{}
+	Members Membership
 	Redsync    *redsync.Redsync
 	// Name returns the lease key of partition p.
 	Name func(p int) string
@@ -105,9 +107,6 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = o.Expiry / 3
 	}
-	if o.ChangePoll <= 0 {
-		o.ChangePoll = DefaultChangePoll
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -142,33 +141,21 @@ func (m *Manager) Owned() []int {
 // The commands of a round run under a context of their own, bounded by a
 // heartbeat, not under ctx: a command cut off when ctx ends would close
 // its connection in the middle of a reply (the proxy counts that as a
-// client error), and the change counter is read every ChangePoll.
+// client error).
 func (m *Manager) Run(ctx context.Context) {
 	o := m.o
 	round := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), o.Heartbeat)
 	}
-	rctx, cancel := round()
-	seen, _ := o.Members.Changes(rctx, o.Topic)
-	cancel()
 	joined := false
 	tick := time.NewTimer(0)
 	defer tick.Stop()
-	watch := time.NewTicker(o.ChangePoll)
-	defer watch.Stop()
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
-		case <-watch.C:
-			rctx, cancel := round()
-			n, err := o.Members.Changes(rctx, o.Topic)
-			cancel()
-			if err != nil || n == seen {
-				continue
-			}
-			seen = n
+		case <-o.Changes:
 		case <-tick.C:
 			tick.Reset(clock.Jitter(o.Heartbeat))
 		}

@@ -145,7 +145,9 @@ type worker struct {
 	reg      *prometheus.Registry
 	metrics  *metrics.Metrics
 	web      *http.Client   // shared by the http handlers
-	fallback *delayq.Client // for the API's topics that are not configured
+	// client is shared by every consumer, the API and the metrics: one
+	// pool, and one read of the topics' change counters per tick.
+	client   *delayq.Client
 	topics   []*workerTopic // in config order
 	byName   map[string]*workerTopic
 	ui       *ui.Server   // the dashboard at /ui/, with [http] listen
@@ -156,7 +158,6 @@ type worker struct {
 // workerTopic is one configured topic.
 type workerTopic struct {
 	cfg      config.Topic
-	client   *delayq.Client
 	consumer *delayq.Consumer
 	running  atomic.Bool // between the start and the return of consumer.Run
 }
@@ -178,22 +179,20 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	if w.metrics, err = metrics.New(w.reg); err != nil {
 		return nil, err
 	}
-	if w.fallback, err = w.newClient(log, 0); err != nil {
+	if w.client, err = w.newClient(log); err != nil {
 		return nil, err
 	}
 	for _, tc := range cfg.Topics {
 		t := &workerTopic{cfg: tc}
-		if t.client, err = w.newClient(log, tc.Partitions); err != nil {
-			return nil, err
-		}
-		w.topics = append(w.topics, t) // closed by w.close from now on
+		w.topics = append(w.topics, t)
 		w.byName[tc.Name] = t
 		h, err := handler.New(tc.Handler, handler.Options{Client: w.web, Logger: log.With("topic", tc.Name)})
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
 		}
-		t.consumer, err = t.client.NewConsumer(delayq.ConsumerOptions{
+		t.consumer, err = w.client.NewConsumer(delayq.ConsumerOptions{
 			Topic:           tc.Name,
+			Partitions:      tc.Partitions,
 			ID:              cfg.Worker.ID,
 			Concurrency:     tc.Concurrency,
 			Timeout:         tc.Timeout,
@@ -206,7 +205,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
 		}
-		w.metrics.AddConsumer(tc.Name, t.client, t.consumer)
+		w.metrics.AddConsumer(tc.Name, w.client, t.consumer)
 	}
 	if cfg.HTTP.Listen != "" {
 		if err := w.newUI(log); err != nil {
@@ -238,12 +237,12 @@ func (w *worker) newUI(log *slog.Logger) error {
 	return err
 }
 
-// newClient returns a client of [redis] that creates topics of n
-// partitions (0: the default count).
-func (w *worker) newClient(log *slog.Logger, n int) (*delayq.Client, error) {
+// newClient returns the client of [redis]. Topics it creates get the
+// default partition count, those a consumer creates the [[topic]]'s.
+func (w *worker) newClient(log *slog.Logger) (*delayq.Client, error) {
 	r := w.cfg.Redis
 	return delayq.New(delayq.Options{
-		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace, Partitions: n,
+		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
 		MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
 		Logger: log,
@@ -271,19 +270,14 @@ func (w *worker) observe(topic string, h delayq.Handler) delayq.Handler {
 	}
 }
 
-// client returns the client of topic for the API.
-func (w *worker) client(topic string) (*delayq.Client, error) {
-	if t, ok := w.byName[topic]; ok {
-		return t.client, nil
-	}
-	return w.fallback, nil
-}
+// clientOf returns the client of topic for the API.
+func (w *worker) clientOf(string) (*delayq.Client, error) { return w.client, nil }
 
 // readyzID is the id /readyz reads: it need not exist.
 const readyzID = "delayq-readyz-probe"
 
-// ready is /readyz: every consumer runs and Redis answers through each
-// topic's client (a Get of an id that need not exist; without topics,
+// ready is /readyz: every consumer runs and Redis answers for each topic
+// (a Get of an id that need not exist; without topics,
 // only the first condition holds).
 func (w *worker) ready(ctx context.Context) error {
 	if w.stopping.Load() {
@@ -293,7 +287,7 @@ func (w *worker) ready(ctx context.Context) error {
 		if !t.running.Load() {
 			return fmt.Errorf("the consumer of topic %s is not running", t.cfg.Name)
 		}
-		if _, err := t.client.Get(ctx, t.cfg.Name, readyzID); err != nil && !errors.Is(err, delayq.ErrNotFound) {
+		if _, err := w.client.Get(ctx, t.cfg.Name, readyzID); err != nil && !errors.Is(err, delayq.ErrNotFound) {
 			return fmt.Errorf("redis: %w", err)
 		}
 	}
@@ -335,7 +329,7 @@ func (w *worker) run(ctx context.Context) error {
 	var srv *http.Server
 	if ln != nil {
 		var h http.Handler = httpapi.New(httpapi.Options{
-			Client: w.client, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+			Client: w.clientOf, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
 			Ready: w.ready, Gatherer: w.reg, Logger: w.log,
 		})
 		if w.ui != nil {
@@ -414,11 +408,8 @@ func withUI(dashboard, api http.Handler) http.Handler {
 // close releases the clients and idle webhook connections. The
 // consumers must have stopped.
 func (w *worker) close() {
-	for _, t := range w.topics {
-		t.client.Close()
-	}
-	if w.fallback != nil {
-		w.fallback.Close()
+	if w.client != nil {
+		w.client.Close()
 	}
 	if w.ui != nil {
 		w.ui.Close()

@@ -132,10 +132,12 @@ const (
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }
 
-// Changes is a STRING counter (INCR) of the topic's membership and
-// ownership changes: consumers bump it when they join, leave or give a
-// partition up, and poll it to act on a change at once.
-func Changes(ns, topic string) string { return ns + ":{" + topic + "}:changes" }
+// Changes is a HASH: topic name -> counter (HINCRBY) of the topic's
+// membership and ownership changes. Consumers bump their topic's counter
+// when they join, leave or give a partition up; a process reads the
+// counters of all the topics it consumes in one HMGET per tick, to act
+// on a change at once.
+func Changes(ns string) string { return ns + ":changes" }
 
 // Topics is a ZSET: topic name -> time first used (unix ms).
 func Topics(ns string) string { return ns + ":topics" }

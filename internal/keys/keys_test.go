@@ -15,7 +15,7 @@ func TestGolden(t *testing.T) {
 		{Epoch("dq", "orders", 3), "dq:{orders:3}:epoch"},
 		{Meta("dq", "orders"), "dq:{orders}:meta"},
 		{Members("dq", "orders"), "dq:{orders}:members"},
-		{Changes("dq", "orders"), "dq:{orders}:changes"},
+		{Changes("dq"), "dq:changes"},
 		{Topics("app1"), "app1:topics"},
 		{Scheduled("app1", "a.b-c_d", 15), "app1:{a.b-c_d:15}:s"},
 	} {

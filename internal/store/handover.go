@@ -120,22 +120,33 @@ func (s *Store) InFlightIDs(ctx context.Context, topic string, p int, offset, co
 	return ids, nil
 }
 
-// Changed bumps the topic's change counter, for consumers polling it.
+// Changed bumps the topic's change counter, a field of the namespace's
+// changes hash, for consumers watching it.
 func (s *Store) Changed(ctx context.Context, topic string) error {
-	if _, err := s.do(ctx, cmd{"INCR", []any{keys.Changes(s.ns, topic)}}); err != nil {
+	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), topic, 1}}); err != nil {
 		return fmt.Errorf("bump changes of %s: %w", topic, err)
 	}
 	return nil
 }
 
-// Changes reads the topic's change counter (0 before the first change).
-func (s *Store) Changes(ctx context.Context, topic string) (int64, error) {
-	r, err := s.do(ctx, cmd{"GET", []any{keys.Changes(s.ns, topic)}})
+// Changes reads the change counters of topics (0 before a topic's first
+// change) in one command, in the order of topics.
+func (s *Store) Changes(ctx context.Context, topics []string) ([]int64, error) {
+	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Changes(s.ns)}, strs(topics)...)})
 	if err != nil {
-		return 0, fmt.Errorf("changes of %s: %w", topic, err)
+		return nil, fmt.Errorf("changes of %d topics: %w", len(topics), err)
 	}
-	if r[0] == nil {
-		return 0, nil
+	vals, err := redis.Values(r[0], nil)
+	if err != nil || len(vals) != len(topics) {
+		return nil, fmt.Errorf("changes of %d topics: bad reply %v (%v)", len(topics), r[0], err)
 	}
-	return redis.Int64(r[0], nil)
+	out := make([]int64, len(topics))
+	for i, v := range vals {
+		if v != nil {
+			if out[i], err = redis.Int64(v, nil); err != nil {
+				return nil, fmt.Errorf("changes of %s: %w", topics[i], err)
+			}
+		}
+	}
+	return out, nil
 }

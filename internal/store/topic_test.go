@@ -51,10 +51,10 @@ func TestDropTopic(t *testing.T) {
 					all = append(all, keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p),
 						keys.Records(s.ns, topic, p), keys.Lease(s.ns, topic, p), keys.Epoch(s.ns, topic, p))
 				}
-				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}, cmd{"INCR", []any{keys.Changes(s.ns, topic)}}); err != nil {
+				if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Members(s.ns, topic), due, "w"}}, cmd{"HINCRBY", []any{keys.Changes(s.ns), topic, 1}}); err != nil {
 					t.Fatal(err)
 				}
-				return append(all, keys.Members(s.ns, topic), keys.Changes(s.ns, topic), keys.Meta(s.ns, topic))
+				return append(all, keys.Members(s.ns, topic), keys.Meta(s.ns, topic))
 			}
 			existing := func(ks []string) []string {
 				t.Helper()
@@ -83,6 +83,9 @@ func TestDropTopic(t *testing.T) {
 			}
 			if got := existing(keepKeys); len(got) != len(keepKeys) {
 				t.Errorf("the other topic kept %d of its %d keys", len(got), len(keepKeys))
+			}
+			if ch, err := s.Changes(ctx, []string{drop, keep}); err != nil || ch[0] != 0 || ch[1] != 1 {
+				t.Errorf("change counters after the drop: %v, %v; want [0 1] (the dropped topic's field gone)", ch, err)
 			}
 			topics, err := s.Topics(ctx)
 			if err != nil {
