@@ -70,8 +70,8 @@ type Client struct {
 	partitionsSet bool
 
 	mu     sync.Mutex
-	topics map[string]int  // partition counts read from the topics' meta
-	warned map[string]bool // topic and configured count warned about
+	topics map[string]topicLayout // the topics' layouts, as last read
+	warned map[string]bool        // topic and configured count warned about
 
 	co    coalescer
 	watch watcher // the change counters of the consumers' topics
@@ -142,7 +142,7 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"), partitionsSet: partitionsSet,
-		topics: map[string]int{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
+		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
 	return c, nil
@@ -173,61 +173,68 @@ func (c *Client) Close() error {
 // consumers have sent so far. Safe for concurrent use.
 func (c *Client) Commands() int64 { return c.store.Commands() }
 
-// Partitions returns the partition count stored for topic, the one every
-// client and consumer of the topic uses. It wraps ErrNotFound when the
-// topic was never used.
-func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
-	if err := validateTopic(topic); err != nil {
-		return 0, err
-	}
-	n, err := c.store.TopicPartitions(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("partitions of topic %s: %w", topic, err)
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("%w: topic %q has no stored partition count (it was never used)", ErrNotFound, topic)
-	}
-	return n, nil
+// layoutTTL is how long a client uses a topic's layout before it reads
+// it again (at its next use). A change of the partition count waits
+// longer than that before it moves messages (see moveDelay), so that
+// every client writes to and looks in the partitions of both counts by
+// then.
+const layoutTTL = time.Second
+
+// topicLayout is a topic's layout as read at some time.
+type topicLayout struct {
+	l  store.Layout
+	at time.Time
 }
 
 // ensureTopic checks the topic's name, records the topic on its first
-// use (with Options.Partitions) and returns its stored partition count,
-// read once per client.
-func (c *Client) ensureTopic(ctx context.Context, topic string) (int, error) {
+// use (with Options.Partitions) and returns its layout, read again when
+// older than layoutTTL.
+func (c *Client) ensureTopic(ctx context.Context, topic string) (store.Layout, error) {
 	return c.ensureTopicAs(ctx, topic, c.opts.Partitions, c.partitionsSet)
 }
 
 // ensureTopicAs is ensureTopic with n as the count of a topic it creates;
 // set says n was configured, so that a topic stored with another count is
-// worth a warning (once per client and topic).
-func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set bool) (int, error) {
+// worth a warning (once per client, topic and configured count).
+func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set bool) (store.Layout, error) {
 	if err := validateTopic(topic); err != nil {
-		return 0, err
+		return store.Layout{}, err
 	}
+	now := time.Now()
 	c.mu.Lock()
-	stored := c.topics[topic]
+	t, known := c.topics[topic]
 	c.mu.Unlock()
-	if stored > 0 && !set {
-		return stored, nil
+	if known && now.Sub(t.at) < layoutTTL && !set {
+		return t.l, nil
 	}
-	if stored == 0 {
+	if !known || now.Sub(t.at) >= layoutTTL {
 		var err error
-		if stored, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli()); err != nil {
-			return 0, err
+		var l store.Layout
+		if known {
+			l, err = c.store.ReadLayout(ctx, topic)
+		} else {
+			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
 		}
+		if err == nil && l.Count < 1 {
+			err = fmt.Errorf("topic %s: no partition count stored (the topic was dropped?)", topic)
+		}
+		if err != nil {
+			return store.Layout{}, err
+		}
+		t = topicLayout{l: l, at: now}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.topics[topic] = stored
-	if set && stored != n {
+	c.topics[topic] = t
+	if set && t.l.Count != n {
 		key := topic + "\x00" + strconv.Itoa(n)
 		if !c.warned[key] {
 			c.warned[key] = true
 			c.log.Warn("topic has another partition count than configured: using the stored count",
-				"topic", topic, "stored", stored, "configured", n)
+				"topic", topic, "stored", t.l.Count, "configured", n)
 		}
 	}
-	return stored, nil
+	return t.l, nil
 }
 
 // validateTopic checks a topic's name.
@@ -236,14 +243,6 @@ func validateTopic(topic string) error {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
-}
-
-// partitionOf validates id and returns its partition in a topic of n.
-func partitionOf(id string, n int) (int, error) {
-	if err := validateID(id); err != nil {
-		return 0, err
-	}
-	return partition.For(id, n), nil
 }
 
 // validateID checks a given message id.

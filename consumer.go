@@ -118,6 +118,11 @@ type ConsumerOptions struct {
 	// Limit, when positive, stops the consumer after that many deliveries
 	// have started: Run then shuts down gracefully and returns nil.
 	Limit int
+
+	// moveSettle shortens poller.DefaultMoveSettle in tests of the
+	// library that change the partition count; the end-to-end tests run
+	// with the default.
+	moveSettle time.Duration
 }
 
 // Delivery is a message handed to a Handler.
@@ -220,6 +225,7 @@ type ConsumerStats struct {
 	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
 	Repaired     int64 // records re-indexed by the reconciler
 	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
+	Moved        int64 // messages moved to their partition in a new partition count (see Client.SetPartitions)
 	LeasesGained int64
 	LeasesLost   int64
 	Owned        []int // partitions owned now

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
 	"github.com/delayq/delayq/poller"
 	"github.com/go-redsync/redsync/v4"
@@ -34,7 +35,8 @@ type Consumer struct {
 	delivered atomic.Int64
 	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
 
-	mgr atomic.Pointer[lease.Manager] // set by Run
+	mgr    atomic.Pointer[lease.Manager] // set by Run
+	layout atomic.Pointer[store.Layout]  // the topic's, as last read
 }
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
@@ -52,7 +54,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
-			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, eventLeasesGained, eventLeasesLost),
+			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, poller.EventMoved, eventLeasesGained, eventLeasesLost),
 	}, nil
 }
 
@@ -91,10 +93,11 @@ func (k *Consumer) Run(ctx context.Context) error {
 	if !set {
 		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
 	}
-	n, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
+	l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
 	if err != nil {
 		return err
 	}
+	k.layout.Store(&l)
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
@@ -104,7 +107,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 	var hard *time.Timer
 	topic, ns := k.opts.Topic, k.c.opts.Namespace
 	m, err := lease.NewManager(lease.ManagerOptions{
-		Topic: topic, ID: k.opts.ID, Partitions: n,
+		Topic: topic, ID: k.opts.ID, Partitions: l.Span(), Span: k.readLayout,
 		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, Changes: changes,
 		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
 		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
@@ -131,7 +134,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	k.mgr.Store(m)
-	k.log.Info("consumer started", "partitions", n, "concurrency", k.opts.Concurrency)
+	k.log.Info("consumer started", "partitions", l.Count, "changing_to", l.Next, "concurrency", k.opts.Concurrency)
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -151,6 +154,22 @@ func (k *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
+// readLayout reads the topic's layout, for the manager's rounds and the
+// partition loops, and returns how many partitions may hold messages.
+func (k *Consumer) readLayout(ctx context.Context) (int, error) {
+	l, err := k.c.store.ReadLayout(ctx, k.opts.Topic)
+	if err != nil {
+		return 0, err
+	}
+	if l.Count < 1 {
+		return 0, fmt.Errorf("topic %s has no stored partition count", k.opts.Topic)
+	}
+	if old := k.layout.Swap(&l); old == nil || *old != l {
+		k.log.Info("partition layout", "partitions", l.Count, "changing_to", l.Next)
+	}
+	return l.Span(), nil
+}
+
 func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
 	return poller.Config{
 		Topic: k.opts.Topic, Partition: p, Token: l.Token(), Consumer: k.opts.ID,
@@ -160,6 +179,7 @@ func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, wor
 		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,
 		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,
 		Now: k.c.opts.Now, Logger: k.c.opts.Logger.With("consumer", k.opts.ID), Count: k.count,
+		Layout: func() store.Layout { return *k.layout.Load() }, MoveSettle: k.opts.moveSettle,
 	}
 }
 
@@ -236,6 +256,7 @@ func (k *Consumer) Stats() ConsumerStats {
 		Tombstones:   k.counter(poller.EventTombstone),
 		Repaired:     k.counter(poller.EventRepaired),
 		Stale:        k.counter(poller.EventStale),
+		Moved:        k.counter(poller.EventMoved),
 		LeasesGained: k.counter(eventLeasesGained),
 		LeasesLost:   k.counter(eventLeasesLost),
 	}

@@ -16,6 +16,9 @@ var (
 	// ErrNotScheduled: the message exists but is in flight or dead, so it
 	// cannot be rescheduled.
 	ErrNotScheduled = store.ErrNotScheduled
+	// ErrChangeRunning: a change of the topic's partition count to
+	// another count runs (see Client.SetPartitions).
+	ErrChangeRunning = store.ErrChangeRunning
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
 	// error names the value and what was expected.
 	ErrInvalid = errors.New("delayq: invalid argument")

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,11 +54,17 @@ func infoOf(topic, id string, p int, rec *store.Record) *Info {
 
 // Get returns a message by id, or an error wrapping ErrNotFound.
 func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
-	p, err := c.check(ctx, topic, id)
+	ps, err := c.check(ctx, topic, id)
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.store.Get(ctx, topic, p, id)
+	var f *store.Found
+	var p int
+	for _, p = range ps {
+		if f, err = c.store.Get(ctx, topic, p, id); !errors.Is(err, ErrNotFound) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -77,11 +84,26 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 // dead). A message deleted while scheduled is never delivered. It returns
 // an error wrapping ErrNotFound if there is no such message.
 func (c *Client) Delete(ctx context.Context, topic, id string) error {
-	p, err := c.check(ctx, topic, id)
+	ps, err := c.check(ctx, topic, id)
 	if err != nil {
 		return err
 	}
-	return c.store.Delete(ctx, topic, p, id)
+	// In every place, the old one first: a move writes the new place
+	// before it removes the old one, and leaves a message rewritten or
+	// deleted meanwhile where it was.
+	found := false
+	for _, p := range ps {
+		err := c.store.Delete(ctx, topic, p, id)
+		if err == nil {
+			found = true
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+	}
+	return nil
 }
 
 // Reschedule moves a scheduled message to a new due time and returns the
@@ -89,7 +111,7 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 // when there is no such message and ErrNotScheduled when it is in flight
 // or dead.
 func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time) (time.Time, error) {
-	p, err := c.check(ctx, topic, id)
+	ps, err := c.check(ctx, topic, id)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -97,18 +119,41 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 		return time.Time{}, fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
 	}
 	due := clock.CeilMS(at)
-	if err := c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), c.opts.Now().UnixMilli()); err != nil {
+	for _, p := range ps {
+		err = c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), c.opts.Now().UnixMilli())
+		if !errors.Is(err, ErrNotFound) {
+			break
+		}
+	}
+	if err != nil {
 		return time.Time{}, err
 	}
 	return due, nil
 }
 
-func (c *Client) check(ctx context.Context, topic, id string) (int, error) {
-	n, err := c.ensureTopic(ctx, topic)
+// check validates topic and id and returns the partitions where the
+// message may be, in the order to look in them (see places).
+func (c *Client) check(ctx context.Context, topic, id string) ([]int, error) {
+	l, err := c.ensureTopic(ctx, topic)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return partitionOf(id, n)
+	if err := validateID(id); err != nil {
+		return nil, err
+	}
+	return places(l, id), nil
+}
+
+// places returns the partitions where a message of id may be: its
+// partition, or during a change of the count its old partition and then
+// its new one. Looked at in that order, a message being moved is found:
+// a move writes the new place before it removes the old one.
+func places(l store.Layout, id string) []int {
+	p, old := l.Place(id), l.Old(id)
+	if old == p {
+		return []int{p}
+	}
+	return []int{old, p}
 }
 
 // PartitionStats is a snapshot of one partition.
@@ -133,11 +178,11 @@ type TopicStats struct {
 
 // Stats reads the counters of every partition of topic.
 func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
-	n, err := c.ensureTopic(ctx, topic)
+	l, err := c.ensureTopic(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	all, err := c.store.Stats(ctx, topic, n)
+	all, err := c.store.Stats(ctx, topic, l.Span())
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +207,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 // ListDead returns up to limit dead messages of topic (limit <= 0: 100),
 // in partition order.
 func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
-	n, err := c.ensureTopic(ctx, topic)
+	l, err := c.ensureTopic(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +215,7 @@ func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info
 		limit = 100
 	}
 	var out []*Info
-	for p := 0; p < n && len(out) < limit; p++ {
+	for p := 0; p < l.Span() && len(out) < limit; p++ {
 		list, err := c.store.ListDead(ctx, topic, p, limit-len(out))
 		if err != nil {
 			return nil, err
@@ -208,7 +253,7 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (in
 }
 
 func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func(p int, ids []string) (int, error)) (int, error) {
-	n, err := c.ensureTopic(ctx, topic)
+	l, err := c.ensureTopic(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
@@ -216,11 +261,12 @@ func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func
 	if len(ids) > 0 {
 		byP := map[int][]string{}
 		for _, id := range ids {
-			p, err := partitionOf(id, n)
-			if err != nil {
+			if err := validateID(id); err != nil {
 				return total, err
 			}
-			byP[p] = append(byP[p], id)
+			for _, p := range places(l, id) {
+				byP[p] = append(byP[p], id)
+			}
 		}
 		for p, list := range byP {
 			n, err := op(p, list)
@@ -231,7 +277,7 @@ func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func
 		}
 		return total, nil
 	}
-	for p := range n {
+	for p := range l.Span() {
 		for {
 			n, err := op(p, nil)
 			total += n

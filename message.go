@@ -279,34 +279,42 @@ const freshAhead = time.Minute
 const segmentMax = 16
 
 // place records each message's topic on its first use and gives each
-// message its partition (in parts[i]) in its topic's stored count, and an
-// id to each whose id is generated (in res[i].ID): steered while the
-// count is at most maxSteerPartitions. A topic that cannot be read fails
-// its messages (in res[i].Err), or the whole write when ctx ended.
+// message its partition (in parts[i]) in its topic's stored layout, and
+// an id to each whose id is generated (in res[i].ID): steered while the
+// count is at most maxSteerPartitions. During a change of the count, new
+// messages go to their partition in the new count, and a given id is
+// checked against the message of that id in its old partition too. A
+// topic that cannot be read fails its messages (in res[i].Err), or the
+// whole write when ctx ended.
 func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
-	type topicCount struct {
+	type topicLayout struct {
 		topic string
-		n     int
+		l     store.Layout
 		err   error
 	}
-	var seen []topicCount // a write has a topic or a few: a list beats a map
-	count := func(topic string) (int, error) {
+	var seen []topicLayout // a write has a topic or a few: a list beats a map
+	layout := func(topic string) (store.Layout, error) {
 		for _, t := range seen {
 			if t.topic == topic {
-				return t.n, t.err
+				return t.l, t.err
 			}
 		}
-		n, err := c.ensureTopic(ctx, topic)
-		seen = append(seen, topicCount{topic, n, err})
-		return n, err
+		l, err := c.ensureTopic(ctx, topic)
+		seen = append(seen, topicLayout{topic, l, err})
+		return l, err
 	}
+	type oldPlace struct {
+		topic string
+		p     int
+	}
+	var check map[oldPlace][]int // given ids to look for in their old partition
 	var st steerer
 	for i := range msgs {
 		parts[i] = -1
 		if res[i].Err != nil {
 			continue
 		}
-		n, err := count(msgs[i].Topic)
+		l, err := layout(msgs[i].Topic)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -314,14 +322,45 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 			res[i].Err = err
 			continue
 		}
-		switch {
-		case msgs[i].ID != "":
-			parts[i] = partition.For(msgs[i].ID, n)
+		n := l.Count
+		if l.Changing() {
+			n = l.Next
+		}
+		switch id := msgs[i].ID; {
+		case id != "":
+			parts[i] = l.Place(id)
+			if old := l.Old(id); old != parts[i] {
+				if check == nil {
+					check = map[oldPlace][]int{}
+				}
+				k := oldPlace{msgs[i].Topic, old}
+				check[k] = append(check[k], i)
+			}
 		case n <= maxSteerPartitions:
 			res[i].ID, parts[i] = st.next(now, msgs[i].Topic, n)
 		default:
 			res[i].ID = NewID(now)
 			parts[i] = partition.For(res[i].ID, n)
+		}
+	}
+	// Before the write, which checks the new partition: a move writes
+	// there before it removes the message from the old one.
+	for k, idx := range check {
+		ids := make([]string, len(idx))
+		for j, i := range idx {
+			ids[j] = msgs[i].ID
+		}
+		there, err := c.store.Exists(ctx, k.topic, k.p, ids)
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+		for j, i := range idx {
+			switch {
+			case err != nil:
+				res[i].Err = err
+			case there[j]:
+				res[i].Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, ids[j], k.topic)
+			}
 		}
 	}
 	return nil

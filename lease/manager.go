@@ -42,9 +42,15 @@ const DefaultChangePoll = 50 * time.Millisecond
 // ManagerOptions configures a Manager. Fields are required unless a
 // default is named.
 type ManagerOptions struct {
-	Topic      string
-	ID         string // the member's id
+	Topic string
+	ID    string // the member's id
+	// Partitions is how many partitions there are to share at the start.
 	Partitions int
+	// Span, when set, is called at the start of each round (a heartbeat,
+	// or a change of the topic) and returns how many partitions there are
+	// to share now: the topic's count can change while the manager runs.
+	// Partitions beyond it are handed over. Optional.
+	Span func(ctx context.Context) (int, error)
 	// Expiry of each partition's lease. Default DefaultExpiry (10s).
 	Expiry time.Duration
 	// Heartbeat: how often membership is renewed (it expires after 3) and
@@ -57,7 +63,7 @@ type ManagerOptions struct {
 	// Optional: without it, the manager acts at heartbeats only.
 	Changes <-chan struct{}
 	Members Membership
-	Redsync    *redsync.Redsync
+	Redsync *redsync.Redsync
 	// Name returns the lease key of partition p.
 	Name func(p int) string
 	// Value returns the value written in a lease, unique per acquisition.
@@ -86,6 +92,7 @@ type Manager struct {
 	wg  sync.WaitGroup
 
 	mu     sync.Mutex
+	n      int // partitions to share
 	owned  map[int]*owned
 	live   []string // members seen at the last heartbeat
 	target int      // the share computed then
@@ -117,7 +124,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		o.Name == nil || o.Value == nil || o.Work == nil {
 		return nil, errors.New("lease: ManagerOptions needs Topic, ID, Partitions, Members, Redsync, Name, Value and Work")
 	}
-	return &Manager{o: o, log: o.Logger, owned: map[int]*owned{}}, nil
+	return &Manager{o: o, log: o.Logger, n: o.Partitions, owned: map[int]*owned{}}, nil
 }
 
 // Owned returns the partitions owned now, in order.
@@ -160,6 +167,7 @@ loop:
 			tick.Reset(clock.Jitter(o.Heartbeat))
 		}
 		rctx, cancel := round()
+		m.span(rctx)
 		target := m.share(rctx, false)
 		if !joined && ctx.Err() == nil {
 			joined = true // tell the others to share with us now
@@ -211,6 +219,25 @@ func (m *Manager) stopAll() {
 	m.changed(ctx)
 }
 
+// span reads how many partitions there are to share now (see
+// ManagerOptions.Span), keeping the last count when it cannot.
+func (m *Manager) span(ctx context.Context) {
+	if m.o.Span == nil {
+		return
+	}
+	n, err := m.o.Span(ctx)
+	if err != nil || n < 1 {
+		m.log.Warn("read the partition count", "err", err, "n", n)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n != m.n {
+		m.log.Info("partitions to share changed", "from", m.n, "to", n)
+		m.n = n
+	}
+}
+
 // changed bumps the topic's change counter, so that the other members
 // look at membership and free partitions at once.
 func (m *Manager) changed(ctx context.Context) {
@@ -244,7 +271,7 @@ func (m *Manager) share(ctx context.Context, leaving bool) int {
 		live = append(live, o.ID)
 		rank = Rank(live, o.ID)
 	}
-	target := Share(o.Partitions, len(live), rank)
+	target := Share(m.n, len(live), rank)
 	if len(live) != len(m.live) || target != m.target {
 		m.log.Info("members changed", "live", len(live), "share", target)
 	}
@@ -263,10 +290,18 @@ func (m *Manager) holding() int {
 	return n
 }
 
-// releaseExtras hands over partitions above target, chosen at random.
+// releaseExtras hands over the partitions beyond the count to share,
+// then partitions above target, chosen at random.
 func (m *Manager) releaseExtras(target int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for p, w := range m.owned {
+		if p >= m.n && !w.releasing {
+			w.releasing = true
+			close(w.stop)
+			m.log.Info("handing partition over: beyond the partition count", "partition", p, "partitions", m.n)
+		}
+	}
 	extra := m.holding() - target
 	if extra <= 0 {
 		return
@@ -291,7 +326,10 @@ func (m *Manager) releaseExtras(target int) {
 // commands run under ctx.
 func (m *Manager) acquire(stop, ctx context.Context, target int) {
 	o := m.o
-	for _, p := range rand.Perm(o.Partitions) {
+	m.mu.Lock()
+	n := m.n
+	m.mu.Unlock()
+	for _, p := range rand.Perm(n) {
 		if stop.Err() != nil || ctx.Err() != nil {
 			return
 		}

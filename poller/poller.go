@@ -27,6 +27,9 @@ type Store interface {
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
 	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
 	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
+	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
+	MarkMoved(ctx context.Context, topic string, p, next int) (bool, error)
+	Changed(ctx context.Context, topic string) error
 }
 
 var _ Store = (*store.Store)(nil)
@@ -43,6 +46,7 @@ const (
 	EventTombstone   = "tombstone"
 	EventStale       = "stale" // claimed by an index entry older than its record's due: held or returned to that due
 	EventRepaired    = "repaired"
+	EventMoved       = "moved" // message moved to its partition in a new partition count
 )
 
 // ErrFenced is returned by Run when the partition's fence holds a newer
@@ -91,6 +95,13 @@ type Config struct {
 	Logger            *slog.Logger
 	// Count is told about events (optional).
 	Count func(event string, n int)
+	// Layout returns the topic's layout as last read (optional: without
+	// it, the loop moves nothing). While a change of the partition count
+	// runs and this partition is one of its sources, the loop moves the
+	// messages that belong elsewhere (see move.go).
+	Layout func() store.Layout
+	// MoveSettle: see DefaultMoveSettle, the default.
+	MoveSettle time.Duration
 }
 
 type result struct {
@@ -127,6 +138,8 @@ type part struct {
 	// still to be returned (a write failed: tried again each turn).
 	recovering bool
 	handedOver bool // the loop gave the partition up gracefully; outcomes are still written
+
+	mv mover // the moves of a change of the partition count
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose
@@ -238,6 +251,11 @@ loop:
 			}
 			nextReconcile = now.Add(clock.Jitter(pause))
 		}
+		moveAt, err := p.move(ctx, now)
+		if err != nil {
+			runErr = err
+			break
+		}
 		var freed <-chan struct{}
 		if p.starved {
 			freed = cfg.Dispatch.whenFreed()
@@ -248,6 +266,9 @@ loop:
 			}
 		}
 		wake := nextPoll
+		if !moveAt.IsZero() {
+			wake = minTime(wake, moveAt)
+		}
 		if len(p.givers) > 0 {
 			wake = minTime(wake, p.nextWatch)
 		}

@@ -468,7 +468,7 @@ func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic strin
 	}
 	// Wait until it owns every partition, so the run measures delivery.
 	for {
-		if n, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= n {
+		if info, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
 			break
 		}
 		select {

@@ -60,7 +60,7 @@ Commands:
 	delete      delete a message
 	reschedule  move a scheduled message to a new due time
 	stats       print the counters of every partition of a topic
-	partitions  print a topic's partition count, as stored in Redis
+	partitions  print a topic's partition count, or change it (--set N)
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)

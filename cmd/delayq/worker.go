@@ -140,11 +140,11 @@ func newWorkerLogger(w io.Writer, c config.Log) *slog.Logger {
 
 // worker is the daemon: a consumer per configured topic and the HTTP API.
 type worker struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	metrics  *metrics.Metrics
-	web      *http.Client   // shared by the http handlers
+	cfg     *config.Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	web     *http.Client // shared by the http handlers
 	// client is shared by every consumer, the API and the metrics: one
 	// pool, and one read of the topics' change counters per tick.
 	client   *delayq.Client

@@ -118,7 +118,9 @@ func LeaseOwner(v string) string {
 	return v
 }
 
-// Meta is a HASH of topic metadata: fields MetaPartitions and MetaCreated.
+// Meta is a HASH of topic metadata: fields MetaPartitions and MetaCreated,
+// and while the partition count changes MetaNext, MetaSince and a
+// MetaMovedPrefix field per source partition done.
 func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
 
 // Fields of the Meta HASH.
@@ -127,6 +129,14 @@ const (
 	MetaPartitions = "partitions"
 	// MetaCreated is the time the topic was first used (unix ms).
 	MetaCreated = "created"
+	// MetaNext is the partition count a running change goes to.
+	MetaNext = "next"
+	// MetaSince is when the running change began (unix ms).
+	MetaSince = "since"
+	// MetaMovedPrefix + a partition number marks a source partition of
+	// the running change as holding nothing left to move; its value is
+	// the count the change goes to.
+	MetaMovedPrefix = "moved:"
 )
 
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).

@@ -10,6 +10,8 @@ var (
 	ErrDuplicate    = errors.New("delayq: duplicate message id")
 	ErrNotFound     = errors.New("delayq: message not found")
 	ErrNotScheduled = errors.New("delayq: message is not scheduled")
+	// ErrChangeRunning: another change of the partition count runs.
+	ErrChangeRunning = errors.New("delayq: a change of the partition count runs")
 )
 
 // FencedError is returned by Claim and RaiseFence when the partition's fence

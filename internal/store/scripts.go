@@ -387,3 +387,117 @@ end
 if n ~= 0 then redis.call('HINCRBY', KEYS[1], EXTRA, n) end
 return 1
 `)
+
+// Topic metadata.
+
+// changeScript starts a change of the partition count.
+// KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
+// ARGV[4]: the new count, ARGV[5]: now (unix ms).
+// Returns {count, next, since}: next and since 0 when no change runs (the
+// count is the new one already); {-1, 0, 0} for a topic never used;
+// {-2, count, next} when a change to another count runs.
+var changeScript = newScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur then return {-1, 0, 0} end
+local n = tonumber(ARGV[4])
+local nxt = tonumber(redis.call('HGET', KEYS[1], ARGV[2]))
+if nxt then
+  if nxt == n then return {cur, nxt, tonumber(redis.call('HGET', KEYS[1], ARGV[3])) or 0} end
+  return {-2, cur, nxt}
+end
+if cur == n then return {cur, 0, 0} end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
+return {cur, n, tonumber(ARGV[5])}
+`)
+
+// markMovedScript marks a source partition of a change as moved, and
+// ends the change when every source partition is: the count becomes the
+// new one and the change's fields go.
+// KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
+// ARGV[4]: the prefix of the moved marks, ARGV[5]: the partition,
+// ARGV[6]: the count the change goes to.
+// Returns 0 when no such change runs, 1 marked, 2 marked and ended.
+var markMovedScript = newScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+local want = tonumber(ARGV[6])
+if not cur or tonumber(redis.call('HGET', KEYS[1], ARGV[2])) ~= want then return 0 end
+redis.call('HSET', KEYS[1], ARGV[4] .. ARGV[5], ARGV[6])
+local lo = 0
+if want < cur then lo = want end
+for p = lo, cur - 1 do
+  if tonumber(redis.call('HGET', KEYS[1], ARGV[4] .. p)) ~= want then return 1 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
+local del = {ARGV[2], ARGV[3]}
+for p = lo, cur - 1 do del[#del + 1] = ARGV[4] .. p end
+redis.call('HDEL', KEYS[1], unpack(del))
+return 2
+`)
+
+// Moving messages between partitions (a change of the count).
+
+// moveInScript writes moved records into the records HASH of their new
+// partition, each only where the id has no record, or has the same one
+// (an earlier attempt of the same move).
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 written or there already, 0 the id has
+// another record (a conflict: nothing written).
+var moveInScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
+    out[#out + 1] = 1
+  elseif redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// casDeleteScript removes records that still hold the given bytes: the
+// source of a move once its copy is written (a record rewritten or
+// deleted meanwhile is left alone), or a copy whose move was undone.
+// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
+// Returns one integer per id: 1 removed, 0 not (changed or gone).
+var casDeleteScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// moveOutScript removes moved ids from the scheduled ZSET of their old
+// partition, if and only if the fence holds the caller's token: only the
+// owner of the old partition moves its messages.
+// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
+// ARGV[3...]: ids. Returns the number removed, or the error
+// "FENCED <fence token>".
+var moveOutScript = newScript(fenceLua + `
+local cur = fence()
+if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
+local n = 0
+for i = 3, #ARGV, 500 do
+  n = n + redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 499, #ARGV)))
+end
+return n
+`)
+
+// fieldsScript tells which ids have a field in a records HASH, without
+// sending their records back.
+// KEYS[1]: records HASH. ARGV: ids. Returns one integer per id: 1 there, 0 not.
+var fieldsScript = newScript(`
+local out = {}
+for i = 1, #ARGV do
+  if redis.call('HGET', KEYS[1], ARGV[i]) then out[i] = 1 else out[i] = 0 end
+end
+return out
+`)

@@ -9,37 +9,39 @@ import (
 )
 
 // EnsureTopic records the topic with n partitions on first use and
-// returns its stored partition count: n for a topic it created, the count
-// stored earlier otherwise. The stored count is the truth; n is only a
-// proposal for a new topic.
-func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) (int, error) {
+// returns its stored layout: n partitions for a topic it created, the
+// count stored earlier (and any change of it running) otherwise. The
+// stored count is the truth; n is only a proposal for a new topic.
+func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.do(ctx,
 		cmd{"HSETNX", []any{meta, keys.MetaPartitions, n}},
 		cmd{"HSETNX", []any{meta, keys.MetaCreated, nowMS}},
-		cmd{"HGET", []any{meta, keys.MetaPartitions}},
+		layoutReads(meta),
 		cmd{"ZADD", []any{keys.Topics(s.ns), "NX", nowMS, topic}},
 	)
 	if err != nil {
-		return 0, fmt.Errorf("topic %s meta: %w", topic, err)
+		return Layout{}, fmt.Errorf("topic %s meta: %w", topic, err)
 	}
-	stored, err := redis.Int(r[2], nil)
-	if err != nil || stored < 1 {
-		return 0, fmt.Errorf("topic %s meta: partitions in %s is %v, want a count: %v", topic, meta, r[2], err)
+	l, err := layoutOf(r[2])
+	if err == nil && l.Count < 1 {
+		err = fmt.Errorf("partitions is %d", l.Count)
 	}
-	return stored, nil
+	if err != nil {
+		return Layout{}, fmt.Errorf("topic %s meta in %s: %w", topic, meta, err)
+	}
+	return l, nil
 }
 
-// TopicPartitions returns the stored partition count of topic, 0 if unknown.
+// TopicPartitions returns how many partitions of topic may hold messages
+// (its stored count, or the larger of the two counts while a change
+// runs); 0 if the topic is unknown.
 func (s *Store) TopicPartitions(ctx context.Context, topic string) (int, error) {
-	r, err := s.do(ctx, cmd{"HGET", []any{keys.Meta(s.ns, topic), keys.MetaPartitions}})
+	l, err := s.ReadLayout(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
-	if r[0] == nil {
-		return 0, nil
-	}
-	return redis.Int(r[0], nil)
+	return l.Span(), nil
 }
 
 // Topics lists known topics.

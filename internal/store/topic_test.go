@@ -28,7 +28,7 @@ func TestDropTopic(t *testing.T) {
 			defer s.Close()
 			fill := func(topic string) []string {
 				t.Helper()
-				if got, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil || got != n {
+				if got, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil || got.Count != n {
 					t.Fatalf("ensure topic %s of %d partitions: %d, %v", topic, n, got, err)
 				}
 				due := time.Now().Add(time.Hour).UnixMilli()

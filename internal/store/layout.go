@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/partition"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Layout is where a topic's messages are: its partition count and the
+// count it is being changed to, if a change runs (see ChangeScript).
+type Layout struct {
+	Count int   // the partitions messages were placed in before the change
+	Next  int   // the count being changed to; 0 when no change runs
+	Since int64 // when the change began (unix ms)
+}
+
+// Changing reports whether a change of the count runs.
+func (l Layout) Changing() bool { return l.Next > 0 && l.Next != l.Count }
+
+// Span is the number of partitions that may hold messages: both counts'
+// during a change.
+func (l Layout) Span() int { return max(l.Count, l.Next) }
+
+// Place returns the partition a new message of id goes to: its partition
+// in the count being changed to, during a change.
+func (l Layout) Place(id string) int {
+	if l.Changing() {
+		return partition.For(id, l.Next)
+	}
+	return partition.For(id, l.Count)
+}
+
+// Old returns the partition id had before the change (Place's when none
+// runs). A message is there or in Place(id).
+func (l Layout) Old(id string) int { return partition.For(id, l.Count) }
+
+// IsSource reports whether partition p may hold messages the change must
+// move: when growing, each old partition; when shrinking, those beyond
+// the new count.
+func (l Layout) IsSource(p int) bool {
+	if !l.Changing() {
+		return false
+	}
+	if l.Next > l.Count {
+		return p < l.Count
+	}
+	return p >= l.Next && p < l.Count
+}
+
+// Sources returns the partitions IsSource holds for, in order.
+func (l Layout) Sources() []int {
+	var out []int
+	for p := range l.Span() {
+		if l.IsSource(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// layoutReads are the commands that read the layout from the meta
+// HASH; layoutOf reads their reply (an HMGET).
+func layoutReads(meta string) cmd {
+	return cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince}}
+}
+
+func layoutOf(r any) (Layout, error) {
+	vals, err := redis.Values(r, nil)
+	if err != nil || len(vals) != 3 {
+		return Layout{}, fmt.Errorf("bad layout reply %v: %v", r, err)
+	}
+	var l Layout
+	for i, dst := range []*int{&l.Count, &l.Next} {
+		if vals[i] != nil {
+			n, err := redis.Int(vals[i], nil)
+			if err != nil {
+				return Layout{}, fmt.Errorf("bad layout reply %v: %v", r, err)
+			}
+			*dst = n
+		}
+	}
+	if vals[2] != nil {
+		l.Since, _ = redis.Int64(vals[2], nil)
+	}
+	return l, nil
+}
+
+// ReadLayout returns topic's layout; its Count is 0 when the topic was
+// never used.
+func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
+	r, err := s.do(ctx, layoutReads(keys.Meta(s.ns, topic)))
+	if err != nil {
+		return Layout{}, fmt.Errorf("topic %s layout: %w", topic, err)
+	}
+	return layoutOf(r[0])
+}
+
+// BeginChange starts changing topic's partition count to n, as of nowMS,
+// and returns the layout after the call: unchanged when the count is n
+// already or a change to n runs. It fails with ErrNotFound for a topic
+// never used and ErrChangeRunning (naming both counts) while a change to
+// another count runs. n must be a multiple or a divisor of the count;
+// the caller checks.
+func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.script(ctx, changeScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, n, nowMS)
+	if err != nil {
+		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
+	}
+	vals, err := redis.Int64s(r, nil)
+	if err != nil || len(vals) != 3 {
+		return Layout{}, fmt.Errorf("change partitions of %s: bad reply %v: %v", topic, r, err)
+	}
+	switch {
+	case vals[0] == -1:
+		return Layout{}, fmt.Errorf("%w: topic %q was never used", ErrNotFound, topic)
+	case vals[0] == -2:
+		return Layout{}, fmt.Errorf("%w: topic %q is changing from %d to %d partitions; wait for it to end (delayq partitions --topic %s shows it)",
+			ErrChangeRunning, topic, vals[1], vals[2], topic)
+	}
+	return Layout{Count: int(vals[0]), Next: int(vals[1]), Since: vals[2]}, nil
+}
+
+// MarkMoved records that partition p holds nothing left to move for the
+// change to next, and ends the change when every source partition is
+// marked (the count becomes next). It returns whether the change ended
+// with this call; a mark for a change that is no longer running is
+// ignored.
+func (s *Store) MarkMoved(ctx context.Context, topic string, p, next int) (ended bool, err error) {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.script(ctx, markMovedScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix, p, next)
+	if err != nil {
+		return false, fmt.Errorf("mark partition %d of %s moved: %w", p, topic, err)
+	}
+	n, _ := redis.Int(r, nil)
+	return n == 2, nil
+}
+
+// MovedMarks returns which source partitions of l are marked moved.
+func (s *Store) MovedMarks(ctx context.Context, topic string, l Layout) (map[int]bool, error) {
+	src := l.Sources()
+	if len(src) == 0 {
+		return nil, nil
+	}
+	args := []any{keys.Meta(s.ns, topic)}
+	for _, p := range src {
+		args = append(args, keys.MetaMovedPrefix+strconv.Itoa(p))
+	}
+	r, err := s.do(ctx, cmd{"HMGET", args})
+	if err != nil {
+		return nil, fmt.Errorf("moved marks of %s: %w", topic, err)
+	}
+	vals, _ := redis.Values(r[0], nil)
+	out := map[int]bool{}
+	for i, v := range vals {
+		if n, err := redis.Int(v, nil); err == nil && n == l.Next {
+			out[src[i]] = true
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,425 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/partition"
+	"github.com/gomodule/redigo/redis"
+)
+
+// MovePass is what one MoveScan did.
+type MovePass struct {
+	Next  string // the cursor to go on from; "0" when the sweep of the records ended
+	Moved int    // messages moved to their partition in the new count
+	// Left counts what this pass found to move later: messages of other
+	// partitions in flight, due soon or in no index, and segments it
+	// turned into records. A sweep with none left anywhere is complete.
+	Left int
+	// Conflicts are ids whose partition in the new count holds another
+	// record of the same id; they stay where they are.
+	Conflicts []string
+}
+
+// moving is one message a pass moves.
+type moving struct {
+	id    string
+	rec   []byte // the record's bytes, as read
+	score int64  // its due (scheduled) or when it died (dead)
+	dead  bool
+	to    int // its partition in the new count
+}
+
+// MoveScan runs one pass of a change of the partition count over source
+// partition p of l, as its owner under token: it scans about count fields
+// of the records from cursor (HSCAN) and moves each message that belongs
+// to another partition in l.Next there, if it is scheduled due at or
+// after horizonMS, dead, or in no index and due then: the record is
+// written into the new partition (moveInScript), then its index entry,
+// then the old index entry is removed (moveOutScript, fenced) and last the
+// old record if it still holds the bytes read (casDeleteScript). A record
+// rewritten or deleted meanwhile (a reschedule, a delete) keeps its old
+// place and its copy is removed. Messages in flight, due before horizonMS
+// or in no index and due sooner stay, and are counted as Left: their
+// deliveries end here. Segments are turned into records first. Ids for
+// which skip reports true (the owner's own deliveries) are left too.
+//
+// A process killed between two steps leaves the message in both places
+// or in its old one: the next pass (the old partition's next owner's,
+// after a takeover) moves it again, each step being idempotent. It
+// returns a *FencedError if another owner took the old partition.
+func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, l Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (MovePass, error) {
+	pass := MovePass{Next: cursor}
+	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
+	ik, dk := keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
+	r, err := s.do(ctx, cmd{"HSCAN", []any{mk, cursor, "COUNT", count}})
+	if err != nil {
+		return pass, fmt.Errorf("move from partition %d: %w", p, err)
+	}
+	parts, err := redis.Values(r[0], nil)
+	if err != nil || len(parts) != 2 {
+		return pass, fmt.Errorf("move from partition %d: bad HSCAN reply: %v", p, err)
+	}
+	next, _ := redis.String(parts[0], nil)
+	kv, _ := redis.ByteSlices(parts[1], nil)
+	var ids []string
+	var recs [][]byte
+	var segs []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch f := string(kv[i]); {
+		case keys.IsIDField(f):
+			if partition.For(f, l.Next) == p {
+				continue // stays
+			}
+			if skip != nil && skip(f) {
+				pass.Left++
+				continue
+			}
+			ids = append(ids, f)
+			recs = append(recs, kv[i+1])
+		case keys.IsSegmentField(f):
+			segs = append(segs, f)
+		}
+	}
+	if len(segs) > 0 {
+		n, err := s.explodeAll(ctx, topic, p, segs)
+		if err != nil {
+			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		}
+		pass.Left += n
+	}
+	if len(ids) == 0 {
+		pass.Next = next
+		return pass, nil
+	}
+	// Where each message is: scheduled, in flight or dead.
+	var reads []cmd
+	for _, id := range ids {
+		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
+	}
+	r, err = s.do(ctx, reads...)
+	if err != nil {
+		return pass, fmt.Errorf("move from partition %d: %w", p, err)
+	}
+	var ms []moving
+	for i, id := range ids {
+		sc, inS := scoreOf(r[3*i])
+		_, inI := scoreOf(r[3*i+1])
+		died, inD := scoreOf(r[3*i+2])
+		due := int64(-1)
+		if rec, err := DecodeRecord(recs[i]); err == nil {
+			due = rec.Due
+		}
+		m := moving{id: id, rec: recs[i], to: partition.For(id, l.Next)}
+		switch {
+		case inI:
+			pass.Left++
+			continue
+		case inS:
+			m.score = max(sc, due) // a stale entry: the record's due is the message's
+		case inD:
+			m.score, m.dead = died, true
+		default: // in no index (a crash): the reconciler indexes it here if it is due soon
+			m.score = due
+		}
+		if !m.dead && m.score < horizonMS {
+			pass.Left++
+			continue
+		}
+		ms = append(ms, m)
+	}
+	moved, left, conflicts, err := s.move(ctx, topic, p, token, ms)
+	pass.Moved, pass.Left, pass.Conflicts = moved, pass.Left+left, conflicts
+	if err != nil {
+		return pass, err
+	}
+	pass.Next = next
+	return pass, nil
+}
+
+// scoreOf reads a ZSCORE reply.
+func scoreOf(r any) (int64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	f, err := redis.Float64(r, nil)
+	if err != nil {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// move carries out the moves of MoveScan, in its four steps. It returns
+// how many messages moved, how many stay for a later pass and the ids in
+// conflict.
+func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms []moving) (moved, left int, conflicts []string, err error) {
+	if len(ms) == 0 {
+		return 0, 0, nil, nil
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("move from partition %d: %w", p, err)
+	}
+	defer c.Close()
+	fail := func(step string, err error) (int, int, []string, error) {
+		return moved, left, conflicts, fmt.Errorf("move from partition %d: %s: %w", p, step, err)
+	}
+	// 1. The records, into their new partitions: one script per partition.
+	byTo := map[int][]int{}
+	var order []int
+	for i, m := range ms {
+		if byTo[m.to] == nil {
+			order = append(order, m.to)
+		}
+		byTo[m.to] = append(byTo[m.to], i)
+	}
+	var ins []cmd
+	for _, q := range order {
+		args := scriptCall(moveInScript, keys.Records(s.ns, topic, q), 2*len(byTo[q]))
+		for _, i := range byTo[q] {
+			args = append(args, ms[i].id, ms[i].rec)
+		}
+		ins = append(ins, cmd{"EVALSHA", args})
+	}
+	r, err := pipeScripts(ctx, c, ins)
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return fail("write records", err)
+	}
+	written := make([]bool, len(ms))
+	for j, q := range order {
+		ok, err := intsOf(r[j], len(byTo[q]))
+		if err != nil {
+			return fail("write records", err)
+		}
+		for k, i := range byTo[q] {
+			if ok[k] == 1 {
+				written[i] = true
+			} else {
+				conflicts = append(conflicts, ms[i].id)
+				left++
+			}
+		}
+	}
+	// 2. Their index entries there.
+	var zadds []cmd
+	for _, q := range order {
+		sched, dead := []any{keys.Scheduled(s.ns, topic, q)}, []any{keys.Dead(s.ns, topic, q)}
+		for _, i := range byTo[q] {
+			if !written[i] {
+				continue
+			}
+			if ms[i].dead {
+				dead = append(dead, ms[i].score, ms[i].id)
+			} else {
+				sched = append(sched, ms[i].score, ms[i].id)
+			}
+		}
+		for _, z := range [][]any{sched, dead} {
+			if len(z) > 1 {
+				zadds = append(zadds, cmd{"ZADD", z})
+			}
+		}
+	}
+	if len(zadds) == 0 {
+		return moved, left, conflicts, nil
+	}
+	if r, err = pipe(ctx, c, zadds); err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return fail("index", err)
+	}
+	// 3. The old index entries (the scheduled ones only by the owner).
+	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
+	outS = append(outS, keys.Fence, token)
+	outD := []any{keys.Dead(s.ns, topic, p)}
+	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
+	var done []int // the moves written, in the order of casOld's pairs
+	for i, m := range ms {
+		if !written[i] {
+			continue
+		}
+		if m.dead {
+			outD = append(outD, m.id)
+		} else {
+			outS = append(outS, m.id)
+		}
+		casOld = append(casOld, m.id, m.rec)
+		done = append(done, i)
+	}
+	var outs []cmd
+	if len(outS) > 5 {
+		outs = append(outs, cmd{"EVALSHA", outS})
+	}
+	if len(outD) > 1 {
+		outs = append(outs, cmd{"ZREM", outD})
+	}
+	if r, err = pipeScripts(ctx, c, outs); err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		if fe, ok := fencedErr(err, token); ok {
+			return moved, left, conflicts, fe
+		}
+		return fail("unindex", err)
+	}
+	// 4. The old records, unless rewritten or deleted meanwhile.
+	if r, err = pipeScripts(ctx, c, []cmd{{"EVALSHA", casOld}}); err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return fail("remove records", err)
+	}
+	gone, err := intsOf(r[0], len(done))
+	if err != nil {
+		return fail("remove records", err)
+	}
+	// A source changed meanwhile keeps its place: remove its copy.
+	undo := map[int][]any{}
+	var undoOrder []int
+	for k, i := range done {
+		if gone[k] == 1 {
+			moved++
+			continue
+		}
+		left++
+		q := ms[i].to
+		if undo[q] == nil {
+			undoOrder = append(undoOrder, q)
+			undo[q] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
+		}
+		undo[q] = append(undo[q], ms[i].id, ms[i].rec)
+	}
+	for _, q := range undoOrder {
+		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
+			return fail("undo", err)
+		}
+	}
+	return moved, left, conflicts, nil
+}
+
+// unmove removes the copies of moves whose source changed meanwhile from
+// partition q: the records that still hold the bytes written (casArgs,
+// the arguments of a casDeleteScript call), then their index entries.
+func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, casArgs []any) error {
+	r, err := pipeScripts(ctx, c, []cmd{{"EVALSHA", casArgs}})
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return err
+	}
+	pairs := casArgs[3:]
+	gone, err := intsOf(r[0], len(pairs)/2)
+	if err != nil {
+		return err
+	}
+	var ids []any
+	for k := range gone {
+		if gone[k] == 1 {
+			ids = append(ids, pairs[2*k])
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = s.do(ctx,
+		cmd{"ZREM", append([]any{keys.Scheduled(s.ns, topic, q)}, ids...)},
+		cmd{"ZREM", append([]any{keys.Dead(s.ns, topic, q)}, ids...)})
+	return err
+}
+
+// explodeAll turns segments of partition p into records of their own,
+// each indexed in the scheduled ZSET at its due, and removes the
+// segments' index entries. It returns how many records it wrote. A crash
+// midway leaves records in no index, which the reconciler or the next
+// move pass finds.
+func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []string) (int, error) {
+	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
+	cmds := make([]cmd, len(segs))
+	for i, f := range segs {
+		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, cmds)
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("explode segments: %w", err)
+	}
+	zadd := []any{sk, "NX"}
+	for _, v := range r {
+		vals, err := redis.Strings(v, nil)
+		if err != nil {
+			return 0, fmt.Errorf("explode segments: %w", err)
+		}
+		for i := 0; i+1 < len(vals); i += 2 {
+			zadd = append(zadd, vals[i+1], vals[i])
+		}
+	}
+	n := (len(zadd) - 2) / 2
+	cmds = []cmd{{"ZREM", append([]any{sk}, strs(segs)...)}}
+	if n > 0 {
+		cmds = append([]cmd{{"ZADD", zadd}}, cmds...)
+	}
+	if r, err = pipe(ctx, c, cmds); err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("explode segments: %w", err)
+	}
+	return n, nil
+}
+
+// Exists reports, for each id, whether partition p holds a message of
+// that id (a record of its own, or an entry of a segment): the duplicate
+// check of an enqueue in a partition a change of the count moves
+// messages out of.
+func (s *Store) Exists(ctx context.Context, topic string, p int, ids []string) ([]bool, error) {
+	mk := keys.Records(s.ns, topic, p)
+	cmds := []cmd{{"EVALSHA", append(scriptCall(fieldsScript, mk, len(ids)), strs(ids)...)}}
+	var segAt []int // the ids a segment could hold, in the order of their reads
+	for i, id := range ids {
+		if reads := segReads(mk, id); len(reads) > 0 {
+			cmds = append(cmds, reads...)
+			segAt = append(segAt, i)
+		}
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, cmds)
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look for ids in partition %d: %w", p, err)
+	}
+	has, err := intsOf(r[0], len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("look for ids in partition %d: %w", p, err)
+	}
+	out := make([]bool, len(ids))
+	for i := range ids {
+		out[i] = has[i] == 1
+	}
+	for j, i := range segAt {
+		e, err := segHeld(r[1+j:2+j], ids[i])
+		if err != nil {
+			return nil, fmt.Errorf("look for %q in partition %d: %w", ids[i], p, err)
+		}
+		out[i] = out[i] || e != nil
+	}
+	return out, nil
+}

@@ -1,0 +1,121 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// A change of a topic's partition count (see store.BeginChange) moves the
+// messages of each source partition that belong to another partition in
+// the new count. The owner of the source partition moves them, between
+// its claims, in passes of about a reconciler batch (store.MoveScan),
+// sweeping its records again and again until a sweep finds nothing left
+// to move; it then marks the partition moved, and the last mark ends the
+// change.
+const (
+	// moveDelay is how long after a change began its moves start: every
+	// client reads the layout again within a second of using it, so by
+	// then each writes new messages to the new count and looks for a
+	// message in both.
+	moveDelay = 2 * time.Second
+	// DefaultMoveSettle is how long after a change began the sweep that
+	// marks a partition moved may start (Config.MoveSettle): longer than a
+	// client's longest write (a dial and three round trips at their
+	// default timeouts, 20 s), so that a write begun with the layout from
+	// before the change has landed, and been moved, when the change ends.
+	DefaultMoveSettle = 30 * time.Second
+	// moveHorizon: messages due sooner are left to be delivered where
+	// they are, far beyond what any owner claims ahead, so that a message
+	// is never claimed in both places while it moves.
+	moveHorizon = 30 * time.Second
+	// movePause is the rest between two sweeps of a partition.
+	movePause = time.Second
+)
+
+// mover is a partition loop's state in a change of the count.
+type mover struct {
+	cursor   string    // HSCAN cursor of the sweep under way ("" or "0": none)
+	from     time.Time // when the sweep under way began
+	clean    bool      // the sweep under way found nothing left to move
+	next     time.Time // when to run the next pass
+	markedTo int       // the count this partition was marked moved for
+}
+
+// move runs a pass of the moves of a running change when one is due,
+// and returns when the loop should run the next (zero: no change
+// concerns this partition). Its error is ErrFenced when another owner
+// took the partition.
+func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
+	cfg := p.cfg
+	if cfg.Layout == nil {
+		return time.Time{}, nil
+	}
+	l := cfg.Layout()
+	if !l.IsSource(cfg.Partition) || p.mv.markedTo == l.Next {
+		return time.Time{}, nil
+	}
+	m := &p.mv
+	since := time.UnixMilli(l.Since)
+	if start := since.Add(moveDelay); now.Before(start) {
+		return start, nil
+	}
+	if now.Before(m.next) {
+		return m.next, nil
+	}
+	if !cfg.Valid() {
+		return time.Time{}, nil
+	}
+	if m.cursor == "" || m.cursor == "0" {
+		m.cursor, m.from, m.clean = "0", now, true
+	}
+	horizon := now.Add(moveHorizon).UnixMilli()
+	pass, err := cfg.Store.MoveScan(ctx, cfg.Topic, cfg.Partition, cfg.Token, l, m.cursor, cfg.ReconcileBatch, horizon,
+		func(id string) bool { return p.mine[id] != nil })
+	p.count(EventMoved, pass.Moved)
+	if err != nil {
+		var fe *store.FencedError
+		if errors.As(err, &fe) {
+			p.count(EventFenced, 1)
+			return time.Time{}, fmt.Errorf("%w: %v", ErrFenced, err)
+		}
+		p.logErr("move messages to their partitions in the new count", err)
+		m.cursor, m.next = "0", now.Add(movePause) // the sweep starts again
+		return m.next, nil
+	}
+	if len(pass.Conflicts) > 0 {
+		cfg.Logger.Warn("messages not moved: their partition in the new count holds another message of the same id",
+			"ids", pass.Conflicts, "to", l.Next)
+	}
+	if pass.Left > 0 {
+		m.clean = false
+	}
+	m.cursor = pass.Next
+	if m.cursor != "0" {
+		m.next = now // go on at the loop's next turn
+		return m.next, nil
+	}
+	settle := cfg.MoveSettle
+	if settle <= 0 {
+		settle = DefaultMoveSettle
+	}
+	if m.clean && !m.from.Before(since.Add(settle)) {
+		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l.Next)
+		if err != nil {
+			p.logErr("mark partition moved", err)
+		} else {
+			m.markedTo = l.Next
+			cfg.Logger.Info("partition moved", "to", l.Next, "change_ended", ended)
+			if err := cfg.Store.Changed(ctx, cfg.Topic); err != nil {
+				p.logErr("signal a change", err)
+			}
+			return time.Time{}, nil
+		}
+	}
+	m.next = now.Add(clock.Jitter(movePause))
+	return m.next, nil
+}
