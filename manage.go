@@ -59,14 +59,24 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 		return nil, err
 	}
 	var f *store.Found
-	var p int
-	for _, p = range ps {
-		if f, err = c.store.Get(ctx, topic, p, id); !errors.Is(err, ErrNotFound) {
+	p := -1
+	for _, q := range ps {
+		g, err := c.store.Get(ctx, topic, q, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if f == nil || !f.Indexed { // a record in no index is a move cut short: the next place has the truth
+			f, p = g, q
+		}
+		if f.Indexed {
 			break
 		}
 	}
-	if err != nil {
-		return nil, err
+	if f == nil {
+		return nil, fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
 	}
 	in := infoOf(topic, id, p, f.Record)
 	switch f.State {
@@ -169,7 +179,12 @@ type PartitionStats struct {
 
 // TopicStats is a snapshot of a topic.
 type TopicStats struct {
-	Topic      string           `json:"topic"`
+	Topic string `json:"topic"`
+	// Count is the topic's partition count, and ChangingTo the count a
+	// running change goes to (0 when none runs); Partitions has a row
+	// for each partition of both.
+	Count      int              `json:"partition_count"`
+	ChangingTo int              `json:"changing_to,omitempty"`
 	Scheduled  int64            `json:"scheduled"`
 	InFlight   int64            `json:"inflight"`
 	Dead       int64            `json:"dead"`
@@ -186,7 +201,10 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := &TopicStats{Topic: topic}
+	ts := &TopicStats{Topic: topic, Count: l.Count}
+	if l.Changing() {
+		ts.ChangingTo = l.Next
+	}
 	for p, s := range all {
 		ps := PartitionStats{
 			Partition: p, Scheduled: s.Scheduled, InFlight: s.InFlight, Dead: s.Dead,

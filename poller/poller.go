@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
 )
 
 // Store is what a partition loop needs from storage.
@@ -545,8 +546,15 @@ func sweepPause(interval time.Duration) time.Duration { return 12 * interval }
 
 func (p *part) reconcile(ctx context.Context) {
 	cfg := p.cfg
+	// During a change of the partition count, the records that belong
+	// elsewhere are the moves' to index (see move.go).
+	var l store.Layout
+	if cfg.Layout != nil {
+		l = cfg.Layout()
+	}
+	moving := l.IsSource(cfg.Partition)
 	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.Topic, cfg.Partition, p.cursor, cfg.ReconcileBatch,
-		func(id string) bool { return p.mine[id] != nil })
+		func(id string) bool { return p.mine[id] != nil || moving && partition.For(id, l.Next) != cfg.Partition })
 	if err != nil {
 		p.logErr("reconcile", err)
 		return

@@ -402,6 +402,9 @@ type Found struct {
 	Record *Record
 	State  State
 	Score  int64 // due (scheduled), visibility deadline (in flight) or died at (dead)
+	// Indexed is false for a record in no index (a crash between two
+	// steps), reported as scheduled at its recorded due.
+	Indexed bool
 }
 
 // Get reads one message: its record and the index that holds it. A record
@@ -431,7 +434,7 @@ func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found
 		if err != nil {
 			return nil, fmt.Errorf("get %q: %w", id, err)
 		}
-		return &Found{Record: rec, State: StateScheduled, Score: e.due}, nil
+		return &Found{Record: rec, State: StateScheduled, Score: e.due, Indexed: true}, nil
 	}
 	b, _ := redis.Bytes(r[0], nil)
 	rec, err := DecodeRecord(b)
@@ -442,7 +445,7 @@ func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found
 	for i, st := range []State{StateScheduled, StateInFlight, StateDead} {
 		if r[1+i] != nil {
 			sc, _ := redis.Int64(r[1+i], nil)
-			f.State, f.Score = st, sc
+			f.State, f.Score, f.Indexed = st, sc, true
 			break
 		}
 	}
@@ -536,13 +539,19 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 	if !ok[0] {
 		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
 	}
-	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}})
+	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}},
+		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
+		cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}})
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	if ch, _ := redis.Int64(r2[0], nil); ch == 0 && old != dueMS {
+	if ch, _ := redis.Int64(r2[0], nil); ch == 0 && old != dueMS && (r2[1] != nil || r2[2] != nil) {
 		return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
 	}
+	// Rescheduled; or its entry went meanwhile, but not to flight or
+	// death (a move of a change of the partition count took it): then
+	// the record, which has the new due, is in no index, and is indexed
+	// at that due by the mover or the reconciler.
 	return nil
 }
 

@@ -29,6 +29,10 @@ type moving struct {
 	score int64  // its due (scheduled) or when it died (dead)
 	dead  bool
 	to    int // its partition in the new count
+	// finish: the message has no index entry in its old partition and
+	// one in its new (a move cut short after its third step): only its
+	// old record is left to remove.
+	finish bool
 }
 
 // MoveScan runs one pass of a change of the partition count over source
@@ -103,6 +107,7 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
 	var ms []moving
+	var unindexed []moving // in no index: cut short after unindexing, or by a crash elsewhere
 	for i, id := range ids {
 		sc, inS := scoreOf(r[3*i])
 		_, inI := scoreOf(r[3*i+1])
@@ -120,14 +125,23 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 			m.score = max(sc, due) // a stale entry: the record's due is the message's
 		case inD:
 			m.score, m.dead = died, true
-		default: // in no index (a crash): the reconciler indexes it here if it is due soon
+		default:
 			m.score = due
+			unindexed = append(unindexed, m)
+			continue
 		}
 		if !m.dead && m.score < horizonMS {
 			pass.Left++
 			continue
 		}
 		ms = append(ms, m)
+	}
+	if len(unindexed) > 0 {
+		more, left, err := s.sortUnindexed(ctx, topic, p, unindexed, horizonMS)
+		if err != nil {
+			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		}
+		ms, pass.Left = append(ms, more...), pass.Left+left
 	}
 	moved, left, conflicts, err := s.move(ctx, topic, p, token, ms)
 	pass.Moved, pass.Left, pass.Conflicts = moved, pass.Left+left, conflicts
@@ -136,6 +150,46 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	}
 	pass.Next = next
 	return pass, nil
+}
+
+// sortUnindexed decides what to do with messages of other partitions
+// found in no index of partition p: a message indexed in its new
+// partition is a move cut short between its last two steps, to finish;
+// another is moved as scheduled at its record's due if that is at or
+// after horizonMS, or else indexed here again, to be delivered here (what
+// the reconciler would do; it leaves such records to the moves). It
+// returns the moves and how many it left.
+func (s *Store) sortUnindexed(ctx context.Context, topic string, p int, ms []moving, horizonMS int64) ([]moving, int, error) {
+	var reads []cmd
+	for _, m := range ms {
+		reads = append(reads, cmd{"ZSCORE", []any{keys.Scheduled(s.ns, topic, m.to), m.id}},
+			cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, m.to), m.id}})
+	}
+	r, err := s.do(ctx, reads...)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []moving
+	zadd := []any{keys.Scheduled(s.ns, topic, p), "NX"}
+	for i, m := range ms {
+		_, inS := scoreOf(r[2*i])
+		_, inD := scoreOf(r[2*i+1])
+		switch {
+		case inS || inD:
+			m.finish, m.dead = true, inD
+			out = append(out, m)
+		case m.score >= horizonMS:
+			out = append(out, m)
+		default:
+			zadd = append(zadd, max(m.score, 0), m.id)
+		}
+	}
+	if len(zadd) > 2 {
+		if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, (len(zadd) - 2) / 2, nil
 }
 
 // scoreOf reads a ZSCORE reply.
@@ -209,7 +263,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 	for _, q := range order {
 		sched, dead := []any{keys.Scheduled(s.ns, topic, q)}, []any{keys.Dead(s.ns, topic, q)}
 		for _, i := range byTo[q] {
-			if !written[i] {
+			if !written[i] || ms[i].finish {
 				continue
 			}
 			if ms[i].dead {
@@ -224,14 +278,13 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 			}
 		}
 	}
-	if len(zadds) == 0 {
-		return moved, left, conflicts, nil
-	}
-	if r, err = pipe(ctx, c, zadds); err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
-		return fail("index", err)
+	if len(zadds) > 0 {
+		if r, err = pipe(ctx, c, zadds); err == nil {
+			err = firstErr(r)
+		}
+		if err != nil {
+			return fail("index", err)
+		}
 	}
 	// 3. The old index entries (the scheduled ones only by the owner).
 	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
@@ -243,9 +296,11 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 		if !written[i] {
 			continue
 		}
-		if m.dead {
+		switch {
+		case m.finish:
+		case m.dead:
 			outD = append(outD, m.id)
-		} else {
+		default:
 			outS = append(outS, m.id)
 		}
 		casOld = append(casOld, m.id, m.rec)
@@ -258,14 +313,19 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 	if len(outD) > 1 {
 		outs = append(outs, cmd{"ZREM", outD})
 	}
-	if r, err = pipeScripts(ctx, c, outs); err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
-		if fe, ok := fencedErr(err, token); ok {
-			return moved, left, conflicts, fe
+	if len(outs) > 0 {
+		if r, err = pipeScripts(ctx, c, outs); err == nil {
+			err = firstErr(r)
 		}
-		return fail("unindex", err)
+		if err != nil {
+			if fe, ok := fencedErr(err, token); ok {
+				return moved, left, conflicts, fe
+			}
+			return fail("unindex", err)
+		}
+	}
+	if len(done) == 0 {
+		return moved, left, conflicts, nil
 	}
 	// 4. The old records, unless rewritten or deleted meanwhile.
 	if r, err = pipeScripts(ctx, c, []cmd{{"EVALSHA", casOld}}); err == nil {
