@@ -129,7 +129,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	st := consumer.Stats()
 	slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmd.c.logLevel})).Info("consumer stats",
 		"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
-		"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "stale", st.Stale, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
+		"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "stale", st.Stale, "moved", st.Moved, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
 	return nil
 }
 
