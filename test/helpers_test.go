@@ -434,6 +434,7 @@ func (s *sub) stop(t testing.TB, timeout time.Duration) int {
 // topicStats is the JSON of "delayq stats --json" (delayq.TopicStats).
 type topicStats struct {
 	Topic      string `json:"topic"`
+	Count      int    `json:"partition_count"`
 	Scheduled  int64  `json:"scheduled"`
 	InFlight   int64  `json:"inflight"`
 	Dead       int64  `json:"dead"`

@@ -192,7 +192,8 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return writeStatsTable(stdout, ts)
 }
 
-// writeStatsTable prints ts as an aligned table with a total line.
+// writeStatsTable prints ts as an aligned table with a total line, then
+// the partition count and a running change of it.
 func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "partition\tscheduled\tinflight\tdead\toldest_due\towner\ttoken")
@@ -201,7 +202,15 @@ func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 			p.Partition, p.Scheduled, p.InFlight, p.Dead, orDash(formatTimePtr(p.OldestDue)), orDash(p.Owner), p.Token)
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", ts.Scheduled, ts.InFlight, ts.Dead)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if ts.ChangingTo != 0 {
+		_, err := fmt.Fprintf(w, "partitions %d, changing to %d\n", ts.Count, ts.ChangingTo)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "partitions %d\n", ts.Count)
+	return err
 }
 
 // orDash returns s, or "-" when s is empty, so that table cells are never blank.

@@ -28,7 +28,7 @@ func TestInfoJSON(t *testing.T) {
 
 func TestStatsTable(t *testing.T) {
 	due := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	ts := &delayq.TopicStats{Topic: "t", Scheduled: 3, InFlight: 1, Dead: 2, Partitions: []delayq.PartitionStats{
+	ts := &delayq.TopicStats{Topic: "t", Count: 2, Scheduled: 3, InFlight: 1, Dead: 2, Partitions: []delayq.PartitionStats{
 		{Partition: 0, Scheduled: 3, InFlight: 1, OldestDue: &due, Owner: "host-1", Token: 9},
 		{Partition: 1, Dead: 2},
 	}}
@@ -41,6 +41,7 @@ func TestStatsTable(t *testing.T) {
 		{"0", "3", "1", "0", "2030-01-02T03:04:05Z", "host-1", "9"},
 		{"1", "0", "0", "2", "-", "-", "0"},
 		{"total", "3", "1", "2"},
+		{"partitions", "2"},
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != len(want) {

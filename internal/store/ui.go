@@ -19,7 +19,8 @@ import (
 // TopicHead is what the overview shows of a topic besides its partitions.
 type TopicHead struct {
 	Name       string
-	Partitions int   // the stored partition count; 0 if the topic has no metadata
+	Partitions int // the partitions that may hold messages (both counts' during a change); 0 if the topic has no metadata
+	Layout     Layout
 	Live       int64 // consumers whose heartbeat has not expired
 	Leaving    int64 // consumers handing their partitions over, not expired yet
 }
@@ -48,7 +49,7 @@ func (s *Store) TopicHeads(ctx context.Context, topics []string, nowMS int64) ([
 	for _, t := range topics {
 		mk := keys.Members(s.ns, t)
 		cmds = append(cmds,
-			cmd{"HGET", []any{keys.Meta(s.ns, t), keys.MetaPartitions}},
+			layoutReads(keys.Meta(s.ns, t)),
 			cmd{"ZCOUNT", []any{mk, nowMS, "+inf"}},
 			// A leaving member is scored minus its expiry.
 			cmd{"ZCOUNT", []any{mk, "-inf", "(" + itoa(-nowMS)}},
@@ -62,8 +63,8 @@ func (s *Store) TopicHeads(ctx context.Context, topics []string, nowMS int64) ([
 	for i, t := range topics {
 		h := &out[i]
 		h.Name = t
-		if r[per*i] != nil {
-			h.Partitions, _ = redis.Int(r[per*i], nil)
+		if l, err := layoutOf(r[per*i]); err == nil {
+			h.Layout, h.Partitions = l, l.Span()
 		}
 		h.Live, _ = redis.Int64(r[per*i+1], nil)
 		h.Leaving, _ = redis.Int64(r[per*i+2], nil)

@@ -40,7 +40,8 @@ func runConsumer(t *testing.T, c *delayq.Client, topic, id string) {
 // TestBrowserOverview signs in with the token, checks the session
 // cookie's flags, reads the overview's counts, sees them change without
 // a reload when messages arrive, and opens a topic page: its partitions,
-// members, chart and the "worker only" figures of a standalone dashboard.
+// members, chart and the "worker only" figures of a standalone dashboard,
+// and the partition count, with a change of it running on another topic.
 // $DELAYQ_UI_DOCS_SCREENSHOT names a file for the README's screenshot.
 func TestBrowserOverview(t *testing.T) {
 	f := newFixture(t, ui.Options{Token: "s3cret", Refresh: 500 * time.Millisecond})
@@ -123,7 +124,24 @@ func TestBrowserOverview(t *testing.T) {
 	if !strings.Contains(tb.text("#figures-none"), "served by a worker only") {
 		t.Errorf("standalone figures: %q", tb.text("#figures-none"))
 	}
+	if got := tb.text("#partition-count"); got != "16 partitions" {
+		t.Errorf("partition count %q, want 16 partitions", got)
+	}
 	tb.screenshot("topic")
+
+	// A change of the count shows on the topic page, with the partitions
+	// of both counts (no consumer runs payments: the change goes on).
+	if _, err := payments.SetPartitions(context.Background(), "payments", 8); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("/ui/topics/payments")
+	tb.waitJS("the topic page of payments", `document.getElementById('partitions')`)
+	if got := tb.text("#partition-count"); got != "4 partitions, changing to 8" {
+		t.Errorf("partition count during a change %q, want \"4 partitions, changing to 8\"", got)
+	}
+	if n := eval[int](tb, `document.querySelectorAll('#partitions tbody tr').length`); n != 8 {
+		t.Errorf("%d partition rows during a change from 4 to 8, want 8", n)
+	}
 }
 
 // TestBrowserMessageActions looks a message up from the overview, reads

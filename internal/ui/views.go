@@ -20,7 +20,9 @@ type overviewView struct {
 // topicRow is one topic of the overview.
 type topicRow struct {
 	Name                      string
-	Partitions                int
+	Partitions                int // the partitions that may hold messages
+	Count                     int // the stored partition count
+	ChangingTo                int // the count a running change goes to; 0 if none
 	Scheduled, InFlight, Dead int64
 	Live, Leaving             int64 // consumers
 	Owned                     int   // partitions with a lease holder
@@ -50,7 +52,10 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 	sem := make(chan struct{}, statsWorkers)
 	for i, h := range heads {
 		row := &v.Topics[i]
-		*row = topicRow{Name: h.Name, Partitions: h.Partitions, Live: h.Live, Leaving: h.Leaving}
+		*row = topicRow{Name: h.Name, Partitions: h.Partitions, Count: h.Layout.Count, Live: h.Live, Leaving: h.Leaving}
+		if h.Layout.Changing() {
+			row.ChangingTo = h.Layout.Next
+		}
 		if h.Partitions <= 0 {
 			row.Err = "no metadata"
 			continue
@@ -136,8 +141,9 @@ type figuresView struct {
 	P99N     int // deliveries the p99 is computed from
 }
 
-// readTopic reads the topic page: the partitions' counters, leases and
-// members, three round trips, and with chart the due counts, one more.
+// readTopic reads the topic page: the partitions' counters, leases,
+// members and layout, four round trips, and with chart the due counts,
+// one more.
 func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart bool) (*topicView, error) {
 	now := s.o.Now()
 	st, err := s.st.Stats(ctx, topic, n)
@@ -152,7 +158,14 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 	if err != nil {
 		return nil, err
 	}
-	v := &topicView{topicRow: topicRow{Name: topic, Partitions: n}}
+	l, err := s.st.ReadLayout(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	v := &topicView{topicRow: topicRow{Name: topic, Partitions: n, Count: l.Count}}
+	if l.Changing() {
+		v.ChangingTo = l.Next
+	}
 	sumStats(&v.topicRow, st, now)
 	owns := map[string]int{}
 	for p, ps := range st {
