@@ -9,16 +9,19 @@
 #   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
 #   make bench  run scripts/bench.sh: enqueue, burst and spread, direct and proxied
 #               (RUNS=5: five runs of each, then a line of medians)
+#   make bench-idle  run scripts/idle.sh: idle workers' Redis commands beside
+#               idle asynq servers' (1, 4 and 8 of each; several minutes)
 #   make clean  remove build and test outputs
 
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/delayq
 AUDIT := $(CURDIR)/.audit/commands.log
+FIGURES := $(CURDIR)/.audit/figures.txt
 # apt-get needs root: use sudo only when we are not root already.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build test demo bench clean
+.PHONY: all deps test-deps build test demo bench bench-idle clean
 
 all: build
 
@@ -61,11 +64,12 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test: test-deps build
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) -checks U1000 ./...
-	rm -f $(AUDIT)
+	rm -f $(AUDIT) $(FIGURES)
 	mkdir -p $(dir $(AUDIT))
-	DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) \
+	DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) DELAYQ_FIGURES=$(FIGURES) \
 		$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 	$(GO) run ./internal/portable/auditcheck $(AUDIT)
+	@echo "figures measured by the tests (2 cores here; see README):"; cat $(FIGURES)
 
 demo: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh
@@ -74,6 +78,9 @@ demo: deps build
 RUNS ?= 1
 bench: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench.sh --runs $(RUNS)
+
+bench-idle: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/idle.sh
 
 clean:
 	rm -rf bin .audit

@@ -113,8 +113,10 @@ func (k *Consumer) Run(ctx context.Context) error {
 		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
 		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },
 		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
+			defer unwatch()
 			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release = handedOver
+			cfg.Release, cfg.Wake = handedOver, wake
 			return poller.Run(l.Ctx(), stop, cfg)
 		},
 		Stopping: func() {

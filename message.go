@@ -222,7 +222,48 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		}
 		lo = hi
 	}
+	c.wake(ctx, now, groups, members, res)
 	return nil
+}
+
+// wakeAhead: a message due sooner than this when written may fall due
+// before its partition's owner polls again (every second by default,
+// claiming what is due within 1.5 polls), so the write wakes the owner.
+const wakeAhead = 2 * time.Second
+
+// wake tells the owners of the partitions that got a message due within
+// wakeAhead to poll now (see store.Wake): one command per topic, after
+// the messages are written. A wake-up that is lost (the command fails,
+// or the process dies before it) delays those messages by at most the
+// owner's poll interval: it is only logged.
+func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, members [][]int, res []EnqueueResult) {
+	var topic string
+	var parts []int
+	flush := func() {
+		if len(parts) == 0 {
+			return
+		}
+		if err := c.store.Wake(ctx, topic, parts); err != nil {
+			c.log.Debug("wake the owners of partitions", "topic", topic, "partitions", parts, "err", err)
+		}
+		parts = parts[:0]
+	}
+	soon := now.Add(wakeAhead)
+	for gi, g := range groups {
+		if g.Topic != topic {
+			flush()
+			topic = g.Topic
+		}
+		for _, i := range members[gi] {
+			if res[i].Err == nil && res[i].Due.Before(soon) {
+				if len(parts) == 0 || parts[len(parts)-1] != g.P {
+					parts = append(parts, g.P)
+				}
+				break
+			}
+		}
+	}
+	flush()
 }
 
 // firstOfEach returns the messages of group (indexes into msgs, in the

@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// watcher reads the change counters of every topic the client's
-// consumers run, all in one command (an HMGET of the namespace's changes
-// hash) per tick, and tells each topic's subscribers when its counter
-// moved. A process that runs ten topics thus pays one read per tick, not
-// ten. It runs while it has subscribers. Safe for concurrent use.
+// watcher reads the counters of the namespace's changes hash (see
+// keys.Changes) that the client's consumers watch, the change counter of
+// each topic they run and the wake-up counter of each partition they own,
+// all in one command (an HMGET) per tick, and tells the subscribers of
+// each field that moved. A process that runs ten topics of 16 partitions
+// thus pays one read per tick, not ten or 160. It runs while it has
+// subscribers. Safe for concurrent use.
 type watcher struct {
 	c *Client
 
@@ -24,15 +26,17 @@ type watcher struct {
 	seen map[string]int64
 }
 
-// watch is one subscription: a consumer's topic and where it is told.
+// watch is one subscription: a field (a topic, or a partition's wake-up
+// field) and where it is told.
 type watch struct {
-	topic string
+	topic string // the field
 	every time.Duration
 	ch    chan struct{} // capacity 1: a change pending is enough
 }
 
-// subscribe starts telling the returned channel of changes of topic,
-// read every `every` or more often, until the returned function is called.
+// subscribe starts telling the returned channel of changes of the field
+// topic (a topic's name, or a keys.WakeField), read every `every` or more
+// often, until the returned function is called.
 func (w *watcher) subscribe(topic string, every time.Duration) (<-chan struct{}, func()) {
 	s := &watch{topic: topic, every: every, ch: make(chan struct{}, 1)}
 	w.mu.Lock()

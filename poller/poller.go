@@ -103,6 +103,10 @@ type Config struct {
 	Layout func() store.Layout
 	// MoveSettle: see DefaultMoveSettle, the default.
 	MoveSettle time.Duration
+	// Wake, when it delivers, makes the loop poll at once: a producer
+	// wrote a message due soon (optional). A wake-up lost on the way only
+	// leaves the message to the next poll.
+	Wake <-chan struct{}
 }
 
 type result struct {
@@ -294,6 +298,8 @@ loop:
 		case <-stop:
 		case r := <-p.results:
 			p.collect(ctx, r)
+		case <-cfg.Wake:
+			nextPoll = cfg.Now()
 		case <-freed:
 			// Slots came back: claim what the bound left behind.
 			if at, ok := p.claimAt(cfg.Now()); ok {

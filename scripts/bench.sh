@@ -74,6 +74,7 @@ for target in direct twemproxy; do
 	"$DELAYQ" bench --addr "$addr" --backends "$mem" --workload enqueue --batch --ids given "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --workload burst "$@" | sed "s/^/target=$target /"
 	"$DELAYQ" bench --addr "$addr" --workload spread "$@" | sed "s/^/target=$target /"
+	"$DELAYQ" bench --addr "$addr" --workload duenow "$@" | sed "s/^/target=$target /"
 done
 
 # The peer, asynq, on the same workloads in the same run, where its harness

@@ -67,7 +67,7 @@ func TestBenchCommand(t *testing.T) {
 	if line := run("--workload", "enqueue", "--n", "2000", "--procs", "1"); field(line, "procs") != 1 {
 		t.Errorf("--procs 1: %q", line)
 	}
-	for _, w := range []struct{ workload, n string }{{"burst", "3000"}, {"spread", "500"}} {
+	for _, w := range []struct{ workload, n string }{{"burst", "3000"}, {"spread", "500"}, {"duenow", "20"}} {
 		line := run("--workload", w.workload, "--n", w.n)
 		if !strings.HasPrefix(line, "workload="+w.workload+" n="+w.n+" ") {
 			t.Errorf("%s line: %q", w.workload, line)

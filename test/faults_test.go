@@ -395,7 +395,7 @@ func fencedCount(subs []*sub) int { return subCounter(subs, "fenced") }
 
 func figure(t *testing.T, scenario string, handover time.Duration, rep ledgerReport, fenced int, extra string) {
 	t.Helper()
-	t.Logf("FIGURE scenario=%s handover_ms=%d duplicates=%d fenced=%d lost=%d messages=%d deliveries=%d max_late_ms=%d%s",
+	testenv.Figure(t, "scenario=%s handover_ms=%d duplicates=%d fenced=%d lost=%d messages=%d deliveries=%d max_late_ms=%d%s",
 		scenario, handover.Milliseconds(), rep.duplicates, fenced, rep.lost, rep.messages, rep.deliveries, rep.maxLate.Milliseconds(), extra)
 }
 

@@ -233,7 +233,7 @@ func TestScaleOutIn(t *testing.T) {
 			t.Errorf("sub %d delivered nothing: the scenario did not hand partitions to it", i)
 		}
 	}
-	t.Logf("FIGURE scenario=scale-out-in %s duplicates=%d lost=%d messages=%d deliveries=%d %s",
+	testenv.Figure(t, "scenario=scale-out-in %s duplicates=%d lost=%d messages=%d deliveries=%d %s",
 		lr, rep.duplicates, rep.lost, rep.messages, rep.deliveries, strings.Join(shares, " "))
 	checkClientErrAfterFaults(t, env)
 }
@@ -408,11 +408,11 @@ func TestHandoverLongHandlers(t *testing.T) {
 			pmax, lr.worst.ID, lr.worst.sub, lr.worst.Attempt, longMaxLate)
 		lateOutliers(t, l, from)
 	}
-	t.Logf("FIGURE scenario=long-handlers-scale-out gap_max_ms=%d moved=%d share_ms=%d running_at_giver=%d",
+	testenv.Figure(t, "scenario=long-handlers-scale-out gap_max_ms=%d moved=%d share_ms=%d running_at_giver=%d",
 		outWorst.Milliseconds(), len(outGaps), outTook.Milliseconds(), outRunning)
-	t.Logf("FIGURE scenario=long-handlers-sigterm gap_max_ms=%d moved=%d all_taken_ms=%d running_at_giver=%d exit_ms=%d",
+	testenv.Figure(t, "scenario=long-handlers-sigterm gap_max_ms=%d moved=%d all_taken_ms=%d running_at_giver=%d exit_ms=%d",
 		inWorst.Milliseconds(), len(inGaps), inTook.Milliseconds(), termRunning, exited.Milliseconds())
-	t.Logf("FIGURE scenario=long-handlers %s duplicates=%d lost=%d messages=%d deliveries=%d",
+	testenv.Figure(t, "scenario=long-handlers %s duplicates=%d lost=%d messages=%d deliveries=%d",
 		lr, rep.duplicates, rep.lost, rep.messages, rep.deliveries)
 	checkClientErrAfterFaults(t, env)
 }
@@ -469,7 +469,7 @@ func TestCrashAtDefaults(t *testing.T) {
 	if rep.duplicates > 0 && recovered == 0 {
 		t.Errorf("%d duplicates, but the survivors counted no recovered message", rep.duplicates)
 	}
-	t.Logf("FIGURE scenario=kill9-defaults handover_ms=%d held_start_max_ms=%d bound_ms=%d duplicates=%d recovered=%d lost=%d messages=%d",
+	testenv.Figure(t, "scenario=kill9-defaults handover_ms=%d held_start_max_ms=%d bound_ms=%d duplicates=%d recovered=%d lost=%d messages=%d",
 		handover.Milliseconds(), held.Milliseconds(), bound.Milliseconds(), rep.duplicates, recovered, rep.lost, rep.messages)
 	checkClientErrAfterFaults(t, env)
 }

@@ -148,7 +148,7 @@ func TestRepartitionLive(t *testing.T) {
 		}
 	}
 	moved := subCounter(subs, "moved")
-	t.Logf("FIGURE scenario=repartition grow_4_16_s=%.1f shrink_16_8_s=%.1f moved=%d moved_per_s=%.0f messages=%d lost=%d duplicates=%d lateness_ms p99=%.1f max=%.1f",
+	testenv.Figure(t, "scenario=repartition grow_4_16_s=%.1f shrink_16_8_s=%.1f moved=%d moved_per_s=%.0f messages=%d lost=%d duplicates=%d lateness_ms p99=%.1f max=%.1f",
 		growTook.Seconds(), shrinkTook.Seconds(), moved, float64(moved)/(growTook+shrinkTook).Seconds(),
 		rep.messages, rep.lost, rep.duplicates, float64(p99.Microseconds())/1000, float64(worst.Microseconds())/1000)
 	if moved == 0 {
@@ -337,6 +337,6 @@ func TestRepartitionFaults(t *testing.T) {
 	if ts.Count != 16 || ts.Scheduled != int64(len(farIDs)) || ts.InFlight != 0 {
 		t.Errorf("after the change: %d partitions, %d scheduled, %d in flight; want 16, %d, 0", ts.Count, ts.Scheduled, ts.InFlight, len(farIDs))
 	}
-	t.Logf("FIGURE scenario=repartition-kill grow_4_16_s=%.1f moved=%d messages=%d lost=%d duplicates=%d max_late_ms=%d",
+	testenv.Figure(t, "scenario=repartition-kill grow_4_16_s=%.1f moved=%d messages=%d lost=%d duplicates=%d max_late_ms=%d",
 		took.Seconds(), subCounter(subs, "moved"), rep.messages, rep.lost, rep.duplicates, rep.maxLate.Milliseconds())
 }

@@ -54,7 +54,7 @@ func (m enqueueMode) String() string { return [...]string{"single", "async", "ba
 // runBench implements "delayq bench": the workloads of DESIGN.md section 8
 // in one process, printing one line per run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("bench", "--workload enqueue|burst|spread|all [--n N] [flags]",
+	cmd := newCommand("bench", "--workload enqueue|burst|spread|duenow|all [--n N] [flags]",
 		"Runs a benchmark workload against --addr and prints one line per run:\n"+
 			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
 			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
@@ -63,7 +63,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n"+
 			"  burst:   n messages all due at one instant, consumers running before it:\n"+
 			"           drain rate from that instant and lateness (handler start - due);\n"+
-			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness.\n"+
+			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n"+
+			"  duenow:  n messages due at once, sent one at a time 20 ms apart to an idle\n"+
+			"           topic that two consumers run: lateness.\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
@@ -77,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
-	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: enqueue, burst, spread or all")
+	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: enqueue, burst, spread, duenow or all")
 	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
@@ -136,11 +138,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var workloads []string
 	switch cfg.workload {
 	case "all":
-		workloads = []string{"enqueue", "burst", "spread"}
-	case "enqueue", "burst", "spread":
+		workloads = []string{"enqueue", "burst", "spread", "duenow"}
+	case "enqueue", "burst", "spread", "duenow":
 		workloads = []string{cfg.workload}
 	default:
-		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread or all", cfg.workload)
+		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread, duenow or all", cfg.workload)
 	}
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
@@ -171,6 +173,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				line, err = benchBurst(ctx, run)
 			case "spread":
 				line, err = benchSpread(ctx, run)
+			case "duenow":
+				line, err = benchDueNow(ctx, run)
 			}
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)
@@ -586,4 +590,63 @@ func benchSpread(ctx context.Context, cfg benchConfig) (line string, err error) 
 	}
 	cmds := float64(r.cons.Commands()-cmds0) / float64(n)
 	return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups), nil
+}
+
+// benchDueNow: n messages due at once, sent one at a time 20 ms apart
+// (each call waits for its write) to an idle topic that two consumers
+// run: their lateness shows how soon a write wakes its partition's owner.
+func benchDueNow(ctx context.Context, cfg benchConfig) (line string, err error) {
+	n := cfg.count(200)
+	r, err := startDelivery(ctx, cfg, n)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
+	k, err := r.cons.NewConsumer(delayq.ConsumerOptions{Topic: r.topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, r.l.handle)
+	if err != nil {
+		return "", err
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- k.Run(kctx) }()
+	defer func() {
+		cancel()
+		err = errors.Join(err, <-done)
+	}()
+	info, err := r.cons.Partitions(ctx, r.topic)
+	if err != nil {
+		return "", err
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(k.Stats().Owned) < info.Count/2; {
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("the second consumer owns %d partitions after 30s", len(k.Stats().Owned))
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	idle := time.NewTimer(cfg.poll * 3 / 2) // past the polls of the start
+	select {
+	case <-ctx.Done():
+		idle.Stop()
+		return "", ctx.Err()
+	case <-idle.C:
+	}
+	body := cfg.body()
+	for i := range n {
+		if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups), nil
 }

@@ -143,11 +143,18 @@ const (
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }
 
 // Changes is a HASH: topic name -> counter (HINCRBY) of the topic's
-// membership and ownership changes. Consumers bump their topic's counter
-// when they join, leave or give a partition up; a process reads the
-// counters of all the topics it consumes in one HMGET per tick, to act
-// on a change at once.
+// membership and ownership changes, and WakeField(topic, p) -> counter of
+// the messages written due soon to a partition. Consumers bump their
+// topic's counter when they join, leave or give a partition up, producers
+// a partition's after writing to it; a process reads the counters of all
+// the topics it consumes and partitions it owns in one HMGET per tick, to
+// act on a change, and poll a woken partition, at once.
 func Changes(ns string) string { return ns + ":changes" }
+
+// WakeField is the field of the Changes HASH whose counter a producer
+// bumps after writing a message due soon to partition p of topic, and
+// the partition's owner watches (":" cannot be in a topic's name).
+func WakeField(topic string, p int) string { return topic + ":" + strconv.Itoa(p) }
 
 // Topics is a ZSET: topic name -> time first used (unix ms).
 func Topics(ns string) string { return ns + ":topics" }

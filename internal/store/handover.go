@@ -129,8 +129,22 @@ func (s *Store) Changed(ctx context.Context, topic string) error {
 	return nil
 }
 
-// Changes reads the change counters of topics (0 before a topic's first
-// change) in one command, in the order of topics.
+// Wake bumps the wake-up counters of partitions ps of topic (see
+// keys.WakeField), in one command, for their owners to poll at once.
+func (s *Store) Wake(ctx context.Context, topic string, ps []int) error {
+	args := []any{keys.Changes(s.ns)}
+	for _, p := range ps {
+		args = append(args, keys.WakeField(topic, p))
+	}
+	if _, err := s.script(ctx, wakeScript, args...); err != nil {
+		return fmt.Errorf("wake partitions %v of %s: %w", ps, topic, err)
+	}
+	return nil
+}
+
+// Changes reads counters of the changes hash (0 before a field's first
+// bump: see keys.Changes): topics' change counters and partitions' wake-up
+// counters, in one command, in the order of fields.
 func (s *Store) Changes(ctx context.Context, topics []string) ([]int64, error) {
 	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Changes(s.ns)}, strs(topics)...)})
 	if err != nil {

@@ -398,3 +398,26 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// Figure logs a test's measured figures as a "FIGURE ..." line and, when
+// $DELAYQ_FIGURES names a file, appends the line to it, with the test's
+// name: "make test" prints that file at its end, since go test shows a
+// passing test's logs only with -v.
+func Figure(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	line := "FIGURE " + fmt.Sprintf(format, args...)
+	tb.Log(line)
+	path := os.Getenv("DELAYQ_FIGURES")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		tb.Errorf("figures file: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s: %s\n", tb.Name(), line); err != nil {
+		tb.Errorf("figures file: %v", err)
+	}
+}
