@@ -16,6 +16,7 @@ func TestGolden(t *testing.T) {
 		{Meta("dq", "orders"), "dq:{orders}:meta"},
 		{Members("dq", "orders"), "dq:{orders}:members"},
 		{Changes("dq"), "dq:changes"},
+		{WakeField("orders", 7), "orders:7"},
 		{Topics("app1"), "app1:topics"},
 		{Scheduled("app1", "a.b-c_d", 15), "app1:{a.b-c_d:15}:s"},
 	} {
