@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,15 @@ const (
 
 // Options configures a Client. The zero value of each field means its default.
 type Options struct {
-	// Addr is host:port of a Redis server or of a Codis/Twemproxy proxy. Required.
+	// Addr is host:port of a Redis server or of a Codis/Twemproxy proxy,
+	// or a comma-separated list of proxies in front of the same backends.
+	// Addr or Addrs is required.
 	Addr string
+	// Addrs lists proxies in front of the same backends, as Addr's list
+	// does. New connections go to each healthy proxy in turn; one that
+	// fails is skipped and tried again with backoff, and logged once per
+	// outage. Client.Proxies reports their health.
+	Addrs []string
 	// Password is sent with AUTH on every connection when set.
 	Password string
 	// Namespace prefixes every key. Default DefaultNamespace ("dq").
@@ -95,8 +103,13 @@ type coalescer struct {
 // New returns a Client. It validates the options but does not connect:
 // the first operation does.
 func New(opts Options) (*Client, error) {
-	if opts.Addr == "" {
+	switch {
+	case opts.Addr == "" && len(opts.Addrs) == 0:
 		return nil, fmt.Errorf("%w: Options.Addr is empty", ErrInvalid)
+	case opts.Addr != "" && len(opts.Addrs) > 0:
+		return nil, fmt.Errorf("%w: Options.Addr %q and Options.Addrs %q are both set; set one", ErrInvalid, opts.Addr, opts.Addrs)
+	case opts.Addr == "":
+		opts.Addr = strings.Join(opts.Addrs, ",")
 	}
 	partitionsSet := opts.Partitions != 0
 	if !partitionsSet {
@@ -135,7 +148,7 @@ func New(opts Options) (*Client, error) {
 	st, err := store.Open(store.Options{
 		Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
 		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
-		Hook: opts.hook,
+		Hook: opts.hook, Logger: opts.Logger.With("component", "redis"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -167,6 +180,23 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.store.Close()
+}
+
+// ProxyHealth is the state of one of a client's addresses.
+type ProxyHealth struct {
+	Addr    string `json:"addr"`
+	Up      bool   `json:"up"`
+	LastErr string `json:"last_error,omitempty"` // why it is down
+}
+
+// Proxies returns the health of each address the client was given, as
+// its last connection attempt to each found it. Safe for concurrent use.
+func (c *Client) Proxies() []ProxyHealth {
+	var out []ProxyHealth
+	for _, h := range c.store.Health() {
+		out = append(out, ProxyHealth{Addr: h.Addr, Up: h.Up, LastErr: h.LastErr})
+	}
+	return out
 }
 
 // Commands returns the number of Redis commands the client and its

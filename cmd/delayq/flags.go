@@ -91,7 +91,7 @@ func newConnCommand(name, args, about string, stdout io.Writer) *command {
 	if v, ok := os.LookupEnv(envAddr); ok && v != "" {
 		addr = v
 	}
-	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy (env "+envAddr+")")
+	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (env "+envAddr+")")
 	fs.StringVar(&cmd.c.password, "password", "", "Redis `password` (default $"+envPassword+")")
 	fs.StringVar(&cmd.c.namespace, "namespace", delayq.DefaultNamespace, "key `prefix`")
 	// Parse errors are returned, not printed; -h prints the usage to stdout.

@@ -70,7 +70,7 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	path := fs.String("config", "", "TOML config `file` (default: no file, only defaults and flags)")
-	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy (overrides [redis] addr)")
+	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (overrides [redis] addr)")
 	listen := fs.String("listen", "", "`host:port` of the HTTP API, \"\" for none (overrides [http] listen)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides [log] level)")
 	lease := durationFlag{}

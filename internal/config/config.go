@@ -42,7 +42,7 @@ type Config struct {
 
 // Redis is the [redis] table: where the queue lives.
 type Redis struct {
-	Addr         string        // host:port of Redis or of a Twemproxy/Codis proxy. Default DefaultAddr.
+	Addr         string        // host:port of Redis or of a Twemproxy/Codis proxy, or several proxies' separated by commas (the TOML key takes a string or an array). Default DefaultAddr.
 	Password     string        // sent with AUTH when set.
 	Namespace    string        // key prefix. Default delayq.DefaultNamespace ("dq").
 	PoolSize     int           // connections per client. Default delayq.DefaultPoolSize.

@@ -278,7 +278,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 	c := converter{ps}
 	at := func(table, key string) place { return child(table, "["+table+"]", key) }
 
-	c.str(r.Redis.Addr, &cfg.Redis.Addr, at("redis", "addr"))
+	c.addrs(r.Redis.Addr, &cfg.Redis.Addr, at("redis", "addr"))
 	c.str(r.Redis.Password, &cfg.Redis.Password, at("redis", "password"))
 	c.str(r.Redis.Namespace, &cfg.Redis.Namespace, at("redis", "namespace"))
 	c.integer(r.Redis.PoolSize, &cfg.Redis.PoolSize, at("redis", "pool_size"))
@@ -362,6 +362,30 @@ func (c converter) str(x value, dst *string, at place) {
 	s, ok := x.v.(string)
 	if !ok {
 		c.ps.add(at, "got %s; want a string", typeName(x.v))
+		return
+	}
+	*dst = s
+}
+
+// addrs reads a string, or an array of strings joined with commas (the
+// addresses of several proxies).
+func (c converter) addrs(x value, dst *string, at place) {
+	if !x.set {
+		return
+	}
+	if _, ok := x.v.([]any); ok {
+		var list []string
+		c.strings(x, &list, at)
+		if len(list) == 0 {
+			c.ps.add(at, "the array is empty; want one or more addresses such as [\"10.0.0.1:19000\", \"10.0.0.2:19000\"]")
+			return
+		}
+		*dst = strings.Join(list, ",")
+		return
+	}
+	s, ok := x.v.(string)
+	if !ok {
+		c.ps.add(at, "got %s; want a string such as \"127.0.0.1:6379\" or an array of such strings", typeName(x.v))
 		return
 	}
 	*dst = s

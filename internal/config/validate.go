@@ -25,7 +25,9 @@ func (c *Config) validate() problems {
 	at := func(table, key string) place { return child(table, "["+table+"]", key) }
 
 	r := c.Redis
-	checkAddr(&ps, at("redis", "addr"), r.Addr, false)
+	for _, a := range strings.Split(r.Addr, ",") { // several proxies
+		checkAddr(&ps, at("redis", "addr"), strings.TrimSpace(a), false)
+	}
 	if err := partition.ValidateTopic(r.Namespace); err != nil {
 		ps.add(at("redis", "namespace"), "%v; want 1 to %d bytes of A-Z a-z 0-9 . _ -", err, partition.MaxTopicLen)
 	}

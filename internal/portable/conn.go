@@ -41,7 +41,7 @@ const (
 // Dial connects to addr (a Redis server or a proxy) and returns a checking
 // connection. It sends nothing but AUTH (when a password is set): never
 // HELLO, CLIENT SETNAME or SELECT.
-func Dial(ctx context.Context, addr string, o DialOptions) (redis.Conn, error) {
+func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}

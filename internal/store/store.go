@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,7 +17,9 @@ import (
 
 // Options configures Open. Zero values take the defaults named.
 type Options struct {
-	// Addr is host:port of a Redis server, or of a Twemproxy or Codis proxy.
+	// Addr is host:port of a Redis server, or of a Twemproxy or Codis
+	// proxy; or a comma-separated list of proxies in front of the same
+	// backends (see proxies.go).
 	Addr string
 	// Password is sent with AUTH on each new connection when set.
 	Password string
@@ -27,6 +31,8 @@ type Options struct {
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// Hook is passed to every connection (fault injection in tests).
 	Hook func(cmd string, args []any) error
+	// Logger receives the proxies' ups and downs. Default: discarded.
+	Logger *slog.Logger
 }
 
 // Defaults for Options.
@@ -38,15 +44,20 @@ const (
 // Store runs delayq's operations on one Redis server or proxy.
 // It is safe for concurrent use.
 type Store struct {
-	pool *redis.Pool
-	ns   string
-	cmds atomic.Int64
+	pool    *redis.Pool
+	ns      string
+	cmds    atomic.Int64
+	proxies *proxies
 }
 
 // Open returns a Store. It does not connect: the first operation does.
 func Open(o Options) (*Store, error) {
-	if o.Addr == "" {
-		return nil, errors.New("store: empty address")
+	addrs, err := SplitAddrs(o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
@@ -68,15 +79,34 @@ func Open(o Options) (*Store, error) {
 			return nil
 		},
 	}
+	probeTimeout := o.DialTimeout + o.ReadTimeout
+	if probeTimeout <= 0 {
+		probeTimeout = portable.DefaultConnectTimeout + portable.DefaultReadTimeout
+	}
+	st.proxies = newProxies(addrs, o.Logger, func(ctx context.Context, addr string) error {
+		c, err := portable.Dial(ctx, addr, do)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.DoContext(ctx, "PING")
+		return err
+	})
 	pool := &redis.Pool{
 		MaxIdle:     o.PoolSize,
 		MaxActive:   o.PoolSize,
 		Wait:        true,
 		IdleTimeout: 4 * time.Minute,
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return portable.Dial(ctx, o.Addr, do)
+			return st.proxies.dial(ctx, func(ctx context.Context, addr string) (*portable.Conn, error) {
+				return portable.Dial(ctx, addr, do)
+			})
 		},
 		TestOnBorrow: func(c redis.Conn, t time.Time) error {
+			st.proxies.probeDown(probeTimeout)
+			if !st.proxies.usable(c) {
+				return errors.New("its proxy is down")
+			}
 			if time.Since(t) < 5*time.Second {
 				return nil
 			}
@@ -88,6 +118,23 @@ func Open(o Options) (*Store, error) {
 	return st, nil
 }
 
+// SplitAddrs splits a comma-separated list of host:port addresses,
+// checking each.
+func SplitAddrs(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("store: empty address")
+	}
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("address %q of %q is not host:port", a, list)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 // Commands returns the number of commands sent so far (AUTH included).
 func (s *Store) Commands() int64 { return s.cmds.Load() }
 
@@ -97,8 +144,12 @@ func (s *Store) Pool() *redis.Pool { return s.pool }
 // Namespace returns the key prefix.
 func (s *Store) Namespace() string { return s.ns }
 
-// Close closes the pool's idle connections.
-func (s *Store) Close() error { return s.pool.Close() }
+// Close closes the pool's idle connections, once the probes of proxies
+// that are down have ended.
+func (s *Store) Close() error {
+	s.proxies.probes.Wait()
+	return s.pool.Close()
+}
 
 func (s *Store) conn(ctx context.Context) (redis.Conn, error) {
 	c, err := s.pool.GetContext(ctx)

@@ -31,8 +31,11 @@ type proxyServer struct {
 	p         *proc
 }
 
-func newProxy(root string, backends []string) (*proxyServer, error) {
+func newProxy(root string, i int, backends []string) (*proxyServer, error) {
 	dir := filepath.Join(root, "proxy")
+	if i > 0 {
+		dir += strconv.Itoa(i)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

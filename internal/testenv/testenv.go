@@ -58,6 +58,9 @@ type Options struct {
 	AppendOnly bool
 	// NoProxy skips starting nutcracker; Env.Proxy is then "".
 	NoProxy bool
+	// Proxies is the number of nutcracker processes in front of the same
+	// backends (default 1), as a deployment runs several.
+	Proxies int
 }
 
 // Env is a running set of servers. Its exported fields are fixed for the
@@ -67,8 +70,11 @@ type Env struct {
 	Dir string
 	// Backends holds "127.0.0.1:port" of each redis-server.
 	Backends []string
-	// Proxy is "127.0.0.1:port" of nutcracker, or "" with NoProxy.
+	// Proxy is "127.0.0.1:port" of nutcracker, or "" with NoProxy: the
+	// first of Proxies.
 	Proxy string
+	// Proxies holds the address of each nutcracker (Options.Proxies).
+	Proxies []string
 	// ProxyLog is the path of nutcracker's log file ("" with NoProxy). It
 	// is appended to across proxy restarts.
 	ProxyLog string
@@ -78,6 +84,7 @@ type Env struct {
 	mu       sync.Mutex
 	backends []*backend
 	proxy    *proxyServer
+	proxies  []*proxyServer
 	stopped  bool
 }
 
@@ -163,18 +170,22 @@ func start(dir string, o Options) (*Env, error) {
 		e.Backends = append(e.Backends, b.addr())
 	}
 	if !o.NoProxy {
-		p, err := newProxy(dir, e.Backends)
-		if err != nil {
-			e.Stop()
-			return nil, err
+		for i := range max(o.Proxies, 1) {
+			p, err := newProxy(dir, i, e.Backends)
+			if err != nil {
+				e.Stop()
+				return nil, err
+			}
+			e.proxies = append(e.proxies, p)
+			if err := p.startFresh(); err != nil {
+				e.Stop()
+				return nil, err
+			}
+			e.Proxies = append(e.Proxies, p.addr())
 		}
-		e.proxy = p
-		if err := p.startFresh(); err != nil {
-			e.Stop()
-			return nil, err
-		}
-		e.Proxy = p.addr()
-		e.ProxyLog = p.logPath
+		e.proxy = e.proxies[0]
+		e.Proxy = e.proxy.addr()
+		e.ProxyLog = e.proxy.logPath
 	}
 	return e, nil
 }
@@ -189,8 +200,10 @@ func (e *Env) Stop() {
 	}
 	e.stopped = true
 	var ps []*proc
-	if e.proxy != nil && e.proxy.p != nil {
-		ps = append(ps, e.proxy.p)
+	for _, x := range e.proxies {
+		if x.p != nil {
+			ps = append(ps, x.p)
+		}
 	}
 	for _, b := range e.backends {
 		if b.p != nil {
@@ -275,6 +288,35 @@ func (e *Env) StartProxy(tb testing.TB) {
 		tb.Fatal("testenv: Env already stopped")
 	}
 	if err := p.startSame(); err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+}
+
+// StopProxyN kills nutcracker i (of Options.Proxies) with SIGKILL and
+// waits for it to exit.
+func (e *Env) StopProxyN(tb testing.TB, i int) {
+	tb.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i < 0 || i >= len(e.proxies) {
+		tb.Fatalf("testenv: no proxy %d", i)
+	}
+	e.proxies[i].kill()
+}
+
+// StartProxyN starts nutcracker i again on the same port and waits until
+// it answers PING.
+func (e *Env) StartProxyN(tb testing.TB, i int) {
+	tb.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i < 0 || i >= len(e.proxies) {
+		tb.Fatalf("testenv: no proxy %d", i)
+	}
+	if e.stopped {
+		tb.Fatal("testenv: Env already stopped")
+	}
+	if err := e.proxies[i].startSame(); err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
 }

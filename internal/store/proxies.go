@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq/internal/portable"
+	"github.com/gomodule/redigo/redis"
+)
+
+// A store may be given several addresses: proxies (Twemproxy, Codis) in
+// front of the same backends, any of which serves any key. New
+// connections go to each healthy proxy in turn. A proxy that fails
+// (refused, reset, timed out, or answering "router is not online" while a
+// Codis proxy starts) is skipped, and tried again after a backoff that
+// doubles from proxyRetryMin to proxyRetryMax; its idle connections are
+// dropped when next borrowed. Each proxy going down and coming back is
+// logged once.
+//
+// A command whose connection broke is not sent again here: the operations
+// above decide, since only they know what is safe to repeat. The partition
+// loops and lease managers try again on their next turn (polls, outcomes
+// kept pending, lease extensions, heartbeats: all idempotent or fenced);
+// an enqueue returns the error to its caller, because resending an HSETNX
+// whose reply was lost would report the message as a duplicate of itself.
+const (
+	proxyRetryMin = 100 * time.Millisecond
+	proxyRetryMax = 5 * time.Second
+)
+
+// proxies tracks the health of a store's addresses. Safe for concurrent use.
+type proxies struct {
+	addrs []string
+	log   *slog.Logger
+	// probe dials an address and checks it answers, for a proxy that is
+	// down once its backoff is over (see probeDown).
+	probe  func(ctx context.Context, addr string) error
+	probes sync.WaitGroup
+
+	mu      sync.Mutex
+	next    int // the address the next dial starts from
+	state   []proxyState
+	allDown bool // every address failed its last dial: logged once
+}
+
+type proxyState struct {
+	down    bool
+	probing bool          // a probe of it runs
+	retryAt time.Time     // when a down proxy may be dialed again
+	backoff time.Duration // the current backoff
+	lastErr error
+}
+
+func newProxies(addrs []string, log *slog.Logger, probe func(ctx context.Context, addr string) error) *proxies {
+	return &proxies{addrs: addrs, log: log, probe: probe, state: make([]proxyState, len(addrs))}
+}
+
+// probeDown starts a probe of each proxy that is down and due for a try,
+// so that one that came back is known as up (and used) even while the
+// pool makes no new connection. It is called as connections are
+// borrowed; a probe runs at most once per backoff of its proxy.
+func (x *proxies) probeDown(timeout time.Duration) {
+	if len(x.addrs) < 2 {
+		return
+	}
+	now := time.Now()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.state {
+		st := &x.state[i]
+		if !st.down || st.probing || now.Before(st.retryAt) {
+			continue
+		}
+		st.probing = true
+		x.probes.Add(1)
+		go func() {
+			defer x.probes.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := x.probe(ctx, x.addrs[i])
+			cancel()
+			x.mu.Lock()
+			x.state[i].probing = false
+			x.mu.Unlock()
+			if err != nil {
+				x.failed(i, err)
+			} else {
+				x.up(i)
+			}
+		}()
+	}
+}
+
+// proxyConn is a connection with the index of the address it was dialed
+// to, so that its failure marks that proxy down. It has every method of
+// portable.Conn (redigo's pool needs those with a context or a timeout).
+type proxyConn struct {
+	*portable.Conn
+	x *proxies
+	i int
+}
+
+// Close marks the connection's proxy down when the connection broke (a
+// network error, not an error reply), then closes it.
+func (c *proxyConn) Close() error {
+	if err := c.Conn.Err(); err != nil && isNetErr(err) {
+		c.x.failed(c.i, err)
+	}
+	return c.Conn.Close()
+}
+
+// isNetErr reports whether err is a connection's failure rather than a
+// Redis error reply.
+func isNetErr(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return isProxyDown(err)
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") ||
+		strings.Contains(err.Error(), "broken pipe") || strings.Contains(err.Error(), "EOF")
+}
+
+// isProxyDown reports whether an error reply means the proxy cannot serve
+// yet: a Codis proxy starting up.
+func isProxyDown(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "router is not online")
+}
+
+// dial connects to the next healthy address in turn, with dial, and
+// returns the connection, or an error naming each address's failure when
+// none answers. With several addresses, a new connection is checked with
+// a PING, so that a Codis proxy that is starting is skipped.
+func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr string) (*portable.Conn, error)) (redis.Conn, error) {
+	order := x.order(time.Now())
+	var errs []string
+	for _, i := range order {
+		c, err := dial(ctx, x.addrs[i])
+		if err == nil && len(x.addrs) > 1 {
+			if _, perr := c.Do("PING"); perr != nil {
+				c.Close()
+				err = perr
+			}
+		}
+		if err != nil {
+			x.failed(i, err)
+			errs = append(errs, fmt.Sprintf("%s: %v", x.addrs[i], err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		x.up(i)
+		return &proxyConn{Conn: c, x: x, i: i}, nil
+	}
+	x.mu.Lock()
+	if !x.allDown && len(x.addrs) > 1 {
+		x.allDown = true
+		x.log.Error("no proxy reachable: retrying", "proxies", strings.Join(x.addrs, ","))
+	}
+	x.mu.Unlock()
+	return nil, fmt.Errorf("no address answered: %s", strings.Join(errs, "; "))
+}
+
+// order returns the addresses to try, starting from the next in turn:
+// those not in backoff first, then the others (so that a process whose
+// proxies are all down still tries, and resumes by itself).
+func (x *proxies) order(now time.Time) []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := len(x.addrs)
+	start := x.next
+	x.next = (x.next + 1) % n
+	var ready, later []int
+	for k := range n {
+		i := (start + k) % n
+		if x.state[i].down && now.Before(x.state[i].retryAt) {
+			later = append(later, i)
+		} else {
+			ready = append(ready, i)
+		}
+	}
+	return append(ready, later...)
+}
+
+// failed marks proxy i down, logging it once per outage, and doubles its
+// backoff.
+func (x *proxies) failed(i int, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := &x.state[i]
+	if !s.down {
+		s.down, s.backoff = true, proxyRetryMin
+		if len(x.addrs) > 1 {
+			x.log.Warn("proxy down: skipping it", "proxy", x.addrs[i], "err", err)
+		}
+	} else {
+		s.backoff = min(2*s.backoff, proxyRetryMax)
+	}
+	s.retryAt, s.lastErr = time.Now().Add(s.backoff), err
+}
+
+// up marks proxy i healthy, logging it when it was down.
+func (x *proxies) up(i int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := &x.state[i]
+	if s.down && len(x.addrs) > 1 {
+		x.log.Info("proxy back", "proxy", x.addrs[i])
+	}
+	if x.allDown && len(x.addrs) > 1 {
+		x.log.Info("a proxy answers again", "proxy", x.addrs[i])
+	}
+	probing := s.probing
+	*s, x.allDown = proxyState{probing: probing}, false
+}
+
+// usable reports whether a pooled connection may be used: not when its
+// proxy is down (it failed since the connection was made).
+func (x *proxies) usable(c redis.Conn) bool {
+	pc, ok := c.(*proxyConn)
+	if !ok || len(x.addrs) == 1 { // one address: nowhere else to go
+		return true
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return !x.state[pc.i].down
+}
+
+// ProxyHealth is the state of one address of a store.
+type ProxyHealth struct {
+	Addr    string
+	Up      bool
+	LastErr string // why it is down
+}
+
+// Health returns the state of each address, in the order given.
+func (s *Store) Health() []ProxyHealth {
+	x := s.proxies
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]ProxyHealth, len(x.addrs))
+	for i, a := range x.addrs {
+		out[i] = ProxyHealth{Addr: a, Up: !x.state[i].down}
+		if x.state[i].down && x.state[i].lastErr != nil {
+			out[i].LastErr = x.state[i].lastErr.Error()
+		}
+	}
+	return out
+}

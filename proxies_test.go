@@ -1,0 +1,77 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// A client given two proxies, the first dead from the start, works from
+// its start and reports the dead one; with both proxies of a running
+// consumer down for two seconds, nothing is lost, the client resumes by
+// itself and logs the outage once, not once per command.
+func TestProxiesDeadAndBack(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
+	ctx := context.Background()
+
+	c := newClient(t, "", Options{Addrs: []string{"127.0.0.1:1", env.Proxies[1]}})
+	if _, err := c.Enqueue(ctx, Message{Topic: "px", ID: "a", Delay: time.Hour}); err != nil {
+		t.Fatalf("enqueue with the first proxy dead: %v", err)
+	}
+	if _, err := c.Get(ctx, "px", "a"); err != nil {
+		t.Fatalf("get with the first proxy dead: %v", err)
+	}
+	h := c.Proxies()
+	if len(h) != 2 || h[0].Up || h[0].LastErr == "" || !h[1].Up {
+		t.Errorf("health with the first proxy dead: %+v", h)
+	}
+	if _, err := New(Options{Addr: "127.0.0.1:1", Addrs: []string{"127.0.0.1:2"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Addr and Addrs both set: %v, want ErrInvalid", err)
+	}
+	if _, err := New(Options{Addr: "127.0.0.1:1,nope"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("a bad address in the list: %v, want ErrInvalid naming it", err)
+	}
+
+	var logs testenv.Buffer
+	cc := newClient(t, "", Options{Addrs: env.Proxies, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	rec := newRecorder()
+	k := runConsumer(t, cc, ConsumerOptions{Topic: "px2", PollInterval: 100 * time.Millisecond}, rec.handle)
+	waitFor(t, 10*time.Second, "16 partitions owned", func() bool { return len(k.Stats().Owned) == 16 })
+	var msgs []Message
+	for i := range 100 {
+		msgs = append(msgs, Message{Topic: "px2", ID: fmt.Sprintf("m%d", i), Delay: time.Second + time.Duration(i)*30*time.Millisecond})
+	}
+	res, err := c.EnqueueBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	env.StopProxyN(t, 0)
+	env.StopProxyN(t, 1)
+	time.Sleep(2 * time.Second) // the outage: shorter than the lease (10 s)
+	env.StartProxyN(t, 0)
+	env.StartProxyN(t, 1)
+	waitFor(t, 20*time.Second, "every message delivered after the outage", func() bool { return rec.total() >= len(msgs) })
+	for id, ds := range rec.seen {
+		if len(ds) != 1 {
+			t.Errorf("%s delivered %d times", id, len(ds))
+		}
+	}
+	if n := strings.Count(logs.String(), "no proxy reachable"); n != 1 {
+		t.Errorf("the outage of both proxies logged %d times, want once:\n%s", n, logs.String())
+	}
+	waitFor(t, 10*time.Second, "both proxies reported up", func() bool {
+		h := cc.Proxies()
+		return h[0].Up && h[1].Up
+	})
+}

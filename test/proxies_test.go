@@ -1,0 +1,92 @@
+package test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// Bounds of the loss of one proxy of two, asserted with the defaults.
+const (
+	// proxyDownLate bounds the lateness of a message due while a proxy
+	// is down: the read timeout (3 s) of a command cut off, plus a poll
+	// it then waits for, less the claim-ahead that already held it.
+	proxyDownLate = 3 * time.Second
+)
+
+// TestProxyFailover: two nutcracker processes in front of the same
+// backends; two subs and the producer are given both. 3000 messages fall
+// due over 15 s; the first proxy is killed -9 at 5 s and started again at
+// 10 s. Nothing is lost or early, duplicates only as I5 allows (counted),
+// messages due while the proxy was down start within 3 s of their due,
+// the others within today's bound; each sub logs the outage once, not
+// once per command. A command given a dead proxy first, and the live one
+// second, works from its start.
+func TestProxyFailover(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 3, Proxies: 2})
+	addrs := strings.Join(env.Proxies, ",")
+	topic := "e2e.proxies"
+	l := newLedger()
+	c := faultClient(t, addrs, 16)
+	var subs []*sub
+	var ids []string
+	for i := range 2 {
+		id := []string{"px-0", "px-1"}[i]
+		ids = append(ids, id)
+		subs = append(subs, startSub(t, l, i, "--addr", addrs, "--topic", topic, "--id", id, "--concurrency", "32", "--log-level", "info"))
+	}
+	waitOwners(t, c, topic, time.Now(), faultSettle, "2 subs sharing 16 partitions", func(o ownership) bool {
+		return o.ownedFairlyBy(16, ids...)
+	})
+	start := time.Now().Add(time.Second)
+	sendSpread(t, l, addrs, topic, 0, "px", 3000, start, 15*time.Second)
+
+	time.Sleep(time.Until(start.Add(5 * time.Second)))
+	down := time.Now()
+	env.StopProxyN(t, 0)
+	time.Sleep(time.Until(start.Add(10 * time.Second)))
+	env.StartProxyN(t, 0)
+	back := time.Now()
+
+	waitDrained(t, c, topic, l, subs)
+	stopAllSubs(t, subs)
+	rep := checkFaultLedger(t, l, topic)
+	var rest []time.Duration
+	worstDown := time.Duration(0)
+	for _, d := range l.snapshot() {
+		if d.Attempt != 1 {
+			continue
+		}
+		late := d.at.Sub(d.due)
+		if !d.due.Before(down) && d.due.Before(back) {
+			worstDown = max(worstDown, late)
+			continue
+		}
+		rest = append(rest, late)
+	}
+	sort.Slice(rest, func(i, j int) bool { return rest[i] < rest[j] })
+	p99 := percentile(rest, 0.99)
+	if worstDown > proxyDownLate {
+		t.Errorf("a message due while a proxy was down started %v late, want within %v", worstDown, proxyDownLate)
+	}
+	if p99 >= e2eMaxP99 {
+		t.Errorf("p99 lateness of the messages due while both proxies ran: %v, want under %v", p99, e2eMaxP99)
+	}
+	for _, s := range subs {
+		if n := strings.Count(s.stderr.String(), `msg="proxy down: skipping it"`); n < 1 || n > 2 {
+			t.Errorf("sub %d logged the proxy down %d times, want once for the outage (twice if it flapped)", s.idx, n)
+		}
+	}
+	testenv.Figure(t, "scenario=proxy-failover messages=%d lost=%d duplicates=%d down_late_max_ms=%d rest_p99_ms=%.1f redelivered=%d recovered=%d leases_lost=%d",
+		rep.messages, rep.lost, rep.duplicates, worstDown.Milliseconds(), float64(p99.Microseconds())/1000,
+		subCounter(subs, "redelivered"), subCounter(subs, "recovered"), subCounter(subs, "leases_lost"))
+
+	// A dead proxy listed first: the command works from its start.
+	dead := "127.0.0.1:1"
+	if r := cli(t, "", "stats", "--addr", dead+","+env.Proxies[1], "--topic", topic); r.code != 0 || !strings.Contains(r.stdout, "partitions 16") {
+		t.Errorf("stats with a dead proxy listed first: %s", r)
+	}
+}
