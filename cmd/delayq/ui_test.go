@@ -190,6 +190,8 @@ command = ["true"]
 	})
 	if code, _, body := fetch(t, c, base+"/ui/"); code != http.StatusOK || !strings.Contains(body, "served by worker") {
 		t.Errorf("overview: %d", code)
+	} else if want := fmt.Sprintf(`<span data-proxy="%s" class="ok">%s up</span>`, env.Proxy, env.Proxy); !strings.Contains(body, want) {
+		t.Errorf("overview lacks the worker's proxy, up: %s", want)
 	}
 	stopRun(t, cancel, done, rw.cfg.Worker.ShutdownTimeout+5*time.Second)
 }

@@ -182,6 +182,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	if w.client, err = w.newClient(log); err != nil {
 		return nil, err
 	}
+	w.metrics.AddProxies(w.client)
 	for _, tc := range cfg.Topics {
 		t := &workerTopic{cfg: tc}
 		w.topics = append(w.topics, t)
@@ -225,6 +226,7 @@ func (w *worker) newUI(log *slog.Logger) error {
 		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
 		Token: w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
+		Proxies: w.client.Proxies,
 		Counters: func(topic string) (ui.Counters, bool) {
 			t, ok := w.byName[topic]
 			if !ok {
@@ -329,7 +331,7 @@ func (w *worker) run(ctx context.Context) error {
 	var srv *http.Server
 	if ln != nil {
 		var h http.Handler = httpapi.New(httpapi.Options{
-			Client: w.clientOf, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+			Client: w.clientOf, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
 			Ready: w.ready, Gatherer: w.reg, Logger: w.log,
 		})
 		if w.ui != nil {

@@ -271,6 +271,11 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 	})
 	if c, m := get("/metrics", ""); c != 200 || !strings.Contains(m, "go_goroutines") {
 		t.Errorf("/metrics: %d, no Go collector", c)
+	} else if want := fmt.Sprintf(`delayq_proxy_up{addr=%q} 1`, env.Backends[0]); !strings.Contains(m, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if c, body := get("/readyz", ""); c != 200 || !strings.Contains(body, fmt.Sprintf(`"proxies":[{"addr":%q,"up":true}]`, env.Backends[0])) {
+		t.Errorf("/readyz: %d %s, want ready with the one address up", c, body)
 	}
 	if err := w.ready(ctx); err != nil {
 		t.Errorf("ready: %v", err)

@@ -39,6 +39,9 @@ type Options struct {
 	// with its error otherwise. It is called with a 5s timeout.
 	// Default: always ready.
 	Ready func(ctx context.Context) error
+	// Proxies, when set, reports the health of each Redis address the
+	// worker was given; /readyz lists them. Optional.
+	Proxies func() []delayq.ProxyHealth
 	// Gatherer is served at /metrics. Default nil: no /metrics route.
 	Gatherer prometheus.Gatherer
 	// Logger receives the errors of 5xx responses (Error) and of requests
@@ -208,17 +211,32 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz answers 200 when Options.Ready does, 503 otherwise.
+// readyBody is the answer of /readyz: "ready", or the error, and the
+// health of each Redis address.
+type readyBody struct {
+	Status  string               `json:"status,omitempty"`
+	Error   string               `json:"error,omitempty"`
+	Proxies []delayq.ProxyHealth `json:"proxies,omitempty"`
+}
+
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	var body readyBody
+	code := http.StatusOK
 	if s.o.Ready != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		err := s.o.Ready(ctx)
 		cancel()
 		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
-			return
+			code, body.Error = http.StatusServiceUnavailable, err.Error()
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	if code == http.StatusOK {
+		body.Status = "ready"
+	}
+	if s.o.Proxies != nil {
+		body.Proxies = s.o.Proxies()
+	}
+	writeJSON(w, code, body)
 }
 
 // promLogger passes promhttp's errors to slog.

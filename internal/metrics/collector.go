@@ -57,6 +57,7 @@ var (
 	inflightDesc     = desc("inflight", "Messages claimed by a consumer and not yet acked, retried or dead.")
 	deadDesc         = desc("dead_messages", "Messages in the dead set.")
 	scrapeErrorsDesc = desc("scrape_errors_total", "Scrapes that could not read the topic's gauges from Redis.")
+	proxyUpDesc      = prometheus.NewDesc("delayq_proxy_up", "1 while the Redis address (a proxy) answered its last connection attempt, 0 while it is skipped as down.", []string{"addr"}, nil)
 )
 
 // collector reads the consumers' and topics' numbers at scrape time. It is
@@ -65,6 +66,7 @@ type collector struct {
 	timeout time.Duration
 
 	mu         sync.Mutex
+	proxies    *delayq.Client // its addresses' health, when set
 	sources    []source
 	scrapeErrs map[string]float64 // topic -> failed gauge reads
 }
@@ -96,7 +98,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range counterDefs {
 		ch <- d.desc
 	}
-	for _, d := range []*prometheus.Desc{ownedDesc, scheduledDesc, inflightDesc, deadDesc, scrapeErrorsDesc} {
+	for _, d := range []*prometheus.Desc{ownedDesc, scheduledDesc, inflightDesc, deadDesc, scrapeErrorsDesc, proxyUpDesc} {
 		ch <- d
 	}
 }
@@ -106,7 +108,17 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	sources := append([]source(nil), c.sources...)
+	proxies := c.proxies
 	c.mu.Unlock()
+	if proxies != nil {
+		for _, h := range proxies.Proxies() {
+			up := 0.0
+			if h.Up {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(proxyUpDesc, prometheus.GaugeValue, up, h.Addr)
+		}
+	}
 
 	// Counters, summed over the consumers of each topic.
 	type sums struct {

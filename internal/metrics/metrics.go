@@ -86,6 +86,15 @@ func (m *Metrics) AddConsumer(topic string, c *delayq.Client, k *delayq.Consumer
 	m.coll.add(source{topic: topic, client: c, consumer: k})
 }
 
+// AddProxies reports the health of each of c's Redis addresses as
+// delayq_proxy_up{addr}: 1 while it answers, 0 while it is skipped as
+// down.
+func (m *Metrics) AddProxies(c *delayq.Client) {
+	m.coll.mu.Lock()
+	defer m.coll.mu.Unlock()
+	m.coll.proxies = c
+}
+
 // ObserveDelivery records one delivery of topic: lateness is the time from
 // its due time to the start of the handler (negative values count as 0),
 // duration is how long the handler ran and err what it returned.

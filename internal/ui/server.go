@@ -70,6 +70,9 @@ type Options struct {
 	// runs outside a worker, and the topic page says that rates are
 	// served by a worker only.
 	Counters func(topic string) (Counters, bool)
+	// Proxies returns the health of each Redis address of the worker
+	// serving the dashboard, shown on the overview. Optional.
+	Proxies func() []delayq.ProxyHealth
 	// Lateness holds the lateness of this process's deliveries, for the
 	// p99 of the topic page. Default nil: none shown.
 	Lateness *Lateness

@@ -6,15 +6,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
 
 // overviewView is the overview page.
 type overviewView struct {
 	base
-	Topics []topicRow
-	Total  int64 // topics known, shown or not
-	Sum    topicRow
+	Proxies []delayq.ProxyHealth // of the worker serving the page; none standalone
+	Topics  []topicRow
+	Total   int64 // topics known, shown or not
+	Sum     topicRow
 }
 
 // topicRow is one topic of the overview.
@@ -48,6 +50,9 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 		return nil, err
 	}
 	v := &overviewView{Topics: make([]topicRow, len(heads)), Total: total}
+	if s.o.Proxies != nil {
+		v.Proxies = s.o.Proxies()
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, statsWorkers)
 	for i, h := range heads {
