@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -25,14 +26,15 @@ const doctorTTL = 10 * time.Minute
 // prints a line per check, hints about the deployment and a summary. It
 // fails when a check failed or the server could not be reached.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("doctor", "[--addr A] [--password P] [--backends B1,B2] [--json]",
+	cmd := newConnCommand("doctor", "[--addr A[,A2...]] [--password P] [--backends B1,B2] [--json]",
 		"Checks that a Redis server or a Twemproxy/Codis proxy runs every command delayq sends\n"+
 			"(the portable set): each command shape runs on scratch keys <namespace>:doctor:{<random>}:*\n"+
 			"and its reply is checked; then it measures round trips, removes its keys, prints hints\n"+
 			"about the deployment and a summary. With --backends it also reads, straight from each\n"+
 			"Redis server behind the proxy (INFO, never through the proxy), its version,\n"+
 			"maxmemory-policy and appendonly, and warns with the fix when one puts messages at risk.\n"+
-			"Exit status 1 when a check fails (warnings do not fail).",
+			"With several proxies in --addr (separated by commas) it checks each in turn, and\n"+
+			"--json prints a list of reports. Exit status 1 when a check fails (warnings do not fail).",
 		stdout)
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -48,28 +50,60 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *timeout <= 0:
 		return cmd.usageErr("invalid value %v for flag --timeout: want a positive duration", *timeout)
 	}
-	d, err := newDoctor(ctx, cmd.c.addr, cmd.c.namespace, portable.DialOptions{
-		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
-	})
+	addrs, err := store.SplitAddrs(cmd.c.addr)
 	if err != nil {
-		return fmt.Errorf("doctor: %w", err)
+		return cmd.usageErr("invalid value %q for flag --addr: %v", cmd.c.addr, err)
 	}
-	rep := d.run(ctx, *samples)
+	opts := portable.DialOptions{
+		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
+	}
+	// Each proxy of a list in turn: any of them may serve a process.
+	var reps []*doctorReport
+	failed, checks := 0, 0
+	for _, addr := range addrs {
+		d, err := newDoctor(ctx, addr, cmd.c.namespace, opts)
+		if err != nil {
+			if len(addrs) == 1 {
+				return fmt.Errorf("doctor: %w", err)
+			}
+			rep := &doctorReport{Addr: addr, Hints: []string{}}
+			rep.add(checkResult{Name: "connect", Error: err.Error()})
+			reps = append(reps, rep)
+		} else {
+			reps = append(reps, d.run(ctx, *samples))
+		}
+		rep := reps[len(reps)-1]
+		failed, checks = failed+rep.Failed, checks+rep.Failed+rep.Passed
+	}
 	if *backends != "" {
 		for _, b := range strings.Split(*backends, ",") {
-			rep.addBackend(ctx, strings.TrimSpace(b), cmd.c.password)
+			reps[0].addBackend(ctx, strings.TrimSpace(b), cmd.c.password)
+		}
+		failed, checks = 0, 0
+		for _, rep := range reps {
+			failed, checks = failed+rep.Failed, checks+rep.Failed+rep.Passed
 		}
 	}
-	if *asJSON {
-		err = writeJSON(stdout, rep)
-	} else {
-		err = writeDoctorText(stdout, rep)
+	for i, rep := range reps {
+		switch {
+		case *asJSON && len(reps) == 1:
+			err = writeJSON(stdout, rep)
+		case *asJSON:
+			if i == 0 {
+				err = writeJSON(stdout, reps) // one report per address
+			}
+		default:
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			err = writeDoctorText(stdout, rep)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if rep.Failed > 0 {
-		return fmt.Errorf("doctor: %d of %d checks failed on %s", rep.Failed, rep.Failed+rep.Passed, rep.Addr)
+	if failed > 0 {
+		return fmt.Errorf("doctor: %d of %d checks failed on %s", failed, checks, strings.Join(addrs, ", "))
 	}
 	return nil
 }

@@ -226,3 +226,34 @@ func TestBackendWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorProxies checks each proxy of a list: with two proxies, both
+// pass; with a dead one first, its report fails to connect, the live
+// one's passes, and the run exits with an error naming both.
+func TestDoctorProxies(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
+	stdout, _, err := runArgs(t, "doctor", "--addr", strings.Join(env.Proxies, ","), "--json")
+	var reps []doctorReport
+	if err != nil || json.Unmarshal([]byte(stdout), &reps) != nil || len(reps) != 2 {
+		t.Fatalf("doctor of two proxies: %v\n%s", err, stdout)
+	}
+	for i, rep := range reps {
+		if rep.Addr != env.Proxies[i] || rep.Failed != 0 || rep.Passed == 0 {
+			t.Errorf("report %d: %s, %d passed, %d failed", i, rep.Addr, rep.Passed, rep.Failed)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	stdout, _, err = runArgs(t, "doctor", "--addr", dead+","+env.Proxies[1], "--json", "--timeout", "500ms")
+	reps = nil
+	if err == nil || !strings.Contains(err.Error(), dead) || json.Unmarshal([]byte(stdout), &reps) != nil || len(reps) != 2 {
+		t.Fatalf("doctor with a dead proxy first: %v\n%s", err, stdout)
+	}
+	if reps[0].Failed != 1 || reps[0].Checks[0].Name != "connect" || reps[1].Failed != 0 {
+		t.Errorf("reports: dead %+v; live %d failed", reps[0], reps[1].Failed)
+	}
+}
