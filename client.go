@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
+	"github.com/delayq/delayq/poller"
 )
 
 // Defaults for Options.
@@ -81,8 +82,9 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co    coalescer
-	watch watcher // the change counters of the consumers' topics
+	co     coalescer
+	watch  watcher        // the change counters of the consumers' topics
+	errLog *poller.ErrLog // the errors of the consumers' partition loops
 }
 
 // coalescer is the state that joins concurrent Enqueue and EnqueueAsync
@@ -158,6 +160,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
+	c.errLog = poller.NewErrLog(opts.Logger)
 	return c, nil
 }
 

@@ -130,7 +130,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 		},
 		Gained: func(int) { k.count(eventLeasesGained, 1) },
 		Lost:   func(int) { k.count(eventLeasesLost, 1) },
-		Logger: k.log, Now: k.c.opts.Now,
+		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog,
 	})
 	if err != nil {
 		return err
@@ -182,6 +182,7 @@ func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, wor
 		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,
 		Now: k.c.opts.Now, Logger: k.c.opts.Logger.With("consumer", k.opts.ID), Count: k.count,
 		Layout: func() store.Layout { return *k.layout.Load() }, MoveSettle: k.opts.moveSettle,
+		Errors: k.c.errLog,
 	}
 }
 

@@ -42,6 +42,10 @@ type Options struct {
 	Token func(ctx context.Context) (int64, error)
 	// Logger, default slog.Default().
 	Logger *slog.Logger
+	// Errors, when set, logs the transient errors of the keep-alive
+	// (extensions that failed and are retried) with the others of the
+	// process, once per outage; the lease's loss is logged by Logger.
+	Errors ErrorLogger
 }
 
 // Lease is a held lock with a fencing token. Its methods are safe for
@@ -52,6 +56,7 @@ type Lease struct {
 	margin time.Duration
 	expiry time.Duration
 	log    *slog.Logger
+	errs   ErrorLogger
 	mutex  *redsync.Mutex // touched only by Acquire, keepAlive and Release (after keepAlive ended)
 
 	ctx    context.Context
@@ -64,6 +69,22 @@ type Lease struct {
 	done     chan struct{}
 	release  sync.Once
 	released error
+}
+
+// ErrorLogger logs transient errors, such as a process's partition loops
+// share (poller.ErrLog): the first of an outage as a warning, the rest
+// quieter.
+type ErrorLogger interface {
+	Log(msg string, err error, attrs ...any)
+}
+
+// logErr logs a transient error through Options.Errors, or as a warning.
+func (l *Lease) logErr(msg string, err error) {
+	if l.errs != nil {
+		l.errs.Log(msg, err, "lease", l.name)
+		return
+	}
+	l.log.Warn(msg, "err", err)
 }
 
 // Acquire tries once to take the lease called name. It returns ErrTaken
@@ -102,6 +123,7 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 	l := &Lease{
 		name: name, token: token, margin: o.Margin, expiry: o.Expiry, mutex: m,
 		log:   o.Logger.With("component", "lease", "lease", name, "token", token),
+		errs:  o.Errors,
 		until: m.Until(),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -182,7 +204,7 @@ func (l *Lease) keepAlive() {
 			l.cancel(ErrLost)
 			return
 		default:
-			l.log.Warn("lease extension failed, retrying", "err", err)
+			l.logErr("lease extension failed, retrying", err)
 			tick.Reset(every / 4)
 		}
 	}

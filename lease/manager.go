@@ -74,8 +74,12 @@ type ManagerOptions struct {
 	// Gained and Lost are told of each lease gained, and each lost before
 	// a graceful stop (optional).
 	Gained, Lost func(p int)
-	Logger       *slog.Logger     // default slog.Default()
-	Now          func() time.Time // default time.Now
+	Logger       *slog.Logger // default slog.Default()
+	// Errors, when set, logs transient errors (heartbeats, acquisitions
+	// and lease extensions that failed) with the others of the process,
+	// once per outage (see ErrorLogger). Optional.
+	Errors ErrorLogger
+	Now    func() time.Time // default time.Now
 }
 
 // Manager owns a member's fair share of a topic's partitions, in the way
@@ -219,6 +223,16 @@ func (m *Manager) stopAll() {
 	m.changed(ctx)
 }
 
+// logErr logs a transient error through ManagerOptions.Errors, or as a
+// warning.
+func (m *Manager) logErr(msg string, err error, attrs ...any) {
+	if m.o.Errors != nil {
+		m.o.Errors.Log(msg, err, append(attrs, "topic", m.o.Topic)...)
+		return
+	}
+	m.log.Warn(msg, append(attrs, "err", err)...)
+}
+
 // span reads how many partitions there are to share now (see
 // ManagerOptions.Span), keeping the last count when it cannot.
 func (m *Manager) span(ctx context.Context) {
@@ -256,7 +270,7 @@ func (m *Manager) share(ctx context.Context, leaving bool) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
-		m.log.Warn("heartbeat", "err", err)
+		m.logErr("heartbeat", err)
 		if leaving {
 			return 0
 		}
@@ -347,11 +361,11 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 			Expiry: o.Expiry,
 			Value:  o.Value(),
 			Token:  func(ctx context.Context) (int64, error) { return o.Members.NextToken(ctx, o.Topic, p) },
-			Logger: o.Logger,
+			Logger: o.Logger, Errors: o.Errors,
 		})
 		if err != nil {
 			if !errors.Is(err, ErrTaken) {
-				m.log.Warn("acquire partition", "partition", p, "err", err)
+				m.logErr("acquire partition", err, "partition", p)
 			}
 			continue
 		}

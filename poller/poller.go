@@ -103,6 +103,9 @@ type Config struct {
 	Layout func() store.Layout
 	// MoveSettle: see DefaultMoveSettle, the default.
 	MoveSettle time.Duration
+	// Errors, when set, logs the loop's errors with those of the other
+	// loops of the process: one warning per outage (see ErrLog).
+	Errors *ErrLog
 	// Wake, when it delivers, makes the loop poll at once: a producer
 	// wrote a message due soon (optional). A wake-up lost on the way only
 	// leaves the message to the next poll.
@@ -161,8 +164,13 @@ func (p *part) count(ev string, n int) {
 	}
 }
 
-// logErr logs at most one error per second per partition.
+// logErr logs an error of the loop: through Config.Errors, or at most
+// one per second for the partition without it.
 func (p *part) logErr(msg string, err error) {
+	if p.cfg.Errors != nil {
+		p.cfg.Errors.Log(msg, err, "component", "poller", "consumer", p.cfg.Consumer, "topic", p.cfg.Topic, "partition", p.cfg.Partition, "token", p.cfg.Token)
+		return
+	}
 	if time.Since(p.lastErr) < time.Second {
 		return
 	}

@@ -90,3 +90,62 @@ func TestProxyFailover(t *testing.T) {
 		t.Errorf("stats with a dead proxy listed first: %s", r)
 	}
 }
+
+// TestFaultBackendDownDefaults: with the defaults (lease 10 s), one of
+// three backends (appendonly, fsync always) is killed -9 and started again
+// 2 s later from its AOF while two subs deliver 1000 messages due over
+// 10 s. Nothing is lost, early or delivered twice; messages due during
+// the outage start within 3 s of their due; each sub logs the outage in
+// one warning, not one per command or partition.
+func TestFaultBackendDownDefaults(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 3, AppendOnly: true})
+	addr, topic := env.Proxy, "e2e.backend.down"
+	l := newLedger()
+	c := faultClient(t, addr, 16)
+	var subs []*sub
+	ids := []string{"bd-0", "bd-1"}
+	for i, id := range ids {
+		subs = append(subs, startSub(t, l, i, "--addr", addr, "--topic", topic, "--id", id, "--concurrency", "32", "--log-level", "info"))
+	}
+	waitOwners(t, c, topic, time.Now(), faultSettle, "2 subs sharing 16 partitions", func(o ownership) bool {
+		return o.ownedFairlyBy(16, ids...)
+	})
+	start := time.Now().Add(time.Second)
+	sendSpread(t, l, addr, topic, 0, "bd", 1000, start, 10*time.Second)
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	down := time.Now()
+	env.StopBackend(t, 1)
+	time.Sleep(2 * time.Second)
+	env.StartBackend(t, 1)
+	back := time.Now()
+	waitDrained(t, c, topic, l, subs)
+	stopAllSubs(t, subs)
+	rep := checkFaultLedger(t, l, topic)
+	if rep.duplicates > 0 {
+		t.Errorf("%d duplicates after an outage shorter than the lease", rep.duplicates)
+	}
+	worst := time.Duration(0)
+	for _, d := range l.snapshot() {
+		if d.Attempt == 1 && !d.due.Before(down) && d.due.Before(back) {
+			worst = max(worst, d.at.Sub(d.due))
+		}
+	}
+	if worst > proxyDownLate {
+		t.Errorf("a message due during the outage started %v late, want within %v", worst, proxyDownLate)
+	}
+	warnings := 0
+	for _, s := range subs {
+		var lines []string
+		for _, ln := range strings.Split(s.stderr.String(), "\n") {
+			if strings.Contains(ln, "level=WARN") || strings.Contains(ln, "level=ERROR") {
+				lines = append(lines, ln)
+			}
+		}
+		warnings += len(lines)
+		if len(lines) > 1 {
+			t.Errorf("sub %d logged the outage in %d warnings, want one:\n%s", s.idx, len(lines), strings.Join(lines, "\n"))
+		}
+	}
+	testenv.Figure(t, "scenario=backend-down-2s-defaults messages=%d lost=%d duplicates=%d down_late_max_ms=%d warnings=%d",
+		rep.messages, rep.lost, rep.duplicates, worst.Milliseconds(), warnings)
+}
