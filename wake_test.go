@@ -99,7 +99,7 @@ func TestWakeLost(t *testing.T) {
 	}
 	worst := late[len(late)-1]
 	testenv.Figure(t, "scenario=due-now-lost-wakeups messages=20 lateness_ms p50=%.1f max=%.1f", ms(late[len(late)/2]), ms(worst))
-	if bound := DefaultPollInterval*11/10 + 100*time.Millisecond; worst > bound {
+	if bound := DefaultPollInterval*11/10 + 300*time.Millisecond; worst > bound { // the poll, its jitter, a claim
 		t.Errorf("max lateness %v without wake-ups, want within a poll interval (%v)", worst, bound)
 	}
 }

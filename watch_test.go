@@ -64,7 +64,9 @@ func TestWatchOneReadPerTick(t *testing.T) {
 	if len(reads) == 0 {
 		t.Error("no read of the change counters")
 	}
-	if max := int(elapsed/opts.ChangePoll) + 2; len(reads) > max {
+	// A consumer taking or giving a partition up adds a read (its watch
+	// starts again); three topics read apart would take three a tick.
+	if max := int(elapsed/opts.ChangePoll) + 4; len(reads) > max {
 		t.Errorf("%d reads of the change counters in %v, want at most %d (one per tick)", len(reads), elapsed, max)
 	}
 	for _, r := range reads {
