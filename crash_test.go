@@ -165,7 +165,7 @@ func (cs *crashCase) fence(t *testing.T) {
 func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
 	t.Helper()
 	ctx := context.Background()
-	tok, err := st.NextToken(ctx, topic, p)
+	tok, err := st.NextToken(ctx, topic, p, time.Now().UnixMilli())
 	if err != nil {
 		t.Fatalf("token of %s/%d: %v", topic, p, err)
 	}

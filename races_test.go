@@ -105,8 +105,8 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.store
-		old, _ := st.NextToken(ctx, topic, 0)
-		newer, _ := st.NextToken(ctx, topic, 0)
+		old, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
+		newer, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
 		if err := st.RaiseFence(ctx, topic, 0, old); err != nil {
 			t.Fatal(err)
 		}

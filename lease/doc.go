@@ -7,8 +7,8 @@
 //
 // The lock is a redsync mutex (acquire is SET NX PX, extend and release are
 // one-key scripts: all work through Codis and Twemproxy). redsync has no
-// fencing tokens, so Acquire takes one from a caller-supplied counter (an
-// INCR of the partition's epoch key) after every acquisition: a newer owner
+// fencing tokens, so Acquire takes one from a caller-supplied counter (the
+// partition's epoch key, raised to the clock) after every acquisition: a newer owner
 // always holds a larger token, and storage refuses claims made under an
 // older one.
 package lease

@@ -27,7 +27,7 @@ func opts(st *store.Store, value string, expiry time.Duration) lease.Options {
 	return lease.Options{
 		Expiry: expiry,
 		Value:  value,
-		Token:  func(ctx context.Context) (int64, error) { return st.NextToken(ctx, "lt", 0) },
+		Token:  func(ctx context.Context) (int64, error) { return st.NextToken(ctx, "lt", 0, time.Now().UnixMilli()) },
 	}
 }
 

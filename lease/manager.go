@@ -25,7 +25,9 @@ type Membership interface {
 	// Changed bumps the topic's change counter, which ManagerOptions.Changes
 	// watches.
 	Changed(ctx context.Context, topic string) error
-	NextToken(ctx context.Context, topic string, p int) (int64, error)
+	// NextToken draws a fencing token of partition p, no smaller than
+	// nowMS.
+	NextToken(ctx context.Context, topic string, p int, nowMS int64) (int64, error)
 }
 
 // Work runs partition p while the manager owns it, under l. It returns
@@ -360,7 +362,9 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 		l, err := Acquire(ctx, o.Redsync, o.Name(p), Options{
 			Expiry: o.Expiry,
 			Value:  o.Value(),
-			Token:  func(ctx context.Context) (int64, error) { return o.Members.NextToken(ctx, o.Topic, p) },
+			Token: func(ctx context.Context) (int64, error) {
+				return o.Members.NextToken(ctx, o.Topic, p, o.Now().UnixMilli())
+			},
 			Logger: o.Logger, Errors: o.Errors,
 		})
 		if err != nil {

@@ -93,7 +93,8 @@ func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
 // Lease is a STRING: the redsync lock of the partition, valued LeaseValue.
 func Lease(ns, topic string, p int) string { return tag(ns, topic, p) + "lease" }
 
-// Epoch is a STRING counter (INCR): the partition's fencing tokens.
+// Epoch is a STRING counter (INCR, raised to the clock in ms): the
+// partition's fencing tokens.
 func Epoch(ns, topic string, p int) string { return tag(ns, topic, p) + "epoch" }
 
 // OfPartition is every key of partition p: a key added to a partition

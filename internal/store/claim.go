@@ -13,14 +13,16 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// NextToken returns a new fencing token for the partition (INCR of its
-// epoch key).
-func (s *Store) NextToken(ctx context.Context, topic string, p int) (int64, error) {
-	r, err := s.do(ctx, cmd{"INCR", []any{keys.Epoch(s.ns, topic, p)}})
+// NextToken returns a new fencing token for the partition: its epoch
+// counter plus one, or nowMS when that is more (see tokenScript), so that
+// a counter a backend failover took back still yields a token above any
+// fence raised before.
+func (s *Store) NextToken(ctx context.Context, topic string, p int, nowMS int64) (int64, error) {
+	r, err := s.script(ctx, tokenScript, keys.Epoch(s.ns, topic, p), nowMS)
 	if err != nil {
 		return 0, fmt.Errorf("token of partition %d: %w", p, err)
 	}
-	return redis.Int64(r[0], nil)
+	return redis.Int64(r, nil)
 }
 
 // RaiseFence raises partition p's fence to token. A *FencedError means a

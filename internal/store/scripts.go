@@ -508,3 +508,17 @@ return out
 var wakeScript = newScript(`
 for i = 1, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
 `)
+
+// tokenScript draws a fencing token: the epoch counter plus one, raised
+// to the caller's clock when that is more. Tokens only grow; drawn from
+// the clock, they stay above the fences raised before even when a failover
+// to a replica took the counter back (with hosts' clocks in step).
+// KEYS[1]: the epoch counter. ARGV[1]: now (unix ms). Returns the token.
+var tokenScript = newScript(`
+local t = redis.call('INCR', KEYS[1])
+local floor = tonumber(ARGV[1])
+if t < floor then
+  t = redis.call('INCRBY', KEYS[1], floor - t)
+end
+return t
+`)
