@@ -149,3 +149,38 @@ func TestFaultBackendDownDefaults(t *testing.T) {
 	testenv.Figure(t, "scenario=backend-down-2s-defaults messages=%d lost=%d duplicates=%d down_late_max_ms=%d warnings=%d",
 		rep.messages, rep.lost, rep.duplicates, worst.Milliseconds(), warnings)
 }
+
+// TestProxiesBothDown: a sub given two proxies, with the defaults, sees
+// both killed -9 for 5 s (shorter than the lease) while 600 messages fall
+// due over 12 s: it logs "no proxy reachable" once, resumes by itself,
+// and nothing is lost, early or delivered twice.
+func TestProxiesBothDown(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
+	addrs := strings.Join(env.Proxies, ",")
+	topic := "e2e.proxies.down"
+	l := newLedger()
+	c := faultClient(t, addrs, 16)
+	s := startSub(t, l, 0, "--addr", addrs, "--topic", topic, "--id", "pd-0", "--concurrency", "32", "--log-level", "info")
+	waitOwners(t, c, topic, time.Now(), faultSettle, "the sub owning 16 partitions", func(o ownership) bool {
+		return o.ownedFairlyBy(16, "pd-0")
+	})
+	start := time.Now().Add(time.Second)
+	sendSpread(t, l, addrs, topic, 0, "pd", 600, start, 12*time.Second)
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	env.StopProxyN(t, 0)
+	env.StopProxyN(t, 1)
+	time.Sleep(5 * time.Second)
+	env.StartProxyN(t, 0)
+	env.StartProxyN(t, 1)
+	waitDrained(t, c, topic, l, []*sub{s})
+	stopAllSubs(t, []*sub{s})
+	rep := checkFaultLedger(t, l, topic)
+	if rep.duplicates > 0 {
+		t.Errorf("%d duplicates after an outage shorter than the lease", rep.duplicates)
+	}
+	if n := strings.Count(s.stderr.String(), "no proxy reachable"); n != 1 {
+		t.Errorf("the outage of both proxies logged %d times, want once", n)
+	}
+	testenv.Figure(t, "scenario=proxies-both-down-5s messages=%d lost=%d duplicates=%d max_late_ms=%d",
+		rep.messages, rep.lost, rep.duplicates, rep.maxLate.Milliseconds())
+}
