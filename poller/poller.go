@@ -23,6 +23,7 @@ type Store interface {
 	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
 	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
+	AnyDue(ctx context.Context, topic string, p int, maxDueMS int64) (bool, error)
 	Ack(ctx context.Context, topic string, p int, ids []string) error
 	Drop(ctx context.Context, topic string, p int, ids []string) error
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
@@ -131,6 +132,9 @@ type part struct {
 	lastErr  time.Time
 	cursor   string
 	starved  bool // the last claim was cut short by the dispatcher's bound
+	// idle: the last poll found nothing to claim; the next one looks
+	// with one plain command before it runs the claim's scripts.
+	idle bool
 	// lingerFrom is when a starved loop first saw fewer free slots than a
 	// batch's worth (zero when it has not, or claimed since).
 	lingerFrom time.Time
@@ -375,6 +379,15 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	// PollInterval plus up to 10% jitter) is taken now and held until due.
 	maxDue := now.Add(cfg.PollInterval * 3 / 2).UnixMilli()
 	nowMS := now.UnixMilli()
+	if p.idle {
+		// An idle partition costs a plain ZRANGEBYSCORE a poll instead of
+		// the claim's fenced scripts (three commands for the server); a
+		// lost lease still shows at its next extension.
+		if any, err := cfg.Store.AnyDue(ctx, cfg.Topic, cfg.Partition, maxDue); err == nil && !any {
+			cfg.Dispatch.release(n)
+			return false, nil
+		}
+	}
 	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
 	claimed, recs, err := cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n,
 		func(due int64) int64 { return max(due, nowMS) + visibility })
@@ -402,6 +415,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		return false, nil
 	}
 	cfg.Dispatch.release(n - len(claimed))
+	p.idle = len(claimed) == 0
 	if len(claimed) < n {
 		p.starved = false // took everything there was
 	}

@@ -13,6 +13,19 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
+// AnyDue reports whether partition p has something due by maxDueMS: one
+// plain command (the fence and handover marks, scored below zero, are not
+// counted), the cheap look of a partition that was idle at its last poll,
+// before the claim's fenced scripts.
+func (s *Store) AnyDue(ctx context.Context, topic string, p int, maxDueMS int64) (bool, error) {
+	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Scheduled(s.ns, topic, p), 0, maxDueMS, "LIMIT", 0, 1}})
+	if err != nil {
+		return false, fmt.Errorf("look at partition %d: %w", p, err)
+	}
+	vals, _ := redis.Values(r[0], nil)
+	return len(vals) > 0, nil
+}
+
 // NextToken returns a new fencing token for the partition: its epoch
 // counter plus one, or nowMS when that is more (see tokenScript), so that
 // a counter a backend failover took back still yields a token above any
