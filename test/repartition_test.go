@@ -41,23 +41,7 @@ func TestRepartitionLive(t *testing.T) {
 	c := faultClient(t, addr, 4)
 	l := newLedger()
 	// 1000 messages an hour ahead, in the topic of 4 (created here).
-	far := time.Now().Add(time.Hour)
-	var farIDs []string
-	var farMsgs []delayq.Message
-	for i := range 1000 {
-		id := fmt.Sprintf("far-%04d", i)
-		farIDs = append(farIDs, id)
-		farMsgs = append(farMsgs, delayq.Message{Topic: topic, ID: id, At: far, Body: []byte(id)})
-	}
-	res, err := c.EnqueueBatch(ctx, farMsgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	farIDs, far := enqueueFar(t, c, topic, 1000)
 
 	subArgs := func(i int) []string {
 		return []string{"--addr", addr, "--topic", topic, "--id", fmt.Sprintf("rp-%d", i), "--concurrency", "32", "--log-level", "info"}
@@ -265,23 +249,7 @@ func TestRepartitionFaults(t *testing.T) {
 	ctx := context.Background()
 	c := faultClient(t, addr, 4)
 	l := newLedger()
-	far := time.Now().Add(time.Hour)
-	var farIDs []string
-	var farMsgs []delayq.Message
-	for i := range 2000 {
-		id := fmt.Sprintf("far-%04d", i)
-		farIDs = append(farIDs, id)
-		farMsgs = append(farMsgs, delayq.Message{Topic: topic, ID: id, At: far, Body: []byte(id)})
-	}
-	res, err := c.EnqueueBatch(ctx, farMsgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	farIDs, _ := enqueueFar(t, c, topic, 2000)
 	var subs []*sub
 	var ids []string
 	for i := range 3 {
@@ -339,4 +307,27 @@ func TestRepartitionFaults(t *testing.T) {
 	}
 	testenv.Figure(t, "scenario=repartition-kill grow_4_16_s=%.1f moved=%d messages=%d lost=%d duplicates=%d max_late_ms=%d",
 		took.Seconds(), subCounter(subs, "moved"), rep.messages, rep.lost, rep.duplicates, rep.maxLate.Milliseconds())
+}
+
+// enqueueFar enqueues n messages due in an hour (ids far-NNNN, the id as
+// body) and returns their ids and due time.
+func enqueueFar(t *testing.T, c *delayq.Client, topic string, n int) ([]string, time.Time) {
+	t.Helper()
+	far := time.Now().Add(time.Hour)
+	ids := make([]string, n)
+	msgs := make([]delayq.Message, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("far-%04d", i)
+		msgs[i] = delayq.Message{Topic: topic, ID: ids[i], At: far, Body: []byte(ids[i])}
+	}
+	res, err := c.EnqueueBatch(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return ids, far
 }

@@ -454,15 +454,7 @@ func (s *Store) Exists(ctx context.Context, topic string, p int, ids []string) (
 			segAt = append(segAt, i)
 		}
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	r, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := s.runScripts(ctx, cmds)
 	if err != nil {
 		return nil, fmt.Errorf("look for ids in partition %d: %w", p, err)
 	}

@@ -70,15 +70,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if len(pending) > 0 {
 		run(segHealScript, keys.Records(s.ns, topic, p), pending)
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
-	}
-	r, err = pipeScripts(ctx, c, checks)
-	c.Close()
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err = s.runScripts(ctx, checks)
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}

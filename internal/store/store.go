@@ -239,6 +239,21 @@ func pipeScripts(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	return r, nil
 }
 
+// runScripts sends cmds with pipeScripts on a connection of its own and
+// returns their replies, or the first error among them.
+func (s *Store) runScripts(ctx context.Context, cmds []cmd) ([]any, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, cmds)
+	if err == nil {
+		err = firstErr(r)
+	}
+	return r, err
+}
+
 // firstErr returns the first redis error among replies.
 func firstErr(replies []any) error {
 	for _, r := range replies {
