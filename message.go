@@ -94,8 +94,7 @@ func msgName(id string) string {
 }
 
 // Enqueue adds one message and returns its id. It wraps ErrDuplicate when
-// the id is already queued in the topic, ErrInvalid for bad input and
-// ErrPartitionMismatch when the topic has another partition count.
+// the id is already queued in the topic and ErrInvalid for bad input.
 //
 // Concurrent calls are coalesced into batches (unless
 // Options.DisableCoalescing): the call returns when its batch is written.
