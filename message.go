@@ -231,38 +231,31 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 const wakeAhead = 2 * time.Second
 
 // wake tells the owners of the partitions that got a message due within
-// wakeAhead to poll now (see store.Wake): one command per topic, after
-// the messages are written. A wake-up that is lost (the command fails,
-// or the process dies before it) delays those messages by at most the
-// owner's poll interval: it is only logged.
+// wakeAhead to poll now (see store.Wake): one command for the write,
+// after its messages are written. A wake-up that is lost (the command
+// fails, or the process dies before it) delays those messages by at most
+// the owner's poll interval: it is only logged.
 func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, members [][]int, res []EnqueueResult) {
-	var topic string
-	var parts []int
-	flush := func() {
-		if len(parts) == 0 {
-			return
-		}
-		if err := c.store.Wake(ctx, topic, parts); err != nil {
-			c.log.Debug("wake the owners of partitions", "topic", topic, "partitions", parts, "err", err)
-		}
-		parts = parts[:0]
-	}
+	var ps []store.TopicPartition
 	soon := now.Add(wakeAhead)
 	for gi, g := range groups {
-		if g.Topic != topic {
-			flush()
-			topic = g.Topic
+		tp := store.TopicPartition{Topic: g.Topic, P: g.P}
+		if len(ps) > 0 && ps[len(ps)-1] == tp {
+			continue // groups of one partition are next to one another
 		}
 		for _, i := range members[gi] {
 			if res[i].Err == nil && res[i].Due.Before(soon) {
-				if len(parts) == 0 || parts[len(parts)-1] != g.P {
-					parts = append(parts, g.P)
-				}
+				ps = append(ps, tp)
 				break
 			}
 		}
 	}
-	flush()
+	if len(ps) == 0 {
+		return
+	}
+	if err := c.store.Wake(ctx, ps); err != nil {
+		c.log.Debug("wake the owners of partitions", "partitions", len(ps), "err", err)
+	}
 }
 
 // firstOfEach returns the messages of group (indexes into msgs, in the
@@ -327,12 +320,12 @@ const segmentMax = 16
 // topic that cannot be read fails its messages (in res[i].Err), or the
 // whole write when ctx ended.
 func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
-	type topicLayout struct {
+	type topicRead struct {
 		topic string
 		l     store.Layout
 		err   error
 	}
-	var seen []topicLayout // a write has a topic or a few: a list beats a map
+	var seen []topicRead // a write has a topic or a few: a list beats a map
 	layout := func(topic string) (store.Layout, error) {
 		for _, t := range seen {
 			if t.topic == topic {
@@ -340,14 +333,11 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 			}
 		}
 		l, err := c.ensureTopic(ctx, topic)
-		seen = append(seen, topicLayout{topic, l, err})
+		seen = append(seen, topicRead{topic, l, err})
 		return l, err
 	}
-	type oldPlace struct {
-		topic string
-		p     int
-	}
-	var check map[oldPlace][]int // given ids to look for in their old partition
+	var lookups []store.Lookup // given ids to look for in their old partition
+	var lookedUp [][]int       // the messages of each lookup's ids
 	var st steerer
 	for i := range msgs {
 		parts[i] = -1
@@ -362,19 +352,17 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 			res[i].Err = err
 			continue
 		}
-		n := l.Count
-		if l.Changing() {
-			n = l.Next
-		}
-		switch id := msgs[i].ID; {
+		switch id, n := msgs[i].ID, l.PlaceCount(); {
 		case id != "":
 			parts[i] = l.Place(id)
 			if old := l.Old(id); old != parts[i] {
-				if check == nil {
-					check = map[oldPlace][]int{}
+				tp := store.TopicPartition{Topic: msgs[i].Topic, P: old}
+				j := slices.IndexFunc(lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
+				if j < 0 {
+					j = len(lookups)
+					lookups, lookedUp = append(lookups, store.Lookup{TopicPartition: tp}), append(lookedUp, nil)
 				}
-				k := oldPlace{msgs[i].Topic, old}
-				check[k] = append(check[k], i)
+				lookups[j].IDs, lookedUp[j] = append(lookups[j].IDs, id), append(lookedUp[j], i)
 			}
 		case n <= maxSteerPartitions:
 			res[i].ID, parts[i] = st.next(now, msgs[i].Topic, n)
@@ -383,23 +371,22 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 			parts[i] = partition.For(res[i].ID, n)
 		}
 	}
+	if len(lookups) == 0 {
+		return nil
+	}
 	// Before the write, which checks the new partition: a move writes
 	// there before it removes the message from the old one.
-	for k, idx := range check {
-		ids := make([]string, len(idx))
-		for j, i := range idx {
-			ids[j] = msgs[i].ID
-		}
-		there, err := c.store.Exists(ctx, k.topic, k.p, ids)
-		if err != nil && ctx.Err() != nil {
-			return err
-		}
-		for j, i := range idx {
+	there, err := c.store.Exists(ctx, lookups)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	for j, lk := range lookups {
+		for k, i := range lookedUp[j] {
 			switch {
 			case err != nil:
 				res[i].Err = err
-			case there[j]:
-				res[i].Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, ids[j], k.topic)
+			case there[j][k]:
+				res[i].Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, lk.IDs[k], lk.Topic)
 			}
 		}
 	}

@@ -11,115 +11,123 @@ import (
 // each topic they run and the wake-up counter of each partition they own,
 // all in one command (an HMGET) per tick, and tells the subscribers of
 // each field that moved. A process that runs ten topics of 16 partitions
-// thus pays one read per tick, not ten or 160. It runs while it has
-// subscribers. Safe for concurrent use.
+// thus pays one read per tick, not ten or 160. Its loop runs while it has
+// subscribers, and reads the fields subscribed at each tick. Safe for
+// concurrent use.
 type watcher struct {
 	c *Client
 
-	mu     sync.Mutex
-	subs   map[*watch]struct{}
-	cancel context.CancelFunc // stops the running loop, if any
-	done   chan struct{}      // closed when it returned
-	// seen is where each topic's counter stood at the last read. Only the
-	// running loop uses it (one at a time: a loop starts after the last
-	// one returned), so that a change between two loops is not missed.
-	seen map[string]int64
+	mu   sync.Mutex
+	subs map[*watch]struct{}
+	stop context.CancelFunc // stops the running loop, if any
+	done chan struct{}      // closed when that loop has returned
 }
 
 // watch is one subscription: a field (a topic, or a partition's wake-up
 // field) and where it is told.
 type watch struct {
-	topic string // the field
+	field string
 	every time.Duration
 	ch    chan struct{} // capacity 1: a change pending is enough
 }
 
-// subscribe starts telling the returned channel of changes of the field
-// topic (a topic's name, or a keys.WakeField), read every `every` or more
-// often, until the returned function is called.
-func (w *watcher) subscribe(topic string, every time.Duration) (<-chan struct{}, func()) {
-	s := &watch{topic: topic, every: every, ch: make(chan struct{}, 1)}
+// subscribe starts telling the returned channel of changes of field (a
+// topic's name, or a keys.WakeField), read every `every` or more often,
+// until the returned function is called.
+func (w *watcher) subscribe(field string, every time.Duration) (<-chan struct{}, func()) {
+	s := &watch{field: field, every: every, ch: make(chan struct{}, 1)}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.subs == nil {
-		w.subs, w.seen = map[*watch]struct{}{}, map[string]int64{}
+		w.subs = map[*watch]struct{}{}
 	}
 	w.subs[s] = struct{}{}
-	w.restartLocked()
+	if w.stop == nil {
+		// A loop still returning after its last subscriber left is not
+		// waited for here (it takes w.mu at its tick): the unsubscribe
+		// that stopped it waits for it.
+		ctx, stop := context.WithCancel(context.Background())
+		w.stop, w.done = stop, make(chan struct{})
+		go w.loop(ctx, w.done)
+	}
+	w.mu.Unlock()
 	var once sync.Once
 	return s.ch, func() {
 		once.Do(func() {
 			w.mu.Lock()
 			delete(w.subs, s)
-			w.restartLocked()
+			var done chan struct{}
+			if len(w.subs) == 0 {
+				w.stop()
+				w.stop, done = nil, w.done
+			}
 			w.mu.Unlock()
+			if done != nil {
+				<-done // not under w.mu: the loop takes it at each tick
+			}
 		})
 	}
 }
 
-// restartLocked stops the reading loop and starts a new one for the
-// subscribers there are now (none: no loop). w.mu is held.
-func (w *watcher) restartLocked() {
-	if w.cancel != nil {
-		w.cancel()
-		<-w.done
-		w.cancel = nil
-	}
-	if len(w.subs) == 0 {
-		return
-	}
-	var every time.Duration
-	subs := make([]*watch, 0, len(w.subs))
+// current returns the subscriptions, the distinct fields they watch and
+// the shortest tick they ask for.
+func (w *watcher) current() (subs []*watch, fields []string, every time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
 	for s := range w.subs {
 		subs = append(subs, s)
+		if !seen[s.field] {
+			seen[s.field] = true
+			fields = append(fields, s.field)
+		}
 		if every == 0 || s.every < every {
 			every = s.every
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel, w.done = cancel, make(chan struct{})
-	go w.loop(ctx, subs, every, w.done)
+	return subs, fields, every
 }
 
-// loop reads the counters of the subscribers' topics every tick and
-// signals the subscribers of each topic whose counter moved since it was
-// last read. The first read of a topic only sets where its counter stands.
-func (w *watcher) loop(ctx context.Context, subs []*watch, every time.Duration, done chan struct{}) {
+// loop reads the counters of the subscribed fields every tick and signals
+// the subscribers of each field whose counter moved since it was last
+// read, or was read for the first time.
+func (w *watcher) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	var topics []string
-	index := map[string]int{}
-	for _, s := range subs {
-		if _, ok := index[s.topic]; !ok {
-			index[s.topic] = len(topics)
-			topics = append(topics, s.topic)
-		}
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	last := map[string]int64{}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		// Each read is bounded by a tick, and not cut off by ctx: a
-		// command cut off in the middle closes its connection.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(every, time.Second))
-		vals, err := w.c.store.Changes(rctx, topics)
-		cancel()
-		if err == nil {
-			for _, s := range subs {
-				v := vals[index[s.topic]]
-				if last, ok := w.seen[s.topic]; ok && v != last {
-					select {
-					case s.ch <- struct{}{}:
-					default:
-					}
-				}
-			}
-			for t, i := range index {
-				w.seen[t] = vals[i]
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
+		subs, fields, every := w.current()
+		if len(fields) > 0 {
+			// Each read is bounded, and not cut off by ctx: a command cut
+			// off in the middle closes its connection.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(every, time.Second))
+			vals, err := w.c.store.Changes(rctx, fields)
+			cancel()
+			if err == nil {
+				now := make(map[string]int64, len(fields))
+				for i, f := range fields {
+					now[f] = vals[i]
+				}
+				for _, s := range subs {
+					// A field read for the first time may have moved since
+					// its subscriber began: it is told, once, to look.
+					if v, ok := last[s.field]; !ok || v != now[s.field] {
+						select {
+						case s.ch <- struct{}{}:
+						default:
+						}
+					}
+				}
+				for f, v := range now {
+					last[f] = v
+				}
+			}
+		}
+		timer.Reset(max(every, time.Millisecond))
 	}
 }

@@ -129,15 +129,16 @@ func (s *Store) Changed(ctx context.Context, topic string) error {
 	return nil
 }
 
-// Wake bumps the wake-up counters of partitions ps of topic (see
-// keys.WakeField), in one command, for their owners to poll at once.
-func (s *Store) Wake(ctx context.Context, topic string, ps []int) error {
+// Wake bumps the wake-up counters of partitions ps (see
+// keys.WakeField), of any topics, in one command, for their owners to poll
+// at once.
+func (s *Store) Wake(ctx context.Context, ps []TopicPartition) error {
 	args := []any{keys.Changes(s.ns)}
-	for _, p := range ps {
-		args = append(args, keys.WakeField(topic, p))
+	for _, tp := range ps {
+		args = append(args, keys.WakeField(tp.Topic, tp.P))
 	}
 	if _, err := s.script(ctx, wakeScript, args...); err != nil {
-		return fmt.Errorf("wake partitions %v of %s: %w", ps, topic, err)
+		return fmt.Errorf("wake %d partitions: %w", len(ps), err)
 	}
 	return nil
 }

@@ -25,14 +25,17 @@ func (l Layout) Changing() bool { return l.Next > 0 && l.Next != l.Count }
 // during a change.
 func (l Layout) Span() int { return max(l.Count, l.Next) }
 
-// Place returns the partition a new message of id goes to: its partition
-// in the count being changed to, during a change.
-func (l Layout) Place(id string) int {
+// PlaceCount is the count new messages are placed by: the count being
+// changed to, during a change.
+func (l Layout) PlaceCount() int {
 	if l.Changing() {
-		return partition.For(id, l.Next)
+		return l.Next
 	}
-	return partition.For(id, l.Count)
+	return l.Count
 }
+
+// Place returns the partition a new message of id goes to.
+func (l Layout) Place(id string) int { return partition.For(id, l.PlaceCount()) }
 
 // Old returns the partition id had before the change (Place's when none
 // runs). A message is there or in Place(id).

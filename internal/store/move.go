@@ -440,38 +440,62 @@ func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []stri
 	return n, nil
 }
 
-// Exists reports, for each id, whether partition p holds a message of
-// that id (a record of its own, or an entry of a segment): the duplicate
-// check of an enqueue in a partition a change of the count moves
-// messages out of.
-func (s *Store) Exists(ctx context.Context, topic string, p int, ids []string) ([]bool, error) {
-	mk := keys.Records(s.ns, topic, p)
-	cmds := []cmd{{"EVALSHA", append(scriptCall(fieldsScript, mk, len(ids)), strs(ids)...)}}
-	var segAt []int // the ids a segment could hold, in the order of their reads
-	for i, id := range ids {
-		if reads := segReads(mk, id); len(reads) > 0 {
-			cmds = append(cmds, reads...)
-			segAt = append(segAt, i)
+// TopicPartition names a partition of a topic.
+type TopicPartition struct {
+	Topic string
+	P     int
+}
+
+// Lookup is the ids to look for in one partition (see Exists).
+type Lookup struct {
+	TopicPartition
+	IDs []string
+}
+
+// Exists reports, for each id of each lookup, whether its partition holds
+// a message of that id (a record of its own, or an entry of a segment),
+// all in one pipeline: the duplicate check of an enqueue in the
+// partitions a change of the count moves messages out of.
+func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) {
+	var cmds []cmd
+	type segRead struct{ l, i int } // an id a segment could hold
+	var segs []segRead
+	for _, lk := range lookups {
+		mk := keys.Records(s.ns, lk.Topic, lk.P)
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(fieldsScript, mk, len(lk.IDs)), strs(lk.IDs)...)})
+	}
+	for l, lk := range lookups {
+		mk := keys.Records(s.ns, lk.Topic, lk.P)
+		for i, id := range lk.IDs {
+			if reads := segReads(mk, id); len(reads) > 0 {
+				cmds = append(cmds, reads...)
+				segs = append(segs, segRead{l, i})
+			}
 		}
 	}
 	r, err := s.runScripts(ctx, cmds)
 	if err != nil {
-		return nil, fmt.Errorf("look for ids in partition %d: %w", p, err)
+		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
 	}
-	has, err := intsOf(r[0], len(ids))
-	if err != nil {
-		return nil, fmt.Errorf("look for ids in partition %d: %w", p, err)
-	}
-	out := make([]bool, len(ids))
-	for i := range ids {
-		out[i] = has[i] == 1
-	}
-	for j, i := range segAt {
-		e, err := segHeld(r[1+j:2+j], ids[i])
+	out := make([][]bool, len(lookups))
+	for l, lk := range lookups {
+		has, err := intsOf(r[l], len(lk.IDs))
 		if err != nil {
-			return nil, fmt.Errorf("look for %q in partition %d: %w", ids[i], p, err)
+			return nil, fmt.Errorf("look for ids in partition %d: %w", lk.P, err)
 		}
-		out[i] = out[i] || e != nil
+		out[l] = make([]bool, len(lk.IDs))
+		for i := range lk.IDs {
+			out[l][i] = has[i] == 1
+		}
+	}
+	for j, sr := range segs {
+		id := lookups[sr.l].IDs[sr.i]
+		at := len(lookups) + j
+		e, err := segHeld(r[at:at+1], id)
+		if err != nil {
+			return nil, fmt.Errorf("look for %q in partition %d: %w", id, lookups[sr.l].P, err)
+		}
+		out[sr.l][sr.i] = out[sr.l][sr.i] || e != nil
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -121,9 +122,10 @@ func isNetErr(err error) bool {
 	if errors.As(err, &re) {
 		return isProxyDown(err)
 	}
+	// A reset or broken pipe comes as a *net.OpError, a net.Error; a
+	// connection the proxy closed, as io.EOF.
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") ||
-		strings.Contains(err.Error(), "broken pipe") || strings.Contains(err.Error(), "EOF")
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // isProxyDown reports whether an error reply means the proxy cannot serve
