@@ -74,7 +74,7 @@ test: test-deps build
 demo: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh
 
-# The workloads of DESIGN.md section 8, directly and through Twemproxy.
+# The workloads of docs/benchmarks.md, directly and through Twemproxy.
 RUNS ?= 1
 bench: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench.sh --runs $(RUNS)

@@ -18,7 +18,7 @@ import (
 	"github.com/delayq/delayq/partition"
 )
 
-// Crash safety, shown rather than assumed (DESIGN.md §3, I1 and I2).
+// Crash safety, shown rather than assumed (I1 and I2 of docs/architecture.md).
 //
 // Each storage operation of a message's life is run through a connection
 // whose hook kills it before its k-th command, for every k: exactly the

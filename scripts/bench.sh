@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh: the benchmarks of DESIGN.md section 8 in a loopback sandbox.
+# bench.sh: the benchmarks of docs/benchmarks.md in a loopback sandbox.
 #
 # Starts two redis-server backends and nutcracker (no hash_tag), then runs
 # "delayq bench --workload all" once directly against one backend and once

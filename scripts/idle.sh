@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# idle.sh: the idle workload of DESIGN.md section 8, delayq beside asynq in
+# idle.sh: the idle workload of docs/benchmarks.md, delayq beside asynq in
 # one run on one machine.
 #
 # For each fleet size W (default 1 4 8): W "delayq worker" processes, each

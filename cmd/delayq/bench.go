@@ -51,7 +51,7 @@ const (
 
 func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
 
-// runBench implements "delayq bench": the workloads of DESIGN.md section 8
+// runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("bench", "--workload enqueue|burst|spread|duenow|all [--n N] [flags]",

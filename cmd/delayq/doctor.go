@@ -394,7 +394,7 @@ func (d *doctor) cleanup(ctx context.Context) checkResult {
 	return d.runCheck(ctx, c)
 }
 
-// checks lists every command shape of the portable set (DESIGN.md 1), in
+// checks lists every command shape of the portable set (internal/portable), in
 // an order where each check finds the state the ones before it left.
 func (d *doctor) checks() []doctorCheck {
 	str, ctr, h, z, l, sk := d.key("str"), d.key("ctr"), d.key("hash"), d.key("zset"), d.key("list"), d.key("script")

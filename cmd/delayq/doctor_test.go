@@ -12,7 +12,7 @@ import (
 )
 
 // doctorChecks are the checks doctor must run: every command shape of
-// the portable set (DESIGN.md 1), then the cleanup.
+// the portable set (internal/portable), then the cleanup.
 var doctorChecks = []string{
 	"PING", "SET NX PX", "SET PX", "GET", "DEL", "EXISTS", "PEXPIRE", "PTTL", "INCR", "INCRBY",
 	"HSET", "HSETNX", "HMSET", "HMGET", "HGET", "HDEL", "HINCRBY", "HLEN", "HSCAN",

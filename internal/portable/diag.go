@@ -13,7 +13,7 @@ import (
 // DiagnosticShape is the audit shape of the one command outside the
 // portable set that delayq may send: INFO memory, by BackendUsedMemory,
 // straight to a Redis backend (never through a proxy) to measure memory
-// per message for benchmarks (DESIGN.md section 8). Nothing on the
+// per message for benchmarks (docs/benchmarks.md). Nothing on the
 // queue's paths sends it.
 const DiagnosticShape = "INFO memory (backend diagnostic)"
 

@@ -1,5 +1,5 @@
 // Package portable knows the set of Redis commands that work through Codis
-// and Twemproxy (DESIGN.md section 1) and refuses every other command before
+// and Twemproxy (the set in check.go) and refuses every other command before
 // it is sent.
 //
 // Every connection delayq opens comes from Dial, which wraps the redigo
