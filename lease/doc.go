@@ -1,7 +1,7 @@
 // Package lease gives a process exclusive, expiring ownership of a
 // partition, in the shape of etcd's concurrency.Session: Acquire returns a
-// Lease whose one keep-alive goroutine extends it every Expiry/3, whose
-// Ctx is cancelled the moment it can no longer be trusted (Until minus a
+// Lease whose one keep-alive goroutine extends it every Expiry/3 (Expiry/2
+// while its holder is idle, see SetIdle), whose Ctx is cancelled the moment it can no longer be trusted (Until minus a
 // margin passed without a successful extension), and whose Release is
 // idempotent.
 //

@@ -136,3 +136,47 @@ func TestLostBeforeUntilWhenRedisGone(t *testing.T) {
 	}
 	_ = a.Release(ctx) // Redis is down: an error is expected; the call must return
 }
+
+// An idle lease is extended every Expiry/2; once its holder is busy
+// again, the next extension comes Expiry/3 after the last one.
+func TestIdleExtendsLessOften(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	st, rs := setup(t, env.Backends[0])
+	const expiry = 1200 * time.Millisecond
+	l, err := lease.Acquire(context.Background(), rs, "lt:idle", opts(st, "a", expiry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	l.SetIdle(true)
+	// extended waits for the next extension and returns when it landed.
+	extended := func() time.Time {
+		t.Helper()
+		before := l.Until()
+		deadline := time.Now().Add(expiry)
+		for time.Now().Before(deadline) {
+			if l.Until() != before {
+				return time.Now()
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatalf("no extension within %v", expiry)
+		return time.Time{}
+	}
+	prev := extended()
+	for range 2 {
+		at := extended()
+		if gap := at.Sub(prev); gap < expiry/2-20*time.Millisecond {
+			t.Errorf("idle lease extended %v after the last, want Expiry/2 (%v)", gap, expiry/2)
+		}
+		prev = at
+	}
+	time.Sleep(expiry / 12)
+	l.SetIdle(false)
+	if gap := extended().Sub(prev); gap > expiry/2-expiry/12 {
+		t.Errorf("busy again, the lease was extended %v after the last, want about Expiry/3 (%v)", gap, expiry/3)
+	}
+	if !l.Valid() {
+		t.Error("lease not valid")
+	}
+}

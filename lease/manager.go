@@ -39,7 +39,7 @@ type Work func(p int, l *Lease, stop <-chan struct{}, handedOver func()) error
 
 // DefaultChangePoll is how often a process reads the change counters of
 // its topics (see ManagerOptions.Changes).
-const DefaultChangePoll = 50 * time.Millisecond
+const DefaultChangePoll = 60 * time.Millisecond
 
 // ManagerOptions configures a Manager. Fields are required unless a
 // default is named.
@@ -48,9 +48,10 @@ type ManagerOptions struct {
 	ID    string // the member's id
 	// Partitions is how many partitions there are to share at the start.
 	Partitions int
-	// Span, when set, is called at the start of each round (a heartbeat,
-	// or a change of the topic) and returns how many partitions there are
-	// to share now: the topic's count can change while the manager runs.
+	// Span, when set, is called at the start of each round a change of
+	// the topic started and of every third heartbeat's round (see
+	// spanEvery), and returns how many partitions there are to share now:
+	// the topic's count can change while the manager runs.
 	// Partitions beyond it are handed over. Optional.
 	Span func(ctx context.Context) (int, error)
 	// Expiry of each partition's lease. Default DefaultExpiry (10s).
@@ -163,17 +164,22 @@ func (m *Manager) Run(ctx context.Context) {
 	joined := false
 	tick := time.NewTimer(0)
 	defer tick.Stop()
-loop:
-	for {
+	for beats := 0; ; {
+		changed := false
 		select {
 		case <-ctx.Done():
-			break loop
+			m.stopAll()
+			return
 		case <-o.Changes:
+			changed = true
 		case <-tick.C:
 			tick.Reset(clock.Jitter(o.Heartbeat))
+			beats++
 		}
 		rctx, cancel := round()
-		m.span(rctx)
+		if changed || beats%spanEvery == 1 {
+			m.span(rctx)
+		}
 		target := m.share(rctx, false)
 		if !joined && ctx.Err() == nil {
 			joined = true // tell the others to share with us now
@@ -183,8 +189,12 @@ loop:
 		m.acquire(ctx, rctx, target)
 		cancel()
 	}
-	m.stopAll()
 }
+
+// spanEvery: the manager reads the partition count (Span) at every round
+// a change started, and at every spanEvery-th heartbeat besides, in case
+// the signal of a change was lost.
+const spanEvery = 3
 
 // stopAll is Run's graceful stop.
 func (m *Manager) stopAll() {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -14,27 +15,42 @@ import (
 // A leaving consumer (one stopping, its partitions handed over) is kept
 // as a member with minus its expiry as score: the givers' watch still
 // sees it alive, and it counts in no one's fair share. Members whose
-// heartbeat expired long ago (before nowMS - gcMS) are removed, a few per
-// call.
+// heartbeat expired long ago (before nowMS - gcMS) are removed. Two
+// commands: the ZADD and one read of the whole set.
 func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error) {
 	k := keys.Members(s.ns, topic)
 	score := expiresMS
 	if leaving {
 		score = -expiresMS
 	}
+	// The whole set in one read: a topic has a member per consumer, and
+	// the old ones are forgotten here.
 	r, err := s.do(ctx,
 		cmd{"ZADD", []any{k, score, id}},
-		cmd{"ZRANGEBYSCORE", []any{k, nowMS, "+inf"}},
-		cmd{"ZRANGEBYSCORE", []any{k, 0, nowMS - gcMS, "LIMIT", 0, 16}},
-		cmd{"ZRANGEBYSCORE", []any{k, -(nowMS - gcMS), "(0", "LIMIT", 0, 16}},
+		cmd{"ZRANGE", []any{k, 0, -1, "WITHSCORES"}},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
 	}
-	live, _ := redis.Strings(r[1], nil)
-	old, _ := redis.Strings(r[2], nil)
-	gone, _ := redis.Strings(r[3], nil)
-	if old = append(old, gone...); len(old) > 0 {
+	all, err := redis.Strings(r[1], nil)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
+	}
+	var live, old []string
+	for i := 0; i+1 < len(all); i += 2 {
+		member := all[i]
+		sc, err := strconv.ParseFloat(all[i+1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("heartbeat of %s in %s: score %q of %s: %w", id, topic, all[i+1], member, err)
+		}
+		switch ms := int64(sc); {
+		case ms >= nowMS:
+			live = append(live, member)
+		case ms >= 0 && ms <= nowMS-gcMS, ms < 0 && -ms <= nowMS-gcMS:
+			old = append(old, member) // expired, or left, gcMS ago
+		}
+	}
+	if len(old) > 0 {
 		if _, err := s.do(ctx, cmd{"ZREM", append([]any{k}, strs(old)...)}); err != nil {
 			return live, fmt.Errorf("forget old members of %s: %w", topic, err)
 		}
