@@ -17,6 +17,7 @@ const (
 	DefaultTimeout           = 30 * time.Second
 	DefaultLease             = 10 * time.Second
 	DefaultPollInterval      = time.Second
+	DefaultIdlePollInterval  = 5 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultReconcileBatch    = 256
@@ -68,7 +69,9 @@ type ConsumerOptions struct {
 	MaxAttempts int
 	// Backoff is the retry ladder. Default DefaultBackoff.
 	Backoff []time.Duration
-	// Lease is the partition lease's expiry; it is extended every Lease/3.
+	// Lease is the partition lease's expiry; it is extended every Lease/3,
+	// or every Lease/2 while its partition is idle (nothing held, running
+	// or due within the poll's reach).
 	// Default DefaultLease (10s).
 	Lease time.Duration
 	// Heartbeat is how often the consumer renews its membership of the
@@ -82,7 +85,7 @@ type ConsumerOptions struct {
 	// ChangePoll for its next owner, not a heartbeat. The counters of
 	// every topic the client's consumers run are read together, in one
 	// HMGET per tick of the shortest ChangePoll among them.
-	// Default DefaultChangePoll (50ms).
+	// Default DefaultChangePoll (60ms).
 	ChangePoll time.Duration
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held
@@ -94,6 +97,18 @@ type ConsumerOptions struct {
 	// enqueue of a duplicate id added, in the moment before the enqueue
 	// removes it, delivers the existing message once more.
 	PollInterval time.Duration
+	// IdlePollInterval is the longest sleep of a partition whose last poll
+	// found nothing to claim. Its look (one ZRANGEBYSCORE) also learns
+	// when the earliest message there falls due, and the partition polls
+	// again a PollInterval before that. Producers wake the owner when they
+	// write a message due within WakeAhead (7s), so a message due sooner
+	// than the next look starts on time; one whose wake-up was lost (its
+	// producer died between the write and the wake-up, or the wake-up's
+	// command failed) starts at most IdlePollInterval late. Shorter costs
+	// more Redis commands: an idle partition's lease extension and its
+	// look cost 0.8 commands a second with the defaults.
+	// Default and at most DefaultIdlePollInterval (5s).
+	IdlePollInterval time.Duration
 	// ShutdownTimeout bounds how long Run waits for running handlers after
 	// its context is done. Default DefaultShutdownTimeout (30s).
 	ShutdownTimeout time.Duration
@@ -183,6 +198,7 @@ func (o *ConsumerOptions) setDefaults() error {
 		def(&o.Timeout, DefaultTimeout, "Timeout"),
 		def(&o.Lease, DefaultLease, "Lease"),
 		def(&o.PollInterval, DefaultPollInterval, "PollInterval"),
+		def(&o.IdlePollInterval, DefaultIdlePollInterval, "IdlePollInterval"),
 		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
 		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
 		def(&o.Heartbeat, o.Lease/3, "Heartbeat"),
@@ -191,6 +207,9 @@ func (o *ConsumerOptions) setDefaults() error {
 		if err != nil {
 			return err
 		}
+	}
+	if o.IdlePollInterval > DefaultIdlePollInterval {
+		return fmt.Errorf("%w: ConsumerOptions.IdlePollInterval %v is longer than %v: producers wake owners for messages due within %v only", ErrInvalid, o.IdlePollInterval, DefaultIdlePollInterval, WakeAhead)
 	}
 	if o.Lease < 30*time.Millisecond {
 		return fmt.Errorf("%w: ConsumerOptions.Lease %v is shorter than 30ms", ErrInvalid, o.Lease)

@@ -175,8 +175,8 @@ func (k *Consumer) readLayout(ctx context.Context) (int, error) {
 func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
 	return poller.Config{
 		Topic: k.opts.Topic, Partition: p, Token: l.Token(), Consumer: k.opts.ID,
-		Store: k.c.store, Dispatch: d, Valid: l.Valid, Work: work, Abandon: abandon,
-		PollInterval: k.opts.PollInterval, Timeout: k.opts.Timeout,
+		Store: k.c.store, Dispatch: d, Valid: l.Valid, Idle: l.SetIdle, Work: work, Abandon: abandon,
+		PollInterval: k.opts.PollInterval, IdlePollInterval: k.opts.IdlePollInterval, Timeout: k.opts.Timeout,
 		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
 		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,
 		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,

@@ -129,8 +129,12 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 		return time.Time{}, fmt.Errorf("%w: due time %v is before 1970", ErrInvalid, at)
 	}
 	due := clock.CeilMS(at)
+	now := c.opts.Now()
 	for _, p := range ps {
-		err = c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), c.opts.Now().UnixMilli())
+		err = c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), now.UnixMilli())
+		if err == nil && due.Before(now.Add(WakeAhead)) {
+			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
+		}
 		if !errors.Is(err, ErrNotFound) {
 			break
 		}
@@ -258,7 +262,11 @@ const deadBatch = 500
 // none are given. It returns how many it moved.
 func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
 	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
-		return c.store.RequeueDead(ctx, topic, p, ids, c.opts.Now().UnixMilli(), deadBatch)
+		n, err := c.store.RequeueDead(ctx, topic, p, ids, c.opts.Now().UnixMilli(), deadBatch)
+		if n > 0 {
+			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
+		}
+		return n, err
 	})
 }
 

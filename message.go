@@ -225,19 +225,20 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	return nil
 }
 
-// wakeAhead: a message due sooner than this when written may fall due
-// before its partition's owner polls again (every second by default,
-// claiming what is due within 1.5 polls), so the write wakes the owner.
-const wakeAhead = 2 * time.Second
+// WakeAhead: a message due sooner than this when written may fall due
+// before its partition's owner looks again (an idle partition looks every
+// ConsumerOptions.IdlePollInterval, at most 5s plus 10% jitter, and then
+// claims what is due within 1.5 polls), so the write wakes the owner.
+const WakeAhead = 7 * time.Second
 
 // wake tells the owners of the partitions that got a message due within
-// wakeAhead to poll now (see store.Wake): one command for the write,
+// WakeAhead to poll now (see store.Wake): one command for the write,
 // after its messages are written. A wake-up that is lost (the command
 // fails, or the process dies before it) delays those messages by at most
-// the owner's poll interval: it is only logged.
+// the owner's idle poll interval: it is only logged.
 func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, members [][]int, res []EnqueueResult) {
 	var ps []store.TopicPartition
-	soon := now.Add(wakeAhead)
+	soon := now.Add(WakeAhead)
 	for gi, g := range groups {
 		tp := store.TopicPartition{Topic: g.Topic, P: g.P}
 		if len(ps) > 0 && ps[len(ps)-1] == tp {
@@ -250,6 +251,12 @@ func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, 
 			}
 		}
 	}
+	c.wakeOwners(ctx, ps...)
+}
+
+// wakeOwners wakes the owners of partitions ps (see store.Wake). A lost
+// wake-up only delays messages (see wake): it is logged at debug level.
+func (c *Client) wakeOwners(ctx context.Context, ps ...store.TopicPartition) {
 	if len(ps) == 0 {
 		return
 	}

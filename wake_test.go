@@ -14,8 +14,8 @@ import (
 )
 
 // dueNow sends n messages due at once, one at a time and 60 ms apart, to
-// an idle topic that two consumers with the defaults (poll interval 1 s)
-// run, and returns each one's lateness: from its own due to its handler's
+// an idle topic that two consumers with the defaults (an idle partition
+// looks every 5 s) run, and returns each one's lateness: from its own due to its handler's
 // start, on this process's clock.
 func dueNow(t *testing.T, producer *Client, consumers *Client, topic string, n int) []time.Duration {
 	t.Helper()
@@ -35,7 +35,7 @@ func dueNow(t *testing.T, producer *Client, consumers *Client, topic string, n i
 	waitFor(t, 10*time.Second, "the partitions shared by the two consumers", func() bool {
 		return len(ks[0].Stats().Owned) == 8 && len(ks[1].Stats().Owned) == 8
 	})
-	time.Sleep(1500 * time.Millisecond) // idle: past the polls of the start
+	time.Sleep(1500 * time.Millisecond) // idle: past the polls of the start, into the idle looks
 	ctx := context.Background()
 	for i := range n {
 		if _, err := producer.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("now-%d", i)}); err != nil {
@@ -59,7 +59,7 @@ func dueNow(t *testing.T, producer *Client, consumers *Client, topic string, n i
 }
 
 // A message due now, sent to an idle topic, wakes its partition's owner:
-// with the defaults (a poll a second), two consumers start 50 such
+// with the defaults (an idle partition looks every 5 s), two consumers start 50 such
 // messages within 100 ms of their due, p99, through Twemproxy.
 func TestWakeDueNow(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 3})
@@ -75,7 +75,8 @@ func TestWakeDueNow(t *testing.T) {
 
 // A producer whose wake-ups never arrive (killed between its write and
 // the wake-up, or a proxy error then) delays its messages due now by at
-// most a poll interval (1 s, with 10% jitter): none is lost.
+// most an idle partition's poll interval (5 s, with 10% jitter): none is
+// lost.
 func TestWakeLost(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	changes := keys.Changes(DefaultNamespace)
@@ -99,8 +100,8 @@ func TestWakeLost(t *testing.T) {
 	}
 	worst := late[len(late)-1]
 	testenv.Figure(t, "scenario=due-now-lost-wakeups messages=20 lateness_ms p50=%.1f max=%.1f", ms(late[len(late)/2]), ms(worst))
-	if bound := DefaultPollInterval*11/10 + 300*time.Millisecond; worst > bound { // the poll, its jitter, a claim
-		t.Errorf("max lateness %v without wake-ups, want within a poll interval (%v)", worst, bound)
+	if bound := DefaultIdlePollInterval*11/10 + 300*time.Millisecond; worst > bound { // the look, its jitter, a claim
+		t.Errorf("max lateness %v without wake-ups, want within an idle poll interval (%v)", worst, bound)
 	}
 }
 

@@ -23,7 +23,7 @@ type Store interface {
 	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
 	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
-	AnyDue(ctx context.Context, topic string, p int, maxDueMS int64) (bool, error)
+	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
 	Ack(ctx context.Context, topic string, p int, ids []string) error
 	Drop(ctx context.Context, topic string, p int, ids []string) error
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
@@ -85,7 +85,12 @@ type Config struct {
 	// for handlers that ignore their context.
 	Abandon <-chan struct{}
 
-	PollInterval      time.Duration
+	PollInterval time.Duration
+	// IdlePollInterval is the longest sleep between two looks at a
+	// partition whose last poll found nothing to claim: it then sleeps
+	// until the earliest message it saw is within a poll interval, or this
+	// long, or a wake-up (Wake). Optional: PollInterval when zero.
+	IdlePollInterval  time.Duration
 	Timeout           time.Duration // handler timeout
 	VisibilityMargin  time.Duration // added to due + Timeout for the visibility deadline
 	ReconcileInterval time.Duration
@@ -107,6 +112,10 @@ type Config struct {
 	// Errors, when set, logs the loop's errors with those of the other
 	// loops of the process: one warning per outage (see ErrLog).
 	Errors *ErrLog
+	// Idle, when set, is told whether the loop is idle: its last poll
+	// claimed nothing and it holds, runs and writes nothing. The lease is
+	// then extended less often (lease.Lease.SetIdle). Optional.
+	Idle func(bool)
 	// Wake, when it delivers, makes the loop poll at once: a producer
 	// wrote a message due soon (optional). A wake-up lost on the way only
 	// leaves the message to the next poll.
@@ -135,11 +144,21 @@ type part struct {
 	// idle: the last poll found nothing to claim; the next one looks
 	// with one plain command before it runs the claim's scripts.
 	idle bool
+	// nextPoll is when the loop polls next: a poll interval after the
+	// last, or a look at an idle partition's earliest message (see poll),
+	// and sooner when the loop itself schedules a message (expect) or a
+	// wake-up comes.
+	nextPoll time.Time
 	// lingerFrom is when a starved loop first saw fewer free slots than a
 	// batch's worth (zero when it has not, or claimed since).
 	lingerFrom time.Time
 
 	nextExpired time.Time // next look for expired visibility deadlines
+	// expiredSeen: a look for expired visibility deadlines found none
+	// while the loop had nothing in flight: until it claims again, every
+	// in-flight message of the partition is another owner's, returned by
+	// recoverLost or watched through givers, and the look is skipped.
+	expiredSeen bool
 
 	// givers are the consumers that handed the partition over with
 	// deliveries still running there (see store.Takeover): their in-flight
@@ -152,6 +171,8 @@ type part struct {
 	handedOver bool // the loop gave the partition up gracefully; outcomes are still written
 
 	mv mover // the moves of a change of the partition count
+
+	toldIdle bool // what Config.Idle was told last
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose
@@ -225,7 +246,7 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	now := cfg.Now()
-	nextPoll := now
+	p.nextPoll = now
 	nextReconcile := now.Add(clock.Jitter(cfg.ReconcileInterval))
 	var runErr error
 loop:
@@ -247,18 +268,16 @@ loop:
 		now = cfg.Now()
 		p.dispatchDue(now)
 		if p.watchGivers(ctx, now) {
-			nextPoll = now // what was returned is due
+			p.nextPoll = now // what was returned is due
 		}
-		if !now.Before(nextPoll) {
-			again, err := p.poll(ctx, now)
+		if !now.Before(p.nextPoll) {
+			p.nextPoll = farAway // lowered by what the poll itself schedules
+			next, err := p.poll(ctx, now)
 			if errors.Is(err, ErrFenced) {
 				runErr = err
 				break
 			}
-			nextPoll = now.Add(clock.Jitter(cfg.PollInterval))
-			if again {
-				nextPoll = now
-			}
+			p.nextPoll = minTime(p.nextPoll, next)
 		}
 		if !now.Before(nextReconcile) && cfg.Valid() {
 			p.reconcile(ctx)
@@ -279,10 +298,11 @@ loop:
 			// Slots freed between the claim and the line above would not
 			// close the channel: look once more now that it is armed.
 			if at, ok := p.claimAt(now); ok {
-				nextPoll = minTime(nextPoll, at)
+				p.nextPoll = minTime(p.nextPoll, at)
 			}
 		}
-		wake := nextPoll
+		p.tellIdle()
+		wake := p.nextPoll
 		if !moveAt.IsZero() {
 			wake = minTime(wake, moveAt)
 		}
@@ -311,11 +331,11 @@ loop:
 		case r := <-p.results:
 			p.collect(ctx, r)
 		case <-cfg.Wake:
-			nextPoll = cfg.Now()
+			p.nextPoll = cfg.Now()
 		case <-freed:
 			// Slots came back: claim what the bound left behind.
 			if at, ok := p.claimAt(cfg.Now()); ok {
-				nextPoll = minTime(nextPoll, at)
+				p.nextPoll = minTime(p.nextPoll, at)
 			}
 		case <-timer.C:
 		}
@@ -343,6 +363,9 @@ func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
 	return p.lingerFrom.Add(claimLinger), true
 }
 
+// farAway is a time no loop waits for.
+var farAway = time.Unix(1<<40, 0)
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
@@ -359,13 +382,18 @@ func (p *part) dispatchDue(now time.Time) {
 }
 
 // poll claims what is due within the next poll interval, and requeues
-// expired in-flight messages. It reports whether to poll again at once.
-func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) {
+// expired in-flight messages. It returns when to poll next: at once while
+// claims come back full, a poll interval later after a claim, and, when
+// an idle partition's look found nothing within reach, when its earliest
+// message comes within reach or an idle poll interval later.
+func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err error) {
 	cfg := p.cfg
+	next = now.Add(clock.Jitter(cfg.PollInterval))
 	// Expired visibility deadlines are at least a second (the margin)
-	// past a handler's timeout: looking every few polls is soon enough, and
-	// keeps an idle partition at about one command per poll.
-	if !now.Before(p.nextExpired) {
+	// past a handler's timeout: looking every few polls is soon enough.
+	// Once a look found none with nothing of the loop's own in flight,
+	// there is nothing to look for until the loop claims again.
+	if !now.Before(p.nextExpired) && !(p.expiredSeen && len(p.mine) == 0 && len(p.givers) == 0) {
 		p.requeueExpired(ctx, now)
 		p.nextExpired = now.Add(expiredEvery(cfg.PollInterval))
 	}
@@ -373,19 +401,31 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
 	p.starved = n < cfg.ClaimBatch
 	if n == 0 {
-		return false, nil
+		return next, nil
 	}
 	// Claim ahead: everything due before the next poll (which comes after
 	// PollInterval plus up to 10% jitter) is taken now and held until due.
 	maxDue := now.Add(cfg.PollInterval * 3 / 2).UnixMilli()
 	nowMS := now.UnixMilli()
 	if p.idle {
-		// An idle partition costs a plain ZRANGEBYSCORE a poll instead of
-		// the claim's fenced scripts (three commands for the server); a
-		// lost lease still shows at its next extension.
-		if any, err := cfg.Store.AnyDue(ctx, cfg.Topic, cfg.Partition, maxDue); err == nil && !any {
+		// An idle partition costs a plain ZRANGEBYSCORE a look instead of
+		// the claim's fenced scripts (three commands for the server), and
+		// looks again when its earliest message comes within reach, at a
+		// wake-up, or after an idle poll interval (what a producer wrote
+		// without waking the owner: see Client.wake); a lost lease still
+		// shows at its next extension.
+		due, ok, err := cfg.Store.NextDue(ctx, cfg.Topic, cfg.Partition)
+		if err == nil && (!ok || due > maxDue) {
 			cfg.Dispatch.release(n)
-			return false, nil
+			idle := cfg.IdlePollInterval
+			if idle <= 0 {
+				idle = cfg.PollInterval
+			}
+			next = now.Add(clock.Jitter(idle))
+			if ok {
+				next = minTime(next, time.UnixMilli(due).Add(-cfg.PollInterval))
+			}
+			return next, nil
 		}
 	}
 	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
@@ -397,30 +437,33 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		if errors.As(err, &fe) {
 			p.count(EventFenced, 1)
 			if fe.Newest > cfg.Token {
-				return false, fmt.Errorf("%w: %v", ErrFenced, err)
+				return next, fmt.Errorf("%w: %v", ErrFenced, err)
 			}
 			// The fence is missing or older (a backend lost data): raise it again.
 			if rerr := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); rerr != nil {
 				if errors.As(rerr, &fe) {
-					return false, fmt.Errorf("%w: %v", ErrFenced, rerr)
+					return next, fmt.Errorf("%w: %v", ErrFenced, rerr)
 				}
 				p.logErr("raise fence", rerr)
 			}
-			return false, nil
+			return next, nil
 		}
 		// Some ids may be in flight and unknown to this loop: return
 		// them, with any other in-flight message not its own.
 		p.recovering = true
 		p.logErr("claim", err)
-		return false, nil
+		return next, nil
 	}
 	cfg.Dispatch.release(n - len(claimed))
 	p.idle = len(claimed) == 0
+	if len(claimed) > 0 {
+		p.expiredSeen = false
+	}
 	if len(claimed) < n {
 		p.starved = false // took everything there was
 	}
 	if len(claimed) == 0 {
-		return false, nil
+		return next, nil
 	}
 	var tomb []string
 	var corrupt, later []store.Move
@@ -470,7 +513,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 	// the latter carry a record, so only they can be gone.
 	if moves := append(later, corrupt...); len(moves) > 0 {
 		cfg.Dispatch.release(len(moves))
-		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+		if gone, err := p.writeMoves(ctx, moves); err != nil {
 			p.logErr("return messages claimed by stale entries, move undecodable records to dead", err) // still in flight: found again at the deadline
 		} else {
 			p.count(EventTombstone, gone)
@@ -478,7 +521,10 @@ func (p *part) poll(ctx context.Context, now time.Time) (again bool, err error) 
 		}
 	}
 	p.dispatchDue(cfg.Now())
-	return len(claimed) == n && n == cfg.ClaimBatch, nil
+	if len(claimed) == n && n == cfg.ClaimBatch {
+		next = now // full: there may be more
+	}
+	return next, nil
 }
 
 // requeueExpired moves in-flight messages whose visibility deadline passed
@@ -493,6 +539,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		p.logErr("expired", err)
 		return
 	}
+	p.expiredSeen = len(ids) == 0 && len(p.mine) == 0 && len(p.givers) == 0
 	var moves []store.Move
 	var tomb []string
 	for i, id := range ids {
@@ -522,7 +569,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		}
 	}
 	if len(moves) > 0 {
-		gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves)
+		gone, err := p.writeMoves(ctx, moves)
 		if err != nil {
 			p.logErr("requeue expired", err)
 			return
@@ -589,7 +636,36 @@ func (p *part) reconcile(ctx context.Context) {
 	}
 	p.cursor = next
 	if len(repaired) > 0 {
+		p.nextPoll = cfg.Now() // indexed again: due, or to be learnt by a look
 		p.count(EventRepaired, len(repaired))
 		cfg.Logger.Info("re-indexed records found in no index", "n", len(repaired))
+	}
+}
+
+// writeMoves writes moves (see store.Moves) and makes sure the loop polls
+// in time for those it scheduled: an idle partition's loop otherwise looks
+// again only after an idle poll interval.
+func (p *part) writeMoves(ctx context.Context, moves []store.Move) (gone int, err error) {
+	gone, err = p.cfg.Store.Moves(ctx, p.cfg.Topic, p.cfg.Partition, moves)
+	if err != nil {
+		return gone, err
+	}
+	for _, m := range moves {
+		if !m.Dead {
+			p.nextPoll = minTime(p.nextPoll, time.UnixMilli(m.Score).Add(-p.cfg.PollInterval))
+		}
+	}
+	return gone, nil
+}
+
+// tellIdle tells Config.Idle when the loop became idle or busy.
+func (p *part) tellIdle() {
+	if p.cfg.Idle == nil {
+		return
+	}
+	idle := p.idle && len(p.mine) == 0 && len(p.pending) == 0 && !p.recovering && len(p.givers) == 0
+	if idle != p.toldIdle {
+		p.toldIdle = idle
+		p.cfg.Idle(idle)
 	}
 }

@@ -112,7 +112,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		}
 	}
 	if len(moves) > 0 {
-		if gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves); err != nil {
+		if gone, err := p.writeMoves(ctx, moves); err != nil {
 			p.logErr("retry", err)
 			p.pending = append(p.pending, movedRes...)
 		} else {

@@ -121,7 +121,7 @@ func (p *part) writeRecovered(ctx context.Context, tomb []string, moves []store.
 	if len(moves) == 0 {
 		return true
 	}
-	gone, err := cfg.Store.Moves(ctx, cfg.Topic, cfg.Partition, moves)
+	gone, err := p.writeMoves(ctx, moves)
 	if err != nil {
 		p.logErr("recover in-flight messages", err)
 		return false

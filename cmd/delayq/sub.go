@@ -40,12 +40,14 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		lease        = durationFlag{d: delayq.DefaultLease}
 		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
 		poll         = durationFlag{d: delayq.DefaultPollInterval}
+		idlePoll     = durationFlag{d: delayq.DefaultIdlePollInterval}
 		work         durationFlag
 	)
 	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
 	fs.Var(&lease, "lease", "partition lease `duration`")
 	fs.Var(&handlerTO, "handler-timeout", "time one delivery may take before it is redelivered (`duration`)")
 	fs.Var(&poll, "poll", "longest pause between two polls of a partition (`duration`)")
+	fs.Var(&idlePoll, "idle-poll", "longest pause of a partition that had nothing to claim, at most 5s (`duration`)")
 	fs.Var(&work, "work", "time each handler takes after printing its line, before it acks (`duration`)")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -56,7 +58,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}{
 		{"concurrency", int64(*concurrency)}, {"prefetch", int64(*prefetch)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
 		{"fail-attempts", int64(*failAttempts)}, {"timeout", int64(timeout.d)}, {"lease", int64(lease.d)},
-		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)}, {"work", int64(work.d)},
+		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)}, {"idle-poll", int64(idlePoll.d)}, {"work", int64(work.d)},
 	} {
 		if err := cmd.nonNegative(c.name, c.v); err != nil {
 			return err
@@ -110,9 +112,9 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Limit:        *count,
 		Lease:        lease.d,
 		Timeout:      handlerTO.d,
-		PollInterval: poll.d,
-		MaxAttempts:  *maxAttempts,
-		Backoff:      backoff,
+		PollInterval: poll.d, IdlePollInterval: idlePoll.d,
+		MaxAttempts: *maxAttempts,
+		Backoff:     backoff,
 	}, handler)
 	if err != nil {
 		return err

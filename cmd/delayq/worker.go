@@ -192,16 +192,17 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
 		}
 		t.consumer, err = w.client.NewConsumer(delayq.ConsumerOptions{
-			Topic:           tc.Name,
-			Partitions:      tc.Partitions,
-			ID:              cfg.Worker.ID,
-			Concurrency:     tc.Concurrency,
-			Timeout:         tc.Timeout,
-			MaxAttempts:     tc.MaxAttempts,
-			Backoff:         tc.Backoff,
-			Lease:           cfg.Worker.Lease,
-			PollInterval:    cfg.Worker.PollInterval,
-			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+			Topic:            tc.Name,
+			Partitions:       tc.Partitions,
+			ID:               cfg.Worker.ID,
+			Concurrency:      tc.Concurrency,
+			Timeout:          tc.Timeout,
+			MaxAttempts:      tc.MaxAttempts,
+			Backoff:          tc.Backoff,
+			Lease:            cfg.Worker.Lease,
+			PollInterval:     cfg.Worker.PollInterval,
+			IdlePollInterval: cfg.Worker.IdlePollInterval,
+			ShutdownTimeout:  cfg.Worker.ShutdownTimeout,
 		}, w.observe(tc.Name, h))
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)

@@ -53,10 +53,14 @@ type Redis struct {
 
 // Worker is the [worker] table: this process's consumers.
 type Worker struct {
-	ID              string        // names this worker in leases and stats. Default host-pid.
-	Lease           time.Duration // partition lease expiry. Default delayq.DefaultLease.
-	PollInterval    time.Duration // longest pause between two polls of a partition. Default delayq.DefaultPollInterval.
-	ShutdownTimeout time.Duration // time running deliveries get on shutdown. Default delayq.DefaultShutdownTimeout.
+	ID           string        // names this worker in leases and stats. Default host-pid.
+	Lease        time.Duration // partition lease expiry. Default delayq.DefaultLease.
+	PollInterval time.Duration // longest pause between two polls of a partition. Default delayq.DefaultPollInterval.
+	// IdlePollInterval is the longest pause of a partition that had
+	// nothing to claim (see delayq.ConsumerOptions.IdlePollInterval).
+	// Default and at most delayq.DefaultIdlePollInterval.
+	IdlePollInterval time.Duration
+	ShutdownTimeout  time.Duration // time running deliveries get on shutdown. Default delayq.DefaultShutdownTimeout.
 }
 
 // HTTP is the [http] table: the API for producers, /metrics, /healthz
@@ -113,10 +117,11 @@ func Default() *Config {
 			WriteTimeout: delayq.DefaultWriteTimeout,
 		},
 		Worker: Worker{
-			ID:              defaultWorkerID(),
-			Lease:           delayq.DefaultLease,
-			PollInterval:    delayq.DefaultPollInterval,
-			ShutdownTimeout: delayq.DefaultShutdownTimeout,
+			ID:               defaultWorkerID(),
+			Lease:            delayq.DefaultLease,
+			PollInterval:     delayq.DefaultPollInterval,
+			IdlePollInterval: delayq.DefaultIdlePollInterval,
+			ShutdownTimeout:  delayq.DefaultShutdownTimeout,
 		},
 		HTTP: HTTP{MaxBodyBytes: DefaultMaxBodyBytes},
 		Log:  Log{Format: DefaultLogFormat, Level: DefaultLogLevel},

@@ -141,7 +141,7 @@ handler = { type = "exec", command = ["/bin/echo", "hi"] }
 	want := &Config{
 		Redis: Redis{Addr: "redis.local:6380", Password: "pw", Namespace: "ns.1", PoolSize: 7,
 			DialTimeout: 100 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Hour + 2*time.Minute + 3*time.Second},
-		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, ShutdownTimeout: 5 * time.Second},
+		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollInterval: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
 		HTTP:   HTTP{Listen: ":0", Token: "t0k3n", MaxBodyBytes: 10},
 		Log:    Log{Format: "json", Level: "debug"},
 		Topics: []Topic{
@@ -184,13 +184,13 @@ func TestUnknownKeys(t *testing.T) {
 		want      string // the whole message
 	}{
 		{"worker typo", "[worker]\nid = \"w\"\npolll_interval = \"1s\"\n", "polll_interval", 3,
-			`unknown key "polll_interval" in [worker] at c.toml line 3; known keys: id, lease, poll_interval, shutdown_timeout`},
+			`unknown key "polll_interval" in [worker] at c.toml line 3; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout`},
 		{"unknown table", "[redis]\naddr = \"h:1\"\n\n[wroker]\nid = \"x\"\nlease = \"1s\"\n", "wroker", 4,
 			`unknown key "wroker" at c.toml line 4; known keys: redis, worker, http, log, topic`},
 		{"top-level key", "debug = true\n", "debug", 1,
 			`unknown key "debug" at c.toml line 1; known keys: redis, worker, http, log, topic`},
 		{"case differs", "[worker]\nLease = \"1s\"\n", "Lease", 2,
-			`unknown key "Lease" in [worker] at c.toml line 2; known keys: id, lease, poll_interval, shutdown_timeout`},
+			`unknown key "Lease" in [worker] at c.toml line 2; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout`},
 		{"second topic", minimal + "\n[[topic]]\nname = \"b\"\nconcurency = 3\n[topic.handler]\ntype = \"exec\"\ncommand = [\"x\"]\n",
 			"concurency", 12,
 			`unknown key "concurency" in [[topic]] "b" at c.toml line 12; known keys: name, partitions, concurrency, timeout, max_attempts, backoff, handler`},
@@ -241,6 +241,7 @@ func TestBadValues(t *testing.T) {
 		{"negative duration", "[redis]\nread_timeout = \"-1s\"\n", "read_timeout", 2, "-1s is not positive"},
 		{"zero duration", "[worker]\nshutdown_timeout = \"0s\"\n", "shutdown_timeout", 2, "0s is not positive"},
 		{"lease too short", "[worker]\nlease = \"10ms\"\n", "lease", 2, "below 30ms"},
+		{"idle poll too long", "[worker]\nidle_poll_interval = \"10s\"\n", "idle_poll_interval", 2, "10s is longer than 5s"},
 		{"negative pool", "[redis]\npool_size = -3\n", "pool_size", 2, "-3 is below 1"},
 		{"int as string", "[redis]\npool_size = \"8\"\n", "pool_size", 2, "got a string; want an integer"},
 		{"huge int", "[http]\nmax_body_bytes = 99999999999\n", "max_body_bytes", 2, "out of range"},

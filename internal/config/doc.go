@@ -6,7 +6,7 @@
 // invalid values: each problem is an *Error that names the key, its table,
 // its line and what was expected, for example
 //
-//	unknown key "polll_interval" in [worker] at config.toml line 12; known keys: id, lease, poll_interval, shutdown_timeout
+//	unknown key "polll_interval" in [worker] at config.toml line 12; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout
 //
 // BurntSushi/toml does not export where a key is, and keeps one position
 // per dotted name (so the keys of the second [[topic]] share the entry of

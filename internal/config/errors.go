@@ -26,7 +26,7 @@ type Error struct {
 
 // Error returns, for example,
 //
-//	unknown key "polll_interval" in [worker] at config.toml line 12; known keys: id, lease, poll_interval, shutdown_timeout
+//	unknown key "polll_interval" in [worker] at config.toml line 12; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout
 //	invalid value of "lease" in [worker] at config.toml line 5: -3s is negative; want a duration of at least 30ms such as "10s"
 func (e *Error) Error() string {
 	var b strings.Builder

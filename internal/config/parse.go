@@ -244,6 +244,7 @@ type (
 		ID              value `toml:"id"`
 		Lease           value `toml:"lease"`
 		PollInterval    value `toml:"poll_interval"`
+		IdlePoll        value `toml:"idle_poll_interval"`
 		ShutdownTimeout value `toml:"shutdown_timeout"`
 	}
 	rawHTTP struct {
@@ -289,6 +290,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 	c.str(r.Worker.ID, &cfg.Worker.ID, at("worker", "id"))
 	c.duration(r.Worker.Lease, &cfg.Worker.Lease, at("worker", "lease"))
 	c.duration(r.Worker.PollInterval, &cfg.Worker.PollInterval, at("worker", "poll_interval"))
+	c.duration(r.Worker.IdlePoll, &cfg.Worker.IdlePollInterval, at("worker", "idle_poll_interval"))
 	c.duration(r.Worker.ShutdownTimeout, &cfg.Worker.ShutdownTimeout, at("worker", "shutdown_timeout"))
 
 	c.str(r.HTTP.Listen, &cfg.HTTP.Listen, at("http", "listen"))

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -42,6 +43,10 @@ func (c *Config) validate() problems {
 	}
 	positive(&ps, at("worker", "lease"), w.Lease, minLease, "10s")
 	positive(&ps, at("worker", "poll_interval"), w.PollInterval, time.Millisecond, "1s")
+	positive(&ps, at("worker", "idle_poll_interval"), w.IdlePollInterval, time.Millisecond, "5s")
+	if w.IdlePollInterval > delayq.DefaultIdlePollInterval {
+		ps.add(at("worker", "idle_poll_interval"), "%v is longer than %v, the most producers' wake-ups cover; want at most %v", w.IdlePollInterval, delayq.DefaultIdlePollInterval, delayq.DefaultIdlePollInterval)
+	}
 	positive(&ps, at("worker", "shutdown_timeout"), w.ShutdownTimeout, time.Millisecond, "30s")
 
 	h := c.HTTP

@@ -13,17 +13,25 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// AnyDue reports whether partition p has something due by maxDueMS: one
-// plain command (the fence and handover marks, scored below zero, are not
-// counted), the cheap look of a partition that was idle at its last poll,
-// before the claim's fenced scripts.
-func (s *Store) AnyDue(ctx context.Context, topic string, p int, maxDueMS int64) (bool, error) {
-	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Scheduled(s.ns, topic, p), 0, maxDueMS, "LIMIT", 0, 1}})
+// NextDue returns the due time (unix ms) of partition p's earliest
+// scheduled entry, and false when it has none: one plain command (the
+// fence and handover marks, scored below zero, are not counted). It is
+// the look of a partition that was idle at its last poll, before the
+// claim's fenced scripts, and tells the owner when to look next.
+func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error) {
+	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Scheduled(s.ns, topic, p), 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}})
 	if err != nil {
-		return false, fmt.Errorf("look at partition %d: %w", p, err)
+		return 0, false, fmt.Errorf("look at partition %d: %w", p, err)
 	}
-	vals, _ := redis.Values(r[0], nil)
-	return len(vals) > 0, nil
+	vals, err := redis.Strings(r[0], nil)
+	if err != nil || len(vals) < 2 {
+		return 0, false, err
+	}
+	due, err := strconv.ParseFloat(vals[1], 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("look at partition %d: score %q: %w", p, vals[1], err)
+	}
+	return int64(due), true, nil
 }
 
 // NextToken returns a new fencing token for the partition: its epoch
