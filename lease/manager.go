@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -321,11 +322,22 @@ func (m *Manager) holding() int {
 func (m *Manager) releaseExtras(target int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var beyond, above []int
+	defer func() {
+		if len(beyond) > 0 {
+			slices.Sort(beyond)
+			m.log.Info("handing partitions over: beyond the partition count", "partitions", beyond, "count", m.n)
+		}
+		if len(above) > 0 {
+			slices.Sort(above)
+			m.log.Info("handing partitions over", "partitions", above, "share", target)
+		}
+	}()
 	for p, w := range m.owned {
 		if p >= m.n && !w.releasing {
 			w.releasing = true
 			close(w.stop)
-			m.log.Info("handing partition over: beyond the partition count", "partition", p, "partitions", m.n)
+			beyond = append(beyond, p)
 		}
 	}
 	extra := m.holding() - target
@@ -343,7 +355,7 @@ func (m *Manager) releaseExtras(target int) {
 		w := m.owned[p]
 		w.releasing = true
 		close(w.stop)
-		m.log.Info("handing partition over", "partition", p, "share", target)
+		above = append(above, p)
 	}
 }
 
@@ -355,6 +367,16 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 	m.mu.Lock()
 	n := m.n
 	m.mu.Unlock()
+	var got []int
+	defer func() {
+		if len(got) > 0 {
+			slices.Sort(got)
+			m.mu.Lock()
+			owned := len(m.owned)
+			m.mu.Unlock()
+			m.log.Info("partitions acquired", "partitions", got, "owned", owned, "share", target)
+		}
+	}()
 	for _, p := range rand.Perm(n) {
 		if stop.Err() != nil || ctx.Err() != nil {
 			return
@@ -396,7 +418,8 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 		if o.Gained != nil {
 			o.Gained(p)
 		}
-		m.log.Info("partition acquired", "partition", p, "token", l.Token())
+		m.log.Debug("partition acquired", "partition", p, "token", l.Token())
+		got = append(got, p)
 		go m.run(p, w)
 	}
 }
@@ -421,7 +444,7 @@ func (m *Manager) run(p int, w *owned) {
 			m.mu.Unlock()
 			if signal {
 				m.changed(ctx)
-				m.log.Info("partition handed over", "partition", p, "token", l.Token())
+				m.log.Debug("partition handed over", "partition", p, "token", l.Token())
 			}
 		})
 	}
