@@ -223,7 +223,8 @@ func TestImportMalformed(t *testing.T) {
 		good("g"),
 	}, "\n")
 	var lines []string
-	st, err := c.ImportJSON(ctx, "malformed", strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
+	// Small batches, several at once: the reports still come in line order.
+	st, err := c.ImportJSON(ctx, "malformed", strings.NewReader(file), ImportOptions{Batch: 2, Writers: 3, Report: func(line int, id string, err error) {
 		lines = append(lines, fmt.Sprintf("%d %s %v", line, id, err))
 	}})
 	if err != nil || st.Imported != 3 || st.Malformed != 5 || st.Lines != 8 {
@@ -243,16 +244,20 @@ func TestImportMalformed(t *testing.T) {
 			t.Fatalf("malformed line %q was written: %v", id, err)
 		}
 	}
-	// Strict: stops at line 2, with line 1 written, nothing after.
-	st, err = c.ImportJSON(ctx, "strict", strings.NewReader(file), ImportOptions{Strict: true})
-	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "line 2:") || st.Imported != 1 {
-		t.Fatalf("strict import: %+v, %v", st, err)
-	}
-	if _, err := c.Get(ctx, "strict", "a"); err != nil {
-		t.Fatalf("line 1 of a strict import: %v", err)
-	}
-	if _, err := c.Get(ctx, "strict", "f"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("line 7 of a strict import that stopped at line 2: %v", err)
+	// Strict: stops at line 2, with line 1 written, nothing after; in one
+	// batch, or in batches of a line written four at a time.
+	for _, o := range []ImportOptions{{Strict: true}, {Strict: true, Batch: 1, Writers: 4}} {
+		topic := fmt.Sprintf("strict-%d", o.Batch)
+		st, err = c.ImportJSON(ctx, topic, strings.NewReader(file), o)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "line 2:") || st.Imported != 1 || st.Malformed != 1 {
+			t.Fatalf("strict import (%+v): %+v, %v", o, st, err)
+		}
+		if _, err := c.Get(ctx, topic, "a"); err != nil {
+			t.Fatalf("line 1 of a strict import: %v", err)
+		}
+		if _, err := c.Get(ctx, topic, "f"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("line 7 of a strict import that stopped at line 2: %v", err)
+		}
 	}
 }
 
@@ -330,14 +335,15 @@ func TestExportWhileConsuming(t *testing.T) {
 		var rescheduled atomic.Int64
 		go func() {
 			defer wg.Done()
-			for i, id := range segIDs {
+			// Through the whole export (paced by Rate below): one a
+			// millisecond.
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for _, id := range segIDs {
 				select {
 				case <-stop:
 					return
-				default:
-				}
-				if i%3 != 0 {
-					continue
+				case <-tick.C:
 				}
 				if _, err := c.Reschedule(ctx, topic, id, far.Add(time.Minute)); err != nil {
 					t.Error(err)
@@ -347,7 +353,7 @@ func TestExportWhileConsuming(t *testing.T) {
 			}
 		}()
 		before := delivered.Load()
-		got, st := exportAll(t, c, topic, ExportOptions{Batch: 10})
+		got, st := exportAll(t, c, topic, ExportOptions{Batch: 10, Rate: 2000})
 		during := delivered.Load() - before
 		close(stop)
 		wg.Wait()

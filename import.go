@@ -103,8 +103,11 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 	return res, nil
 }
 
-// DefaultImportBatch is the default of ImportOptions.Batch.
-const DefaultImportBatch = 500
+// Defaults for ImportOptions.
+const (
+	DefaultImportBatch   = 500
+	DefaultImportWriters = 4
+)
 
 // ErrMalformed is wrapped by the errors of lines ImportJSON cannot read.
 var ErrMalformed = errors.New("delayq: malformed line")
@@ -115,13 +118,17 @@ type ImportOptions struct {
 	// Batch is the messages per Import call. Default DefaultImportBatch
 	// (500).
 	Batch int
+	// Writers is the Import calls under way at once, while the next lines
+	// are read. Default DefaultImportWriters (4).
+	Writers int
 	// Strict stops the import at the first malformed line: the lines
 	// before it are written, none after. Default false: a malformed line
 	// is reported (see Report) and skipped.
 	Strict bool
 	// Report, when set, is called with each line not imported: malformed
 	// (err wraps ErrMalformed), a duplicate (ErrDuplicate) or refused
-	// (ErrInvalid), in line order. id is "" when the line had none.
+	// (ErrInvalid), in line order, from one goroutine at a time. id is ""
+	// when the line had none.
 	Report func(line int, id string, err error)
 	// Progress, when set, is called after each batch with the counts so
 	// far.
@@ -137,37 +144,98 @@ type ImportStats struct {
 	Rejected   int // messages refused (ErrInvalid: a body over the limit, a bad id)
 }
 
+// importBatch is a batch of lines ImportJSON writes: the lines read, then
+// (parsed by the batch's goroutine) its messages, the lines they came
+// from and the malformed lines among them, and once done the outcome.
+type importBatch struct {
+	raw      [][]byte
+	rawLines []int
+	msgs     []ExportedMessage
+	lines    []int
+	bad      []badLine
+	// halt: this batch, or one before it, stops a strict import; only
+	// the lines before the malformed one were written.
+	halt   bool
+	parsed chan struct{} // closed once msgs, bad and halt are set
+	res    []EnqueueResult
+	err    error
+	done   chan struct{} // closed once written
+}
+
+// badLine is a malformed line, for its report.
+type badLine struct {
+	line int
+	id   string
+	err  error
+}
+
+// parse reads the batch's lines. With strict, the messages after the
+// first malformed line are dropped and the batch halts the import.
+func (b *importBatch) parse(strict bool) {
+	for i, line := range b.raw {
+		var m ExportedMessage
+		if err := m.UnmarshalJSON(line); err != nil {
+			n := b.rawLines[i]
+			b.bad = append(b.bad, badLine{n, lenientID(line), fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)})
+			if strict {
+				b.halt = true
+				break
+			}
+			continue
+		}
+		b.msgs, b.lines = append(b.msgs, m), append(b.lines, b.rawLines[i])
+	}
+	b.raw = nil
+}
+
 // ImportJSON imports the JSON lines of r (see ExportedMessage.MarshalJSON)
-// into topic with Import, opts.Batch lines at a time. Blank lines are
-// skipped. A malformed line is never written, not even in part: it is
-// reported with its line number and skipped, or with opts.Strict ends the
-// import with an error wrapping ErrMalformed. The error is nil when every
-// line was read; duplicates and refused messages are in the stats and
-// reported, not errors.
+// into topic with Import, opts.Batch lines at a time, opts.Writers
+// batches at once (each parsed by its own goroutine: JSON costs the
+// client more than the write). Blank lines are skipped. A malformed line
+// is never written, not even in part: it is reported with its line number
+// and skipped, or with opts.Strict ends the import, the lines before it
+// written and none after, with an error wrapping ErrMalformed. The error
+// is nil when every line was read; duplicates and refused messages are in
+// the stats and reported, not errors.
 func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
 	var st ImportStats
 	if opts.Batch == 0 {
 		opts.Batch = DefaultImportBatch
 	}
-	if opts.Batch < 0 {
-		return st, fmt.Errorf("%w: ImportOptions.Batch %d is negative", ErrInvalid, opts.Batch)
+	if opts.Writers == 0 {
+		opts.Writers = DefaultImportWriters
+	}
+	if opts.Batch < 0 || opts.Writers < 0 {
+		return st, fmt.Errorf("%w: ImportOptions.Batch %d and Writers %d must not be negative", ErrInvalid, opts.Batch, opts.Writers)
 	}
 	report := func(line int, id string, err error) {
 		if opts.Report != nil {
 			opts.Report(line, id, err)
 		}
 	}
-	batch := make([]ExportedMessage, 0, opts.Batch)
-	lineOf := make([]int, 0, opts.Batch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
+	// Batches under way, oldest first: their outcomes are counted and
+	// reported in that order, by this goroutine.
+	var queue []*importBatch
+	var failed, halted error
+	finish := func() {
+		b := queue[0]
+		queue = queue[1:]
+		<-b.done
+		if failed != nil || halted != nil {
+			return
 		}
-		res, err := c.Import(ctx, topic, batch)
-		if err != nil {
-			return fmt.Errorf("lines %d to %d: %w", lineOf[0], lineOf[len(lineOf)-1], err)
+		if b.err != nil {
+			failed = fmt.Errorf("lines %d to %d: %w", b.lines[0], b.lines[len(b.lines)-1], b.err)
+			return
 		}
-		for i, r := range res {
+		st.Lines += len(b.msgs) + len(b.bad)
+		st.Malformed += len(b.bad)
+		bad := b.bad
+		for i, r := range b.res {
+			for len(bad) > 0 && bad[0].line < b.lines[i] {
+				report(bad[0].line, bad[0].id, bad[0].err)
+				bad = bad[1:]
+			}
 			switch {
 			case r.Err == nil:
 				st.Imported++
@@ -177,47 +245,66 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 			default:
 				st.Rejected++
 			}
-			report(lineOf[i], batch[i].ID, r.Err)
+			report(b.lines[i], b.msgs[i].ID, r.Err)
 		}
-		batch, lineOf = batch[:0], lineOf[:0]
+		for _, x := range bad {
+			report(x.line, x.id, x.err)
+		}
+		if b.halt {
+			halted = b.bad[len(b.bad)-1].err
+		}
 		if opts.Progress != nil {
 			opts.Progress(st)
 		}
-		return nil
+	}
+	var prev *importBatch
+	cur := &importBatch{}
+	send := func() {
+		b, before := cur, prev
+		b.parsed, b.done = make(chan struct{}), make(chan struct{})
+		cur, prev = &importBatch{}, b
+		queue = append(queue, b)
+		go func() {
+			defer close(b.done)
+			b.parse(opts.Strict)
+			if before != nil {
+				<-before.parsed // a strict import writes nothing after a malformed line
+				if before.halt {
+					b.halt, b.msgs, b.bad = true, nil, nil
+				}
+			}
+			close(b.parsed)
+			if len(b.msgs) > 0 && !(b.halt && before != nil && before.halt) {
+				b.res, b.err = c.Import(ctx, topic, b.msgs)
+			}
+		}()
+		for len(queue) >= opts.Writers && failed == nil && halted == nil {
+			finish()
+		}
+	}
+	end := func(err error) (ImportStats, error) {
+		for len(queue) > 0 {
+			finish()
+		}
+		return st, errors.Join(failed, halted, err)
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, rerr := br.ReadBytes('\n') // no length limit: bodies may be over 1 MiB
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return st, fmt.Errorf("read line %d: %w", n, rerr)
+			return end(fmt.Errorf("read line %d: %w", n, rerr))
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			st.Lines++
-			var m ExportedMessage
-			if err := m.UnmarshalJSON(line); err != nil {
-				st.Malformed++
-				err = fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)
-				report(n, lenientID(line), err)
-				if opts.Strict {
-					if ferr := flush(); ferr != nil {
-						return st, ferr
-					}
-					return st, err
-				}
-			} else {
-				batch, lineOf = append(batch, m), append(lineOf, n)
-			}
+			cur.raw, cur.rawLines = append(cur.raw, line), append(cur.rawLines, n)
 		}
-		if len(batch) >= opts.Batch || (rerr != nil && len(batch) > 0) {
-			if err := flush(); err != nil {
-				return st, err
-			}
+		if len(cur.raw) >= opts.Batch || (rerr != nil && len(cur.raw) > 0) {
+			send()
 		}
-		if rerr != nil {
-			return st, nil
+		if failed != nil || halted != nil || rerr != nil {
+			return end(nil)
 		}
 		if err := ctx.Err(); err != nil {
-			return st, fmt.Errorf("stopped at line %d: %w", n, err)
+			return end(fmt.Errorf("stopped at line %d: %w", n, err))
 		}
 	}
 }
