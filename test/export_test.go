@@ -230,6 +230,14 @@ func TestMoveBetweenClusters(t *testing.T) {
 			t.Errorf("%q delivered by the new cluster: %+v", d.ID, d)
 		}
 	}
+	// Delete what was moved from the old cluster.
+	r = mustCLI(t, "", "delete", "--addr", from.Proxy, "--topic", topic, "--in", file)
+	if !strings.Contains(r.stdout, "deleted 10000 messages of moving; 0 were gone already") {
+		t.Fatalf("delete --in: %s", r)
+	}
+	if st := stats(t, from.Proxy, topic); st.Scheduled+st.InFlight+st.Dead != 0 {
+		t.Fatalf("the old cluster still holds %d scheduled, %d in flight, %d dead", st.Scheduled, st.InFlight, st.Dead)
+	}
 	testenv.Figure(t, "move between clusters: 10000 messages; soon ones delivered at most %v after their due", worst.Round(time.Millisecond))
 }
 

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -175,4 +181,72 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			n, st.Lines, st.Duplicates, st.Malformed, st.Rejected)
 	}
 	return nil
+}
+
+// deleteWorkers is the deletes "delete --in" runs at once.
+const deleteWorkers = 16
+
+// deleteListed deletes the messages of topic whose ids are on the lines
+// of the file at path (JSON objects with an "id", as export writes them),
+// deleteWorkers at a time, and prints how many it deleted and how many
+// were gone already. A line without an id stops it, naming the line.
+func deleteListed(ctx context.Context, client *delayq.Client, topic, path string, stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	defer f.Close()
+	ids := make(chan string, deleteWorkers)
+	var deleted, gone atomic.Int64
+	var firstErr error
+	var once sync.Once
+	fail := func(err error) { once.Do(func() { firstErr = err }) }
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range deleteWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				switch err := client.Delete(ctx, topic, id); {
+				case err == nil:
+					deleted.Add(1)
+				case errors.Is(err, delayq.ErrNotFound):
+					gone.Add(1)
+				default:
+					fail(err)
+					cancel()
+				}
+			}
+		}()
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ctx.Err() == nil; n++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			fail(fmt.Errorf("read %s line %d: %w", path, n, rerr))
+			break
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			var v struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(line, &v); err != nil || v.ID == "" {
+				fail(fmt.Errorf("%s line %d: no id (%v)", path, n, err))
+				break
+			}
+			ids <- v.ID
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	close(ids)
+	wg.Wait()
+	fmt.Fprintf(stdout, "deleted %d messages of %s; %d were gone already\n", deleted.Load(), topic, gone.Load())
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
 }

@@ -25,6 +25,7 @@ func TestExportImportUsage(t *testing.T) {
 		{[]string{"export", "--topic", "t", "--pace", "-1"}, "--pace"},
 		{[]string{"export", "--topic", "t", "--rate", "-1"}, "--rate"},
 		{[]string{"import", "--topic", "t", "--batch", "0"}, "--batch"},
+		{[]string{"delete", "--topic", "t", "--id", "a", "--in", "f"}, "not both"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, _, err := runArgs(t, tt.args...)
@@ -77,6 +78,16 @@ func TestExportImportCLI(t *testing.T) {
 	err = run(ctx, []string{"import", "--addr", addr, "--topic", "dst"}, strings.NewReader(feed), &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "3 of 3 messages not imported: 2 duplicates, 1 malformed, 0 rejected") {
 		t.Fatalf("second import: %v", err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"delete", "--addr", addr, "--topic", "src", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 2 messages of src; 0 were gone already\n" {
+		t.Fatalf("delete --in: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"delete", "--addr", addr, "--topic", "src", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 0 messages of src; 2 were gone already\n" {
+		t.Fatalf("delete --in again: %q, %v", out.String(), err)
 	}
 	for _, want := range []string{`line 1: id "a": duplicate`, `line 2: "due": parsing time "soon"`, `line 3: id "b": duplicate`} {
 		if !strings.Contains(errb.String(), want) {
