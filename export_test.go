@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/partition"
 )
 
 // exportAll exports topic and returns its messages by id, failing the
@@ -456,4 +457,51 @@ func TestExportDuringChange(t *testing.T) {
 func startDirect(t *testing.T) string {
 	t.Helper()
 	return testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0]
+}
+
+// TestImportDuringChange imports into a topic whose partition count
+// changes: each message goes to its partition in the new count, and an
+// id still in its old partition is a duplicate.
+func TestImportDuringChange(t *testing.T) {
+	t.Parallel()
+	addr := startDirect(t)
+	ctx := context.Background()
+	c := newClient(t, addr, Options{Partitions: 2})
+	topic := "imp-change"
+	old := samePartition("old-", 2, 4) // partition 0 of 2 now, 2 of 4 once moved
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	var msgs []ExportedMessage
+	for i := range 40 {
+		st := StateScheduled
+		if i%4 == 0 {
+			st = StateDead
+		}
+		msgs = append(msgs, ExportedMessage{ID: fmt.Sprintf("m-%d", i), State: st, Due: due, Body: []byte("x")})
+	}
+	msgs = append(msgs, ExportedMessage{ID: old, State: StateScheduled, Due: due})
+	res, err := c.Import(ctx, topic, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:40] {
+		if r.Err != nil {
+			t.Fatalf("%q: %v", msgs[i].ID, r.Err)
+		}
+		in, err := c.Get(ctx, topic, msgs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := partition.For(msgs[i].ID, 4); in.Partition != want || in.State != msgs[i].State {
+			t.Errorf("%q imported %s in partition %d, want %s in %d", msgs[i].ID, in.State, in.Partition, msgs[i].State, want)
+		}
+	}
+	if !errors.Is(res[40].Err, ErrDuplicate) {
+		t.Fatalf("import of %q, in its old partition: %v, want a duplicate", old, res[40].Err)
+	}
 }
