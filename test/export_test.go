@@ -2,15 +2,19 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -267,4 +271,35 @@ func countPrefix(l *ledger, prefix string) int {
 		}
 	}
 	return len(seen)
+}
+
+// TestBenchExport runs the export workload of "delayq bench" small: every
+// rate and the heap figures positive, the backends' CPU read, and no
+// topic left behind.
+func TestBenchExport(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	r := mustCLI(t, "", "bench", "--addr", env.Proxy, "--backends", strings.Join(env.Backends, ","), "--workload", "export", "--n", "3000")
+	line := strings.TrimSpace(r.stdout)
+	if !strings.HasPrefix(line, "workload=export n=3000 body=256 ") || strings.Contains(line, "\n") {
+		t.Fatalf("want one export line, got %s", r)
+	}
+	for _, name := range []string{"enqueue_batch_given_rate", "export_rate", "paced_export_rate", "import_rate", "import_api_rate", "file_mb", "export_heap_mb", "import_heap_mb", "export_backend_cpu_pct", "paced_backend_cpu_pct", "import_backend_cpu_pct"} {
+		m := regexp.MustCompile(` ` + name + `=([0-9.]+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("no %s= in %q", name, line)
+			continue
+		}
+		if v, err := strconv.ParseFloat(m[1], 64); err != nil || (v <= 0 && !strings.HasSuffix(name, "_pct") && name != "file_mb") {
+			t.Errorf("%s=%s in %q", name, m[1], line)
+		}
+	}
+	st, err := store.Open(store.Options{Addr: env.Proxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if topics, err := st.Topics(context.Background()); err != nil || len(topics) > 0 {
+		t.Errorf("topics left by the run: %q (%v)", topics, err)
+	}
 }

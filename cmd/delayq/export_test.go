@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -93,5 +96,22 @@ func TestExportImportCLI(t *testing.T) {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("import stderr lacks %q:\n%s", want, errb.String())
 		}
+	}
+	// A long export prints its progress every second.
+	var many strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&many, `{"id":"m%d","delay_ms":60000}`+"\n", i)
+	}
+	if err := run(ctx, []string{"send", "--addr", addr, "--topic", "slow", "--stdin"}, strings.NewReader(many.String()), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	out.Reset()
+	if err := run(ctx, []string{"export", "--addr", addr, "--topic", "slow", "--rate", "2000", "--batch", "100"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^exported [0-9]+ messages of slow \([0-9]+/s\)$`).MatchString(errb.String()) ||
+		!strings.Contains(errb.String(), "exported 3000 messages of slow in ") || strings.Count(out.String(), "\n") != 3000 {
+		t.Errorf("export at 2000/s: stderr %q, %d lines", errb.String(), strings.Count(out.String(), "\n"))
 	}
 }
