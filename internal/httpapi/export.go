@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq"
 )
@@ -40,8 +41,14 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	out.start() // an empty topic is an empty download
 }
 
+// downloadStall is how long a download may wait for the client to take
+// its next bytes: the server's WriteTimeout bounds a whole response, and
+// an export may take longer.
+const downloadStall = time.Minute
+
 // lazyDownload writes the headers of a JSON lines download before its
-// first byte, so that an error before then can still be an error response.
+// first byte, so that an error before then can still be an error
+// response, and moves the write deadline on before each write.
 type lazyDownload struct {
 	w       http.ResponseWriter
 	name    string
@@ -64,5 +71,6 @@ func (d *lazyDownload) start() {
 // Write starts the response, then writes p.
 func (d *lazyDownload) Write(p []byte) (int, error) {
 	d.start()
+	_ = http.NewResponseController(d.w).SetWriteDeadline(time.Now().Add(downloadStall)) // unsupported: the server's bound holds
 	return d.w.Write(p)
 }

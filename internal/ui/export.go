@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/delayq/delayq"
 )
@@ -36,8 +37,13 @@ func (s *Server) exportTopic(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Disposition", `attachment; filename="`+topic+`.jsonl"`)
 		w.WriteHeader(http.StatusOK)
 	}
+	rc := http.NewResponseController(w)
 	if _, err := c.ExportJSON(r.Context(), topic, writerFunc(func(p []byte) (int, error) {
 		start()
+		// The server's WriteTimeout bounds a whole response, and an
+		// export may take longer: only a client that stops reading for
+		// downloadStall cuts it.
+		_ = rc.SetWriteDeadline(time.Now().Add(downloadStall))
 		return w.Write(p)
 	}), delayq.ExportOptions{}); err != nil {
 		if started {
@@ -49,6 +55,10 @@ func (s *Server) exportTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	start()
 }
+
+// downloadStall is how long a download may wait for the browser to take
+// its next bytes.
+const downloadStall = time.Minute
 
 // writerFunc is an io.Writer of a function.
 type writerFunc func(p []byte) (int, error)
