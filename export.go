@@ -95,13 +95,16 @@ type ExportStats struct {
 // during the scan of a partition, Export scans it a second time, which
 // finds such messages, and leaves out what it read already. (A message
 // leaving its segment during the second scan was in it all through the
-// first.) During a
-// change of the partition count it reads the partitions that messages
-// move out of first, so that a moving message is read in its old
+// first.)
+//
+// During a change of the partition count it reads the partitions that
+// messages move out of first, so that a moving message is read in its old
 // partition or, moved before the scan got to it, in its new one, and it
 // keeps the ids it read that belong elsewhere, to leave them out there.
 // A change that begins during the export would defeat that: the export
 // fails with ErrChangeRunning, to be run again.
+//
+// emit may keep the message it is given: each is its own.
 func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
 	begin := time.Now()
 	var st ExportStats
