@@ -250,7 +250,7 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 		for _, x := range bad {
 			report(x.line, x.id, x.err)
 		}
-		if b.halt && len(b.bad) > 0 { // the batch with the malformed line; those after it are never finished
+		if b.halt && len(b.bad) > 0 { // the batch with the malformed line: finish counts none after it
 			halted = b.bad[len(b.bad)-1].err
 		}
 		if opts.Progress != nil {
