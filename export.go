@@ -77,8 +77,10 @@ type ExportStats struct {
 // which dead. Consumers and producers may run meanwhile. The guarantee:
 // each message present in the topic from the export's start to its end
 // is emitted exactly once, with its record as it was at some moment of
-// the export (its state read just after the record: a message that moved
-// in between shows its new state with its old fields). Messages added or
+// the export, and its state as read just after the record: a message
+// that moved in between shows its new state with its old fields, or, in
+// the instant a retry is in both indexes, in flight with the fields of the
+// retry (in flight and scheduled import alike). Messages added or
 // removed during the export may or may not be emitted; a message emitted
 // in flight or dead may have been acked, retried or requeued since.
 //
