@@ -360,6 +360,26 @@ if segCut(ARGV[2], ARGV[3]) then return 1 end
 return 0
 `)
 
+// deleteManyScript deletes messages that may be held by segments, as
+// segDeleteScript does each: its own record if it has one, else its entry
+// in its segment.
+// KEYS[1]: records HASH. ARGV: id1, its segment's field ("" when no
+// segment can hold it), its suffix, id2, ...
+// Returns one integer per id: 1 removed, 0 nothing to remove.
+var deleteManyScript = newScript(segCutLua + `
+local out = {}
+for i = 1, #ARGV, 3 do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    out[#out + 1] = 1
+  elseif ARGV[i + 1] ~= '' and segCut(ARGV[i + 1], ARGV[i + 2]) then
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
 // segMoveOutScript gives a message held by a segment its own record (the
 // rescheduled one) and rewrites the segment without it.
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
