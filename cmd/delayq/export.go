@@ -183,20 +183,24 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return nil
 }
 
-// deleteWorkers is the deletes "delete --in" runs at once.
-const deleteWorkers = 16
+// Deletes of "delete --in": ids per DeleteMany call, calls at once.
+const (
+	deleteBatch   = 500
+	deleteWorkers = 4
+)
 
 // deleteListed deletes the messages of topic whose ids are on the lines
 // of the file at path (JSON objects with an "id", as export writes them),
-// deleteWorkers at a time, and prints how many it deleted and how many
-// were gone already. A line without an id stops it, naming the line.
+// deleteBatch at a time with Client.DeleteMany, deleteWorkers batches at
+// once, and prints how many it deleted and how many were gone already. A
+// line without an id stops it, naming the line.
 func deleteListed(ctx context.Context, client *delayq.Client, topic, path string, stdout io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	defer f.Close()
-	ids := make(chan string, deleteWorkers)
+	batches := make(chan []string)
 	var deleted, gone atomic.Int64
 	var firstErr error
 	var once sync.Once
@@ -208,20 +212,25 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range ids {
-				switch err := client.Delete(ctx, topic, id); {
-				case err == nil:
-					deleted.Add(1)
-				case errors.Is(err, delayq.ErrNotFound):
-					gone.Add(1)
-				default:
+			for ids := range batches {
+				found, err := client.DeleteMany(ctx, topic, ids)
+				if err != nil {
 					fail(err)
 					cancel()
+					continue
+				}
+				for _, ok := range found {
+					if ok {
+						deleted.Add(1)
+					} else {
+						gone.Add(1)
+					}
 				}
 			}
 		}()
 	}
 	br := bufio.NewReaderSize(f, 64<<10)
+	var ids []string
 	for n := 1; ctx.Err() == nil; n++ {
 		line, rerr := br.ReadBytes('\n')
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -236,13 +245,20 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 				fail(fmt.Errorf("%s line %d: no id (%v)", path, n, err))
 				break
 			}
-			ids <- v.ID
+			ids = append(ids, v.ID)
+		}
+		if len(ids) == deleteBatch || (rerr != nil && len(ids) > 0) {
+			select {
+			case batches <- ids:
+			case <-ctx.Done():
+			}
+			ids = nil
 		}
 		if rerr != nil {
 			break
 		}
 	}
-	close(ids)
+	close(batches)
 	wg.Wait()
 	fmt.Fprintf(stdout, "deleted %d messages of %s; %d were gone already\n", deleted.Load(), topic, gone.Load())
 	if firstErr == nil {
