@@ -284,7 +284,7 @@ func TestBenchExport(t *testing.T) {
 	if !strings.HasPrefix(line, "workload=export n=3000 body=256 ") || strings.Contains(line, "\n") {
 		t.Fatalf("want one export line, got %s", r)
 	}
-	for _, name := range []string{"enqueue_batch_given_rate", "export_rate", "paced_export_rate", "import_rate", "import_api_rate", "file_mb", "export_heap_mb", "import_heap_mb", "export_backend_cpu_pct", "paced_backend_cpu_pct", "import_backend_cpu_pct"} {
+	for _, name := range []string{"enqueue_batch_given_rate", "export_rate", "paced_export_rate", "import_rate", "import_api_rate", "delete_rate", "file_mb", "export_heap_mb", "import_heap_mb", "export_backend_cpu_pct", "paced_backend_cpu_pct", "import_backend_cpu_pct"} {
 		m := regexp.MustCompile(` ` + name + `=([0-9.]+)`).FindStringSubmatch(line)
 		if m == nil {
 			t.Errorf("no %s= in %q", name, line)

@@ -68,7 +68,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           topic that two consumers run: lateness;\n"+
 			"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n"+
 			"           exported to a file unpaced, exported again paced, then imported\n"+
-			"           into another topic: the rates, peak heap and (--backends) the\n"+
+			"           into another topic, and deleted as delete --in does: the rates,\n"+
+			"           peak heap and (--backends) the\n"+
 			"           backends' CPU (not part of all).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+

@@ -20,7 +20,8 @@ import (
 // --body bytes, due in 1 h) written with EnqueueBatch of --batch-size from
 // --producers goroutines (the rate import is compared with), exported to
 // a file without pacing, exported again with the default pacing, then
-// imported from the file into a second topic. The line gives each rate,
+// imported from the file into a second topic, and deleted from the first
+// as "delete --in" of the file does. The line gives each rate,
 // the bench process's peak Go heap during the export and the import, and,
 // with --backends, the CPU the backends spent during each export, as a
 // share of one core summed over the backends.
@@ -102,14 +103,27 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	if err != nil {
 		return "", err
 	}
+	// delete --in of the export, from the source topic.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	deleteTook, _, deleteCPU, err := benchPhase(ctx, cfg, func() error {
+		return deleteListed(ctx, c, src, f.Name(), io.Discard)
+	})
+	if err != nil {
+		return "", err
+	}
+	if st, err := c.Stats(ctx, src); err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
+		return "", fmt.Errorf("after the delete, %s holds %+v (%v)", src, st, err)
+	}
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	line = fmt.Sprintf("workload=export n=%d body=%d enqueue_batch_given_rate=%.0f export_rate=%.0f paced_export_rate=%.0f import_rate=%.0f import_api_rate=%.0f file_mb=%.0f export_heap_mb=%.1f import_heap_mb=%.1f",
-		n, cfg.bodySize, rate(filled), rate(exportTook), rate(pacedTook), rate(importTook), rate(apiTook), float64(size)/(1<<20),
+	line = fmt.Sprintf("workload=export n=%d body=%d enqueue_batch_given_rate=%.0f export_rate=%.0f paced_export_rate=%.0f import_rate=%.0f import_api_rate=%.0f delete_rate=%.0f file_mb=%.0f export_heap_mb=%.1f import_heap_mb=%.1f",
+		n, cfg.bodySize, rate(filled), rate(exportTook), rate(pacedTook), rate(importTook), rate(apiTook), rate(deleteTook), float64(size)/(1<<20),
 		float64(exportHeap)/(1<<20), float64(importHeap)/(1<<20))
 	if len(cfg.backends) > 0 {
 		pct := func(cpu, took time.Duration) float64 { return 100 * cpu.Seconds() / took.Seconds() }
-		line += fmt.Sprintf(" export_backend_cpu_pct=%.0f paced_backend_cpu_pct=%.0f import_backend_cpu_pct=%.0f",
-			pct(exportCPU, exportTook), pct(pacedCPU, pacedTook), pct(importCPU, importTook))
+		line += fmt.Sprintf(" export_backend_cpu_pct=%.0f paced_backend_cpu_pct=%.0f import_backend_cpu_pct=%.0f delete_backend_cpu_pct=%.0f",
+			pct(exportCPU, exportTook), pct(pacedCPU, pacedTook), pct(importCPU, importTook), pct(deleteCPU, deleteTook))
 	}
 	return line, nil
 }
