@@ -40,6 +40,10 @@ type Message struct {
 	// MaxAttempts caps deliveries of this message; 0 means the consumer's
 	// ConsumerOptions.MaxAttempts.
 	MaxAttempts int
+
+	// imported carries the rest of an imported message's record (see
+	// Client.Import): nil for an enqueue.
+	imported *importedFields
 }
 
 // maxPipeline bounds the records one EnqueueBatch round trip carries.
@@ -159,6 +163,8 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 			continue
 		}
 		switch ahead := res[i].Due.Sub(now) >= freshAhead; {
+		case msgs[i].imported != nil && msgs[i].imported.dead:
+			kind[i] = writeDead
 		case ahead && msgs[i].ID == "":
 			kind[i] = writeFresh // a generated id is new to the topic: no duplicate check
 		case ahead:
@@ -199,8 +205,15 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
 			}
 			news[j] = store.New{ID: res[i].ID, Record: &recs[j]}
+			if imp := msgs[i].imported; imp != nil {
+				imp.fill(&recs[j])
+				news[j].DiedAt = imp.diedAt
+			}
 		}
-		groups = append(groups, store.Group{Topic: topic, P: parts[first], Msgs: news, Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead})
+		groups = append(groups, store.Group{
+			Topic: topic, P: parts[first], Msgs: news,
+			Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead, Dead: kind[first] == writeDead,
+		})
 		members = append(members, group)
 	}
 	// At most maxPipeline records per round trip.
@@ -240,6 +253,9 @@ func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, 
 	var ps []store.TopicPartition
 	soon := now.Add(WakeAhead)
 	for gi, g := range groups {
+		if g.Dead {
+			continue // never delivered: no owner to wake
+		}
 		tp := store.TopicPartition{Topic: g.Topic, P: g.P}
 		if len(ps) > 0 && ps[len(ps)-1] == tp {
 			continue // groups of one partition are next to one another
@@ -304,6 +320,7 @@ const (
 	writeFresh   writeKind = iota // generated id, due freshAhead or later: no duplicate check
 	writeAhead                    // given id, due freshAhead or later: check and index in one round trip
 	writeChecked                  // due sooner: check, then index
+	writeDead                     // an imported dead message: check, then index as dead
 )
 
 // freshAhead is how far ahead a message must be due for its record and

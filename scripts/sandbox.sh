@@ -5,7 +5,8 @@
 #   backends  the backends' host:port
 #   proxy     nutcracker's host:port
 #   pids      the processes, stopped (and tmp removed) on exit, Ctrl-C included
-# Expects: SANDBOX (a name for messages and the temp dir).
+# Expects: SANDBOX (a name for messages and the temp dir); BACKENDS, the
+# number of backends, may be set (default 2).
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DELAYQ=${DELAYQ:-$root/bin/delayq}
 
@@ -107,7 +108,7 @@ wait_ready() {
 say "working in $tmp"
 
 backends=()
-for i in 0 1; do
+for ((i = 0; i < ${BACKENDS:-2}; i++)); do
 	free_port
 	port=$PORT
 	mkdir -p "$tmp/redis$i"
@@ -132,8 +133,7 @@ delayq:
   auto_eject_hosts: false
   timeout: 3000
   servers:
-   - ${backends[0]}:1 s0
-   - ${backends[1]}:1 s1
+$(for i in "${!backends[@]}"; do echo "   - ${backends[i]}:1 s$i"; done)
 EOF
 "$nutcracker" -c "$tmp/nutcracker.yml" -o "$tmp/nutcracker.log" \
 	-s "$stats_port" -a 127.0.0.1 >/dev/null 2>&1 &

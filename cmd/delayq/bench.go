@@ -65,7 +65,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           drain rate from that instant and lateness (handler start - due);\n"+
 			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n"+
 			"  duenow:  n messages due at once, sent one at a time 20 ms apart to an idle\n"+
-			"           topic that two consumers run: lateness.\n"+
+			"           topic that two consumers run: lateness;\n"+
+			"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n"+
+			"           exported to a file unpaced, exported again paced, then imported\n"+
+			"           into another topic, and deleted as delete --in does: the rates,\n"+
+			"           peak heap and (--backends) the\n"+
+			"           backends' CPU (not part of all).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
@@ -139,10 +144,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch cfg.workload {
 	case "all":
 		workloads = []string{"enqueue", "burst", "spread", "duenow"}
-	case "enqueue", "burst", "spread", "duenow":
+	case "enqueue", "burst", "spread", "duenow", "export":
 		workloads = []string{cfg.workload}
 	default:
-		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread, duenow or all", cfg.workload)
+		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread, duenow, export or all", cfg.workload)
 	}
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
@@ -175,6 +180,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				line, err = benchSpread(ctx, run)
 			case "duenow":
 				line, err = benchDueNow(ctx, run)
+			case "export":
+				line, err = benchExport(ctx, run)
 			}
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)

@@ -62,6 +62,8 @@ Commands:
 	stats       print the counters of every partition of a topic
 	partitions  print a topic's partition count, or change it (--set N)
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
+	export      write every message of a topic as JSON lines (backups, moves)
+	import      write the JSON lines of an export into a topic
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread
@@ -115,6 +117,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runPartitions(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
+	case "export":
+		return runExport(ctx, rest, stdout, stderr)
+	case "import":
+		return runImport(ctx, rest, stdin, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "worker":

@@ -50,16 +50,27 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // runDelete implements "delayq delete".
 func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd, id := idCommand("delete", "--topic T --id ID",
-		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".", stdout)
+	cmd := newCommand("delete", "--topic T (--id ID | --in FILE)",
+		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".\n"+
+			"With --in, deletes every message whose id is on a line of FILE (the JSON lines\n"+
+			"of \"delayq export\": what a move to another cluster took, see README) and prints\n"+
+			"how many it deleted and how many were gone already.", stdout)
+	id := cmd.fs.String("id", "", "message `id`")
+	in := cmd.fs.String("in", "", "delete the ids of the JSON lines of `file`")
 	if err := cmd.parse(args); err != nil {
 		return err
+	}
+	if (*id == "") == (*in == "") {
+		return cmd.usageErr("--id is required (or --in FILE), not both")
 	}
 	client, err := cmd.c.client(stderr)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if *in != "" {
+		return deleteListed(ctx, client, cmd.c.topic, *in, stdout)
+	}
 	if err := client.Delete(ctx, cmd.c.topic, *id); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@
 //	GET    /v1/topics/{topic}/dead?limit=N             200 {"messages":[...]}
 //	POST   /v1/topics/{topic}/dead/{id}/requeue        200 {"requeued":1}
 //	DELETE /v1/topics/{topic}/dead                     200 {"purged":N}
+//	GET    /v1/topics/{topic}/export?state=S,...       200 JSON lines (delayq export's)
 //	GET    /healthz, /readyz, /metrics
 //
 // An enqueue body is

@@ -41,6 +41,13 @@ const (
 	// segment not counted in SegmentExtraField yet (see
 	// SegmentPendingField).
 	SegmentPendingMark = "\x04"
+
+	// SegmentLeftField is the field of the records HASH that counts, with
+	// HINCRBY, the scripts that took messages out of segments (to records
+	// of their own): a message that changes fields. An export reads it
+	// around its scan of the records, and scans them again when it
+	// changed (see delayq.Client.Export).
+	SegmentLeftField = "\x05left"
 )
 
 // Gave is the reserved member of the scheduled ZSET that marks a graceful

@@ -39,6 +39,7 @@ func TestGoldenNames(t *testing.T) {
 		{SegmentExtraField, "\x03extra"},
 		{SegmentPendingMark, "\x04"},
 		{SegmentPendingField(prefix), "\x0401JDQ0000000000000000A"},
+		{SegmentLeftField, "\x05left"},
 		{LeaseValue("host-1", "01JDQ00000000000000000000X"), "host-1 01JDQ00000000000000000000X"},
 		{LeaseOwner("host-1 01JDQ00000000000000000000X"), "host-1"},
 		{LeaseOwner("my worker 7 r"), "my worker 7"},
@@ -68,6 +69,7 @@ func TestNameKinds(t *testing.T) {
 		{SegmentField(prefix), false, true, false},
 		{SegmentPendingField(prefix), false, false, true},
 		{SegmentExtraField, false, false, false},
+		{SegmentLeftField, false, false, false},
 		{"", false, false, false},
 	} {
 		if got := IsIDField(tc.name); got != tc.id {

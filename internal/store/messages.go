@@ -13,6 +13,9 @@ import (
 type New struct {
 	ID     string
 	Record *Record
+	// DiedAt is the time of death (unix ms) of a message of a Dead group,
+	// its score in the dead ZSET.
+	DiedAt int64
 }
 
 // Group is the messages to add to one partition.
@@ -35,6 +38,10 @@ type Group struct {
 	// them). The duplicate check and the index entry then go in one round
 	// trip too: see AddMany.
 	Ahead bool
+	// Dead writes the messages dead (an import of an export): their
+	// records as a group whose ids may exist, then their entries in the
+	// dead ZSET, scored by New.DiedAt. Fresh and Ahead do not apply.
+	Dead bool
 }
 
 // Add writes the messages of one partition; see AddMany.
@@ -91,6 +98,8 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		}
 		var gc []cmd
 		switch {
+		case g.Dead:
+			gc = s.checkCmds(g)
 		case g.Fresh:
 			gc = s.freshCmds(g)
 		case g.Ahead:
@@ -126,12 +135,12 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		if err := firstErr(gr); err != nil {
 			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
-		if g.Fresh {
+		if g.Fresh && !g.Dead {
 			continue
 		}
 		n := len(g.Msgs)
 		recs, allAdded, noneAdded := gr, false, true
-		if g.Ahead { // aheadCmds: the records' commands, then ZADD NX
+		if g.Ahead && !g.Dead { // aheadCmds: the records' commands, then ZADD NX
 			recs = gr[:len(gr)-1]
 			added, err := redis.Int(gr[len(gr)-1], nil) // ZADD NX's count
 			if err != nil {
@@ -144,6 +153,9 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
 		sk := keys.Scheduled(s.ns, g.Topic, g.P)
+		if g.Dead {
+			sk = keys.Dead(s.ns, g.Topic, g.P)
+		}
 		var zadd, unindex []any // built only when needed: usually neither is
 		var dups []New
 		for i, m := range g.Msgs {
@@ -152,7 +164,11 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 				if zadd == nil {
 					zadd = []any{sk}
 				}
-				zadd = append(zadd, m.Record.Due, m.ID)
+				score := m.Record.Due
+				if g.Dead {
+					score = m.DiedAt
+				}
+				zadd = append(zadd, score, m.ID)
 			case set[i] == 0:
 				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
 				switch {

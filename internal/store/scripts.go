@@ -55,16 +55,17 @@ func luaString(s string) string {
 //	SEG         keys.SegmentMark: the field of a segment is SEG .. prefix
 //	PENDING     keys.SegmentPendingMark: its pending field is PENDING .. prefix
 //	EXTRA       keys.SegmentExtraField
+//	LEFT        keys.SegmentLeftField
 //	ID_LEN      SegmentIDLen
 //	PREFIX_LEN  SegmentPrefixLen
 //	ENTRY       struct.unpack format of a segment's entry: suffix, due,
 //	            record length (see encodeSegment)
 var segNames = fmt.Sprintf(`
-local SEG, PENDING, EXTRA = %s, %s, %s
+local SEG, PENDING, EXTRA, LEFT = %s, %s, %s, %s
 local ID_LEN, PREFIX_LEN = %d, %d
 local ENTRY = '>c%ddI4'
 `, luaString(keys.SegmentMark), luaString(keys.SegmentPendingMark), luaString(keys.SegmentExtraField),
-	SegmentIDLen, SegmentPrefixLen, SegmentIDLen-SegmentPrefixLen)
+	luaString(keys.SegmentLeftField), SegmentIDLen, SegmentPrefixLen, SegmentIDLen-SegmentPrefixLen)
 
 // segLua adds to segNames the functions of the scripts that look into a
 // segment. segFind(v, suffix) returns the first and one past the last byte
@@ -93,8 +94,8 @@ end
 
 // segCutLua adds to segLua segCut(field, suffix), which rewrites the
 // segment in field of KEYS[1] without the entry of suffix (one message
-// fewer in the count, if the segment was counted), and says whether it
-// held one.
+// fewer in the count, if the segment was counted, and one more script in
+// keys.SegmentLeftField), and says whether it held one.
 var segCutLua = segLua + `
 local function segCut(field, suffix)
   local v = redis.call('HGET', KEYS[1], field)
@@ -102,6 +103,7 @@ local function segCut(field, suffix)
   local a, b = segFind(v, suffix)
   if not a then return false end
   redis.call('HSET', KEYS[1], field, string.sub(v, 1, a - 1) .. string.sub(v, b))
+  redis.call('HINCRBY', KEYS[1], LEFT, 1)
   if not redis.call('HGET', KEYS[1], PENDING .. string.sub(field, #SEG + 1)) then
     redis.call('HINCRBY', KEYS[1], EXTRA, -1)
   end
@@ -247,6 +249,18 @@ end
 return out
 `)
 
+// scoresScript reads the scores of ids in a ZSET, for an export: one
+// command per index instead of one ZSCORE per id.
+// KEYS[1]: a ZSET. ARGV: ids. Returns one string per id: its score, or ""
+// when it is not a member.
+var scoresScript = newScript(`
+local out = {}
+for i = 1, #ARGV do
+  out[i] = redis.call('ZSCORE', KEYS[1], ARGV[i]) or ''
+end
+return out
+`)
+
 // unindexScript removes the entries an enqueue of duplicate ids added
 // beside its duplicate check, each only while it still has the score that
 // enqueue gave it: an entry rescheduled or retried since is the existing
@@ -309,7 +323,7 @@ return out
 
 // explodeScript turns a segment into ordinary records, one field per
 // message, and removes it (with its pending field, or its messages from
-// the count).
+// the count), counting itself in keys.SegmentLeftField.
 // KEYS[1]: records HASH. ARGV[1]: the segment's field, ARGV[2]: its prefix.
 // Returns {id1, due1, id2, due2, ...}: the records it wrote.
 var explodeScript = newScript(segNames + `
@@ -330,6 +344,7 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 if redis.call('HDEL', KEYS[1], PENDING .. ARGV[2]) == 0 then
   redis.call('HINCRBY', KEYS[1], EXTRA, 1 - live)
 end
+redis.call('HINCRBY', KEYS[1], LEFT, 1)
 return out
 `)
 
@@ -343,6 +358,26 @@ var segDeleteScript = newScript(segCutLua + `
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return 1 end
 if segCut(ARGV[2], ARGV[3]) then return 1 end
 return 0
+`)
+
+// deleteManyScript deletes messages that may be held by segments, as
+// segDeleteScript does each: its own record if it has one, else its entry
+// in its segment.
+// KEYS[1]: records HASH. ARGV: id1, its segment's field ("" when no
+// segment can hold it), its suffix, id2, ...
+// Returns one integer per id: 1 removed, 0 nothing to remove.
+var deleteManyScript = newScript(segCutLua + `
+local out = {}
+for i = 1, #ARGV, 3 do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    out[#out + 1] = 1
+  elseif ARGV[i + 1] ~= '' and segCut(ARGV[i + 1], ARGV[i + 2]) then
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
 `)
 
 // segMoveOutScript gives a message held by a segment its own record (the

@@ -179,6 +179,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/topics/{topic}/message/body", s.withTopic(s.messageBody))
 	m.HandleFunc("GET /ui/topics/{topic}/scheduled", s.withTopic(s.scheduledPage))
 	m.HandleFunc("GET /ui/topics/{topic}/dead", s.withTopic(s.deadPage))
+	m.HandleFunc("GET /ui/topics/{topic}/export", s.exportTopic)
 	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.withTopic(s.messageAction))
 	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.withTopic(s.deadAction))
 	s.mux = m

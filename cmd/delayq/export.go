@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// progressEvery is how often export and import print a progress line on
+// stderr.
+const progressEvery = time.Second
+
+// runExport implements "delayq export": every message of a topic as JSON
+// lines.
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("export", "--topic T [--state S,...] [--out FILE] [--batch N] [--pace F] [--rate N]",
+		"Writes every message of the topic as one JSON line: id, state (scheduled,\n"+
+			"inflight or dead), due, died_at (dead), attempts, max_attempts, last_error,\n"+
+			"created, updated (RFC 3339, UTC, milliseconds) and body (or body_base64 when\n"+
+			"the body is not UTF-8), to stdout or to --out FILE (written whole or not at all).\n"+
+			"It reads through the proxy in bounded batches while consumers run: each message\n"+
+			"present for the whole export is written exactly once. After each batch it\n"+
+			"pauses --pace times as long as the batch took. It prints its progress (count\n"+
+			"and rate) on stderr every second, and a summary at the end.", stdout)
+	var states stringsFlag
+	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight or dead (repeatable, or comma-separated)")
+	out := cmd.fs.String("out", "", "write to `file` instead of stdout")
+	batch := cmd.fs.Int("batch", delayq.DefaultExportBatch, "fields per HSCAN of a partition's records")
+	pace := cmd.fs.Float64("pace", delayq.DefaultExportPace, "pause after each batch, as a `multiple` of the time the batch took (0: none)")
+	rate := cmd.fs.Int("rate", 0, "read at most `n` messages a second (0: no cap)")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	opts := delayq.ExportOptions{Batch: *batch, Pace: *pace, Rate: *rate}
+	if *pace == 0 {
+		opts.Pace = -1 // the option's zero is its default
+	}
+	switch {
+	case *batch < 1:
+		return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
+	case *pace < 0:
+		return cmd.usageErr("invalid value %v for flag --pace: negative", *pace)
+	case *rate < 0:
+		return cmd.usageErr("invalid value %d for flag --rate: negative", *rate)
+	}
+	for _, list := range states {
+		for _, s := range strings.Split(list, ",") {
+			st := delayq.State(strings.TrimSpace(s))
+			if st != delayq.StateScheduled && st != delayq.StateInFlight && st != delayq.StateDead {
+				return cmd.usageErr("invalid value %q for flag --state: want scheduled, inflight or dead", s)
+			}
+			opts.States = append(opts.States, st)
+		}
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	w, commit, abort := stdout, func() error { return nil }, func() {}
+	if *out != "" {
+		f, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
+		if err != nil {
+			return fmt.Errorf("export to %s: %w", *out, err)
+		}
+		w = f
+		abort = func() { f.Close(); os.Remove(f.Name()) }
+		commit = func() error {
+			if err := f.Close(); err != nil {
+				os.Remove(f.Name())
+				return err
+			}
+			return os.Rename(f.Name(), *out)
+		}
+	}
+	last := time.Now()
+	opts.Progress = func(st delayq.ExportStats) {
+		if time.Since(last) >= progressEvery {
+			last = time.Now()
+			fmt.Fprintf(stderr, "exported %d messages of %s (%.0f/s)\n", st.Exported, cmd.c.topic, rate64(st.Exported, st.Elapsed))
+		}
+	}
+	st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
+	if err != nil {
+		abort()
+		return err
+	}
+	if err := commit(); err != nil {
+		return fmt.Errorf("export to %s: %w", *out, err)
+	}
+	fmt.Fprintf(stderr, "exported %d messages of %s in %v (%.0f/s)", st.Exported, cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
+	if st.Corrupt > 0 {
+		fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
+	}
+	fmt.Fprintln(stderr)
+	return nil
+}
+
+// rate64 is n per second over d.
+func rate64(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// runImport implements "delayq import": the JSON lines of an export into
+// a topic.
+func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := newCommand("import", "--topic T [--in FILE] [--batch N] [--strict]",
+		"Reads the JSON lines of \"delayq export\" from stdin or --in FILE and writes each\n"+
+			"message into the topic with its id, due, attempts, max attempts, last error,\n"+
+			"created and updated times: scheduled and in flight ones scheduled at their due\n"+
+			"(delivered at once when it is past), dead ones dead. An id the topic holds\n"+
+			"already is left alone and reported as a duplicate, so importing a file twice\n"+
+			"changes nothing. A malformed line is reported with its number and skipped, or\n"+
+			"with --strict ends the import (the lines before it are written); it is never\n"+
+			"written in part. Each line not imported is reported on stderr; the exit\n"+
+			"status is 1 when there was any.", stdout)
+	in := cmd.fs.String("in", "", "read `file` instead of stdin")
+	batch := cmd.fs.Int("batch", delayq.DefaultImportBatch, "messages per write")
+	strict := cmd.fs.Bool("strict", false, "stop at the first malformed line")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if *batch < 1 {
+		return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
+	}
+	r := stdin
+	if *in != "" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	begin, last := time.Now(), time.Now()
+	st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
+		Batch: *batch, Strict: *strict,
+		Report: func(line int, id string, err error) {
+			msg := strings.TrimPrefix(err.Error(), "delayq: ")
+			if strings.HasPrefix(msg, "malformed line: ") {
+				fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
+				return
+			}
+			fmt.Fprintln(stderr, rejection(line, id, err))
+		},
+		Progress: func(st delayq.ImportStats) {
+			if time.Since(last) >= progressEvery {
+				last = time.Now()
+				fmt.Fprintf(stderr, "imported %d messages into %s (%.0f/s)\n", st.Imported, cmd.c.topic, rate64(st.Imported, time.Since(begin)))
+			}
+		},
+	})
+	elapsed := time.Since(begin)
+	fmt.Fprintf(stderr, "imported %d of %d messages into %s in %v (%.0f/s)\n", st.Imported, st.Lines, cmd.c.topic,
+		elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+	if err != nil {
+		return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
+	}
+	if n := st.Duplicates + st.Malformed + st.Rejected; n > 0 {
+		return fmt.Errorf("%d of %d messages not imported: %d duplicates, %d malformed, %d rejected",
+			n, st.Lines, st.Duplicates, st.Malformed, st.Rejected)
+	}
+	return nil
+}
+
+// Deletes of "delete --in": ids per DeleteMany call, calls at once.
+const (
+	deleteBatch   = 500
+	deleteWorkers = 4
+)
+
+// deleteListed deletes the messages of topic whose ids are on the lines
+// of the file at path (JSON objects with an "id", as export writes them),
+// deleteBatch at a time with Client.DeleteMany, deleteWorkers batches at
+// once, and prints how many it deleted and how many were gone already. A
+// line without an id stops it, naming the line.
+func deleteListed(ctx context.Context, client *delayq.Client, topic, path string, stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	defer f.Close()
+	batches := make(chan []string)
+	var deleted, gone atomic.Int64
+	var firstErr error
+	var once sync.Once
+	fail := func(err error) { once.Do(func() { firstErr = err }) }
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range deleteWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ids := range batches {
+				found, err := client.DeleteMany(ctx, topic, ids)
+				if err != nil {
+					fail(err)
+					cancel()
+					continue
+				}
+				for _, ok := range found {
+					if ok {
+						deleted.Add(1)
+					} else {
+						gone.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	var ids []string
+	for n := 1; ctx.Err() == nil; n++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			fail(fmt.Errorf("read %s line %d: %w", path, n, rerr))
+			break
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			var v struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(line, &v); err != nil || v.ID == "" {
+				fail(fmt.Errorf("%s line %d: no id (%v)", path, n, err))
+				break
+			}
+			ids = append(ids, v.ID)
+		}
+		if len(ids) == deleteBatch || (rerr != nil && len(ids) > 0) {
+			select {
+			case batches <- ids:
+			case <-ctx.Done():
+			}
+			ids = nil
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	close(batches)
+	wg.Wait()
+	fmt.Fprintf(stdout, "deleted %d messages of %s; %d were gone already\n", deleted.Load(), topic, gone.Load())
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}

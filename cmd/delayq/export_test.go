@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// TestExportImportUsage: bad flags are usage errors that name the flag,
+// before any connection.
+func TestExportImportUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export"}, "--topic is required"},
+		{[]string{"export", "--topic", "t", "--state", "sleeping"}, `--state: want scheduled, inflight or dead`},
+		{[]string{"export", "--topic", "t", "--batch", "0"}, "--batch"},
+		{[]string{"export", "--topic", "t", "--pace", "-1"}, "--pace"},
+		{[]string{"export", "--topic", "t", "--rate", "-1"}, "--rate"},
+		{[]string{"import", "--topic", "t", "--batch", "0"}, "--batch"},
+		{[]string{"delete", "--topic", "t", "--id", "a", "--in", "f"}, "not both"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, _, err := runArgs(t, tt.args...)
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestExportImportCLI runs export to a file and import from stdin against
+// a server: the file is the topic's JSON lines, the import reports a
+// malformed line by its number and the duplicates, and exits 1.
+func TestExportImportCLI(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	ctx := context.Background()
+	in := `{"id":"a","body":"x","delay_ms":60000}` + "\n" + `{"id":"b","body_base64":"/w==","delay_ms":60000}` + "\n"
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"send", "--addr", addr, "--topic", "src", "--stdin"}, strings.NewReader(in), &out, &errb); err != nil {
+		t.Fatalf("send: %v\n%s", err, errb.String())
+	}
+	file := filepath.Join(t.TempDir(), "src.jsonl")
+	out.Reset()
+	errb.Reset()
+	if err := run(ctx, []string{"export", "--addr", addr, "--topic", "src", "--out", file}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("export: %v\n%s", err, errb.String())
+	}
+	if out.Len() != 0 || !strings.Contains(errb.String(), "exported 2 messages of src") {
+		t.Fatalf("export with --out: stdout %q, stderr %q", out.String(), errb.String())
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 2 || !strings.Contains(string(data), `"body_base64":"/w=="`) {
+		t.Fatalf("export file:\n%s", data)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	feed := lines[0] + "{\"id\":\"c\",\"state\":\"scheduled\",\"due\":\"soon\"}\n" + lines[1]
+	errb.Reset()
+	err = run(ctx, []string{"import", "--addr", addr, "--topic", "dst"}, strings.NewReader(feed), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "1 of 3 messages not imported: 0 duplicates, 1 malformed") ||
+		!strings.Contains(errb.String(), "imported 2 of 3 messages into dst") {
+		t.Fatalf("import: %v\n%s", err, errb.String())
+	}
+	errb.Reset()
+	err = run(ctx, []string{"import", "--addr", addr, "--topic", "dst"}, strings.NewReader(feed), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 messages not imported: 2 duplicates, 1 malformed, 0 rejected") {
+		t.Fatalf("second import: %v", err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"delete", "--addr", addr, "--topic", "src", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 2 messages of src; 0 were gone already\n" {
+		t.Fatalf("delete --in: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"delete", "--addr", addr, "--topic", "src", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 0 messages of src; 2 were gone already\n" {
+		t.Fatalf("delete --in again: %q, %v", out.String(), err)
+	}
+	for _, want := range []string{`line 1: id "a": duplicate`, `line 2: "due": parsing time "soon"`, `line 3: id "b": duplicate`} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("import stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	// A long export prints its progress every second.
+	var many strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&many, `{"id":"m%d","delay_ms":60000}`+"\n", i)
+	}
+	if err := run(ctx, []string{"send", "--addr", addr, "--topic", "slow", "--stdin"}, strings.NewReader(many.String()), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	out.Reset()
+	if err := run(ctx, []string{"export", "--addr", addr, "--topic", "slow", "--rate", "2000", "--batch", "100"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^exported [0-9]+ messages of slow \([0-9]+/s\)$`).MatchString(errb.String()) ||
+		!strings.Contains(errb.String(), "exported 3000 messages of slow in ") || strings.Count(out.String(), "\n") != 3000 {
+		t.Errorf("export at 2000/s: stderr %q, %d lines", errb.String(), strings.Count(out.String(), "\n"))
+	}
+}

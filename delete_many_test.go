@@ -1,0 +1,103 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// TestDeleteMany deletes messages in every state and storage at once:
+// records of their own, messages of a segment (the others of the segment
+// stay), in flight and dead, and ids never there; directly and through
+// Twemproxy, and during a change of the partition count.
+func TestDeleteMany(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 2
+		c := newClient(t, addr, Options{Partitions: n})
+		topic := "del-many"
+		far := time.Now().Add(time.Hour)
+		var batch []Message
+		for i := range 10 { // generated ids: one segment, or a few
+			batch = append(batch, Message{Topic: topic, Body: []byte(fmt.Sprint(i)), At: far})
+		}
+		for i := range 10 {
+			batch = append(batch, Message{Topic: topic, ID: fmt.Sprintf("own-%d", i), At: far})
+		}
+		res, err := c.EnqueueBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.ID)
+		}
+		kept := ids[1] // of the segment, not deleted
+		flight, dead := samePartition("f", 0, n), samePartition("d", 0, n)
+		for _, id := range []string{flight, dead} {
+			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: time.Now().Add(10 * time.Millisecond)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tok := takeFence(t, c.store, topic, 0)
+		var claimed []store.Claimed
+		waitFor(t, 5*time.Second, "both claimed", func() bool {
+			cl, err := c.store.Claim(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed = append(claimed, cl...)
+			return len(claimed) == 2
+		})
+		deadline := time.Now().Add(time.Hour).UnixMilli()
+		recs, err := c.store.Begin(ctx, topic, 0, []string{flight, dead}, []int64{deadline, deadline})
+		if err != nil || recs[1] == nil {
+			t.Fatalf("begin: %v %v", recs, err)
+		}
+		if _, err := c.store.Moves(ctx, topic, 0, []store.Move{{ID: dead, Dead: true, Score: time.Now().UnixMilli(), Record: recs[1]}}); err != nil {
+			t.Fatal(err)
+		}
+		del := append([]string{ids[0]}, ids[2:]...)
+		del = append(del, flight, dead, "never-1", "never-2")
+		found, err := c.DeleteMany(ctx, topic, del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range del {
+			if want := id != "never-1" && id != "never-2"; found[i] != want {
+				t.Errorf("%q: found %v, want %v", id, found[i], want)
+			}
+			if _, err := c.Get(ctx, topic, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%q after DeleteMany: %v", id, err)
+			}
+		}
+		if in, err := c.Get(ctx, topic, kept); err != nil || string(in.Body) != "1" {
+			t.Fatalf("the message of the segment left alone: %+v, %v", in, err)
+		}
+		st, err := c.Stats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Scheduled != 1 || st.InFlight != 0 || st.Dead != 0 {
+			t.Fatalf("after DeleteMany: %d scheduled, %d in flight, %d dead; want 1, 0, 0", st.Scheduled, st.InFlight, st.Dead)
+		}
+		// During a change of the count: found in the old partition.
+		if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+			t.Fatal(err)
+		}
+		found, err = c.DeleteMany(ctx, topic, []string{kept})
+		if err != nil || !found[0] {
+			t.Fatalf("DeleteMany during a change: %v, %v", found, err)
+		}
+		if _, err := c.Get(ctx, topic, kept); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%q after DeleteMany during a change: %v", kept, err)
+		}
+	})
+}

@@ -1,0 +1,290 @@
+package delayq
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// ExportedMessage is one message of a topic as Export reads it and Import
+// writes it, and one line of the JSON lines format of both (see
+// MarshalJSON).
+type ExportedMessage struct {
+	ID          string
+	State       State     // scheduled, in flight or dead
+	Due         time.Time // when it is (or was last) due
+	DiedAt      time.Time // when it died, when dead
+	Attempts    int       // deliveries that ended so far
+	MaxAttempts int       // 0: the consumer's default
+	LastError   string
+	Created     time.Time
+	Updated     time.Time // last transition
+	Body        []byte
+}
+
+// Defaults for ExportOptions.
+const (
+	DefaultExportBatch = 256
+	DefaultExportPace  = 1.0
+)
+
+// ExportOptions configures Export. The zero value of each field means its
+// default.
+type ExportOptions struct {
+	// States limits the export to messages in these states. Default: all.
+	States []State
+	// Batch is the COUNT of each HSCAN of a partition's records: about
+	// that many messages per read (more when segments are among them, 16
+	// at most each). Default DefaultExportBatch (256).
+	Batch int
+	// Pace is the pause after each read, as a multiple of the time the
+	// read took: at 1 the export waits as long as it read, so it keeps
+	// one command in flight at most half of the time, whatever the
+	// backends' load (a slower backend slows it down in proportion).
+	// Default DefaultExportPace (1); negative: no pause.
+	Pace float64
+	// Rate caps the messages read per second (on top of Pace). Default 0:
+	// no cap.
+	Rate int
+	// Progress, when set, is called after each read with the counts so
+	// far.
+	Progress func(ExportStats)
+}
+
+// ExportStats counts what an export did.
+type ExportStats struct {
+	Exported   int           // messages passed to emit
+	Filtered   int           // messages read but not in ExportOptions.States
+	Duplicates int           // messages read again (a rescan of the records, or a move between partitions) and left out
+	Corrupt    int           // records that could not be decoded, left out (and logged)
+	Reads      int           // HSCAN batches read
+	Rescans    int           // partitions scanned twice (see Export)
+	Elapsed    time.Duration // since the export began
+}
+
+// Export reads every message of topic, partition by partition, and calls
+// emit with each, in no particular order. It stops at the first error of
+// emit and returns it.
+//
+// It reads through any proxy with bounded commands, one at a time: per
+// batch an HSCAN of about opts.Batch fields of a partition's records,
+// then two one-key scripts that tell which of them are in flight and
+// which dead. Consumers and producers may run meanwhile. The guarantee:
+// each message present in the topic from the export's start to its end
+// is emitted exactly once, with its record as it was at some moment of
+// the export, and its state as read just after the record: a message
+// that moved in between shows its new state with its old fields, or, in
+// the instant a retry is in both indexes, in flight with the fields of the
+// retry (in flight and scheduled import alike). Messages added or
+// removed during the export may or may not be emitted; a message emitted
+// in flight or dead may have been acked, retried or requeued since.
+//
+// Exactly once holds because the export leaves out what it read before:
+// HSCAN may return a field twice (its table was resized meanwhile), and a
+// segment taken apart during the scan shows its messages twice; Export
+// keeps the ids read in the current partition to leave those out (about
+// 80 bytes per message of the partition, freed at its end). And a message
+// taken out of its segment (rescheduled, claimed, or moved by a change of
+// the count) gets a field of its own, which a scan that has gone past its
+// place does not return, while the segment read later no longer holds it:
+// the scripts that take messages out of segments count themselves in the
+// partition's records (keys.SegmentLeftField), and when the count changed
+// during the scan of a partition, Export scans it a second time, which
+// finds such messages, and leaves out what it read already. (A message
+// leaving its segment during the second scan was in it all through the
+// first.)
+//
+// During a change of the partition count it reads the partitions that
+// messages move out of first, so that a moving message is read in its old
+// partition or, moved before the scan got to it, in its new one, and it
+// keeps the ids it read that belong elsewhere, to leave them out there.
+// A change that begins during the export would defeat that: the export
+// fails with ErrChangeRunning, to be run again.
+//
+// emit may keep the message it is given: each is its own.
+func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
+	begin := time.Now()
+	var st ExportStats
+	if err := validateTopic(topic); err != nil {
+		return st, err
+	}
+	if opts.Batch == 0 {
+		opts.Batch = DefaultExportBatch
+	}
+	if opts.Pace == 0 {
+		opts.Pace = DefaultExportPace
+	}
+	if opts.Batch < 0 || opts.Rate < 0 {
+		return st, fmt.Errorf("%w: export of %s: Batch %d and Rate %d must not be negative", ErrInvalid, topic, opts.Batch, opts.Rate)
+	}
+	for _, s := range opts.States {
+		if !validState(s) {
+			return st, fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead)
+		}
+	}
+	l, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return st, err
+	}
+	if l.Count < 1 {
+		return st, fmt.Errorf("%w: topic %s was never used", ErrNotFound, topic)
+	}
+	// The partitions messages move out of first, then the others.
+	order := l.Sources()
+	for p := range l.Span() {
+		if !l.IsSource(p) {
+			order = append(order, p)
+		}
+	}
+	moving := map[string]struct{}{} // ids read in a source partition that belong elsewhere
+	for _, p := range order {
+		source := l.IsSource(p)
+		seen := map[string]struct{}{}
+		var leftBefore int64
+		for cursor, done, scan := "0", false, 1; !done; {
+			t0 := time.Now()
+			pass, err := c.store.ExportScan(ctx, topic, p, cursor, opts.Batch)
+			if err != nil {
+				return st, err
+			}
+			took := time.Since(t0)
+			if cursor == "0" {
+				leftBefore = pass.LeftBefore
+			}
+			cursor, done = pass.Next, pass.Next == "0"
+			if done && scan == 1 && pass.LeftAfter != leftBefore {
+				// Messages left segments during the scan: a second
+				// scan finds those whose new field the first passed.
+				cursor, done, scan = "0", false, 2
+				st.Rescans++
+			}
+			st.Reads++
+			for _, bad := range pass.Corrupt {
+				st.Corrupt++
+				c.log.Warn("export: undecodable record left out", "topic", topic, "partition", p, "record", bad)
+			}
+			for _, m := range pass.Msgs {
+				if _, ok := seen[m.ID]; ok {
+					st.Duplicates++
+					continue
+				}
+				seen[m.ID] = struct{}{}
+				if source {
+					if l.Place(m.ID) != p {
+						moving[m.ID] = struct{}{}
+					}
+				} else if _, ok := moving[m.ID]; ok {
+					st.Duplicates++
+					continue
+				}
+				e := exportedOf(m)
+				if len(opts.States) > 0 && !slices.Contains(opts.States, e.State) {
+					st.Filtered++
+					continue
+				}
+				if err := emit(e); err != nil {
+					return st, err
+				}
+				st.Exported++
+			}
+			st.Elapsed = time.Since(begin)
+			if opts.Progress != nil {
+				opts.Progress(st)
+			}
+			if err := exportPause(ctx, took, opts, st, begin); err != nil {
+				return st, err
+			}
+		}
+		if err := c.exportLayoutSame(ctx, topic, l); err != nil {
+			return st, err
+		}
+	}
+	st.Elapsed = time.Since(begin)
+	return st, nil
+}
+
+// exportLayoutSame fails when a change of the partition count began since
+// the export read layout l. One that ended is fine: its messages moved
+// where the export looked (see Export).
+func (c *Client) exportLayoutSame(ctx context.Context, topic string, l store.Layout) error {
+	now, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return err
+	}
+	same := now == l || (l.Changing() && !now.Changing() && now.Count == l.Next)
+	if !same {
+		return fmt.Errorf("%w: the partition count of topic %s began changing (from %d to %d partitions) during the export: export again once it ends",
+			ErrChangeRunning, topic, now.Count, now.Next)
+	}
+	return nil
+}
+
+// exportPause waits after a read that took took: Pace times as long, and
+// more if needed to keep under Rate.
+func exportPause(ctx context.Context, took time.Duration, opts ExportOptions, st ExportStats, begin time.Time) error {
+	var wait time.Duration
+	if opts.Pace > 0 {
+		wait = time.Duration(float64(took) * opts.Pace)
+	}
+	if opts.Rate > 0 {
+		read := st.Exported + st.Filtered + st.Duplicates
+		due := time.Duration(float64(read) / float64(opts.Rate) * float64(time.Second))
+		wait = max(wait, due-time.Since(begin))
+	}
+	if wait <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// exportedOf turns a message the store read into an ExportedMessage.
+func exportedOf(m store.Exported) *ExportedMessage {
+	r := m.Record
+	e := &ExportedMessage{
+		ID: m.ID, State: StateScheduled, Due: msTime(r.Due), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Body: r.Body,
+	}
+	switch m.State {
+	case store.StateInFlight:
+		e.State = StateInFlight
+	case store.StateDead:
+		e.State, e.DiedAt = StateDead, msTime(m.DiedAt)
+	}
+	return e
+}
+
+// validState says whether s is one of the states of a message.
+func validState(s State) bool {
+	return s == StateScheduled || s == StateInFlight || s == StateDead
+}
+
+// ExportJSON exports topic as Export does, writing each message to w as
+// one JSON line (see ExportedMessage.MarshalJSON).
+func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts ExportOptions) (ExportStats, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var buf []byte
+	st, err := c.Export(ctx, topic, opts, func(m *ExportedMessage) error {
+		var err error
+		if buf, err = m.appendJSON(buf[:0]); err != nil {
+			return err
+		}
+		_, err = bw.Write(append(buf, '\n'))
+		return err
+	})
+	if ferr := bw.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("export of %s: write: %w", topic, ferr)
+	}
+	return st, err
+}

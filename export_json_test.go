@@ -1,0 +1,80 @@
+package delayq
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExportLineRoundTrip: what MarshalJSON writes, UnmarshalJSON reads
+// back the same, bodies UTF-8 or not, times to the millisecond.
+func TestExportLineRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 25, 21, 0, 0, 125_000_000, time.UTC)
+	for _, m := range []ExportedMessage{
+		{ID: "a", State: StateScheduled, Due: at, Created: at, Updated: at, Body: []byte(`{"x":"y:{}[]\"\\"}`)},
+		{ID: "b ☃", State: StateDead, Due: at, DiedAt: at.Add(time.Second), Attempts: 3, MaxAttempts: 5, LastError: "boom: \"x\"", Created: at, Updated: at, Body: []byte{0xff, 0, 1}},
+		{ID: "c", State: StateInFlight, Due: at, Created: at, Updated: at, Body: []byte{}},
+		{ID: "d", State: StateScheduled, Due: at, Body: []byte("<&>")},
+	} {
+		line, err := m.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.ContainsAny(line, "\n") || !bytes.Contains(line, []byte(`"due":"2026-11-25T21:00:00.125Z"`)) {
+			t.Fatalf("line %s", line)
+		}
+		var v exportJSON
+		if err := json.Unmarshal(line, &v); err != nil || members(line) != v.set() {
+			t.Errorf("%s: %d members, %d fields set (%v): an exported line takes the slow path", line, members(line), v.set(), err)
+		}
+		var got ExportedMessage
+		if err := got.UnmarshalJSON(line); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if d := sameExported(&got, &m); d != "" || got.ID != m.ID {
+			t.Errorf("%s read back differs: %s", line, d)
+		}
+	}
+}
+
+// TestExportLineParse: the quick check of a line's members takes the
+// same decisions as the decoder that refuses unknown fields.
+func TestExportLineParse(t *testing.T) {
+	const due = `"due":"2026-11-25T21:00:00.000Z"`
+	for _, tt := range []struct {
+		line, wantErr string // "" for success
+	}{
+		{`{"id":"a","state":"scheduled",` + due + `}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"last_error":""}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"body":null,"attempts":null}`, ""},
+		{`{"id":"x","id":"a","state":"scheduled",` + due + `}`, ""},
+		{`{"ID":"a","state":"scheduled",` + due + `}`, ""},
+		{`{"id":"a","last_error":"x:{\"colour\":1}","state":"scheduled",` + due + `,"body":"\\\":,{"}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"colour":"red"}`, `unknown field "colour"`},
+		{`{"id":"a","state":"scheduled",` + due + `,"extra":{"id":"b"}}`, `unknown field "extra"`},
+		{`{"id":"a","state":"scheduled",` + due + `} {"id":"b"}`, "more than one value"},
+		{`{"id":"a","state":"scheduled",` + due, "invalid JSON"},
+		{`{"id":"a","state":"sleeping",` + due + `}`, `"state" "sleeping"`},
+		{`{"id":"a","state":"scheduled"}`, `"due" is missing`},
+		{`{"state":"scheduled",` + due + `}`, `"id" is missing`},
+		{`{"id":"a","state":"scheduled","due":"tomorrow"}`, `"due": parsing time "tomorrow"`},
+		{`{"id":"a","state":"scheduled",` + due + `,"attempts":-1}`, `"attempts" -1 is negative`},
+		{`{"id":"a","state":"scheduled",` + due + `,"died_at":"2026-11-25T21:00:00Z"}`, `"died_at" is set`},
+		{`{"id":"a","state":"dead",` + due + `,"body":"x","body_base64":"eA=="}`, `both "body" and "body_base64"`},
+		{`{"id":"a","state":"dead",` + due + `,"body_base64":"!"}`, `"body_base64"`},
+		{`["a"]`, "not an object"},
+	} {
+		var m ExportedMessage
+		err := m.UnmarshalJSON([]byte(tt.line))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tt.line, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: err %v, want one containing %q", tt.line, err, tt.wantErr)
+		case err == nil && m.ID != "a":
+			t.Errorf("%s: id %q, want a", tt.line, m.ID)
+		}
+	}
+}

@@ -1,0 +1,507 @@
+package delayq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/partition"
+)
+
+// exportAll exports topic and returns its messages by id, failing the
+// test on an error or on an id emitted twice.
+func exportAll(t *testing.T, c *Client, topic string, opts ExportOptions) (map[string]*ExportedMessage, ExportStats) {
+	t.Helper()
+	out := map[string]*ExportedMessage{}
+	st, err := c.Export(context.Background(), topic, opts, func(m *ExportedMessage) error {
+		if _, ok := out[m.ID]; ok {
+			return fmt.Errorf("%q emitted twice", m.ID)
+		}
+		out[m.ID] = m
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("export %s: %v", topic, err)
+	}
+	if st.Exported != len(out) {
+		t.Fatalf("export %s: stats say %d exported, emit saw %d", topic, st.Exported, len(out))
+	}
+	return out, st
+}
+
+// sameExported reports how two exports of a message differ, "" if in no
+// way (times compared to the millisecond).
+func sameExported(a, b *ExportedMessage) string {
+	var diffs []string
+	tm := func(name string, x, y time.Time) {
+		if !x.Equal(y) {
+			diffs = append(diffs, fmt.Sprintf("%s %v != %v", name, x, y))
+		}
+	}
+	if a.State != b.State {
+		diffs = append(diffs, fmt.Sprintf("state %s != %s", a.State, b.State))
+	}
+	tm("due", a.Due, b.Due)
+	tm("died_at", a.DiedAt, b.DiedAt)
+	tm("created", a.Created, b.Created)
+	tm("updated", a.Updated, b.Updated)
+	if a.Attempts != b.Attempts || a.MaxAttempts != b.MaxAttempts || a.LastError != b.LastError {
+		diffs = append(diffs, fmt.Sprintf("attempts %d/%d %q != %d/%d %q", a.Attempts, a.MaxAttempts, a.LastError, b.Attempts, b.MaxAttempts, b.LastError))
+	}
+	if !bytes.Equal(a.Body, b.Body) {
+		diffs = append(diffs, fmt.Sprintf("body %q != %q", a.Body, b.Body))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// TestExportImportRoundTrip fills a topic with messages in every state and
+// storage (segments, records of given ids, UTF-8 and binary bodies),
+// exports it as JSON lines, imports them into another topic and exports
+// that: in flight becomes scheduled, everything else is the same, field
+// by field. A second import changes nothing and reports every message as
+// a duplicate.
+func TestExportImportRoundTrip(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 4
+		c := newClient(t, addr, Options{Partitions: n})
+		src, dst := "exp-src", "exp-dst"
+		far := time.Now().Add(time.Hour)
+		// Generated ids due far ahead: stored in segments.
+		var batch []Message
+		for i := range 40 {
+			batch = append(batch, Message{Topic: src, Body: []byte(fmt.Sprintf("seg %d ☃", i)), At: far.Add(time.Duration(i) * time.Millisecond)})
+		}
+		batch = append(batch, Message{Topic: src, ID: "bin", Body: []byte{0xff, 0x00, 0xfe}, At: far, MaxAttempts: 3})
+		batch = append(batch, Message{Topic: src, ID: "empty", At: far})
+		res, err := c.EnqueueBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		// One in flight and one dead, in partition 0.
+		flight, dead := samePartition("f", 0, n), samePartition("d", 0, n)
+		soon := time.Now().Add(20 * time.Millisecond)
+		for _, id := range []string{flight, dead} {
+			if _, err := c.Enqueue(ctx, Message{Topic: src, ID: id, Body: []byte("b-" + id), At: soon}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tok := takeFence(t, c.store, src, 0)
+		var claimed []store.Claimed
+		waitFor(t, 5*time.Second, "both claimed", func() bool {
+			cl, err := c.store.Claim(ctx, src, 0, tok, time.Now().UnixMilli(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed = append(claimed, cl...)
+			return len(claimed) == 2
+		})
+		deadline := time.Now().Add(time.Hour).UnixMilli()
+		recs, err := c.store.Begin(ctx, src, 0, []string{flight, dead}, []int64{deadline, deadline})
+		if err != nil || recs[0] == nil || recs[1] == nil {
+			t.Fatalf("begin: %v, %v", recs, err)
+		}
+		r := *recs[1]
+		r.Attempts, r.LastError, r.Updated = 4, "boom \"quoted\"", time.Now().UnixMilli()
+		diedAt := time.Now().Add(-time.Minute).UnixMilli()
+		if _, err := c.store.Moves(ctx, src, 0, []store.Move{{ID: dead, Dead: true, Score: diedAt, Record: &r}}); err != nil {
+			t.Fatal(err)
+		}
+
+		got, st := exportAll(t, c, src, ExportOptions{Batch: 7, Pace: -1})
+		if len(got) != len(batch)+2 {
+			t.Fatalf("exported %d messages, want %d (stats %+v)", len(got), len(batch)+2, st)
+		}
+		if got[flight].State != StateInFlight || got[dead].State != StateDead || got["bin"].State != StateScheduled {
+			t.Fatalf("states: flight %s, dead %s, bin %s", got[flight].State, got[dead].State, got["bin"].State)
+		}
+		if !got[dead].DiedAt.Equal(time.UnixMilli(diedAt)) || got[dead].Attempts != 4 || got[dead].LastError != r.LastError {
+			t.Fatalf("dead message exported as %+v", got[dead])
+		}
+		// Every message as Get sees it.
+		for id, m := range got {
+			in, err := c.Get(ctx, src, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &ExportedMessage{ID: id, State: in.State, Due: in.Due, DiedAt: in.DiedAt, Attempts: in.Attempts,
+				MaxAttempts: in.MaxAttempts, LastError: in.LastError, Created: in.Created, Updated: in.Updated, Body: in.Body}
+			if d := sameExported(m, want); d != "" {
+				t.Errorf("%q: export and Get differ: %s", id, d)
+			}
+		}
+		// Through the JSON lines format, into another topic.
+		var buf bytes.Buffer
+		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		file := buf.String()
+		if !strings.Contains(file, `"body_base64":"/wD+"`) || !strings.Contains(file, `"state":"inflight"`) {
+			t.Fatalf("export lacks the binary body or the in-flight state:\n%s", file)
+		}
+		ist, err := c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Batch: 5})
+		if err != nil || ist.Imported != len(got) || ist.Duplicates+ist.Malformed+ist.Rejected != 0 {
+			t.Fatalf("import: %+v, %v", ist, err)
+		}
+		back, _ := exportAll(t, c, dst, ExportOptions{})
+		if len(back) != len(got) {
+			t.Fatalf("re-exported %d messages, want %d", len(back), len(got))
+		}
+		for id, m := range got {
+			want := *m
+			if want.State == StateInFlight {
+				want.State = StateScheduled
+			}
+			if d := sameExported(back[id], &want); d != "" {
+				t.Errorf("%q: imported message differs: %s", id, d)
+			}
+		}
+		// A second import: all duplicates, nothing changed.
+		var reported atomic.Int64
+		ist, err = c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
+			if !errors.Is(err, ErrDuplicate) {
+				t.Errorf("line %d (%q): %v, want a duplicate", line, id, err)
+			}
+			reported.Add(1)
+		}})
+		if err != nil || ist.Duplicates != len(got) || ist.Imported != 0 || reported.Load() != int64(len(got)) {
+			t.Fatalf("second import: %+v (%d reported), %v", ist, reported.Load(), err)
+		}
+		again, _ := exportAll(t, c, dst, ExportOptions{})
+		for id, m := range back {
+			if d := sameExported(again[id], m); d != "" {
+				t.Errorf("%q changed by the second import: %s", id, d)
+			}
+		}
+		stats, err := c.Stats(ctx, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Scheduled != int64(len(got)-1) || stats.Dead != 1 || stats.InFlight != 0 {
+			t.Fatalf("destination counts: %d scheduled, %d in flight, %d dead", stats.Scheduled, stats.InFlight, stats.Dead)
+		}
+		// --state filters.
+		only, st := exportAll(t, c, src, ExportOptions{States: []State{StateDead}})
+		if len(only) != 1 || only[dead] == nil || st.Filtered != len(got)-1 {
+			t.Fatalf("dead-only export: %d messages, stats %+v", len(only), st)
+		}
+	})
+}
+
+// TestImportMalformed: a malformed line is reported with its line number
+// and skipped, or ends a strict import, never written; the lines before
+// it are.
+func TestImportMalformed(t *testing.T) {
+	addr := startDirect(t)
+	ctx := context.Background()
+	c := newClient(t, addr, Options{Partitions: 2})
+	due := time.Now().Add(time.Hour).UTC().Format(exportTime)
+	good := func(id string) string {
+		return fmt.Sprintf(`{"id":%q,"state":"scheduled","due":%q,"body":"x"}`, id, due)
+	}
+	file := strings.Join([]string{
+		good("a"),
+		`{"id":"b","state":"scheduled","due":"tomorrow"}`,
+		"",
+		`{"id":"c","state":"sleeping","due":"` + due + `"}`,
+		`{"id":"d","state":"dead","due":"` + due + `","body":"x","body_base64":"eA=="}`,
+		`{"id":"e","state":"scheduled","due":"` + due + `","colour":"red"}`,
+		good("f"),
+		`not json`,
+		good("g"),
+	}, "\n")
+	var lines []string
+	// Small batches, several at once: the reports still come in line order.
+	st, err := c.ImportJSON(ctx, "malformed", strings.NewReader(file), ImportOptions{Batch: 2, Writers: 3, Report: func(line int, id string, err error) {
+		lines = append(lines, fmt.Sprintf("%d %s %v", line, id, err))
+	}})
+	if err != nil || st.Imported != 3 || st.Malformed != 5 || st.Lines != 8 {
+		t.Fatalf("import: %+v, %v", st, err)
+	}
+	want := []string{"2 b", "4 c", "5 d", "6 e", "8 "}
+	for i, l := range lines {
+		if i >= len(want) || !strings.HasPrefix(l, want[i]+" ") || !strings.Contains(l, "line "+strings.Fields(want[i])[0]+":") {
+			t.Fatalf("report %d: %q, want it to begin %q and name the line", i, l, want[i])
+		}
+	}
+	if !strings.Contains(lines[0], `"due": parsing time "tomorrow"`) {
+		t.Fatalf("report of line 2 does not say why: %q", lines[0])
+	}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		if _, err := c.Get(ctx, "malformed", id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("malformed line %q was written: %v", id, err)
+		}
+	}
+	// Strict: stops at line 2, with line 1 written, nothing after; in one
+	// batch, or in batches of a line written four at a time.
+	for _, o := range []ImportOptions{{Strict: true}, {Strict: true, Batch: 1, Writers: 4}} {
+		topic := fmt.Sprintf("strict-%d", o.Batch)
+		st, err = c.ImportJSON(ctx, topic, strings.NewReader(file), o)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "line 2:") || st.Imported != 1 || st.Malformed != 1 {
+			t.Fatalf("strict import (%+v): %+v, %v", o, st, err)
+		}
+		if _, err := c.Get(ctx, topic, "a"); err != nil {
+			t.Fatalf("line 1 of a strict import: %v", err)
+		}
+		if _, err := c.Get(ctx, topic, "f"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("line 7 of a strict import that stopped at line 2: %v", err)
+		}
+	}
+}
+
+// TestExportWhileConsuming exports a topic while its messages move: a
+// consumer fails every delivery of some (scheduled, in flight, scheduled
+// again, all through the export), acks others that a producer keeps
+// adding (the acks shrink the records' hash, which makes HSCAN return
+// fields again), and messages are rescheduled out of their segments
+// (read in the segment, then again as records of their own). Every
+// message present for the whole export is emitted exactly once, and no
+// message twice.
+func TestExportWhileConsuming(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 4})
+		topic := "exp-busy"
+		far := time.Now().Add(time.Hour)
+		var msgs []Message
+		for range 1200 { // generated ids due far ahead: in segments
+			msgs = append(msgs, Message{Topic: topic, Body: []byte("seg"), At: far})
+		}
+		for i := range 400 {
+			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("far-%d", i), At: far})
+		}
+		for i := range 300 { // failed at every delivery: they cycle through the export
+			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("cycle-%d", i), Body: []byte("cycle"), MaxAttempts: 1 << 20})
+		}
+		res, err := c.EnqueueBatch(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stay := map[string]bool{}
+		var segIDs []string
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			stay[r.ID] = true
+			if i < 1200 {
+				segIDs = append(segIDs, r.ID)
+			}
+		}
+		var delivered, acked atomic.Int64
+		runConsumer(t, c, ConsumerOptions{
+			Topic: topic, Concurrency: 8, PollInterval: 20 * time.Millisecond,
+			Backoff: []time.Duration{10 * time.Millisecond},
+		}, func(ctx context.Context, d *Delivery) error {
+			delivered.Add(1)
+			if strings.HasPrefix(d.ID, "cycle-") {
+				return errors.New("again")
+			}
+			acked.Add(1)
+			return nil
+		})
+		waitFor(t, 10*time.Second, "deliveries under way", func() bool { return delivered.Load() > 300 })
+		// The producer of churn and the rescheduler, until the export ends.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("churn-%d", i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		var rescheduled atomic.Int64
+		go func() {
+			defer wg.Done()
+			// Through the whole export (paced by Rate below): one a
+			// millisecond.
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for _, id := range segIDs {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if _, err := c.Reschedule(ctx, topic, id, far.Add(time.Minute)); err != nil {
+					t.Error(err)
+					return
+				}
+				rescheduled.Add(1)
+			}
+		}()
+		before := delivered.Load()
+		got, st := exportAll(t, c, topic, ExportOptions{Batch: 10, Rate: 2000})
+		during := delivered.Load() - before
+		close(stop)
+		wg.Wait()
+		if during < 100 || rescheduled.Load() < 10 || st.Rescans == 0 {
+			t.Fatalf("only %d deliveries, %d reschedules and %d partitions scanned again during the export: it tested nothing moving",
+				during, rescheduled.Load(), st.Rescans)
+		}
+		for id := range stay {
+			if got[id] == nil {
+				t.Errorf("%q, present for the whole export, is missing from it", id)
+			}
+		}
+		t.Logf("exported %d, %d read twice and left out; during the export %d deliveries, %d acks, %d reschedules",
+			len(got), st.Duplicates, during, acked.Load(), rescheduled.Load())
+	})
+}
+
+// TestExportDuringChange exports a topic while a change of its partition
+// count moves its messages: the export reads the partitions messages
+// leave first, and leaves out in the others what it read there, so each
+// message comes out exactly once. A change that begins during an export
+// fails it.
+func TestExportDuringChange(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic := "exp-change"
+		var msgs []Message
+		for i := range 600 {
+			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("m-%d", i), At: time.Now().Add(time.Hour)})
+		}
+		if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.store.ReadLayout(ctx, topic)
+		if err != nil || !l.Changing() {
+			t.Fatalf("layout %+v, %v", l, err)
+		}
+		// Once the export has read its first batch, move every message
+		// of both source partitions to its new partition.
+		var movedAll bool
+		moved := 0
+		opts := ExportOptions{Batch: 20, Pace: -1, Progress: func(ExportStats) {
+			if movedAll {
+				return
+			}
+			movedAll = true
+			for p := range 2 {
+				tok := takeFence(t, c.store, topic, p)
+				for cursor := "0"; ; {
+					pass, err := c.store.MoveScan(ctx, topic, p, tok, l, cursor, 50, 0, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					moved += pass.Moved
+					if cursor = pass.Next; cursor == "0" {
+						break
+					}
+				}
+			}
+		}}
+		got, st := exportAll(t, c, topic, opts)
+		if moved < 200 {
+			t.Fatalf("only %d messages moved during the export", moved)
+		}
+		if len(got) != 600 {
+			t.Fatalf("exported %d messages, want 600 (%+v)", len(got), st)
+		}
+		t.Logf("%d moved during the export; %d read twice and left out", moved, st.Duplicates)
+
+		// A change that begins during an export.
+		other := "exp-change-begins"
+		for i := range msgs {
+			msgs[i].Topic = other
+		}
+		if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+		began := false
+		_, err = c.Export(ctx, other, ExportOptions{Batch: 20, Pace: -1, Progress: func(ExportStats) {
+			if !began {
+				began = true
+				if _, err := c.SetPartitions(ctx, other, 4); err != nil {
+					t.Error(err)
+				}
+			}
+		}}, func(*ExportedMessage) error { return nil })
+		if !errors.Is(err, ErrChangeRunning) || !strings.Contains(err.Error(), "export again") {
+			t.Fatalf("export during the start of a change: %v, want ErrChangeRunning", err)
+		}
+	})
+}
+
+// startDirect starts a Redis server of the test's own and returns its
+// address.
+func startDirect(t *testing.T) string {
+	t.Helper()
+	return testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0]
+}
+
+// TestImportDuringChange imports into a topic whose partition count
+// changes: each message goes to its partition in the new count, and an
+// id still in its old partition is a duplicate.
+func TestImportDuringChange(t *testing.T) {
+	t.Parallel()
+	addr := startDirect(t)
+	ctx := context.Background()
+	c := newClient(t, addr, Options{Partitions: 2})
+	topic := "imp-change"
+	old := samePartition("old-", 2, 4) // partition 0 of 2 now, 2 of 4 once moved
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	var msgs []ExportedMessage
+	for i := range 40 {
+		st := StateScheduled
+		if i%4 == 0 {
+			st = StateDead
+		}
+		msgs = append(msgs, ExportedMessage{ID: fmt.Sprintf("m-%d", i), State: st, Due: due, Body: []byte("x")})
+	}
+	msgs = append(msgs, ExportedMessage{ID: old, State: StateScheduled, Due: due})
+	res, err := c.Import(ctx, topic, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:40] {
+		if r.Err != nil {
+			t.Fatalf("%q: %v", msgs[i].ID, r.Err)
+		}
+		in, err := c.Get(ctx, topic, msgs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := partition.For(msgs[i].ID, 4); in.Partition != want || in.State != msgs[i].State {
+			t.Errorf("%q imported %s in partition %d, want %s in %d", msgs[i].ID, in.State, in.Partition, msgs[i].State, want)
+		}
+	}
+	if !errors.Is(res[40].Err, ErrDuplicate) {
+		t.Fatalf("import of %q, in its old partition: %v, want a duplicate", old, res[40].Err)
+	}
+}

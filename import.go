@@ -1,0 +1,320 @@
+package delayq
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// importedFields is what an imported message keeps of its record besides
+// what a Message carries (see Client.Import).
+type importedFields struct {
+	attempts         int
+	lastError        string
+	created, updated int64 // unix ms; 0: the time of the write
+	dead             bool
+	diedAt           int64 // unix ms, when dead
+}
+
+// fill sets the imported fields of rec, a record written now.
+func (f *importedFields) fill(rec *store.Record) {
+	rec.Attempts, rec.LastError = f.attempts, f.lastError
+	if f.created != 0 {
+		rec.Created = f.created
+	}
+	if f.updated != 0 {
+		rec.Updated = f.updated
+	}
+}
+
+// Import writes exported messages into topic, each with its id, due time,
+// attempts, max attempts, last error, created and updated times and body:
+// a scheduled message stays scheduled at its due, one in flight becomes
+// scheduled at its due (its delivery in progress did not end where it was
+// exported), and a dead one is written dead, with its time of death. A
+// message due in the past is delivered at once.
+//
+// It writes as EnqueueBatch writes messages of given ids, in the topic's
+// layout (during a change of the partition count too): an id the topic
+// holds already, in any state, is left alone and its result wraps
+// ErrDuplicate, so importing the same messages twice changes nothing.
+// Each message's outcome is in its slot of the result; the error is for
+// failures of the whole call, after which some messages may have been
+// written (import them again and treat ErrDuplicate as success).
+func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessage) ([]EnqueueResult, error) {
+	select {
+	case <-c.co.closed:
+		return nil, fmt.Errorf("import: %w", ErrClosed)
+	default:
+	}
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	now := c.opts.Now()
+	ms := make([]Message, len(msgs))
+	res := make([]EnqueueResult, len(msgs))
+	imps := make([]importedFields, len(msgs))
+	for i := range msgs {
+		e := &msgs[i]
+		imps[i] = importedFields{
+			attempts: e.Attempts, lastError: e.LastError, dead: e.State == StateDead,
+			created: e.Created.UnixMilli(), updated: e.Updated.UnixMilli(), diedAt: e.DiedAt.UnixMilli(),
+		}
+		if e.Created.IsZero() {
+			imps[i].created = 0
+		}
+		if e.Updated.IsZero() {
+			imps[i].updated = 0
+		}
+		if e.DiedAt.IsZero() {
+			imps[i].diedAt = imps[i].updated
+			if imps[i].diedAt == 0 {
+				imps[i].diedAt = now.UnixMilli()
+			}
+		}
+		ms[i] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, imported: &imps[i]}
+		res[i].ID = e.ID
+		switch {
+		case e.ID == "":
+			res[i].Err = fmt.Errorf("%w: an imported message needs its id", ErrInvalid)
+		case !validState(e.State):
+			res[i].Err = fmt.Errorf("%w: state %q of %q (want %s, %s or %s)", ErrInvalid, e.State, e.ID, StateScheduled, StateInFlight, StateDead)
+		case e.Due.IsZero():
+			res[i].Err = fmt.Errorf("%w: %q has no due time", ErrInvalid, e.ID)
+		case e.Attempts < 0:
+			res[i].Err = fmt.Errorf("%w: attempts %d of %q is negative", ErrInvalid, e.Attempts, e.ID)
+		}
+		if res[i].Err != nil {
+			continue
+		}
+		id, due, err := c.prepare(&ms[i], now)
+		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
+	}
+	parts := make([]int, len(msgs))
+	if err := c.write(ctx, now, ms, parts, res); err != nil {
+		return nil, fmt.Errorf("import into %s: %w", topic, err)
+	}
+	return res, nil
+}
+
+// Defaults for ImportOptions.
+const (
+	DefaultImportBatch   = 500
+	DefaultImportWriters = 4
+)
+
+// ErrMalformed is wrapped by the errors of lines ImportJSON cannot read.
+var ErrMalformed = errors.New("delayq: malformed line")
+
+// ImportOptions configures ImportJSON. The zero value of each field means
+// its default.
+type ImportOptions struct {
+	// Batch is the messages per Import call. Default DefaultImportBatch
+	// (500).
+	Batch int
+	// Writers is the Import calls under way at once, while the next lines
+	// are read. Default DefaultImportWriters (4).
+	Writers int
+	// Strict stops the import at the first malformed line: the lines
+	// before it are written, none after. Default false: a malformed line
+	// is reported (see Report) and skipped.
+	Strict bool
+	// Report, when set, is called with each line not imported: malformed
+	// (err wraps ErrMalformed), a duplicate (ErrDuplicate) or refused
+	// (ErrInvalid), in line order, from one goroutine at a time. id is ""
+	// when the line had none.
+	Report func(line int, id string, err error)
+	// Progress, when set, is called after each batch with the counts so
+	// far.
+	Progress func(ImportStats)
+}
+
+// ImportStats counts what ImportJSON did.
+type ImportStats struct {
+	Lines      int // lines read, blank ones left out
+	Imported   int
+	Duplicates int // ids the topic held already, left alone
+	Malformed  int // lines that could not be read
+	Rejected   int // messages refused (ErrInvalid: a body over the limit, a bad id)
+}
+
+// importBatch is a batch of lines ImportJSON writes: the lines read, then
+// (parsed by the batch's goroutine) its messages, the lines they came
+// from and the malformed lines among them, and once done the outcome.
+type importBatch struct {
+	raw      [][]byte
+	rawLines []int
+	msgs     []ExportedMessage
+	lines    []int
+	bad      []badLine
+	// halt: this batch, or one before it, stops a strict import; only
+	// the lines before the malformed one were written.
+	halt   bool
+	parsed chan struct{} // closed once msgs, bad and halt are set
+	res    []EnqueueResult
+	err    error
+	done   chan struct{} // closed once written
+}
+
+// badLine is a malformed line, for its report.
+type badLine struct {
+	line int
+	id   string
+	err  error
+}
+
+// parse reads the batch's lines. With strict, the messages after the
+// first malformed line are dropped and the batch halts the import.
+func (b *importBatch) parse(strict bool) {
+	for i, line := range b.raw {
+		var m ExportedMessage
+		if err := m.UnmarshalJSON(line); err != nil {
+			n := b.rawLines[i]
+			b.bad = append(b.bad, badLine{n, lenientID(line), fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)})
+			if strict {
+				b.halt = true
+				break
+			}
+			continue
+		}
+		b.msgs, b.lines = append(b.msgs, m), append(b.lines, b.rawLines[i])
+	}
+	b.raw = nil
+}
+
+// ImportJSON imports the JSON lines of r (see ExportedMessage.MarshalJSON)
+// into topic with Import, opts.Batch lines at a time, opts.Writers
+// batches at once (each parsed by its own goroutine: JSON costs the
+// client more than the write). Blank lines are skipped. A malformed line
+// is never written, not even in part: it is reported with its line number
+// and skipped, or with opts.Strict ends the import, the lines before it
+// written and none after, with an error wrapping ErrMalformed. The error
+// is nil when every line was read; duplicates and refused messages are in
+// the stats and reported, not errors.
+func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
+	var st ImportStats
+	if opts.Batch == 0 {
+		opts.Batch = DefaultImportBatch
+	}
+	if opts.Writers == 0 {
+		opts.Writers = DefaultImportWriters
+	}
+	if opts.Batch < 0 || opts.Writers < 0 {
+		return st, fmt.Errorf("%w: ImportOptions.Batch %d and Writers %d must not be negative", ErrInvalid, opts.Batch, opts.Writers)
+	}
+	report := func(line int, id string, err error) {
+		if opts.Report != nil {
+			opts.Report(line, id, err)
+		}
+	}
+	// Batches under way, oldest first: their outcomes are counted and
+	// reported in that order, by this goroutine.
+	var queue []*importBatch
+	var failed, halted error
+	finish := func() {
+		b := queue[0]
+		queue = queue[1:]
+		<-b.done
+		if failed != nil || halted != nil {
+			return
+		}
+		if b.err != nil {
+			failed = fmt.Errorf("lines %d to %d: %w", b.lines[0], b.lines[len(b.lines)-1], b.err)
+			return
+		}
+		st.Lines += len(b.msgs) + len(b.bad)
+		st.Malformed += len(b.bad)
+		bad := b.bad
+		for i, r := range b.res {
+			for len(bad) > 0 && bad[0].line < b.lines[i] {
+				report(bad[0].line, bad[0].id, bad[0].err)
+				bad = bad[1:]
+			}
+			switch {
+			case r.Err == nil:
+				st.Imported++
+				continue
+			case errors.Is(r.Err, ErrDuplicate):
+				st.Duplicates++
+			default:
+				st.Rejected++
+			}
+			report(b.lines[i], b.msgs[i].ID, r.Err)
+		}
+		for _, x := range bad {
+			report(x.line, x.id, x.err)
+		}
+		if b.halt && len(b.bad) > 0 { // the batch with the malformed line: finish counts none after it
+			halted = b.bad[len(b.bad)-1].err
+		}
+		if opts.Progress != nil {
+			opts.Progress(st)
+		}
+	}
+	var prev *importBatch
+	cur := &importBatch{}
+	send := func() {
+		b, before := cur, prev
+		b.parsed, b.done = make(chan struct{}), make(chan struct{})
+		cur, prev = &importBatch{}, b
+		queue = append(queue, b)
+		go func() {
+			defer close(b.done)
+			b.parse(opts.Strict)
+			if before != nil {
+				<-before.parsed // a strict import writes nothing after a malformed line
+				if before.halt {
+					b.halt, b.msgs, b.bad = true, nil, nil
+				}
+			}
+			close(b.parsed)
+			if len(b.msgs) > 0 && !(b.halt && before != nil && before.halt) {
+				b.res, b.err = c.Import(ctx, topic, b.msgs)
+			}
+		}()
+		for len(queue) >= opts.Writers && failed == nil && halted == nil {
+			finish()
+		}
+	}
+	end := func(err error) (ImportStats, error) {
+		for len(queue) > 0 {
+			finish()
+		}
+		return st, errors.Join(failed, halted, err)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, rerr := br.ReadBytes('\n') // no length limit: bodies may be over 1 MiB
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return end(fmt.Errorf("read line %d: %w", n, rerr))
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			cur.raw, cur.rawLines = append(cur.raw, line), append(cur.rawLines, n)
+		}
+		if len(cur.raw) >= opts.Batch || (rerr != nil && len(cur.raw) > 0) {
+			send()
+		}
+		if failed != nil || halted != nil || rerr != nil {
+			return end(nil)
+		}
+		if err := ctx.Err(); err != nil {
+			return end(fmt.Errorf("stopped at line %d: %w", n, err))
+		}
+	}
+}
+
+// lenientID returns the id of a line that did not parse, if it has one,
+// for its report.
+func lenientID(line []byte) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(line, &v)
+	return v.ID
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// export handles GET /v1/topics/{topic}/export?state=S,...: every message
+// of the topic as JSON lines (delayq.Client.ExportJSON), a download named
+// after the topic. An error before the first line is a JSON error
+// response; one after it aborts the response, so that a client never
+// takes a cut export for a whole one.
+func (s *server) export(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	var opts delayq.ExportOptions
+	if v := r.URL.Query().Get("state"); v != "" {
+		for _, st := range strings.Split(v, ",") {
+			st := delayq.State(strings.TrimSpace(st))
+			if st != delayq.StateScheduled && st != delayq.StateInFlight && st != delayq.StateDead {
+				s.fail(w, r, badField("state", "state %q: want scheduled, inflight or dead", st))
+				return
+			}
+			opts.States = append(opts.States, st)
+		}
+	}
+	out := &lazyDownload{w: w, name: topic + ".jsonl"}
+	if _, err := c.ExportJSON(r.Context(), topic, out, opts); err != nil {
+		if out.started {
+			s.log.Error("export cut short", "topic", topic, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		s.fail(w, r, err)
+		return
+	}
+	out.start() // an empty topic is an empty download
+}
+
+// downloadStall is how long a download may wait for the client to take
+// its next bytes: the server's WriteTimeout bounds a whole response, and
+// an export may take longer.
+const downloadStall = time.Minute
+
+// lazyDownload writes the headers of a JSON lines download before its
+// first byte, so that an error before then can still be an error
+// response, and moves the write deadline on before each write.
+type lazyDownload struct {
+	w       http.ResponseWriter
+	name    string
+	started bool
+}
+
+func (d *lazyDownload) start() {
+	if d.started {
+		return
+	}
+	d.started = true
+	h := d.w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Content-Disposition", `attachment; filename="`+d.name+`"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	d.w.WriteHeader(http.StatusOK)
+}
+
+// Write starts the response, then writes p.
+func (d *lazyDownload) Write(p []byte) (int, error) {
+	d.start()
+	_ = http.NewResponseController(d.w).SetWriteDeadline(time.Now().Add(downloadStall)) // unsupported: the server's bound holds
+	return d.w.Write(p)
+}

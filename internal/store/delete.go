@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+)
+
+// DeleteMany removes the messages of ids from partition p as Delete
+// removes each, in two round trips for them all: their records first
+// (deleteManyScript, which also cuts those a segment holds out of it),
+// then their entries in the three indexes. It reports, per id, whether
+// there was a message to remove.
+func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []string) ([]bool, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	mk := keys.Records(s.ns, topic, p)
+	args := scriptCall(deleteManyScript, mk, 3*len(ids))
+	for _, id := range ids {
+		if len(id) == SegmentIDLen {
+			args = append(args, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:])
+		} else {
+			args = append(args, id, "", "")
+		}
+	}
+	r, err := s.runScripts(ctx, []cmd{{"EVALSHA", args}})
+	if err != nil {
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+	}
+	removed, err := intsOf(r[0], len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+	}
+	_, err = s.do(ctx,
+		cmd{"ZREM", append([]any{keys.Scheduled(s.ns, topic, p)}, strs(ids)...)},
+		cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)},
+		cmd{"ZREM", append([]any{keys.Dead(s.ns, topic, p)}, strs(ids)...)})
+	if err != nil {
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+	}
+	out := make([]bool, len(ids))
+	for i, n := range removed {
+		out[i] = n == 1
+	}
+	return out, nil
+}

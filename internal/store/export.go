@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Exported is one message an export pass found.
+type Exported struct {
+	ID     string
+	State  State // StateScheduled, StateInFlight or StateDead
+	DiedAt int64 // unix ms it died, when dead
+	Record *Record
+}
+
+// ExportPass is what one ExportScan read.
+type ExportPass struct {
+	Next string // the cursor to go on from; "0" when the scan of the records ended
+	Msgs []Exported
+	// LeftBefore and LeftAfter are the partition's keys.SegmentLeftField
+	// counter as read just before and just after the HSCAN: a message
+	// present all along may be missed by a scan over which it changed
+	// fields, which only a change of the counter tells.
+	LeftBefore, LeftAfter int64
+	// Corrupt names the fields (ids or segments) whose stored bytes could
+	// not be decoded, with the reason: they are not in Msgs.
+	Corrupt []string
+}
+
+// ExportScan reads one batch of partition p's messages for an export: it
+// scans about count fields of the records HASH from cursor (HSCAN) and
+// returns the messages they hold, each with its state, read right after
+// (two scripts in one pipeline: which ids are in flight, and which are
+// dead with their time of death). Messages in segments are scheduled. A
+// message in both the in-flight and the dead ZSET is dead (the move to
+// dead adds its entry before it removes the in-flight one); one in no
+// index is reported as scheduled at its recorded due, as Get does.
+//
+// It only reads: five commands, each bounded by count (plus the
+// messages of the segments among the fields, 16 at most each).
+func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor string, count int) (ExportPass, error) {
+	pass := ExportPass{Next: cursor}
+	mk := keys.Records(s.ns, topic, p)
+	left := cmd{"HGET", []any{mk, keys.SegmentLeftField}}
+	r, err := s.do(ctx, left, cmd{"HSCAN", []any{mk, cursor, "COUNT", count}}, left)
+	if err != nil {
+		return pass, fmt.Errorf("export partition %d: %w", p, err)
+	}
+	if r[0] != nil {
+		pass.LeftBefore, _ = redis.Int64(r[0], nil)
+	}
+	if r[2] != nil {
+		pass.LeftAfter, _ = redis.Int64(r[2], nil)
+	}
+	parts, err := redis.Values(r[1], nil)
+	if err != nil || len(parts) != 2 {
+		return pass, fmt.Errorf("export partition %d: bad HSCAN reply: %v", p, err)
+	}
+	next, _ := redis.String(parts[0], nil)
+	kv, _ := redis.ByteSlices(parts[1], nil)
+	var ids []string
+	var recs []*Record
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch f := string(kv[i]); {
+		case keys.IsIDField(f):
+			rec, err := DecodeRecord(kv[i+1])
+			if err != nil {
+				pass.Corrupt = append(pass.Corrupt, fmt.Sprintf("%q: %v", f, err))
+				continue
+			}
+			ids = append(ids, f)
+			recs = append(recs, rec)
+		case keys.IsSegmentField(f):
+			entries, err := decodeSegment(kv[i+1])
+			if err != nil {
+				pass.Corrupt = append(pass.Corrupt, fmt.Sprintf("segment %q: %v", f[1:], err))
+				continue
+			}
+			for _, e := range entries {
+				id := f[len(keys.SegmentMark):] + e.suffix
+				rec, err := DecodeRecord(e.rec)
+				if err != nil {
+					pass.Corrupt = append(pass.Corrupt, fmt.Sprintf("%q: %v", id, err))
+					continue
+				}
+				pass.Msgs = append(pass.Msgs, Exported{ID: id, State: StateScheduled, Record: rec})
+			}
+		}
+	}
+	if len(ids) > 0 {
+		r, err := s.runScripts(ctx, []cmd{
+			{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
+			{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
+		})
+		if err != nil {
+			return pass, fmt.Errorf("export partition %d: %w", p, err)
+		}
+		inFlight, err := intsOf(r[0], len(ids))
+		if err != nil {
+			return pass, fmt.Errorf("export partition %d: %w", p, err)
+		}
+		died, err := redis.Strings(r[1], nil)
+		if err != nil || len(died) != len(ids) {
+			return pass, fmt.Errorf("export partition %d: bad reply %v (%v), want %d scores", p, r[1], err, len(ids))
+		}
+		for i, id := range ids {
+			m := Exported{ID: id, State: StateScheduled, Record: recs[i]}
+			switch {
+			case died[i] != "":
+				f, err := strconv.ParseFloat(died[i], 64)
+				if err != nil {
+					return pass, fmt.Errorf("export partition %d: time of death of %q: %w", p, id, err)
+				}
+				m.State, m.DiedAt = StateDead, int64(f)
+			case inFlight[i] == 1:
+				m.State = StateInFlight
+			}
+			pass.Msgs = append(pass.Msgs, m)
+		}
+	}
+	pass.Next = next
+	return pass, nil
+}
