@@ -109,13 +109,15 @@ func TestLifecycle(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 4})
 		topic := "life"
 		now := time.Now()
-		ids := []string{}
 		for i := range 20 {
-			id, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Body: []byte(fmt.Sprintf("body %d", i)), Delay: time.Duration(i%5) * 100 * time.Millisecond})
+			want := fmt.Sprintf("m%d", i)
+			id, err := c.Enqueue(ctx, Message{Topic: topic, ID: want, Body: []byte(fmt.Sprintf("body %d", i)), Delay: time.Duration(i%5) * 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids = append(ids, id)
+			if id != want {
+				t.Fatalf("enqueue of id %q returned %q", want, id)
+			}
 		}
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "m3"}); !errors.Is(err, ErrDuplicate) {
 			t.Fatalf("duplicate enqueue: err = %v, want ErrDuplicate", err)
