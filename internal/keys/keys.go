@@ -41,7 +41,18 @@ const (
 	// segment not counted in SegmentExtraField yet (see
 	// SegmentPendingField).
 	SegmentPendingMark = "\x04"
+
+	// ScheduleMark begins the field of the records HASH holding a
+	// schedule's chain mark (see ScheduleMarkField).
+	ScheduleMark = "\x05"
 )
+
+// ScheduleMarkField is the field of the records HASH, in the partition
+// every occurrence of the schedule lands in, whose value is the id of the
+// newest occurrence ever written for the schedule: the chain refuses to
+// write that occurrence or an earlier one of the same version again, and
+// any occurrence of an older version (see store.ChainSchedule).
+func ScheduleMarkField(name string) string { return ScheduleMark + name }
 
 // Gave is the reserved member of the scheduled ZSET that marks a graceful
 // handover: GavePrefix + consumer id, scored minus the token of the owner
@@ -139,6 +150,10 @@ const (
 	// the count the change goes to.
 	MetaMovedPrefix = "moved:"
 )
+
+// Schedules is a HASH: schedule name -> the schedule's definition (JSON,
+// see store.ScheduleDef), for the topic's recurring messages.
+func Schedules(ns, topic string) string { return ns + ":{" + topic + "}:sched" }
 
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }

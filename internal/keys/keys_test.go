@@ -15,6 +15,7 @@ func TestGolden(t *testing.T) {
 		{Epoch("dq", "orders", 3), "dq:{orders:3}:epoch"},
 		{Meta("dq", "orders"), "dq:{orders}:meta"},
 		{Members("dq", "orders"), "dq:{orders}:members"},
+		{Schedules("dq", "orders"), "dq:{orders}:sched"},
 		{Changes("dq"), "dq:changes"},
 		{WakeField("orders", 7), "orders:7"},
 		{Topics("app1"), "app1:topics"},
@@ -43,6 +44,8 @@ func TestGoldenNames(t *testing.T) {
 		{LeaseOwner("host-1 01JDQ00000000000000000000X"), "host-1"},
 		{LeaseOwner("my worker 7 r"), "my worker 7"},
 		{LeaseOwner("nospace"), "nospace"},
+		{ScheduleMark, "\x05"},
+		{ScheduleMarkField("report"), "\x05report"},
 		{MetaPartitions, "partitions"},
 		{MetaCreated, "created"},
 	} {
@@ -68,6 +71,7 @@ func TestNameKinds(t *testing.T) {
 		{SegmentField(prefix), false, true, false},
 		{SegmentPendingField(prefix), false, false, true},
 		{SegmentExtraField, false, false, false},
+		{ScheduleMarkField("report"), false, false, false},
 		{"", false, false, false},
 	} {
 		if got := IsIDField(tc.name); got != tc.id {
