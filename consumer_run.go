@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,8 +193,19 @@ func visibilityMargin(timeout time.Duration) time.Duration {
 	return max(time.Second, timeout/10)
 }
 
-// handle runs one delivery (called by the dispatcher's workers).
+// handle runs one delivery (called by the dispatcher's workers). An
+// occurrence of a schedule first writes the schedule's next one, and is
+// acked without its handler when it is stale or skipped (see
+// Client.occurrence).
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
+	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
+		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID)
+		cancel()
+		if err != nil || !run {
+			return true, err
+		}
+	}
 	if k.opts.Limit > 0 {
 		n := k.delivered.Add(1)
 		if n > int64(k.opts.Limit) {
