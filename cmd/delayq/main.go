@@ -62,6 +62,7 @@ Commands:
 	stats       print the counters of every partition of a topic
 	partitions  print a topic's partition count, or change it (--set N)
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
+	schedule    recurring messages: schedule add|list|pause|resume|delete
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread
@@ -115,6 +116,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runPartitions(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
+	case "schedule":
+		return runSchedule(ctx, rest, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "worker":
