@@ -49,6 +49,9 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	if err := c.checkSchedules(opts.Schedules); err != nil {
+		return nil, fmt.Errorf("ConsumerOptions.Schedules: %w", err)
+	}
 	return &Consumer{
 		c: c, opts: opts, h: h,
 		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
@@ -99,6 +102,9 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	k.layout.Store(&l)
+	if err := k.applySchedules(ctx); err != nil {
+		return err
+	}
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)

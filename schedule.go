@@ -148,26 +148,30 @@ func decodeSched(topic, name string, b []byte) (*schedRecord, error) {
 var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // parseSpec parses a schedule's spec in its zone, with errors that name
-// both.
+// the schedule (unless name is empty), the spec and the zone.
 func parseSpec(name, spec, tz string) (cron.Schedule, error) {
+	what := ""
+	if name != "" {
+		what = fmt.Sprintf("schedule %q: ", name)
+	}
 	loc := time.UTC
 	if tz != "" {
 		l, err := time.LoadLocation(tz)
 		if err != nil || tz == "Local" {
-			return nil, fmt.Errorf("%w: schedule %q: time zone %q is not an IANA zone name such as \"Asia/Shanghai\"", ErrInvalid, name, tz)
+			return nil, fmt.Errorf("%w: %stime zone %q is not an IANA zone name such as \"Asia/Shanghai\"", ErrInvalid, what, tz)
 		}
 		loc = l
 	}
 	s := strings.TrimSpace(spec)
 	if s == "" {
-		return nil, fmt.Errorf("%w: schedule %q: spec is empty", ErrInvalid, name)
+		return nil, fmt.Errorf("%w: %sspec is empty", ErrInvalid, what)
 	}
 	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
-		return nil, fmt.Errorf("%w: schedule %q: spec %q: give the time zone as the schedule's time zone, not in the spec", ErrInvalid, name, spec)
+		return nil, fmt.Errorf("%w: %sspec %q: give the time zone as the schedule's time zone, not in the spec", ErrInvalid, what, spec)
 	}
 	cs, err := specParser.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: schedule %q: spec %q: %v", ErrInvalid, name, spec, err)
+		return nil, fmt.Errorf("%w: %sspec %q: %v", ErrInvalid, what, spec, err)
 	}
 	switch c := cs.(type) {
 	case *cron.SpecSchedule:
@@ -175,11 +179,11 @@ func parseSpec(name, spec, tz string) (cron.Schedule, error) {
 	case cron.ConstantDelaySchedule:
 		d := strings.TrimSpace(strings.TrimPrefix(s, "@every"))
 		if v, _ := time.ParseDuration(d); v < time.Second || v%time.Second != 0 {
-			return nil, fmt.Errorf("%w: schedule %q: spec %q: @every takes whole seconds, at least 1s", ErrInvalid, name, spec)
+			return nil, fmt.Errorf("%w: %sspec %q: @every takes whole seconds, at least 1s", ErrInvalid, what, spec)
 		}
 	}
 	if cs.Next(time.Now()).IsZero() {
-		return nil, fmt.Errorf("%w: schedule %q: spec %q has no occurrence in the next five years", ErrInvalid, name, spec)
+		return nil, fmt.Errorf("%w: %sspec %q has no occurrence in the next five years", ErrInvalid, what, spec)
 	}
 	return cs, nil
 }
@@ -235,8 +239,18 @@ func validateScheduleName(name string) error {
 	return nil
 }
 
-// validate checks s and returns its parsed spec.
-func (c *Client) validateSchedule(s *Schedule) (cron.Schedule, error) {
+// ValidateSchedule checks a schedule's name, spec, time zone, policy and
+// max attempts, as SetSchedule does (which also checks the body's size
+// against the client's Options.MaxBodyBytes). Its errors wrap ErrInvalid
+// and name the schedule and the offending value.
+func ValidateSchedule(s Schedule) error {
+	_, err := checkSchedule(&s)
+	return err
+}
+
+// checkSchedule checks s (see ValidateSchedule) and returns its parsed
+// spec.
+func checkSchedule(s *Schedule) (cron.Schedule, error) {
 	if err := validateScheduleName(s.Name); err != nil {
 		return nil, err
 	}
@@ -251,6 +265,15 @@ func (c *Client) validateSchedule(s *Schedule) (cron.Schedule, error) {
 	}
 	if s.MaxAttempts < 0 {
 		return nil, fmt.Errorf("%w: schedule %q: max attempts %d is negative", ErrInvalid, s.Name, s.MaxAttempts)
+	}
+	return cs, nil
+}
+
+// validateSchedule checks s for this client and returns its parsed spec.
+func (c *Client) validateSchedule(s *Schedule) (cron.Schedule, error) {
+	cs, err := checkSchedule(s)
+	if err != nil {
+		return nil, err
 	}
 	if len(s.Body) > c.opts.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: schedule %q: body is %d bytes, the limit is %d", ErrInvalid, s.Name, len(s.Body), c.opts.MaxBodyBytes)
@@ -362,19 +385,25 @@ var errUnchanged = errors.New("unchanged")
 // consumer. A paused schedule stays paused. It returns the schedule as
 // stored.
 func (c *Client) SetSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
-	return c.setSchedule(ctx, topic, s, "")
+	in, _, err := c.setSchedule(ctx, topic, s, "")
+	return in, err
 }
 
 // setSchedule is SetSchedule; toml is the hash of the configuration
-// file's definition it comes from, if it does.
-func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml string) (*ScheduleInfo, error) {
+// file's definition it comes from, if it does: then a stored schedule
+// last applied from the same definition is kept as it is. It returns
+// what it did: "created", "replaced" or "kept".
+func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml string) (*ScheduleInfo, string, error) {
 	if err := validateTopic(topic); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if _, err := c.validateSchedule(&s); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	_, cur, err := c.changeSchedule(ctx, topic, s.Name, func(old *schedRecord) (*schedRecord, error) {
+	old, cur, err := c.changeSchedule(ctx, topic, s.Name, func(old *schedRecord) (*schedRecord, error) {
+		if toml != "" && old != nil && old.TOML == toml {
+			return nil, errUnchanged
+		}
 		r := &schedRecord{Spec: s.Spec, TZ: s.TimeZone, Body: s.Body, MaxAttempts: s.MaxAttempts, Policy: s.Policy, TOML: toml}
 		if toml != "" {
 			r.From = "toml"
@@ -387,13 +416,20 @@ func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml
 		}
 		return r, nil
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, errUnchanged):
+		return old.info(topic, s.Name), "kept", nil
+	case err != nil:
+		return nil, "", err
 	}
 	if err := c.startChain(ctx, topic, s.Name, cur); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return cur.info(topic, s.Name), nil
+	action := "created"
+	if old != nil {
+		action = "replaced"
+	}
+	return cur.info(topic, s.Name), action, nil
 }
 
 // startChain writes the first occurrence after now of version cur of a
@@ -568,7 +604,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
 	return err
 }
 
-// TOMLHash returns the hash a configuration file's definition of s is
+// tomlHash returns the hash a configuration file's definition of s is
 // stored with (see ApplySchedules).
 func tomlHash(s Schedule) string {
 	b, _ := json.Marshal(s)
@@ -596,30 +632,16 @@ func (c *Client) ApplySchedules(ctx context.Context, topic string, defs []Schedu
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}
-	for _, s := range defs {
-		if _, err := c.validateSchedule(&s); err != nil {
-			return nil, err
-		}
+	if err := c.checkSchedules(defs); err != nil {
+		return nil, err
 	}
 	var out []ScheduleApplied
 	for _, s := range defs {
-		h := tomlHash(s)
-		old, err := c.readSchedule(ctx, topic, s.Name)
+		_, action, err := c.setSchedule(ctx, topic, s, tomlHash(s))
 		if err != nil {
 			return out, err
 		}
-		switch {
-		case old != nil && old.TOML == h:
-			out = append(out, ScheduleApplied{Name: s.Name, Action: "kept"})
-			continue
-		case old != nil:
-			out = append(out, ScheduleApplied{Name: s.Name, Action: "replaced"})
-		default:
-			out = append(out, ScheduleApplied{Name: s.Name, Action: "created"})
-		}
-		if _, err := c.setSchedule(ctx, topic, s, h); err != nil {
-			return out, err
-		}
+		out = append(out, ScheduleApplied{Name: s.Name, Action: action})
 	}
 	return out, nil
 }
@@ -704,4 +726,35 @@ func catchUp(cs cron.Schedule, at, now time.Time, policy Policy) (run bool, nxt 
 		return true, ring[0]
 	}
 	return false, ring[0]
+}
+
+// checkSchedules checks a list of schedules for ApplySchedules: each
+// valid, no name twice.
+func (c *Client) checkSchedules(defs []Schedule) error {
+	seen := map[string]bool{}
+	for _, s := range defs {
+		if _, err := c.validateSchedule(&s); err != nil {
+			return err
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("%w: schedule %q is listed twice", ErrInvalid, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// applySchedules applies ConsumerOptions.Schedules (see Run).
+func (k *Consumer) applySchedules(ctx context.Context) error {
+	if len(k.opts.Schedules) == 0 {
+		return nil
+	}
+	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
+	for _, a := range done {
+		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
+	}
+	if err != nil {
+		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
+	}
+	return nil
 }

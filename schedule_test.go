@@ -428,3 +428,78 @@ func itoa5(i int) string {
 	s := "0000" + string(rune('0'+i/10000%10)) + string(rune('0'+i/1000%10)) + string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
 	return s[len(s)-5:]
 }
+
+// The configuration file's schedules never undo a change made at run
+// time, unless the file's definition itself changed.
+func TestScheduleApplyRule(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	c := newClient(t, env.Backends[0], Options{Partitions: 2})
+	topic := "sched-apply"
+	file := []Schedule{{Name: "a", Spec: "0 3 * * *", Body: []byte("file")}}
+	apply := func(defs []Schedule, want ...string) {
+		t.Helper()
+		got, err := c.ApplySchedules(ctx, topic, defs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range got {
+			if a.Action != want[i] {
+				t.Errorf("apply: %s %s, want %s", a.Name, a.Action, want[i])
+			}
+		}
+	}
+	get := func(name string) *ScheduleInfo {
+		t.Helper()
+		s, err := c.GetSchedule(ctx, topic, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	apply(file, "created")
+	if s := get("a"); s.Source != "toml" || s.Spec != "0 3 * * *" {
+		t.Errorf("after the first apply: %+v", s)
+	}
+	v := get("a").Version
+	apply(file, "kept")
+	if get("a").Version != v {
+		t.Error("an unchanged file rewrote the schedule")
+	}
+	// Run-time changes survive restarts with the same file.
+	if err := c.PauseSchedule(ctx, topic, "a"); err != nil {
+		t.Fatal(err)
+	}
+	apply(file, "kept")
+	if !get("a").Paused {
+		t.Error("the file undid a pause")
+	}
+	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "a", Spec: "0 4 * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(file, "kept")
+	if s := get("a"); s.Spec != "0 4 * * *" || s.Source != "" || !s.Paused {
+		t.Errorf("the file undid a run-time replace: %+v", s)
+	}
+	// An edit of the file wins, and keeps the pause.
+	file[0].Spec = "0 5 * * *"
+	apply(file, "replaced")
+	if s := get("a"); s.Spec != "0 5 * * *" || s.Source != "toml" || !s.Paused {
+		t.Errorf("after an edit of the file: %+v", s)
+	}
+	// A schedule made at run time that the file then defines is replaced.
+	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "b", Spec: "@hourly"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(append(file, Schedule{Name: "b", Spec: "@daily"}), "kept", "replaced")
+	if get("b").Spec != "@daily" {
+		t.Error("b not replaced")
+	}
+	// Every definition is checked before any is written.
+	if _, err := c.ApplySchedules(ctx, topic, []Schedule{{Name: "c", Spec: "@daily"}, {Name: "d", Spec: "bad"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `spec "bad"`) {
+		t.Errorf("bad file: %v", err)
+	}
+	if _, err := c.GetSchedule(ctx, topic, "c"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("c written from a file with an error: %v", err)
+	}
+}

@@ -2,6 +2,8 @@ package test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -282,4 +284,88 @@ func describeOcc(ds []occurrence) string {
 		b = append(b, d.delivery)
 	}
 	return describe(b)
+}
+
+// TestScheduleWorkerTOML: a worker applies its [[topic.schedule]] tables
+// when it starts, and a restart with the same file keeps a pause made at
+// run time; an edit of the file replaces the schedule, still paused.
+func TestScheduleWorkerTOML(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "exec.out")
+	cfgPath := filepath.Join(dir, "worker.toml")
+	writeCfg := func(body string) {
+		wWriteFile(t, cfgPath, fmt.Sprintf(`
+[redis]
+addr = %q
+
+[worker]
+lease = "2s"
+
+[[topic]]
+name = "wk.sched"
+partitions = 4
+[topic.handler]
+type = "exec"
+command = ["sh", "-c", 'printf "%%s " "$DELAYQ_ID" >>"$1"; cat >>"$1"; echo >>"$1"', "sh", %q]
+
+[[topic.schedule]]
+name = "tick"
+spec = "@every 1s"
+body = %q
+`, env.Proxy, out, body))
+	}
+	lines := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Fields(strings.ReplaceAll(string(b), "\n", " "))
+	}
+	count := func(body string) int {
+		n := 0
+		for _, f := range lines() {
+			if f == body {
+				n++
+			}
+		}
+		return n
+	}
+	sched := func(args ...string) result {
+		return mustCLI(t, "", append([]string{"schedule", args[0], "--addr", env.Proxy, "--topic", "wk.sched"}, args[1:]...)...)
+	}
+	writeCfg("from-file")
+	w := wStartWorker(t, "--config", cfgPath)
+	waitFor(t, 10*time.Second, func() bool { return count("from-file") >= 2 }, "two occurrences delivered by the worker")
+	if out := sched("list", "--json").stdout; !strings.Contains(out, `"source":"toml"`) || !strings.Contains(out, `"spec":"@every 1s"`) {
+		t.Errorf("schedule list: %s", out)
+	}
+	if out := mustCLI(t, "", "partitions", "--addr", env.Proxy, "--topic", "wk.sched").stdout; !strings.Contains(out, "4 partitions") {
+		t.Errorf("the file's partition count was not kept: %s", out)
+	}
+	sched("pause", "--name", "tick")
+	paused := time.Now()
+	if code := w.stop(t, 20*time.Second); code != 0 {
+		t.Fatalf("worker exit %d", code)
+	}
+	w = wStartWorker(t, "--config", cfgPath)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(w.stderr.String(), "schedule applied") }, "the schedules applied")
+	if log := w.stderr.String(); !strings.Contains(log, "action=kept") {
+		t.Errorf("restart with the same file: %s", clip(log))
+	}
+	n := count("from-file")
+	time.Sleep(2500 * time.Millisecond)
+	if m := count("from-file"); m != n {
+		t.Errorf("%d deliveries after the restart: the file undid the pause at %v", m-n, paused)
+	}
+	w.stop(t, 20*time.Second)
+
+	// An edit of the file replaces the schedule, which stays paused until
+	// resumed.
+	writeCfg("edited")
+	w = wStartWorker(t, "--config", cfgPath)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(w.stderr.String(), "action=replaced") }, "the edited schedule replaced")
+	if out := sched("list").stdout; !strings.Contains(out, "paused") {
+		t.Errorf("the replaced schedule is not paused: %s", out)
+	}
+	sched("resume", "--name", "tick")
+	waitFor(t, 10*time.Second, func() bool { return count("edited") >= 2 }, "the edited schedule's occurrences")
+	w.stop(t, 20*time.Second)
 }

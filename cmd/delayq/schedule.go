@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -189,4 +190,14 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 	}
 	_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
 	return err
+}
+
+// workerSchedules returns a topic's [[topic.schedule]] tables as the
+// library takes them: the consumer applies them when it starts.
+func workerSchedules(cs []config.Schedule) []delayq.Schedule {
+	var out []delayq.Schedule
+	for _, s := range cs {
+		out = append(out, s.Delayq())
+	}
+	return out
 }

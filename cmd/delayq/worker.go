@@ -202,6 +202,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			Lease:           cfg.Worker.Lease,
 			PollInterval:    cfg.Worker.PollInterval,
 			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+			Schedules:       workerSchedules(tc.Schedules),
 		}, w.observe(tc.Name, h))
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)

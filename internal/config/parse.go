@@ -256,13 +256,14 @@ type (
 		Level  value `toml:"level"`
 	}
 	rawTopic struct {
-		Name        value       `toml:"name"`
-		Partitions  value       `toml:"partitions"`
-		Concurrency value       `toml:"concurrency"`
-		Timeout     value       `toml:"timeout"`
-		MaxAttempts value       `toml:"max_attempts"`
-		Backoff     value       `toml:"backoff"`
-		Handler     *rawHandler `toml:"handler"`
+		Name        value         `toml:"name"`
+		Partitions  value         `toml:"partitions"`
+		Concurrency value         `toml:"concurrency"`
+		Timeout     value         `toml:"timeout"`
+		MaxAttempts value         `toml:"max_attempts"`
+		Backoff     value         `toml:"backoff"`
+		Handler     *rawHandler   `toml:"handler"`
+		Schedule    []rawSchedule `toml:"schedule"`
 	}
 	rawHandler struct {
 		Type    value `toml:"type"`
@@ -319,6 +320,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 			c.stringMap(h.Headers, &t.Handler.Headers, child(hp, ht, "headers"))
 			c.strings(h.Command, &t.Handler.Command, child(hp, ht, "command"))
 		}
+		c.schedules(rt.Schedule, &t.Schedules, path, t.Name, i)
 		cfg.Topics = append(cfg.Topics, t)
 	}
 }
