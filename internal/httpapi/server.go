@@ -92,6 +92,7 @@ func New(o Options) http.Handler {
 	m.HandleFunc("GET /v1/topics/{topic}/dead", s.listDead)
 	m.HandleFunc("POST /v1/topics/{topic}/dead/{id}/requeue", s.requeueDead)
 	m.HandleFunc("DELETE /v1/topics/{topic}/dead", s.purgeDead)
+	s.routeSchedules(m)
 	return s
 }
 
