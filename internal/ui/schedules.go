@@ -74,11 +74,17 @@ var scheduleActions = map[string]struct {
 	run              func(c *delayq.Client, r *http.Request, topic, name string) error
 	ask, button, did string
 }{
-	"pause": {func(c *delayq.Client, r *http.Request, topic, name string) error { return c.PauseSchedule(r.Context(), topic, name) },
+	"pause": {func(c *delayq.Client, r *http.Request, topic, name string) error {
+		return c.PauseSchedule(r.Context(), topic, name)
+	},
 		"Pause schedule %q of topic %s? Its pending occurrence is removed; none comes until it is resumed.", "Pause", "Paused %s."},
-	"resume": {func(c *delayq.Client, r *http.Request, topic, name string) error { return c.ResumeSchedule(r.Context(), topic, name) },
+	"resume": {func(c *delayq.Client, r *http.Request, topic, name string) error {
+		return c.ResumeSchedule(r.Context(), topic, name)
+	},
 		"Resume schedule %q of topic %s from its next occurrence?", "Resume", "Resumed %s."},
-	"delete": {func(c *delayq.Client, r *http.Request, topic, name string) error { return c.DeleteSchedule(r.Context(), topic, name) },
+	"delete": {func(c *delayq.Client, r *http.Request, topic, name string) error {
+		return c.DeleteSchedule(r.Context(), topic, name)
+	},
 		"Delete schedule %q of topic %s and its pending occurrence?", "Delete", "Deleted %s."},
 }
 
