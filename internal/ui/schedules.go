@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -71,21 +72,12 @@ func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, t topicRe
 // each asks first and what it says when done (both take the name; the
 // question the topic too).
 var scheduleActions = map[string]struct {
-	run              func(c *delayq.Client, r *http.Request, topic, name string) error
+	run              func(c *delayq.Client, ctx context.Context, topic, name string) error
 	ask, button, did string
 }{
-	"pause": {func(c *delayq.Client, r *http.Request, topic, name string) error {
-		return c.PauseSchedule(r.Context(), topic, name)
-	},
-		"Pause schedule %q of topic %s? Its pending occurrence is removed; none comes until it is resumed.", "Pause", "Paused %s."},
-	"resume": {func(c *delayq.Client, r *http.Request, topic, name string) error {
-		return c.ResumeSchedule(r.Context(), topic, name)
-	},
-		"Resume schedule %q of topic %s from its next occurrence?", "Resume", "Resumed %s."},
-	"delete": {func(c *delayq.Client, r *http.Request, topic, name string) error {
-		return c.DeleteSchedule(r.Context(), topic, name)
-	},
-		"Delete schedule %q of topic %s and its pending occurrence?", "Delete", "Deleted %s."},
+	"pause":  {(*delayq.Client).PauseSchedule, "Pause schedule %q of topic %s? Its pending occurrence is removed; none comes until it is resumed.", "Pause", "Paused %s."},
+	"resume": {(*delayq.Client).ResumeSchedule, "Resume schedule %q of topic %s from its next occurrence?", "Resume", "Resumed %s."},
+	"delete": {(*delayq.Client).DeleteSchedule, "Delete schedule %q of topic %s and its pending occurrence?", "Delete", "Deleted %s."},
 }
 
 // scheduleAction handles POST /ui/topics/{topic}/schedules/{action} with
@@ -105,7 +97,7 @@ func (s *Server) scheduleAction(w http.ResponseWriter, r *http.Request, t topicR
 	}
 	name := r.PostFormValue("name")
 	if s.confirmed(w, r, fmt.Sprintf(a.ask, name, t.topic), a.button, back, field{"name", name}) {
-		err := a.run(c, r.WithContext(t.ctx), t.topic, name)
+		err := a.run(c, t.ctx, t.topic, name)
 		s.done(w, r, back, err, a.did, name)
 	}
 }
