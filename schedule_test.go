@@ -3,12 +3,14 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
@@ -385,43 +387,120 @@ func TestScheduleMissedSkip(t *testing.T) {
 	}
 }
 
-// Ten thousand schedules on one topic list in pages.
-func TestScheduleManyList(t *testing.T) {
+// Ten thousand schedules on one topic, through Twemproxy: what adding
+// them costs (commands, Redis memory on the backends), listing them, and
+// the Redis work of a consumer of the topic while they are idle, beside
+// the same for ten thousand ordinary queued messages (given ids, the same
+// bodies and due times). The figures go to docs/benchmarks.md.
+func TestScheduleCost(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
-	c := newClient(t, env.Proxy, Options{Partitions: 16})
-	topic := "sched-many"
-	const n = 10000
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "s" + itoa5(i), Spec: "0 3 * * *", Body: []byte("x")}); err != nil {
-					errs <- err
-					return
-				}
+	const n, workers = 10000, 8
+	body := []byte("check-the-orders") // 16 bytes
+	due := time.Now().Add(24 * time.Hour).Truncate(time.Hour)
+	memory := func() int64 {
+		t.Helper()
+		var sum int64
+		for _, b := range env.Backends {
+			m, err := portable.BackendUsedMemory(ctx, b, "")
+			if err != nil {
+				t.Fatal(err)
 			}
-		}()
+			sum += m
+		}
+		return sum
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	parallel := func(f func(i int) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += workers {
+					if err := f(i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
-	all, err := c.Schedules(ctx, topic)
+	// The two topics exist (16 partitions) before the measurements.
+	sc := newClient(t, env.Proxy, Options{Partitions: 16})
+	mc := newClient(t, env.Proxy, Options{Partitions: 16})
+	for _, tp := range []struct {
+		c     *Client
+		topic string
+	}{{sc, "sched-cost"}, {mc, "msg-cost"}} {
+		if _, err := tp.c.Stats(ctx, tp.topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	spec := fmt.Sprintf("%d %d * * *", due.UTC().Minute(), due.UTC().Hour())
+	m0, c0, t0 := memory(), sc.Commands(), time.Now()
+	parallel(func(i int) error {
+		_, err := sc.SetSchedule(ctx, "sched-cost", Schedule{Name: "s" + itoa5(i), Spec: spec, Body: body})
+		return err
+	})
+	addTook, addCmds, addMem := time.Since(t0), sc.Commands()-c0, memory()-m0
+
+	m0, c0 = memory(), mc.Commands()
+	parallel(func(i int) error {
+		_, err := mc.Enqueue(ctx, Message{Topic: "msg-cost", ID: "order-" + itoa5(i), At: due, Body: body})
+		return err
+	})
+	msgCmds, msgMem := mc.Commands()-c0, memory()-m0
+
+	c0, t0 = sc.Commands(), time.Now()
+	all, err := sc.Schedules(ctx, "sched-cost")
 	if err != nil {
 		t.Fatal(err)
 	}
+	listTook, listCmds := time.Since(t0), sc.Commands()-c0
 	if len(all) != n {
 		t.Errorf("%d schedules listed, want %d", len(all), n)
 	}
-	st, _ := c.Stats(ctx, topic)
-	if st.Scheduled != n {
+	if st, _ := sc.Stats(ctx, "sched-cost"); st.Scheduled != n {
 		t.Errorf("%d occurrences scheduled, want %d", st.Scheduled, n)
 	}
+
+	// Idle work: a consumer of each topic, alone on its client, for 6 s.
+	idle := func(topic string) float64 {
+		t.Helper()
+		kc := newClient(t, env.Proxy, Options{})
+		k, err := kc.NewConsumer(ConsumerOptions{Topic: topic, ID: "idle-" + topic}, func(context.Context, *Delivery) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- k.Run(ctx) }()
+		waitFor(t, 10*time.Second, "the consumer owning every partition", func() bool { return len(k.Stats().Owned) == 16 })
+		time.Sleep(time.Second)
+		c0, t0 := kc.Commands(), time.Now()
+		time.Sleep(6 * time.Second)
+		rate := float64(kc.Commands()-c0) / time.Since(t0).Seconds()
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		k.Shutdown(sctx)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return rate
+	}
+	idleSched, idleMsg := idle("sched-cost"), idle("msg-cost")
+	if idleSched > 1.5*idleMsg+2 {
+		t.Errorf("an idle consumer sends %.1f commands/s with %d idle schedules, %.1f with %d queued messages", idleSched, n, idleMsg, n)
+	}
+	testenv.Figure(t, "schedules=%d add_cmds_per_schedule=%.2f add_rate_per_s=%.0f bytes_per_schedule=%d bytes_per_queued_message=%d cmds_per_queued_message=%.2f list_ms=%d list_cmds=%d idle_consumer_cmds_per_s=%.1f idle_consumer_cmds_per_s_messages=%.1f",
+		n, float64(addCmds)/n, n/addTook.Seconds(), addMem/n, msgMem/n, float64(msgCmds)/n, listTook.Milliseconds(), listCmds, idleSched, idleMsg)
 }
 
 func itoa5(i int) string {
