@@ -206,7 +206,7 @@ func visibilityMargin(timeout time.Duration) time.Duration {
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
 		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID)
+		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
 		cancel()
 		if err != nil || !run {
 			return true, err

@@ -99,6 +99,15 @@ func (s *ScheduleInfo) Next(from time.Time, n int) []time.Time {
 	if err != nil {
 		return nil
 	}
+	if every, ok := cs.(cron.ConstantDelaySchedule); ok && !s.Updated.IsZero() {
+		// @every counts from the last add, replace or resume (see
+		// startChain), not from from.
+		t := next(cs, s.Updated)
+		if !t.After(from) {
+			t = t.Add((from.Sub(t)/every.Delay + 1) * every.Delay)
+		}
+		return append([]time.Time{t}, nextN(cs, t, n-1)...)
+	}
 	return nextN(cs, from, n)
 }
 
@@ -451,9 +460,10 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 	if err != nil {
 		return err
 	}
-	now := c.opts.Now()
-	at := next(cs, now)
-	_, err = c.writeOccurrence(ctx, topic, name, cur, at, n, now)
+	// From the change's own time, which ScheduleInfo.Next counts @every
+	// from too.
+	at := next(cs, time.UnixMilli(cur.Updated))
+	_, err = c.writeOccurrence(ctx, topic, name, cur, at, n, c.opts.Now())
 	return err
 }
 
@@ -651,9 +661,10 @@ func (c *Client) ApplySchedules(ctx context.Context, topic string, defs []Schedu
 // does not hold the chain back): it writes the schedule's next occurrence
 // from the definition stored now, and says whether to run the handler.
 // An occurrence of a version no longer stored (the schedule changed,
-// was paused or deleted) is not run, and writes nothing. An error leaves
-// the occurrence to be retried (its retry runs this again).
-func (c *Client) occurrence(ctx context.Context, topic, id string) (run bool, err error) {
+// was paused or deleted) is not run, and writes nothing. attempt is the
+// delivery's (1 for the first). An error leaves the occurrence to be
+// retried (its retry runs this again).
+func (c *Client) occurrence(ctx context.Context, topic, id string, attempt int) (run bool, err error) {
 	name, version, at, ok := ParseScheduleID(id)
 	if !ok {
 		return true, nil
@@ -673,7 +684,9 @@ func (c *Client) occurrence(ctx context.Context, topic, id string) (run bool, er
 	now := c.opts.Now()
 	nxt := next(cs, at)
 	run = true
-	if now.Sub(at) > MissedAfter && !nxt.IsZero() && !nxt.After(now) {
+	// Only a first delivery judges what was missed: a retry of a failed
+	// occurrence runs whenever its backoff brings it.
+	if attempt == 1 && now.Sub(at) > MissedAfter && !nxt.IsZero() && !nxt.After(now) {
 		run, nxt = catchUp(cs, at, now, def.Policy)
 		if !run {
 			c.log.Info("missed occurrence skipped", "topic", topic, "schedule", name, "at", at, "next", nxt, "policy", def.Policy)

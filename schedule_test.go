@@ -325,21 +325,35 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	if h := in.Due.In(time.FixedZone("CST", 8*3600)).Hour(); h != 4 {
 		t.Errorf("new occurrence due %v, at %d:00 Shanghai, want 4:00", in.Due, h)
 	}
+	// @every counts from the change: the listed next occurrence is the
+	// pending one.
+	ev, err := c.SetSchedule(ctx, topic, Schedule{Name: "ev", Spec: "@every 7s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evMark, _ := c.store.ScheduleMark(ctx, topic, schedulePartition("ev", 4), "ev")
+	_, _, evAt, _ := ParseScheduleID(evMark)
+	if nx := ev.Next(time.Now(), 2); len(nx) != 2 || !nx[0].Equal(evAt) || nx[1].Sub(nx[0]) != 7*time.Second {
+		t.Errorf("@every 7s: next %v, pending occurrence at %v", nx, evAt)
+	}
+	if nx := ev.Next(evAt.Add(15*time.Second), 1); len(nx) != 1 || !nx[0].Equal(evAt.Add(21*time.Second)) {
+		t.Errorf("@every 7s: next after 15 s past the first %v, want %v", nx, evAt.Add(21*time.Second))
+	}
 	// A delivery of the old occurrence (a consumer that read it before
 	// the replace) is stale: not run, nothing written.
-	if run, err := c.occurrence(ctx, topic, first); err != nil || run {
+	if run, err := c.occurrence(ctx, topic, first, 1); err != nil || run {
 		t.Errorf("stale occurrence: run %v, %v", run, err)
 	}
 	// The current one chains the next, once however often it is
 	// delivered.
 	for range 3 {
-		if run, err := c.occurrence(ctx, topic, second); err != nil || !run {
+		if run, err := c.occurrence(ctx, topic, second, 1); err != nil || !run {
 			t.Errorf("current occurrence: run %v, %v", run, err)
 		}
 	}
 	st, _ := c.Stats(ctx, topic)
-	if st.Scheduled != 2 {
-		t.Errorf("%d scheduled, want 2 (the occurrence and the next one)", st.Scheduled)
+	if st.Scheduled != 3 {
+		t.Errorf("%d scheduled, want 3 (the occurrence, the next one and ev's)", st.Scheduled)
 	}
 	// The chain mark is not a message: the reconciler and stats skip it.
 	if keys.IsIDField(keys.ScheduleMarkField("daily")) {
@@ -362,13 +376,17 @@ func TestScheduleMissedSkip(t *testing.T) {
 	_, _, at, _ := ParseScheduleID(first)
 	later := at.Add(10*time.Minute + 30*time.Second)
 	down := newClient(t, env.Backends[0], Options{Partitions: 2, Now: func() time.Time { return later }})
-	run, err := down.occurrence(ctx, topic, first)
+	run, err := down.occurrence(ctx, topic, first, 1)
 	if err != nil || run {
 		t.Fatalf("missed occurrence under skip: run %v, %v", run, err)
 	}
 	latest, _ := c.store.ScheduleMark(ctx, topic, p, "m")
 	if _, _, lat, _ := ParseScheduleID(latest); !lat.Equal(at.Add(10 * time.Minute)) {
 		t.Errorf("written after the miss: %s, want the occurrence at %v", latest, at.Add(10*time.Minute))
+	}
+	// A retry is no missed occurrence: it runs when its backoff brings it.
+	if run, err := down.occurrence(ctx, topic, first, 2); err != nil || !run {
+		t.Errorf("retry of an old occurrence: run %v, %v", run, err)
 	}
 	// all: the missed occurrence runs and chains the next.
 	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *", Policy: PolicyAll}); err != nil {
@@ -377,7 +395,7 @@ func TestScheduleMissedSkip(t *testing.T) {
 	first, _ = c.store.ScheduleMark(ctx, topic, p, "m")
 	_, _, at, _ = ParseScheduleID(first)
 	later = at.Add(10*time.Minute + 30*time.Second)
-	run, err = down.occurrence(ctx, topic, first)
+	run, err = down.occurrence(ctx, topic, first, 1)
 	if err != nil || !run {
 		t.Fatalf("missed occurrence under all: run %v, %v", run, err)
 	}
