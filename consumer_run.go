@@ -208,8 +208,15 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
 		cancel()
-		if err != nil || !run {
-			return true, err
+		if err != nil {
+			// Not started: back to scheduled at its due, tried again at
+			// the next poll, without spending an attempt (a schedule of
+			// max attempts 1 must not lose its chain to a Redis error).
+			k.log.Warn("schedule step failed; the occurrence goes back to be tried again", "id", m.ID, "err", err)
+			return false, nil
+		}
+		if !run {
+			return true, nil
 		}
 	}
 	if k.opts.Limit > 0 {

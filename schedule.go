@@ -427,11 +427,11 @@ func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml
 	})
 	switch {
 	case errors.Is(err, errUnchanged):
-		return old.info(topic, s.Name), "kept", nil
+		return old.info(topic, s.Name), "kept", c.ensureChain(ctx, topic, s.Name, old)
 	case err != nil:
 		return nil, "", err
 	}
-	if err := c.startChain(ctx, topic, s.Name, cur); err != nil {
+	if err := c.startChain(ctx, topic, s.Name, cur, time.Time{}); err != nil {
 		return nil, "", err
 	}
 	action := "created"
@@ -441,10 +441,10 @@ func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml
 	return cur.info(topic, s.Name), action, nil
 }
 
-// startChain writes the first occurrence after now of version cur of a
-// schedule, or when it is paused its retire mark; either removes the
-// pending occurrence of an older version.
-func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedRecord) error {
+// startChain writes the first occurrence of version cur of a schedule
+// after the change (after from, when set), or when it is paused its
+// retire mark; either removes the pending occurrence of an older version.
+func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedRecord, from time.Time) error {
 	l, err := c.ensureTopic(ctx, topic)
 	if err != nil {
 		return err
@@ -461,10 +461,50 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 		return err
 	}
 	// From the change's own time, which ScheduleInfo.Next counts @every
-	// from too.
+	// from too, or for a repair from now.
 	at := next(cs, time.UnixMilli(cur.Updated))
+	if !from.IsZero() {
+		nx := cur.info(topic, name).Next(from, 1)
+		if len(nx) == 0 {
+			return nil
+		}
+		at = nx[0]
+	}
 	_, err = c.writeOccurrence(ctx, topic, name, cur, at, n, c.opts.Now())
 	return err
+}
+
+// ensureChain restarts the chain of def, an active schedule, from its
+// next occurrence after now when it is cut: no occurrence of its version
+// was written (a failure between the change and its first occurrence),
+// or the newest one written is gone (deleted by id). A chain that runs
+// always has its newest occurrence stored: it is acked only after it
+// wrote its successor.
+func (c *Client) ensureChain(ctx context.Context, topic, name string, def *schedRecord) error {
+	if def.Paused {
+		return nil
+	}
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.PlaceCount()), name)
+	if err != nil {
+		return err
+	}
+	from := c.opts.Now()
+	if _, v, at, ok := ParseScheduleID(mark); ok && v >= def.Version {
+		if live {
+			return nil
+		}
+		// Its newest occurrence was deleted: the chain goes on after it
+		// (the mark refuses that occurrence again).
+		if at.After(from) {
+			from = at
+		}
+	}
+	c.log.Info("schedule chain restarted", "topic", topic, "schedule", name, "mark", mark)
+	return c.startChain(ctx, topic, name, def, from)
 }
 
 // writeOccurrence writes the occurrence at of version cur of a schedule
@@ -553,7 +593,9 @@ func (c *Client) PauseSchedule(ctx context.Context, topic, name string) error {
 
 // ResumeSchedule resumes a paused schedule from its next occurrence after
 // now (the occurrences of the pause are not delivered). Resuming a
-// running schedule does nothing.
+// running schedule only mends its chain if it was cut (its pending
+// occurrence deleted by id, or a failure between a change and its first
+// occurrence): the chain goes on from the next occurrence after now.
 func (c *Client) ResumeSchedule(ctx context.Context, topic, name string) error {
 	return c.pauseResume(ctx, topic, name, false)
 }
@@ -565,7 +607,7 @@ func (c *Client) pauseResume(ctx context.Context, topic, name string, pause bool
 	if err := validateScheduleName(name); err != nil {
 		return err
 	}
-	_, cur, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
+	old, cur, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
 		if old == nil {
 			return nil, errScheduleNotFound(topic, name)
 		}
@@ -577,12 +619,12 @@ func (c *Client) pauseResume(ctx context.Context, topic, name string, pause bool
 		return &r, nil
 	})
 	if errors.Is(err, errUnchanged) {
-		return nil
+		return c.ensureChain(ctx, topic, name, old) // resuming a running schedule mends a cut chain
 	}
 	if err != nil {
 		return err
 	}
-	return c.startChain(ctx, topic, name, cur)
+	return c.startChain(ctx, topic, name, cur, time.Time{})
 }
 
 // DeleteSchedule removes a schedule and its pending occurrence. It

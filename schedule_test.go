@@ -600,3 +600,53 @@ func TestScheduleApplyRule(t *testing.T) {
 		t.Errorf("c written from a file with an error: %v", err)
 	}
 }
+
+// A cut chain (its pending occurrence deleted by id, or a change written
+// without its first occurrence) is mended by a resume of the running
+// schedule, and by a worker's start that keeps the schedule.
+func TestScheduleMendChain(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	c := newClient(t, env.Backends[0], Options{Partitions: 4})
+	topic := "sched-mend"
+	p := schedulePartition("m", 4)
+	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "@every 10s"}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	if err := c.Delete(ctx, topic, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
+		t.Fatal(err)
+	}
+	mended, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	if mended == first {
+		t.Fatalf("resume did not mend the chain: mark %s", mended)
+	}
+	if in, err := c.Get(ctx, topic, mended); err != nil || in.State != StateScheduled {
+		t.Fatalf("mended occurrence %s: %+v, %v", mended, in, err)
+	}
+	// Resuming a schedule whose chain runs writes nothing.
+	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := c.store.ScheduleMark(ctx, topic, p, "m"); again != mended {
+		t.Errorf("resume of a running chain moved its mark: %s -> %s", mended, again)
+	}
+	// A file's schedule whose first occurrence was never written (the
+	// writer died after the definition): the next start writes it.
+	file := []Schedule{{Name: "f", Spec: "@daily"}}
+	if _, _, err := c.changeSchedule(ctx, topic, "f", func(*schedRecord) (*schedRecord, error) {
+		return &schedRecord{Spec: "@daily", TOML: tomlHash(file[0]), From: "toml"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.ApplySchedules(ctx, topic, file)
+	if err != nil || done[0].Action != "kept" {
+		t.Fatalf("apply: %v, %v", done, err)
+	}
+	if mark, _ := c.store.ScheduleMark(ctx, topic, schedulePartition("f", 4), "f"); mark == "" {
+		t.Error("the kept schedule's chain was not started")
+	}
+}

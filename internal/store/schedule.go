@@ -193,3 +193,19 @@ func (s *Store) ScheduleMark(ctx context.Context, topic string, p int, name stri
 	}
 	return redis.String(r[0], nil)
 }
+
+// ScheduleMarkLive returns the schedule's mark in partition p ("" if
+// none) and whether the occurrence it names still has its record
+// (scheduled, in flight or dead): a mark whose occurrence is gone, of a
+// running schedule, is a chain cut (its occurrence deleted by id).
+func (s *Store) ScheduleMarkLive(ctx context.Context, topic string, p int, name string) (string, bool, error) {
+	mark, err := s.ScheduleMark(ctx, topic, p, name)
+	if err != nil || mark == "" {
+		return mark, false, err
+	}
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, topic, p), mark}})
+	if err != nil {
+		return mark, false, fmt.Errorf("schedule %q of topic %s: read occurrence %q: %w", name, topic, mark, err)
+	}
+	return mark, r[0] != nil, nil
+}
