@@ -256,14 +256,14 @@ type (
 		Level  value `toml:"level"`
 	}
 	rawTopic struct {
-		Name        value         `toml:"name"`
-		Partitions  value         `toml:"partitions"`
-		Concurrency value         `toml:"concurrency"`
-		Timeout     value         `toml:"timeout"`
-		MaxAttempts value         `toml:"max_attempts"`
-		Backoff     value         `toml:"backoff"`
-		Handler     *rawHandler   `toml:"handler"`
-		Schedule    []rawSchedule `toml:"schedule"`
+		Name        value       `toml:"name"`
+		Partitions  value       `toml:"partitions"`
+		Concurrency value       `toml:"concurrency"`
+		Timeout     value       `toml:"timeout"`
+		MaxAttempts value       `toml:"max_attempts"`
+		Backoff     value       `toml:"backoff"`
+		Handler     *rawHandler `toml:"handler"`
+		Schedule    schedTables `toml:"schedule"`
 	}
 	rawHandler struct {
 		Type    value `toml:"type"`

@@ -26,6 +26,9 @@ func (s Schedule) Delayq() delayq.Schedule {
 	return delayq.Schedule{Name: s.Name, Spec: s.Spec, TimeZone: s.TZ, Body: []byte(s.Body), MaxAttempts: s.MaxAttempts, Policy: delayq.Policy(s.Policy)}
 }
 
+// schedTables is the schema of the [[topic.schedule]] tables of a topic.
+type schedTables = []rawSchedule
+
 // rawSchedule is the schema of a [[topic.schedule]] table.
 type rawSchedule struct {
 	Name        value `toml:"name"`
