@@ -521,10 +521,10 @@ func (c *Client) writeOccurrence(ctx context.Context, topic, name string, cur *s
 	if err != nil {
 		return outcome, err
 	}
-	if outcome == store.ChainAdded && at.Before(now.Add(wakeAhead)) {
-		if err := c.store.Wake(ctx, []store.TopicPartition{{Topic: topic, P: p}}); err != nil {
-			c.log.Debug("wake the owner of a schedule's partition", "topic", topic, "schedule", name, "err", err)
-		}
+	if outcome == store.ChainAdded {
+		// As an enqueue does: the owner is woken when the occurrence is
+		// due before it would look again.
+		c.wake(ctx, now, []store.Group{{Topic: topic, P: p}}, [][]int{{0}}, []EnqueueResult{{ID: id, Due: at}})
 	}
 	return outcome, nil
 }
