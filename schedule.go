@@ -92,7 +92,7 @@ type ScheduleInfo struct {
 // Next returns the schedule's next n occurrences after from (none when
 // paused).
 func (s *ScheduleInfo) Next(from time.Time, n int) []time.Time {
-	if s.Paused {
+	if s.Paused || n <= 0 {
 		return nil
 	}
 	cs, err := parseSpec(s.Name, s.Spec, s.TimeZone)
