@@ -133,6 +133,11 @@ type ConsumerOptions struct {
 	// Limit, when positive, stops the consumer after that many deliveries
 	// have started: Run then shuts down gracefully and returns nil.
 	Limit int
+	// Schedules are applied to the topic when Run starts, once the topic
+	// exists, by the rule of Client.ApplySchedules: created when missing,
+	// replaced only when their definition here changed since it was last
+	// applied, so that changes made at run time survive restarts.
+	Schedules []Schedule
 
 	// moveSettle shortens poller.DefaultMoveSettle in tests of the
 	// library that change the partition count; the end-to-end tests run

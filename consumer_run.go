@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
+	}
+	if err := c.checkSchedules(opts.Schedules); err != nil {
+		return nil, fmt.Errorf("ConsumerOptions.Schedules: %w", err)
 	}
 	return &Consumer{
 		c: c, opts: opts, h: h,
@@ -98,6 +102,9 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	k.layout.Store(&l)
+	if err := k.applySchedules(ctx); err != nil {
+		return err
+	}
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
@@ -192,8 +199,26 @@ func visibilityMargin(timeout time.Duration) time.Duration {
 	return max(time.Second, timeout/10)
 }
 
-// handle runs one delivery (called by the dispatcher's workers).
+// handle runs one delivery (called by the dispatcher's workers). An
+// occurrence of a schedule first writes the schedule's next one, and is
+// acked without its handler when it is stale or skipped (see
+// Client.occurrence).
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
+	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
+		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
+		cancel()
+		if err != nil {
+			// Not started: back to scheduled at its due, tried again at
+			// the next poll, without spending an attempt (a schedule of
+			// max attempts 1 must not lose its chain to a Redis error).
+			k.log.Warn("schedule step failed; the occurrence goes back to be tried again", "id", m.ID, "err", err)
+			return false, nil
+		}
+		if !run {
+			return true, nil
+		}
+	}
 	if k.opts.Limit > 0 {
 		n := k.delivered.Add(1)
 		if n > int64(k.opts.Limit) {

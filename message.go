@@ -65,6 +65,9 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 		if err := validateID(id); err != nil {
 			return id, due, err
 		}
+		if strings.HasPrefix(id, ScheduleIDPrefix) {
+			return id, due, fmt.Errorf("%w: message id %q begins with %q, which is reserved for the occurrences of schedules", ErrInvalid, id, ScheduleIDPrefix)
+		}
 	}
 	if len(m.Body) > c.opts.MaxBodyBytes {
 		return id, due, fmt.Errorf("%w: body of %s is %d bytes, the limit is %d", ErrInvalid, msgName(id), len(m.Body), c.opts.MaxBodyBytes)

@@ -64,6 +64,7 @@ Commands:
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
+	schedule    recurring messages: schedule add|list|pause|resume|delete
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread
@@ -121,6 +122,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runExport(ctx, rest, stdout, stderr)
 	case "import":
 		return runImport(ctx, rest, stdin, stdout, stderr)
+	case "schedule":
+		return runSchedule(ctx, rest, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "worker":

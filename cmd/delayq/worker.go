@@ -203,6 +203,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			PollInterval:     cfg.Worker.PollInterval,
 			IdlePollInterval: cfg.Worker.IdlePollInterval,
 			ShutdownTimeout:  cfg.Worker.ShutdownTimeout,
+			Schedules:        workerSchedules(tc.Schedules),
 		}, w.observe(tc.Name, h))
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)

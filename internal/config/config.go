@@ -90,6 +90,7 @@ type Topic struct {
 	MaxAttempts int             // deliveries before a message is dead. Default delayq.DefaultMaxAttempts.
 	Backoff     []time.Duration // retry ladder. Default delayq.DefaultBackoff.
 	Handler     Handler         // required
+	Schedules   []Schedule      // the [[topic.schedule]] tables, in file order
 }
 
 // Handler is a [topic.handler] table.

@@ -264,6 +264,7 @@ type (
 		MaxAttempts value       `toml:"max_attempts"`
 		Backoff     value       `toml:"backoff"`
 		Handler     *rawHandler `toml:"handler"`
+		Schedule    schedTables `toml:"schedule"`
 	}
 	rawHandler struct {
 		Type    value `toml:"type"`
@@ -321,6 +322,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 			c.stringMap(h.Headers, &t.Handler.Headers, child(hp, ht, "headers"))
 			c.strings(h.Command, &t.Handler.Command, child(hp, ht, "command"))
 		}
+		c.schedules(rt.Schedule, &t.Schedules, path, t.Name, i)
 		cfg.Topics = append(cfg.Topics, t)
 	}
 }

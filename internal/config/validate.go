@@ -107,6 +107,7 @@ func (t *Topic) validate(ps *problems, i int, first map[string]int) {
 		}
 	}
 	t.Handler.validate(ps, path+".handler", "[topic.handler] of "+topicName(t.Name, i))
+	t.validateSchedules(ps, i)
 }
 
 func (h *Handler) validate(ps *problems, path, table string) {

@@ -14,6 +14,12 @@
 //	POST   /v1/topics/{topic}/dead/{id}/requeue        200 {"requeued":1}
 //	DELETE /v1/topics/{topic}/dead                     200 {"purged":N}
 //	GET    /v1/topics/{topic}/export?state=S,...       200 JSON lines (delayq export's)
+//	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
+//	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
+//	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added or replaced)
+//	POST   /v1/topics/{topic}/schedules/{name}/pause   200 schedule
+//	POST   /v1/topics/{topic}/schedules/{name}/resume  200 schedule
+//	DELETE /v1/topics/{topic}/schedules/{name}         204
 //	GET    /healthz, /readyz, /metrics
 //
 // An enqueue body is

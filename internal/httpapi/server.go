@@ -93,6 +93,7 @@ func New(o Options) http.Handler {
 	m.HandleFunc("POST /v1/topics/{topic}/dead/{id}/requeue", s.requeueDead)
 	m.HandleFunc("DELETE /v1/topics/{topic}/dead", s.purgeDead)
 	m.HandleFunc("GET /v1/topics/{topic}/export", s.export)
+	s.routeSchedules(m)
 	return s
 }
 

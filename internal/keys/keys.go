@@ -48,7 +48,17 @@ const (
 	// around its scan of the records, and scans them again when it
 	// changed (see delayq.Client.Export).
 	SegmentLeftField = "\x05left"
+	// ScheduleMark begins the field of the records HASH holding a
+	// schedule's chain mark (see ScheduleMarkField).
+	ScheduleMark = "\x06"
 )
+
+// ScheduleMarkField is the field of the records HASH, in the partition
+// every occurrence of the schedule lands in, whose value is the id of the
+// newest occurrence ever written for the schedule: the chain refuses to
+// write that occurrence or an earlier one of the same version again, and
+// any occurrence of an older version (see store.ChainSchedule).
+func ScheduleMarkField(name string) string { return ScheduleMark + name }
 
 // Gave is the reserved member of the scheduled ZSET that marks a graceful
 // handover: GavePrefix + consumer id, scored minus the token of the owner
@@ -146,6 +156,10 @@ const (
 	// the count the change goes to.
 	MetaMovedPrefix = "moved:"
 )
+
+// Schedules is a HASH: schedule name -> the schedule's definition (JSON,
+// see store.ScheduleDef), for the topic's recurring messages.
+func Schedules(ns, topic string) string { return ns + ":{" + topic + "}:sched" }
 
 // Members is a ZSET: consumer id -> heartbeat expiry (unix ms).
 func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }

@@ -15,6 +15,7 @@ func TestGolden(t *testing.T) {
 		{Epoch("dq", "orders", 3), "dq:{orders:3}:epoch"},
 		{Meta("dq", "orders"), "dq:{orders}:meta"},
 		{Members("dq", "orders"), "dq:{orders}:members"},
+		{Schedules("dq", "orders"), "dq:{orders}:sched"},
 		{Changes("dq"), "dq:changes"},
 		{WakeField("orders", 7), "orders:7"},
 		{Topics("app1"), "app1:topics"},
@@ -44,6 +45,8 @@ func TestGoldenNames(t *testing.T) {
 		{LeaseOwner("host-1 01JDQ00000000000000000000X"), "host-1"},
 		{LeaseOwner("my worker 7 r"), "my worker 7"},
 		{LeaseOwner("nospace"), "nospace"},
+		{ScheduleMark, "\x06"},
+		{ScheduleMarkField("report"), "\x06report"},
 		{MetaPartitions, "partitions"},
 		{MetaCreated, "created"},
 	} {
@@ -70,6 +73,7 @@ func TestNameKinds(t *testing.T) {
 		{SegmentPendingField(prefix), false, false, true},
 		{SegmentExtraField, false, false, false},
 		{SegmentLeftField, false, false, false},
+		{ScheduleMarkField("report"), false, false, false},
 		{"", false, false, false},
 	} {
 		if got := IsIDField(tc.name); got != tc.id {
@@ -91,5 +95,17 @@ func TestOfPartition(t *testing.T) {
 	}
 	if got := OfPartition("dq", "orders", 3); !slices.Equal(got, want) {
 		t.Errorf("OfPartition = %q, want %q", got, want)
+	}
+}
+
+// The reserved fields of the records HASH begin with distinct bytes, so
+// that no name a user gives (a schedule's) makes one collide with another.
+func TestReservedRecordFieldsDistinct(t *testing.T) {
+	seen := map[byte]string{}
+	for _, f := range []string{SegmentMark, SegmentExtraField, SegmentPendingMark, SegmentLeftField, ScheduleMark} {
+		if other, dup := seen[f[0]]; dup {
+			t.Errorf("reserved fields %q and %q begin with the same byte %q", f, other, f[0])
+		}
+		seen[f[0]] = f
 	}
 }

@@ -54,7 +54,7 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 }
 
 // DropTopic deletes every key of topic: those of its partitions (as many
-// as its stored count says), its members, its entry among the topics,
+// as its stored count says), its members, its schedules, its entry among the topics,
 // and last its metadata, so that a drop cut short can be run again. It is
 // for benchmarks and tests, which make throwaway topics: a client or
 // consumer still using the topic would write some of its keys again.
@@ -74,7 +74,7 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 	for p := range n {
 		fields = append(fields, keys.WakeField(topic, p))
 	}
-	cmds = append(cmds, del(keys.Members(s.ns, topic)), cmd{"HDEL", fields}, cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
+	cmds = append(cmds, del(keys.Members(s.ns, topic)), del(keys.Schedules(s.ns, topic)), cmd{"HDEL", fields}, cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
 	if _, err := s.steps(ctx, cmds, []cmd{del(keys.Meta(s.ns, topic))}); err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}

@@ -21,7 +21,7 @@ var staticFS embed.FS
 // pageNames are the templates of templates/ that are whole pages; each
 // defines "title" and "content", and may define "live", the part the live
 // refresh fetches again.
-var pageNames = []string{"overview", "topic", "message", "scheduled", "dead", "confirm", "login", "error"}
+var pageNames = []string{"overview", "topic", "message", "scheduled", "dead", "schedules", "confirm", "login", "error"}
 
 // pages holds one parsed template per page, each with the layout.
 type pages struct {

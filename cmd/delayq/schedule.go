@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// scheduleUsage lists the subcommands of "delayq schedule".
+const scheduleUsage = `Usage: delayq schedule <add|list|pause|resume|delete> --topic T [flags]
+
+	add     add a schedule, or replace the one of that name (--name, --spec, ...)
+	list    print the topic's schedules and their next occurrences (--json)
+	pause   stop a schedule's occurrences until resume (--name)
+	resume  resume a paused schedule from its next occurrence (--name)
+	delete  delete a schedule and its pending occurrence (--name)
+
+A schedule delivers one message to the topic's consumers per occurrence of
+its cron spec: 5 fields (minute hour day-of-month month day-of-week), or 6
+with seconds first, or @yearly, @monthly, @weekly, @daily, @hourly,
+"@every 30s". Run "delayq schedule <subcommand> -h" for the flags of one.
+`
+
+// runSchedule implements "delayq schedule".
+func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, scheduleUsage)
+		return usagef("schedule", "missing subcommand: add, list, pause, resume or delete")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, scheduleUsage)
+		return errHelp
+	case "add":
+		return runScheduleAdd(ctx, args[1:], stdout, stderr)
+	case "list":
+		return runScheduleList(ctx, args[1:], stdout, stderr)
+	case "pause", "resume", "delete":
+		return runScheduleOp(ctx, args[0], args[1:], stdout, stderr)
+	}
+	fmt.Fprint(stderr, scheduleUsage)
+	return usagef("schedule", "unknown subcommand %q", args[0])
+}
+
+// runScheduleAdd implements "delayq schedule add".
+func runScheduleAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("schedule add",
+		"--topic T --name NAME --spec SPEC [--tz ZONE] [--body STR | --body-file PATH]\n"+
+			"       [--max-attempts N] [--policy skip|all] [--json]",
+		"Adds a schedule to the topic, or replaces the one of that name (a paused one\n"+
+			"stays paused), and prints it with its next occurrences. The change applies at\n"+
+			"once: a replaced schedule's pending occurrence is removed and the next one of\n"+
+			"the new definition written.", stdout)
+	name := cmd.fs.String("name", "", "schedule `name`, [A-Za-z0-9._-] (required)")
+	spec := cmd.fs.String("spec", "", "cron `spec`, e.g. \"*/10 * * * *\", \"0 3 * * *\", @hourly, \"@every 30s\" (required)")
+	tz := cmd.fs.String("tz", "", "IANA time `zone` the spec is read in, e.g. Asia/Shanghai (default UTC)")
+	body := cmd.fs.String("body", "", "message `body` of every occurrence")
+	bodyFile := cmd.fs.String("body-file", "", "read the body from `path` (- for stdin)")
+	maxAttempts := cmd.fs.Int("max-attempts", 0, "deliveries of each occurrence at most (`n`; 0: the consumer's)")
+	policy := cmd.fs.String("policy", "skip", "missed occurrences: `skip` (deliver the latest only) or all (each, at most 100)")
+	asJSON := cmd.fs.Bool("json", false, "print the schedule as JSON")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *spec == "" {
+		return cmd.usageErr("--name and --spec are required")
+	}
+	s := delayq.Schedule{Name: *name, Spec: *spec, TimeZone: *tz, Body: []byte(*body), MaxAttempts: *maxAttempts, Policy: delayq.Policy(*policy)}
+	if cmd.isSet("body-file") {
+		if cmd.isSet("body") {
+			return cmd.usageErr("--body and --body-file are mutually exclusive")
+		}
+		var b []byte
+		var err error
+		if *bodyFile == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(*bodyFile)
+		}
+		if err != nil {
+			return fmt.Errorf("--body-file: %w", err)
+		}
+		s.Body = b
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	in, err := client.SetSchedule(ctx, cmd.c.topic, s)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(stdout, in)
+	}
+	return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
+}
+
+// runScheduleList implements "delayq schedule list".
+func runScheduleList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("schedule list", "--topic T [--json]",
+		"Prints the topic's schedules, sorted by name: a table of name, spec, time zone,\n"+
+			"policy, state and next occurrence, or with --json one JSON object per line\n"+
+			"(with the next three occurrences and the body).", stdout)
+	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	all, err := client.Schedules(ctx, cmd.c.topic)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		for i := range all {
+			b, err := all[i].MarshalJSON()
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return writeSchedules(stdout, all)
+}
+
+// writeSchedules prints schedules as an aligned table.
+func writeSchedules(w io.Writer, all []delayq.ScheduleInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tspec\ttz\tpolicy\tstate\tnext")
+	now := time.Now()
+	for _, s := range all {
+		state, nextAt := "active", "-"
+		if s.Paused {
+			state = "paused"
+		}
+		if n := s.Next(now, 1); len(n) == 1 {
+			nextAt = wire.Time(n[0])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Spec, orDash(s.TimeZone), s.Policy, state, nextAt)
+	}
+	return tw.Flush()
+}
+
+// runScheduleOp implements "delayq schedule pause|resume|delete".
+func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr io.Writer) error {
+	about := map[string]string{
+		"pause":  "Pauses the schedule: its pending occurrence is removed and no other is written\nuntil resume. Prints \"paused NAME\".",
+		"resume": "Resumes a paused schedule from its next occurrence after now (those of the pause\nare not delivered). Prints \"resumed NAME\".",
+		"delete": "Deletes the schedule and its pending occurrence. Prints \"deleted NAME\".",
+	}[op]
+	cmd := newCommand("schedule "+op, "--topic T --name NAME", about, stdout)
+	name := cmd.fs.String("name", "", "schedule `name` (required)")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return cmd.usageErr("--name is required")
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	switch op {
+	case "pause":
+		err = client.PauseSchedule(ctx, cmd.c.topic, *name)
+	case "resume":
+		err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
+	default:
+		err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
+	return err
+}
+
+// workerSchedules returns a topic's [[topic.schedule]] tables as the
+// library takes them: the consumer applies them when it starts.
+func workerSchedules(cs []config.Schedule) []delayq.Schedule {
+	var out []delayq.Schedule
+	for _, s := range cs {
+		out = append(out, s.Delayq())
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/delayq/delayq"
+)
+
+// Schedule routes (see the package documentation):
+//
+//	GET    /v1/topics/{topic}/schedules               200 {"schedules":[...]}
+//	GET    /v1/topics/{topic}/schedules/{name}        200 schedule
+//	PUT    /v1/topics/{topic}/schedules/{name}        200 schedule (added or replaced)
+//	POST   /v1/topics/{topic}/schedules/{name}/pause  200 schedule
+//	POST   /v1/topics/{topic}/schedules/{name}/resume 200 schedule
+//	DELETE /v1/topics/{topic}/schedules/{name}        204
+//
+// A PUT body is {"spec": "*/10 * * * *", "tz": "Asia/Shanghai", "body":
+// "text", "max_attempts": 5, "policy": "skip"}: spec is required, the body
+// is "body" or "body_base64".
+func (s *server) routeSchedules(m *http.ServeMux) {
+	m.HandleFunc("GET /v1/topics/{topic}/schedules", s.listSchedules)
+	m.HandleFunc("GET /v1/topics/{topic}/schedules/{name}", s.getSchedule)
+	m.HandleFunc("PUT /v1/topics/{topic}/schedules/{name}", s.putSchedule)
+	m.HandleFunc("POST /v1/topics/{topic}/schedules/{name}/pause", s.pauseSchedule)
+	m.HandleFunc("POST /v1/topics/{topic}/schedules/{name}/resume", s.pauseSchedule)
+	m.HandleFunc("DELETE /v1/topics/{topic}/schedules/{name}", s.deleteSchedule)
+}
+
+// maxScheduleRequest bounds a PUT body beyond its message body.
+const maxScheduleRequest = 64 << 10
+
+// listSchedules handles GET /v1/topics/{topic}/schedules.
+func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	all, err := c.Schedules(r.Context(), topic)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if all == nil {
+		all = []delayq.ScheduleInfo{}
+	}
+	list := make([]*delayq.ScheduleInfo, len(all))
+	for i := range all {
+		list[i] = &all[i]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": list})
+}
+
+// getSchedule handles GET /v1/topics/{topic}/schedules/{name}.
+func (s *server) getSchedule(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	in, err := c.GetSchedule(r.Context(), topic, r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// putSchedule handles PUT /v1/topics/{topic}/schedules/{name}.
+func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	obj, err := decodeObject(http.MaxBytesReader(w, r.Body, int64(2*s.maxBody+maxScheduleRequest)),
+		"spec", "tz", fieldBody, fieldBodyBase64, "max_attempts", "policy")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sc := delayq.Schedule{Name: r.PathValue("name")}
+	raw, ok := obj["spec"]
+	if !ok {
+		s.fail(w, r, badField("spec", "spec is required: a cron spec such as \"*/10 * * * *\" or \"@every 30s\""))
+		return
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"spec", &sc.Spec}, {"tz", &sc.TimeZone}, {"policy", (*string)(&sc.Policy)}} {
+		if raw, ok = obj[f.name]; ok {
+			if *f.dst, err = decodeString(f.name, raw); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+	}
+	if raw, ok := obj["max_attempts"]; ok {
+		if err := json.Unmarshal(raw, &sc.MaxAttempts); err != nil {
+			s.fail(w, r, badField("max_attempts", "max_attempts must be an integer"))
+			return
+		}
+	}
+	if sc.Body, err = decodeBody(obj, s.maxBody); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	in, err := c.SetSchedule(r.Context(), topic, sc)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// pauseSchedule handles POST .../schedules/{name}/pause and .../resume.
+func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	var err error
+	if r.Pattern == "POST /v1/topics/{topic}/schedules/{name}/pause" {
+		err = c.PauseSchedule(r.Context(), topic, name)
+	} else {
+		err = c.ResumeSchedule(r.Context(), topic, name)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.getSchedule(w, r)
+}
+
+// deleteSchedule handles DELETE /v1/topics/{topic}/schedules/{name}.
+func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	if err := c.DeleteSchedule(r.Context(), topic, r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,815 @@
+package delayq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // every process computes the same occurrences, whatever zone files its host has
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+	"github.com/robfig/cron/v3"
+)
+
+// Recurring messages. A schedule belongs to a topic and delivers one
+// ordinary message to the topic's handlers per occurrence of its cron
+// spec, due at the occurrence's time. Each occurrence's id is derived
+// from the schedule and the time (see ScheduleID), and all of a
+// schedule's occurrences land in one partition, where a mark records the
+// newest one ever written: a consumer that starts delivering an
+// occurrence first writes the next one, and the mark lets that write
+// happen once whatever the crashes, pauses and redeliveries, so each
+// occurrence is one message.
+
+// Policy says what a schedule does with occurrences missed while no
+// consumer ran (see MissedAfter).
+type Policy string
+
+// Missed-occurrence policies.
+const (
+	// PolicySkip delivers only the latest missed occurrence. The default.
+	PolicySkip Policy = "skip"
+	// PolicyAll delivers every missed occurrence, at most MaxCatchUp of
+	// them (the latest MaxCatchUp).
+	PolicyAll Policy = "all"
+)
+
+const (
+	// MissedAfter is how late an occurrence must be, when a consumer
+	// starts delivering it, for the occurrences after it that are due
+	// already to count as missed: the fleet was down. A takeover after a
+	// crash (about two leases) is not that: its occurrences all come.
+	MissedAfter = time.Minute
+	// MaxCatchUp bounds the missed occurrences PolicyAll delivers.
+	MaxCatchUp = 100
+	// ScheduleIDPrefix begins the id of every occurrence; ids given to
+	// Enqueue cannot begin with it.
+	ScheduleIDPrefix = "@sched:"
+	// maxScheduleName is the longest schedule name.
+	maxScheduleName = 100
+)
+
+// Schedule defines a recurring message.
+type Schedule struct {
+	// Name identifies the schedule in its topic: 1 to 100 characters of
+	// [A-Za-z0-9._-].
+	Name string `json:"name"`
+	// Spec is a cron spec: 5 fields (minute hour day-of-month month
+	// day-of-week), or 6 with seconds first, or a descriptor such as
+	// @hourly, @daily or "@every 30s" (see the README).
+	Spec string `json:"spec"`
+	// TimeZone is the IANA zone the spec's fields are read in, such as
+	// "Asia/Shanghai". Default UTC.
+	TimeZone string `json:"tz,omitempty"`
+	// Body of every occurrence's message.
+	Body []byte `json:"body,omitempty"`
+	// MaxAttempts of every occurrence's message; 0 means the consumer's.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Policy for missed occurrences. Default PolicySkip.
+	Policy Policy `json:"policy,omitempty"`
+}
+
+// ScheduleInfo is a stored schedule.
+type ScheduleInfo struct {
+	Schedule
+	Topic   string
+	Paused  bool
+	Version int64 // changes with every change of the schedule
+	Created time.Time
+	Updated time.Time
+	// Source is "toml" for a schedule last written from a configuration
+	// file's [[topic.schedule]], empty otherwise.
+	Source string
+}
+
+// Next returns the schedule's next n occurrences after from (none when
+// paused).
+func (s *ScheduleInfo) Next(from time.Time, n int) []time.Time {
+	if s.Paused || n <= 0 {
+		return nil
+	}
+	cs, err := parseSpec(s.Name, s.Spec, s.TimeZone)
+	if err != nil {
+		return nil
+	}
+	if every, ok := cs.(cron.ConstantDelaySchedule); ok && !s.Updated.IsZero() {
+		// @every counts from the last add, replace or resume (see
+		// startChain), not from from.
+		t := next(cs, s.Updated)
+		if !t.After(from) {
+			t = t.Add((from.Sub(t)/every.Delay + 1) * every.Delay)
+		}
+		return append([]time.Time{t}, nextN(cs, t, n-1)...)
+	}
+	return nextN(cs, from, n)
+}
+
+// schedRecord is the stored definition: JSON whose first member is the
+// version (the store's scripts read it there).
+type schedRecord struct {
+	Version     int64  `json:"version"`
+	Spec        string `json:"spec"`
+	TZ          string `json:"tz,omitempty"`
+	Body        []byte `json:"body,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Policy      Policy `json:"policy,omitempty"`
+	Paused      bool   `json:"paused,omitempty"`
+	Created     int64  `json:"created"`
+	Updated     int64  `json:"updated"`
+	// TOML is the hash of the [[topic.schedule]] definition last applied
+	// from a configuration file (see ApplySchedules); changes at run time
+	// keep it.
+	TOML string `json:"toml,omitempty"`
+	// From is "toml" when the last change came from a configuration file.
+	From string `json:"from,omitempty"`
+}
+
+func (r *schedRecord) info(topic, name string) *ScheduleInfo {
+	in := &ScheduleInfo{
+		Schedule: Schedule{Name: name, Spec: r.Spec, TimeZone: r.TZ, Body: r.Body, MaxAttempts: r.MaxAttempts, Policy: r.Policy},
+		Topic:    topic, Paused: r.Paused, Version: r.Version,
+		Created: msTime(r.Created), Updated: msTime(r.Updated),
+	}
+	if in.Policy == "" {
+		in.Policy = PolicySkip
+	}
+	in.Source = r.From
+	return in
+}
+
+func decodeSched(topic, name string, b []byte) (*schedRecord, error) {
+	var r schedRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("schedule %q of topic %s: bad stored definition: %v", name, topic, err)
+	}
+	return &r, nil
+}
+
+// specParser reads 5 fields, an optional seconds field first, and
+// descriptors.
+var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseSpec parses a schedule's spec in its zone, with errors that name
+// the schedule (unless name is empty), the spec and the zone.
+func parseSpec(name, spec, tz string) (cron.Schedule, error) {
+	what := ""
+	if name != "" {
+		what = fmt.Sprintf("schedule %q: ", name)
+	}
+	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil || tz == "Local" {
+			return nil, fmt.Errorf("%w: %stime zone %q is not an IANA zone name such as \"Asia/Shanghai\"", ErrInvalid, what, tz)
+		}
+		loc = l
+	}
+	s := strings.TrimSpace(spec)
+	if s == "" {
+		return nil, fmt.Errorf("%w: %sspec is empty", ErrInvalid, what)
+	}
+	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
+		return nil, fmt.Errorf("%w: %sspec %q: give the time zone as the schedule's time zone, not in the spec", ErrInvalid, what, spec)
+	}
+	cs, err := specParser.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %sspec %q: %v", ErrInvalid, what, spec, err)
+	}
+	switch c := cs.(type) {
+	case *cron.SpecSchedule:
+		c.Location = loc
+	case cron.ConstantDelaySchedule:
+		d := strings.TrimSpace(strings.TrimPrefix(s, "@every"))
+		if v, _ := time.ParseDuration(d); v < time.Second || v%time.Second != 0 {
+			return nil, fmt.Errorf("%w: %sspec %q: @every takes whole seconds, at least 1s", ErrInvalid, what, spec)
+		}
+	}
+	if cs.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("%w: %sspec %q has no occurrence in the next five years", ErrInvalid, what, spec)
+	}
+	return cs, nil
+}
+
+// ParseSpec checks a cron spec in a time zone ("" for UTC) as a schedule
+// would read it, and returns its next n occurrences after from.
+func ParseSpec(spec, tz string, from time.Time, n int) ([]time.Time, error) {
+	cs, err := parseSpec("", spec, tz)
+	if err != nil {
+		return nil, err
+	}
+	return nextN(cs, from, n), nil
+}
+
+func nextN(cs cron.Schedule, from time.Time, n int) []time.Time {
+	var out []time.Time
+	t := from
+	for range n {
+		t = next(cs, t)
+		if t.IsZero() {
+			break
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// next is the occurrence after t, to the millisecond (occurrence times
+// are whole seconds).
+func next(cs cron.Schedule, t time.Time) time.Time {
+	n := cs.Next(t)
+	if n.IsZero() {
+		return n
+	}
+	return time.UnixMilli(n.UnixMilli())
+}
+
+// validateScheduleName checks a schedule's name: it is part of the ids
+// of its occurrences, which are split at colons.
+func validateScheduleName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: schedule name is empty", ErrInvalid)
+	}
+	if len(name) > maxScheduleName {
+		return fmt.Errorf("%w: schedule name %.20q... is %d characters, the limit is %d", ErrInvalid, name, len(name), maxScheduleName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: schedule name %q has %q at byte %d; use [A-Za-z0-9._-]", ErrInvalid, name, c, i)
+		}
+	}
+	return nil
+}
+
+// ValidateSchedule checks a schedule's name, spec, time zone, policy and
+// max attempts, as SetSchedule does (which also checks the body's size
+// against the client's Options.MaxBodyBytes). Its errors wrap ErrInvalid
+// and name the schedule and the offending value.
+func ValidateSchedule(s Schedule) error {
+	_, err := checkSchedule(&s)
+	return err
+}
+
+// checkSchedule checks s (see ValidateSchedule) and returns its parsed
+// spec.
+func checkSchedule(s *Schedule) (cron.Schedule, error) {
+	if err := validateScheduleName(s.Name); err != nil {
+		return nil, err
+	}
+	cs, err := parseSpec(s.Name, s.Spec, s.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	switch s.Policy {
+	case "", PolicySkip, PolicyAll:
+	default:
+		return nil, fmt.Errorf("%w: schedule %q: policy %q; want %q or %q", ErrInvalid, s.Name, s.Policy, PolicySkip, PolicyAll)
+	}
+	if s.MaxAttempts < 0 {
+		return nil, fmt.Errorf("%w: schedule %q: max attempts %d is negative", ErrInvalid, s.Name, s.MaxAttempts)
+	}
+	return cs, nil
+}
+
+// validateSchedule checks s for this client and returns its parsed spec.
+func (c *Client) validateSchedule(s *Schedule) (cron.Schedule, error) {
+	cs, err := checkSchedule(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Body) > c.opts.MaxBodyBytes {
+		return nil, fmt.Errorf("%w: schedule %q: body is %d bytes, the limit is %d", ErrInvalid, s.Name, len(s.Body), c.opts.MaxBodyBytes)
+	}
+	return cs, nil
+}
+
+// ScheduleID returns the id of the occurrence at t of version version of
+// schedule name, in a topic of n partitions (the count new messages go
+// to): "@sched:<name>:<version>:<unix ms>:<suffix>", the suffix chosen so
+// that every occurrence of the schedule lands in its partition,
+// partition.For("@sched:"+name, n).
+func ScheduleID(name string, version int64, t time.Time, n int) string {
+	base := ScheduleIDPrefix + name + ":" + strconv.FormatInt(version, 10) + ":" + strconv.FormatInt(t.UnixMilli(), 10) + ":"
+	want := schedulePartition(name, n)
+	b := []byte(base + "000")
+	for i := range 1 << 15 {
+		b[len(b)-3], b[len(b)-2], b[len(b)-1] = crockford[i>>10], crockford[i>>5&31], crockford[i&31]
+		if partition.For(string(b), n) == want {
+			return string(b)
+		}
+	}
+	return base // beyond reach only for huge counts; the occurrence then goes to its own partition
+}
+
+func schedulePartition(name string, n int) int { return partition.For(ScheduleIDPrefix+name, n) }
+
+// ParseScheduleID splits an occurrence's id: the schedule's name and
+// version and the occurrence's time. ok is false for any other id.
+func ParseScheduleID(id string) (name string, version int64, at time.Time, ok bool) {
+	rest, found := strings.CutPrefix(id, ScheduleIDPrefix)
+	if !found {
+		return "", 0, time.Time{}, false
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) != 4 {
+		return "", 0, time.Time{}, false
+	}
+	v, err1 := strconv.ParseInt(parts[1], 10, 64)
+	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || validateScheduleName(parts[0]) != nil {
+		return "", 0, time.Time{}, false
+	}
+	return parts[0], v, time.UnixMilli(ms), true
+}
+
+// errScheduleNotFound wraps ErrNotFound for a schedule.
+func errScheduleNotFound(topic, name string) error {
+	return fmt.Errorf("%w: schedule %q in topic %s", ErrNotFound, name, topic)
+}
+
+// readSchedule returns the stored definition of name, nil if none.
+func (c *Client) readSchedule(ctx context.Context, topic, name string) (*schedRecord, error) {
+	b, err := c.store.GetSchedule(ctx, topic, name)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return decodeSched(topic, name, b)
+}
+
+// changeSchedule applies change to the stored definition of name (nil if
+// none) and writes the result (nil: delete), retrying while concurrent
+// changes win. change returns errUnchanged to write nothing. It returns
+// the definitions before and after.
+func (c *Client) changeSchedule(ctx context.Context, topic, name string, change func(old *schedRecord) (*schedRecord, error)) (old, cur *schedRecord, err error) {
+	for range 20 {
+		old, err = c.readSchedule(ctx, topic, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		cur, err = change(old)
+		if err != nil {
+			return old, nil, err
+		}
+		var expect int64
+		var b []byte
+		if old != nil {
+			expect = old.Version
+		}
+		if cur != nil {
+			now := c.opts.Now().UnixMilli()
+			// Versions rise with the clock, so that a schedule deleted
+			// and added again never reuses a version.
+			cur.Version = max(expect+1, now)
+			cur.Updated = now
+			if cur.Created == 0 {
+				cur.Created = now
+			}
+			if b, err = json.Marshal(cur); err != nil {
+				return old, nil, err
+			}
+		}
+		ok, err := c.store.PutSchedule(ctx, topic, name, b, expect)
+		if err != nil {
+			return old, nil, err
+		}
+		if ok {
+			return old, cur, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("schedule %q of topic %s: changed concurrently 20 times in a row", name, topic)
+}
+
+var errUnchanged = errors.New("unchanged")
+
+// SetSchedule adds a schedule to topic, or replaces the one of that name:
+// the replaced schedule's pending occurrence is removed and the next
+// occurrence of the new definition is written, at once for every
+// consumer. A paused schedule stays paused. It returns the schedule as
+// stored.
+func (c *Client) SetSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+	in, _, err := c.setSchedule(ctx, topic, s, "")
+	return in, err
+}
+
+// setSchedule is SetSchedule; toml is the hash of the configuration
+// file's definition it comes from, if it does: then a stored schedule
+// last applied from the same definition is kept as it is. It returns
+// what it did: "created", "replaced" or "kept".
+func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml string) (*ScheduleInfo, string, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, "", err
+	}
+	if _, err := c.validateSchedule(&s); err != nil {
+		return nil, "", err
+	}
+	old, cur, err := c.changeSchedule(ctx, topic, s.Name, func(old *schedRecord) (*schedRecord, error) {
+		if toml != "" && old != nil && old.TOML == toml {
+			return nil, errUnchanged
+		}
+		r := &schedRecord{Spec: s.Spec, TZ: s.TimeZone, Body: s.Body, MaxAttempts: s.MaxAttempts, Policy: s.Policy, TOML: toml}
+		if toml != "" {
+			r.From = "toml"
+		}
+		if old != nil {
+			r.Created, r.Paused = old.Created, old.Paused
+			if toml == "" {
+				r.TOML = old.TOML
+			}
+		}
+		return r, nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return old.info(topic, s.Name), "kept", c.ensureChain(ctx, topic, s.Name, old)
+	case err != nil:
+		return nil, "", err
+	}
+	if err := c.startChain(ctx, topic, s.Name, cur, time.Time{}); err != nil {
+		return nil, "", err
+	}
+	action := "created"
+	if old != nil {
+		action = "replaced"
+	}
+	return cur.info(topic, s.Name), action, nil
+}
+
+// startChain writes the first occurrence of version cur of a schedule
+// after the change (after from, when set), or when it is paused its
+// retire mark; either removes the pending occurrence of an older version.
+func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedRecord, from time.Time) error {
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	n := l.PlaceCount()
+	p := schedulePartition(name, n)
+	if cur.Paused {
+		mark := ScheduleIDPrefix + name + ":" + strconv.FormatInt(cur.Version, 10) + ":0:"
+		_, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, 0, mark, nil, store.ChainRetire)
+		return err
+	}
+	cs, err := parseSpec(name, cur.Spec, cur.TZ)
+	if err != nil {
+		return err
+	}
+	// From the change's own time, which ScheduleInfo.Next counts @every
+	// from too, or for a repair from now.
+	at := next(cs, time.UnixMilli(cur.Updated))
+	if !from.IsZero() {
+		nx := cur.info(topic, name).Next(from, 1)
+		if len(nx) == 0 {
+			return nil
+		}
+		at = nx[0]
+	}
+	_, err = c.writeOccurrence(ctx, topic, name, cur, at, n, c.opts.Now())
+	return err
+}
+
+// ensureChain restarts the chain of def, an active schedule, from its
+// next occurrence after now when it is cut: no occurrence of its version
+// was written (a failure between the change and its first occurrence),
+// or the newest one written is gone (deleted by id). A chain that runs
+// always has its newest occurrence stored: it is acked only after it
+// wrote its successor.
+func (c *Client) ensureChain(ctx context.Context, topic, name string, def *schedRecord) error {
+	if def.Paused {
+		return nil
+	}
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.PlaceCount()), name)
+	if err != nil {
+		return err
+	}
+	from := c.opts.Now()
+	if _, v, at, ok := ParseScheduleID(mark); ok && v >= def.Version {
+		if live {
+			return nil
+		}
+		// Its newest occurrence was deleted: the chain goes on after it
+		// (the mark refuses that occurrence again).
+		if at.After(from) {
+			from = at
+		}
+	}
+	c.log.Info("schedule chain restarted", "topic", topic, "schedule", name, "mark", mark)
+	return c.startChain(ctx, topic, name, def, from)
+}
+
+// writeOccurrence writes the occurrence at of version cur of a schedule
+// (once ever: see store.ChainSchedule) and wakes its partition's owner
+// when it is due soon.
+func (c *Client) writeOccurrence(ctx context.Context, topic, name string, cur *schedRecord, at time.Time, n int, now time.Time) (int, error) {
+	p := schedulePartition(name, n)
+	id := ScheduleID(name, cur.Version, at, n)
+	if pp := partition.For(id, n); pp != p {
+		p = pp // not steered (see ScheduleID): the mark goes with the occurrence
+	}
+	rec := &store.Record{Due: at.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(), MaxAttempts: cur.MaxAttempts, Body: cur.Body}
+	outcome, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, at.UnixMilli(), id, rec, store.ChainOccurrence)
+	if err != nil {
+		return outcome, err
+	}
+	if outcome == store.ChainAdded {
+		// As an enqueue does: the owner is woken when the occurrence is
+		// due before it would look again.
+		c.wake(ctx, now, []store.Group{{Topic: topic, P: p}}, [][]int{{0}}, []EnqueueResult{{ID: id, Due: at}})
+	}
+	return outcome, nil
+}
+
+// GetSchedule returns a schedule, or an error wrapping ErrNotFound.
+func (c *Client) GetSchedule(ctx context.Context, topic, name string) (*ScheduleInfo, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := validateScheduleName(name); err != nil {
+		return nil, err
+	}
+	r, err := c.readSchedule(ctx, topic, name)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, errScheduleNotFound(topic, name)
+	}
+	return r.info(topic, name), nil
+}
+
+// Schedules returns every schedule of topic, sorted by name. It reads
+// them with HSCAN, a page of a few hundred per round trip.
+func (c *Client) Schedules(ctx context.Context, topic string) ([]ScheduleInfo, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	var out []ScheduleInfo
+	seen := map[string]bool{}
+	cursor := "0"
+	for {
+		next, names, defs, err := c.store.ScanSchedules(ctx, topic, cursor, 500)
+		if err != nil {
+			return nil, err
+		}
+		for i, name := range names {
+			if seen[name] { // HSCAN may return a field twice
+				continue
+			}
+			seen[name] = true
+			r, err := decodeSched(topic, name, defs[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, *r.info(topic, name))
+		}
+		if cursor = next; cursor == "0" {
+			break
+		}
+	}
+	sortSchedules(out)
+	return out, nil
+}
+
+func sortSchedules(s []ScheduleInfo) {
+	slices.SortFunc(s, func(a, b ScheduleInfo) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// PauseSchedule pauses a schedule: its pending occurrence is removed and
+// no other is written until ResumeSchedule. Pausing a paused schedule
+// does nothing.
+func (c *Client) PauseSchedule(ctx context.Context, topic, name string) error {
+	return c.pauseResume(ctx, topic, name, true)
+}
+
+// ResumeSchedule resumes a paused schedule from its next occurrence after
+// now (the occurrences of the pause are not delivered). Resuming a
+// running schedule only mends its chain if it was cut (its pending
+// occurrence deleted by id, or a failure between a change and its first
+// occurrence): the chain goes on from the next occurrence after now.
+func (c *Client) ResumeSchedule(ctx context.Context, topic, name string) error {
+	return c.pauseResume(ctx, topic, name, false)
+}
+
+func (c *Client) pauseResume(ctx context.Context, topic, name string, pause bool) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if err := validateScheduleName(name); err != nil {
+		return err
+	}
+	old, cur, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
+		if old == nil {
+			return nil, errScheduleNotFound(topic, name)
+		}
+		if old.Paused == pause {
+			return nil, errUnchanged
+		}
+		r := *old
+		r.Paused, r.From = pause, ""
+		return &r, nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return c.ensureChain(ctx, topic, name, old) // resuming a running schedule mends a cut chain
+	}
+	if err != nil {
+		return err
+	}
+	return c.startChain(ctx, topic, name, cur, time.Time{})
+}
+
+// DeleteSchedule removes a schedule and its pending occurrence. It
+// returns an error wrapping ErrNotFound if there is no such schedule.
+func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if err := validateScheduleName(name); err != nil {
+		return err
+	}
+	old, _, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
+		if old == nil {
+			return nil, errScheduleNotFound(topic, name)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	// A version above the deleted one: the mark's pending occurrence is
+	// removed with the mark.
+	v := max(old.Version+1, c.opts.Now().UnixMilli())
+	_, _, err = c.store.ChainSchedule(ctx, topic, schedulePartition(name, l.PlaceCount()), name, v, 0, "", nil, store.ChainForget)
+	return err
+}
+
+// tomlHash returns the hash a configuration file's definition of s is
+// stored with (see ApplySchedules).
+func tomlHash(s Schedule) string {
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ScheduleApplied is what ApplySchedules did to one schedule.
+type ScheduleApplied struct {
+	Name   string
+	Action string // "created", "replaced" or "kept"
+}
+
+// ApplySchedules applies the schedules of a configuration file to topic
+// without undoing changes made at run time. Each stored schedule keeps a
+// hash of the file's definition last applied to it, which changes made
+// at run time (SetSchedule, pause, resume) keep. A schedule is created
+// when it does not exist, and replaced only when its definition in the
+// file differs from the one last applied (a schedule created at run time
+// has none applied): an edit of the file wins over run-time changes, an
+// unchanged file never does. A replaced schedule keeps its paused state.
+// Schedules absent from the file are left alone: delete them at run
+// time. Every definition is checked before any is written.
+func (c *Client) ApplySchedules(ctx context.Context, topic string, defs []Schedule) ([]ScheduleApplied, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchedules(defs); err != nil {
+		return nil, err
+	}
+	var out []ScheduleApplied
+	for _, s := range defs {
+		_, action, err := c.setSchedule(ctx, topic, s, tomlHash(s))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ScheduleApplied{Name: s.Name, Action: action})
+	}
+	return out, nil
+}
+
+// occurrence runs the chain step of an occurrence a consumer of topic is
+// about to deliver (before its handler, so that a slow or failing handler
+// does not hold the chain back): it writes the schedule's next occurrence
+// from the definition stored now, and says whether to run the handler.
+// An occurrence of a version no longer stored (the schedule changed,
+// was paused or deleted) is not run, and writes nothing. attempt is the
+// delivery's (1 for the first). An error leaves the occurrence to be
+// retried (its retry runs this again).
+func (c *Client) occurrence(ctx context.Context, topic, id string, attempt int) (run bool, err error) {
+	name, version, at, ok := ParseScheduleID(id)
+	if !ok {
+		return true, nil
+	}
+	def, err := c.readSchedule(ctx, topic, name)
+	if err != nil {
+		return false, err
+	}
+	if def == nil || def.Version != version || def.Paused {
+		c.log.Debug("stale occurrence acked without its handler", "topic", topic, "id", id)
+		return false, nil
+	}
+	cs, err := parseSpec(name, def.Spec, def.TZ)
+	if err != nil {
+		return false, err
+	}
+	now := c.opts.Now()
+	nxt := next(cs, at)
+	run = true
+	// Only a first delivery judges what was missed: a retry of a failed
+	// occurrence runs whenever its backoff brings it.
+	if attempt == 1 && now.Sub(at) > MissedAfter && !nxt.IsZero() && !nxt.After(now) {
+		run, nxt = catchUp(cs, at, now, def.Policy)
+		if !run {
+			c.log.Info("missed occurrence skipped", "topic", topic, "schedule", name, "at", at, "next", nxt, "policy", def.Policy)
+		}
+	}
+	if nxt.IsZero() {
+		return run, nil // the spec has no occurrence left
+	}
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return false, err
+	}
+	if _, err := c.writeOccurrence(ctx, topic, name, def, nxt, l.PlaceCount(), now); err != nil {
+		return false, err
+	}
+	return run, nil
+}
+
+// catchUpSteps bounds the occurrences catchUp walks through.
+const catchUpSteps = 200_000
+
+// catchUp decides, for the occurrence at delivered at now with later
+// occurrences due already (the fleet was down), whether to run it and
+// which occurrence to write next: with PolicySkip the latest due, skipping
+// at; with PolicyAll the next after at, unless MaxCatchUp or more are due
+// after at, then the oldest of the latest MaxCatchUp, skipping at. Past
+// catchUpSteps occurrences it skips to the first after now.
+func catchUp(cs cron.Schedule, at, now time.Time, policy Policy) (run bool, nxt time.Time) {
+	limit := 1
+	if policy == PolicyAll {
+		limit = MaxCatchUp
+	}
+	ring := make([]time.Time, 0, limit) // the latest due, oldest first
+	count := 0
+	for t := at; ; {
+		n := next(cs, t)
+		if n.IsZero() || n.After(now) {
+			break
+		}
+		if count++; count > catchUpSteps {
+			return false, next(cs, now)
+		}
+		if len(ring) == limit {
+			ring = append(ring[:0], ring[1:]...)
+		}
+		ring = append(ring, n)
+		t = n
+	}
+	if count < limit {
+		return true, ring[0]
+	}
+	return false, ring[0]
+}
+
+// checkSchedules checks a list of schedules for ApplySchedules: each
+// valid, no name twice.
+func (c *Client) checkSchedules(defs []Schedule) error {
+	seen := map[string]bool{}
+	for _, s := range defs {
+		if _, err := c.validateSchedule(&s); err != nil {
+			return err
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("%w: schedule %q is listed twice", ErrInvalid, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// applySchedules applies ConsumerOptions.Schedules (see Run).
+func (k *Consumer) applySchedules(ctx context.Context) error {
+	if len(k.opts.Schedules) == 0 {
+		return nil
+	}
+	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
+	for _, a := range done {
+		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
+	}
+	if err != nil {
+		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
+	}
+	return nil
+}
