@@ -3,9 +3,13 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
 	"github.com/delayq/delayq/partition"
 )
@@ -36,6 +40,28 @@ var DefaultBackoff = []time.Duration{
 // DefaultMaxAttempts is one first delivery plus one retry per step of
 // DefaultBackoff.
 const DefaultMaxAttempts = 17
+
+// Consumer delivers a topic's messages to a Handler. It owns the
+// partitions whose leases it can get, and polls each of them. Create it
+// with Client.NewConsumer and start it with Run. Its methods are safe for
+// concurrent use.
+type Consumer struct {
+	c    *Client
+	opts ConsumerOptions
+	h    Handler
+	log  *slog.Logger
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // Shutdown or Limit: stop gracefully
+	doneCh   chan struct{} // closed when Run returned
+	running  atomic.Bool
+
+	delivered atomic.Int64
+	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
+
+	mgr    atomic.Pointer[lease.Manager] // set by Run
+	layout atomic.Pointer[store.Layout]  // the topic's, as last read
+}
 
 // ConsumerOptions configures a Consumer. The zero value of each field
 // means its default.

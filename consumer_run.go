@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,28 +15,6 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/redigo"
 )
-
-// Consumer delivers a topic's messages to a Handler. It owns the
-// partitions whose leases it can get, and polls each of them. Create it
-// with Client.NewConsumer and start it with Run. Its methods are safe for
-// concurrent use.
-type Consumer struct {
-	c    *Client
-	opts ConsumerOptions
-	h    Handler
-	log  *slog.Logger
-
-	stopOnce sync.Once
-	stopCh   chan struct{} // Shutdown or Limit: stop gracefully
-	doneCh   chan struct{} // closed when Run returned
-	running  atomic.Bool
-
-	delivered atomic.Int64
-	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
-
-	mgr    atomic.Pointer[lease.Manager] // set by Run
-	layout atomic.Pointer[store.Layout]  // the topic's, as last read
-}
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
 // but does not connect.

@@ -66,7 +66,7 @@ func addAhead(ctx context.Context, cs *crashCase, fs *store.Store) error {
 		due += 300
 	}
 	errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
-		Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)}}}})
+		Msgs: []store.NewMessage{{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)}}}})
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (cs *crashCase) failed() store.Record {
 // addSoon enqueues cs.id with store.Add, due in 200 ms.
 func addSoon(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 	cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
-	errs, err := fs.Add(ctx, cs.topic, cs.p, []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+	errs, err := fs.Add(ctx, cs.topic, cs.p, []store.NewMessage{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			_, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Fresh: true,
-				Msgs: []store.New{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
+				Msgs: []store.NewMessage{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}}}})
 			return err
 		},
 		after: afterByRecord,
@@ -171,7 +171,7 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			rec := func() *store.Record { return newRecord(time.UnixMilli(cs.due+300), 0) }
 			errs, err := fs.AddMany(ctx, []store.Group{{Topic: cs.topic, P: cs.p, Ahead: true,
-				Msgs: []store.New{{ID: cs.id, Record: rec()}, {ID: cs.witness, Record: rec()}}}})
+				Msgs: []store.NewMessage{{ID: cs.id, Record: rec()}, {ID: cs.witness, Record: rec()}}}})
 			if err != nil {
 				return err
 			}

@@ -439,7 +439,7 @@ func TestReconcilerRepairBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		const p = 0
-		var news []store.New
+		var news []store.NewMessage
 		due := time.Now()
 		for i := 0; len(news) < R; i++ {
 			id := fmt.Sprintf("orphan-%d", i)
@@ -449,7 +449,7 @@ func TestReconcilerRepairBound(t *testing.T) {
 				// real hash table, where HSCAN honours COUNT (a listpack is
 				// returned whole, whatever COUNT says).
 				r.Body = []byte(strings.Repeat("b", 256))
-				news = append(news, store.New{ID: id, Record: r})
+				news = append(news, store.NewMessage{ID: id, Record: r})
 			}
 		}
 		// Die right after the HSETNX pipeline: R records, no index.

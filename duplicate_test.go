@@ -37,7 +37,7 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 		tok := takeFence(t, c.store, topic, 0)
 		var claimed []store.Claimed
 		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.Claim(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+			cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		defer fs.Close()
 		due := clock.CeilMS(time.Now().Add(2 * time.Hour)).UnixMilli()
 		errs, err := fs.AddMany(ctx, []store.Group{{Topic: topic, P: p, Ahead: true,
-			Msgs: []store.New{{ID: id, Record: newRecord(time.UnixMilli(due), 0)}}}})
+			Msgs: []store.NewMessage{{ID: id, Record: newRecord(time.UnixMilli(due), 0)}}}})
 		if err != nil || errs[0][0] != nil {
 			t.Fatalf("add: %v, %v", err, errs)
 		}

@@ -102,7 +102,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		tok := takeFence(t, c.store, src, 0)
 		var claimed []store.Claimed
 		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.Claim(ctx, src, 0, tok, time.Now().UnixMilli(), 10)
+			cl, err := c.store.ClaimIndexOnly(ctx, src, 0, tok, time.Now().UnixMilli(), 10)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -200,14 +200,14 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		if kind[first] != writeFresh && len(group) > 1 {
 			group = firstOfEach(group, msgs, res)
 		}
-		news := make([]store.New, len(group))
+		news := make([]store.NewMessage, len(group))
 		recs := make([]store.Record, len(group)) // one allocation for the group
 		for j, i := range group {
 			recs[j] = store.Record{
 				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
 				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
 			}
-			news[j] = store.New{ID: res[i].ID, Record: &recs[j]}
+			news[j] = store.NewMessage{ID: res[i].ID, Record: &recs[j]}
 			if imp := msgs[i].imported; imp != nil {
 				imp.fill(&recs[j])
 				news[j].DiedAt = imp.diedAt

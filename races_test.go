@@ -67,7 +67,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 		hooked := newClient(t, addr, Options{Partitions: 1, hook: func(cmd string, args []any) error {
 			if (cmd == "EVALSHA" || cmd == "EVAL") && !raced { // the record write of Reschedule
 				raced = true
-				got, err := st.Claim(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+				got, err := st.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
 				if err == nil && len(got) != 1 {
 					err = errors.New("claimed nothing")
 				}
@@ -114,14 +114,14 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fe *store.FencedError
-		got, err := st.Claim(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
+		got, err := st.ClaimIndexOnly(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
 		if !errors.As(err, &fe) || fe.Newest != newer || len(got) != 0 {
 			t.Fatalf("claim under the superseded token: %v, %v; want FencedError at %d", got, err, newer)
 		}
 		if err := st.RaiseFence(ctx, topic, 0, old); !errors.As(err, &fe) {
 			t.Fatalf("raising the fence back to the old token: %v, want FencedError", err)
 		}
-		got, err = st.Claim(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
+		got, err = st.ClaimIndexOnly(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
 		if err != nil || len(got) != 1 || got[0].ID != "f" {
 			t.Fatalf("claim under the newest token: %v, %v", got, err)
 		}

@@ -166,7 +166,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		if _, err := fs.Claim(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); !errors.Is(err, portable.ErrInjected) {
+		if _, err := fs.ClaimIndexOnly(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("crashed claim: %v", err)
 		}
 		if got := scheduled(); got != -1 {
@@ -176,7 +176,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 		if got := scheduled(); got != 0 {
 			t.Errorf("scheduled after the reconciler: %d, want 0", got)
 		}
-		if cl, err := c.store.Claim(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); err != nil || len(cl) != 0 {
+		if cl, err := c.store.ClaimIndexOnly(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); err != nil || len(cl) != 0 {
 			t.Fatalf("claim: %+v, %v; want nothing", cl, err)
 		}
 		conn := c.store.Pool().Get()
@@ -281,7 +281,7 @@ func segmentPair(t *testing.T, p, n int) (string, string) {
 // segmentGroup is a Fresh group of id (due at due) and its sibling (due
 // 100ms later): written as one segment.
 func (cs *crashCase) segmentGroup(due int64) store.Group {
-	return store.Group{Topic: cs.topic, P: cs.p, Fresh: true, Msgs: []store.New{
+	return store.Group{Topic: cs.topic, P: cs.p, Fresh: true, Msgs: []store.NewMessage{
 		{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)},
 		{ID: cs.sibling, Record: newRecord(time.UnixMilli(due+100), 0)},
 	}}

@@ -46,7 +46,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 		}
 	}
 	tok := takeFence(t, c.store, topic, 0)
-	cl, err := c.store.Claim(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
+	cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
 	if err != nil || len(cl) != 2*n {
 		t.Fatalf("claim: %d claimed, %v; want %d", len(cl), err, 2*n)
 	}

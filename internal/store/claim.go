@@ -34,35 +34,6 @@ func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, 
 	return int64(due), true, nil
 }
 
-// NextToken returns a new fencing token for the partition: its epoch
-// counter plus one, or nowMS when that is more (see tokenScript), so that
-// a counter a backend failover took back still yields a token above any
-// fence raised before.
-func (s *Store) NextToken(ctx context.Context, topic string, p int, nowMS int64) (int64, error) {
-	r, err := s.script(ctx, tokenScript, keys.Epoch(s.ns, topic, p), nowMS)
-	if err != nil {
-		return 0, fmt.Errorf("token of partition %d: %w", p, err)
-	}
-	return redis.Int64(r, nil)
-}
-
-// RaiseFence raises partition p's fence to token. A *FencedError means a
-// newer token holds the fence: the caller's lease is superseded.
-func (s *Store) RaiseFence(ctx context.Context, topic string, p int, token int64) error {
-	r, err := s.script(ctx, raiseScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token)
-	if err != nil {
-		return fmt.Errorf("raise fence of partition %d: %w", p, err)
-	}
-	cur, err := redis.Int64(r, nil)
-	if err != nil {
-		return fmt.Errorf("raise fence of partition %d: %w", p, err)
-	}
-	if cur != token {
-		return &FencedError{Token: token, Newest: cur}
-	}
-	return nil
-}
-
 // fencedErr turns a script's "FENCED n" error into a *FencedError.
 func fencedErr(err error, token int64) (*FencedError, bool) {
 	var re redis.Error
@@ -231,11 +202,15 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	return append(claimed, fromSegs...), append(recs, segRecs...), nil
 }
 
-// Claim removes up to limit ids due at or before maxDueMS from partition
-// p's scheduled ZSET under the caller's fencing token. The ids are then in
-// no index: the caller must Begin them next. A *FencedError means the fence
-// holds another token and nothing was claimed.
-func (s *Store) Claim(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, error) {
+// ClaimIndexOnly removes up to limit ids due at or before maxDueMS from
+// partition p's scheduled ZSET under the caller's fencing token. The ids
+// are then in no index, the opposite of I1's order (destination first):
+// only Begin right after makes that good, and a crash between the two
+// leaves them to the reconciler. Partition loops use ClaimBegin, which
+// writes the in-flight entries in the same script; this half exists for
+// the tests that cut a claim between its steps. A *FencedError means the
+// fence holds another token and nothing was claimed.
+func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, error) {
 	r, err := s.script(ctx, claimScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token, maxDueMS, limit)
 	if err != nil {
 		if fe, ok := fencedErr(err, token); ok {

@@ -62,7 +62,7 @@ type segEntry struct {
 // (big-endian IEEE 754 double, exact for unix ms), the record's length
 // (big-endian uint32) and the record. The scripts read it with
 // struct.unpack('>c4dI4'). It returns the earliest due time too.
-func encodeSegment(msgs []New) (seg []byte, due int64) {
+func encodeSegment(msgs []NewMessage) (seg []byte, due int64) {
 	n := 0
 	for _, m := range msgs {
 		n += SegmentIDLen - SegmentPrefixLen + 12 + m.Record.encodedLen()

@@ -7,7 +7,7 @@ import (
 
 func TestSegmentRoundTrip(t *testing.T) {
 	const prefix = "01JDQ0000000000000000A"
-	msgs := []New{
+	msgs := []NewMessage{
 		{ID: prefix + "0012", Record: &Record{Due: 1700000000500, Created: 1699999000000, Body: []byte("one")}},
 		{ID: prefix + "01ZZ", Record: &Record{Due: 1700000000400, Created: 1699999000000, LastError: "e", Body: bytes.Repeat([]byte{0, 0xff}, 300)}},
 		{ID: prefix + "0200", Record: &Record{Due: 1700000000600, Body: nil}},
@@ -40,7 +40,7 @@ func TestSegmentRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeSegment(f *testing.F) {
-	seg, _ := encodeSegment([]New{{ID: "01JDQ0000000000000000A0000", Record: &Record{Due: 5, Body: []byte("x")}}})
+	seg, _ := encodeSegment([]NewMessage{{ID: "01JDQ0000000000000000A0000", Record: &Record{Due: 5, Body: []byte("x")}}})
 	f.Add(seg)
 	f.Add([]byte{})
 	f.Add(make([]byte, 16))

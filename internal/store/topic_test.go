@@ -33,10 +33,10 @@ func TestDropTopic(t *testing.T) {
 				}
 				due := time.Now().Add(time.Hour).UnixMilli()
 				rec := func() *Record { return &Record{Due: due, Body: []byte("body")} }
-				seg := []New{{ID: "0000000000000000000000aa01", Record: rec()}, {ID: "0000000000000000000000aa02", Record: rec()}}
+				seg := []NewMessage{{ID: "0000000000000000000000aa01", Record: rec()}, {ID: "0000000000000000000000aa02", Record: rec()}}
 				var all []string
 				for p := range n {
-					groups := []Group{{Topic: topic, P: p, Msgs: seg, Fresh: true}, {Topic: topic, P: p, Msgs: []New{{ID: "given", Record: rec()}}}}
+					groups := []Group{{Topic: topic, P: p, Msgs: seg, Fresh: true}, {Topic: topic, P: p, Msgs: []NewMessage{{ID: "given", Record: rec()}}}}
 					if _, err := s.AddMany(ctx, groups); err != nil {
 						t.Fatal(err)
 					}

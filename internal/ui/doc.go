@@ -12,7 +12,7 @@
 // embedded with go:embed: no build step, no CDN.
 //
 // Every read is a bounded number of pipelined one-key commands of the
-// portable set (see internal/store/ui.go), so a topic of millions of
+// portable set (see internal/store/browse.go), so a topic of millions of
 // messages costs Redis no more than one of ten.
 //
 // Security: with Options.Token set, the browser signs in with the token
