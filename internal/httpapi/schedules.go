@@ -79,8 +79,7 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc := delayq.Schedule{Name: r.PathValue("name")}
-	raw, ok := obj["spec"]
-	if !ok {
+	if _, ok := obj["spec"]; !ok {
 		s.fail(w, r, badField("spec", "spec is required: a cron spec such as \"*/10 * * * *\" or \"@every 30s\""))
 		return
 	}
@@ -88,7 +87,7 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		name string
 		dst  *string
 	}{{"spec", &sc.Spec}, {"tz", &sc.TimeZone}, {"policy", (*string)(&sc.Policy)}} {
-		if raw, ok = obj[f.name]; ok {
+		if raw, ok := obj[f.name]; ok {
 			if *f.dst, err = decodeString(f.name, raw); err != nil {
 				s.fail(w, r, err)
 				return
