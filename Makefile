@@ -5,7 +5,7 @@
 #   make build  build bin/delayq
 #   make test   go vet, staticcheck's default checks, every test with -race
 #               (real servers), then check that every Redis command the tests
-#               sent is portable
+#               sent is portable (docs/portability.md)
 #   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
 #   make bench  run scripts/bench.sh: enqueue, burst and spread, direct and proxied
 #               (RUNS=5: five runs of each, then a line of medians)
@@ -57,7 +57,8 @@ build:
 # them on 2 cores would distort.
 # The end-to-end tests in test/ run $(BIN) (DELAYQ_BIN) instead of building
 # their own. Every process of the run appends the command shapes it sends to
-# $(AUDIT), which auditcheck then verifies against the portable set.
+# $(AUDIT), which auditcheck then verifies against the portable set
+# (docs/portability.md).
 # staticcheck's default checks (among them U1000, code nothing uses; the
 # module proxy serves it).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -1,7 +1,7 @@
 // Package delayq is a delay queue on Redis that works behind Codis and
 // Twemproxy: every command it sends has exactly one key and is in the
 // portable set those proxies route (no BLPOP, MULTI, pub/sub or multi-key
-// scripts).
+// scripts; docs/portability.md lists it and says why).
 //
 // A producer enqueues a message for a topic with a due time; a Consumer
 // delivers it to a Handler at that time, at least once, retrying failures

@@ -22,7 +22,7 @@ import (
 const doctorTTL = 10 * time.Minute
 
 // runDoctor implements "delayq doctor": it runs every command shape of the
-// portable set against --addr, checks each reply, measures round trips,
+// portable set (docs/portability.md) against --addr, checks each reply, measures round trips,
 // prints a line per check, hints about the deployment and a summary. It
 // fails when a check failed or the server could not be reached.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -394,8 +394,9 @@ func (d *doctor) cleanup(ctx context.Context) checkResult {
 	return d.runCheck(ctx, c)
 }
 
-// checks lists every command shape of the portable set (internal/portable), in
-// an order where each check finds the state the ones before it left.
+// checks lists every command shape of the portable set (internal/portable,
+// docs/portability.md), in an order where each check finds the state the
+// ones before it left.
 func (d *doctor) checks() []doctorCheck {
 	str, ctr, h, z, l, sk := d.key("str"), d.key("ctr"), d.key("hash"), d.key("zset"), d.key("list"), d.key("script")
 	ttl := doctorTTL.Milliseconds()

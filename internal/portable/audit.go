@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// allowedShapes is the portable set (check.go) written out as
+// allowedShapes is the portable set (check.go, docs/portability.md) written out as
 // shapes, independently of Check, so that the audit of a test run does not
 // trust the code it audits.
 var allowedShapes = map[string]bool{

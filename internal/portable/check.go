@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNotPortable is wrapped by every refusal of a command outside the
-// portable set.
+// portable set (docs/portability.md).
 var ErrNotPortable = errors.New("delayq: command not in the portable set")
 
 // Shape is the audited form of a command: its name and option words, with

@@ -10,11 +10,11 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// DiagnosticShape is the audit shape of the one command outside the
-// portable set that delayq may send: INFO memory, by BackendUsedMemory,
-// straight to a Redis backend (never through a proxy) to measure memory
-// per message for benchmarks (docs/benchmarks.md). Nothing on the
-// queue's paths sends it.
+// DiagnosticShape is the audit shape of the INFO sections benchmarks read,
+// outside the portable set (docs/portability.md): INFO memory, by
+// BackendUsedMemory, and INFO cpu, by BackendCPU, straight to a Redis
+// backend (never through a proxy) to measure memory and backend CPU per
+// message (docs/benchmarks.md). Nothing on the queue's paths sends it.
 const DiagnosticShape = "INFO memory (backend diagnostic)"
 
 // BackendUsedMemory returns used_memory of the Redis server at addr,

@@ -1,6 +1,7 @@
 // Package portable knows the set of Redis commands that work through Codis
-// and Twemproxy (the set in check.go) and refuses every other command before
-// it is sent.
+// and Twemproxy (the set in check.go; docs/portability.md lists it and says
+// why each command is in or out) and refuses every other command before it
+// is sent.
 //
 // Every connection delayq opens comes from Dial, which wraps the redigo
 // connection in a checking Conn. The check is by shape: the command, its
