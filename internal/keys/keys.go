@@ -104,7 +104,9 @@ func Dead(ns, topic string, p int) string { return tag(ns, topic, p) + "d" }
 
 // Records is a HASH: message id -> encoded record, plus segments
 // (SegmentField), the marks of segments not counted yet
-// (SegmentPendingField) and a counter (SegmentExtraField).
+// (SegmentPendingField), two counters (SegmentExtraField,
+// SegmentLeftField) and, in a schedule's partition, its chain mark
+// (ScheduleMarkField). docs/architecture.md, Key layout, lists them all.
 func Records(ns, topic string, p int) string { return tag(ns, topic, p) + "m" }
 
 // Lease is a STRING: the redsync lock of the partition, valued LeaseValue.

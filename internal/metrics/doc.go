@@ -1,7 +1,7 @@
 // Package metrics exports delayq's numbers to Prometheus for the worker
 // daemon.
 //
-// The library itself knows nothing of Prometheus (STYLE.md 12): it offers
+// The library itself knows nothing of Prometheus: it offers
 // snapshots, Consumer.Stats and Client.Stats, and this package turns them
 // into metrics when Prometheus scrapes. Nothing is copied on the hot path:
 // the consumer counters are read from Consumer.Stats at scrape time, and

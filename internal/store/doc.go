@@ -1,5 +1,15 @@
-// Package store is the only package that talks to Redis (besides redsync,
-// which runs on this package's pool). Every operation is a short sequence
+// Package store holds every Redis command of the queue itself: messages,
+// claims, outcomes, leases' tokens and fence, membership, layouts, moves,
+// exports and schedules (redsync's lease commands run on this package's
+// pool), and every connection it opens is package portable's checking
+// one. Two other places use redigo: package portable itself, whose Dial
+// wraps every connection and which sends INFO straight to backends (not
+// through the check, but audited) for benchmarks and doctor; and
+// cmd/delayq's doctor, which runs every shape of the portable set
+// (docs/portability.md) through a portable connection to a proxy. See
+// docs/architecture.md, Packages.
+//
+// Every operation is a short sequence
 // of one-key commands from the portable set, ordered so that a process
 // killed between any two of them loses nothing: destinations are written
 // before sources are removed, and a record is removed before its index
