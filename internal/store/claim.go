@@ -81,7 +81,7 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // everything in flight at takeover). Entries put in flight for ids the
 // claim did not take (deleted or rescheduled meanwhile) are removed. Ids
 // of a segment are claimed with the segment and put in flight after it
-// is taken apart, as Claim does; should that fail midway, the reconciler
+// is taken apart, as ClaimIndexOnly does; should that fail midway, the reconciler
 // finds them.
 //
 // On an error other than a *FencedError some ids may be in flight and

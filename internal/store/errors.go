@@ -14,8 +14,9 @@ var (
 	ErrChangeRunning = errors.New("delayq: a change of the partition count runs")
 )
 
-// FencedError is returned by Claim and RaiseFence when the partition's fence
-// holds another token than the caller's.
+// FencedError is returned by the fenced writes (ClaimBegin, ClaimIndexOnly,
+// RaiseFence, TakeOver, HandOver and a move's removal from its source) when
+// the partition's fence holds another token than the caller's.
 type FencedError struct {
 	Token  int64 // the caller's token
 	Newest int64 // the fence's token (0 if the fence is missing)
