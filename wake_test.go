@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// dueNow sends n messages due at once, one at a time and 60 ms apart, to
+// dueNow sends n messages due at once, one at a time and 20-100 ms apart
+// at random (a fixed spacing would meet the owners' reads of the wake-up
+// counters at a fixed phase), to
 // an idle topic that two consumers with the defaults (an idle partition
 // looks every 5 s) run, and returns each one's lateness: from its own due to its handler's
 // start, on this process's clock.
@@ -41,7 +44,7 @@ func dueNow(t *testing.T, producer *Client, consumers *Client, topic string, n i
 		if _, err := producer.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("now-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(60 * time.Millisecond)
+		time.Sleep(20*time.Millisecond + rand.N(80*time.Millisecond))
 	}
 	waitFor(t, 10*time.Second, "every message delivered", func() bool {
 		mu.Lock()

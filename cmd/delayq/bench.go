@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	mrand "math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -64,7 +65,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"  burst:   n messages all due at one instant, consumers running before it:\n"+
 			"           drain rate from that instant and lateness (handler start - due);\n"+
 			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n"+
-			"  duenow:  n messages due at once, sent one at a time 20 ms apart to an idle\n"+
+			"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n"+
 			"           topic that two consumers run: lateness;\n"+
 			"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n"+
 			"           exported to a file unpaced, exported again paced, then imported\n"+
@@ -599,9 +600,11 @@ func benchSpread(ctx context.Context, cfg benchConfig) (line string, err error) 
 	return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups), nil
 }
 
-// benchDueNow: n messages due at once, sent one at a time 20 ms apart
-// (each call waits for its write) to an idle topic that two consumers
-// run: their lateness shows how soon a write wakes its partition's owner.
+// benchDueNow: n messages due at once, sent one at a time 10-50 ms apart
+// at random (each call waits for its write; a fixed spacing would meet
+// the owners' reads of the wake-up counters, every ChangePoll, at a fixed
+// phase) to an idle topic that two consumers run: their lateness shows how
+// soon a write wakes its partition's owner.
 func benchDueNow(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(200)
 	r, err := startDelivery(ctx, cfg, n)
@@ -649,7 +652,7 @@ func benchDueNow(ctx context.Context, cfg benchConfig) (line string, err error) 
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(10*time.Millisecond + mrand.N(40*time.Millisecond)):
 		}
 	}
 	if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
