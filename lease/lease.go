@@ -163,7 +163,10 @@ func (l *Lease) Until() time.Time {
 // Valid reports whether the lease may still be trusted: not lost nor
 // released, and now before Until minus the margin. It reads the clock, so
 // a process resumed after a long pause sees false at once, before the
-// keep-alive goroutine has noticed.
+// keep-alive goroutine has noticed. It reads time.Now, not the manager's
+// ManagerOptions.Now: Until is redsync's, which measures the expiry from
+// time.Now at each acquisition and extension, and both sides of the
+// comparison must come from the same clock.
 func (l *Lease) Valid() bool {
 	return l.ctx.Err() == nil && time.Now().Before(l.Until().Add(-l.margin))
 }
