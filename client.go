@@ -269,19 +269,3 @@ func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set boo
 	}
 	return t.l, nil
 }
-
-// validateTopic checks a topic's name.
-func validateTopic(topic string) error {
-	if err := partition.ValidateTopic(topic); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return nil
-}
-
-// validateID checks a given message id.
-func validateID(id string) error {
-	if err := partition.ValidateID(id); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return nil
-}

@@ -56,6 +56,24 @@ type EnqueueResult struct {
 	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
+// validateTopic checks a topic's name. The rules for names and ids live
+// in package partition, beside the hash they feed: a client, the worker's
+// configuration and the command line all check them there.
+func validateTopic(topic string) error {
+	if err := partition.ValidateTopic(topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// validateID checks a given message id.
+func validateID(id string) error {
+	if err := partition.ValidateID(id); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
 // prepare validates m and returns its id and due time. An empty id stays
 // empty: place gives it one as the batch is written, when the topic's
 // partition count is known.
