@@ -146,8 +146,8 @@ type part struct {
 	idle bool
 	// nextPoll is when the loop polls next: a poll interval after the
 	// last, or a look at an idle partition's earliest message (see poll),
-	// and sooner when the loop itself schedules a message (expect) or a
-	// wake-up comes.
+	// and sooner when the loop itself schedules a message (writeMoves) or
+	// a wake-up comes.
 	nextPoll time.Time
 	// lingerFrom is when a starved loop first saw fewer free slots than a
 	// batch's worth (zero when it has not, or claimed since).
@@ -155,9 +155,9 @@ type part struct {
 
 	nextExpired time.Time // next look for expired visibility deadlines
 	// expiredSeen: a look for expired visibility deadlines found none
-	// while the loop had nothing in flight: until it claims again, every
-	// in-flight message of the partition is another owner's, returned by
-	// recoverLost or watched through givers, and the look is skipped.
+	// while the loop had nothing claimed and no givers to watch: until it
+	// claims again (only a claim fills mine, and givers only shrink), no
+	// deadline can pass there, and the look is skipped.
 	expiredSeen bool
 
 	// givers are the consumers that handed the partition over with
@@ -393,7 +393,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	// past a handler's timeout: looking every few polls is soon enough.
 	// Once a look found none with nothing of the loop's own in flight,
 	// there is nothing to look for until the loop claims again.
-	if !now.Before(p.nextExpired) && !(p.expiredSeen && len(p.mine) == 0 && len(p.givers) == 0) {
+	if !now.Before(p.nextExpired) && !p.expiredSeen {
 		p.requeueExpired(ctx, now)
 		p.nextExpired = now.Add(expiredEvery(cfg.PollInterval))
 	}

@@ -1,11 +1,13 @@
 package test
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -31,16 +33,7 @@ func TestProxyFailover(t *testing.T) {
 	topic := "e2e.proxies"
 	l := newLedger()
 	c := faultClient(t, addrs, 16)
-	var subs []*sub
-	var ids []string
-	for i := range 2 {
-		id := []string{"px-0", "px-1"}[i]
-		ids = append(ids, id)
-		subs = append(subs, startSub(t, l, i, "--addr", addrs, "--topic", topic, "--id", id, "--concurrency", "32", "--log-level", "info"))
-	}
-	waitOwners(t, c, topic, time.Now(), faultSettle, "2 subs sharing 16 partitions", func(o ownership) bool {
-		return o.ownedFairlyBy(16, ids...)
-	})
+	subs := startSharing(t, l, c, addrs, topic, "px-0", "px-1")
 	start := time.Now().Add(time.Second)
 	sendSpread(t, l, addrs, topic, 0, "px", 3000, start, 15*time.Second)
 
@@ -102,14 +95,7 @@ func TestFaultBackendDownDefaults(t *testing.T) {
 	addr, topic := env.Proxy, "e2e.backend.down"
 	l := newLedger()
 	c := faultClient(t, addr, 16)
-	var subs []*sub
-	ids := []string{"bd-0", "bd-1"}
-	for i, id := range ids {
-		subs = append(subs, startSub(t, l, i, "--addr", addr, "--topic", topic, "--id", id, "--concurrency", "32", "--log-level", "info"))
-	}
-	waitOwners(t, c, topic, time.Now(), faultSettle, "2 subs sharing 16 partitions", func(o ownership) bool {
-		return o.ownedFairlyBy(16, ids...)
-	})
+	subs := startSharing(t, l, c, addr, topic, "bd-0", "bd-1")
 	start := time.Now().Add(time.Second)
 	sendSpread(t, l, addr, topic, 0, "bd", 1000, start, 10*time.Second)
 	time.Sleep(time.Until(start.Add(3 * time.Second)))
@@ -160,10 +146,7 @@ func TestProxiesBothDown(t *testing.T) {
 	topic := "e2e.proxies.down"
 	l := newLedger()
 	c := faultClient(t, addrs, 16)
-	s := startSub(t, l, 0, "--addr", addrs, "--topic", topic, "--id", "pd-0", "--concurrency", "32", "--log-level", "info")
-	waitOwners(t, c, topic, time.Now(), faultSettle, "the sub owning 16 partitions", func(o ownership) bool {
-		return o.ownedFairlyBy(16, "pd-0")
-	})
+	s := startSharing(t, l, c, addrs, topic, "pd-0")[0]
 	start := time.Now().Add(time.Second)
 	sendSpread(t, l, addrs, topic, 0, "pd", 600, start, 12*time.Second)
 	time.Sleep(time.Until(start.Add(3 * time.Second)))
@@ -183,4 +166,19 @@ func TestProxiesBothDown(t *testing.T) {
 	}
 	testenv.Figure(t, "scenario=proxies-both-down-5s messages=%d lost=%d duplicates=%d max_late_ms=%d",
 		rep.messages, rep.lost, rep.duplicates, rep.maxLate.Milliseconds())
+}
+
+// startSharing starts a sub with the defaults (but --concurrency 32) for
+// each of ids, through addr, and waits until they share the topic's 16
+// partitions fairly.
+func startSharing(t *testing.T, l *ledger, c *delayq.Client, addr, topic string, ids ...string) []*sub {
+	t.Helper()
+	var subs []*sub
+	for i, id := range ids {
+		subs = append(subs, startSub(t, l, i, "--addr", addr, "--topic", topic, "--id", id, "--concurrency", "32", "--log-level", "info"))
+	}
+	waitOwners(t, c, topic, time.Now(), faultSettle, fmt.Sprintf("%d subs sharing 16 partitions", len(ids)), func(o ownership) bool {
+		return o.ownedFairlyBy(16, ids...)
+	})
+	return subs
 }
