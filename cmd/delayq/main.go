@@ -123,7 +123,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case "import":
 		return runImport(ctx, rest, stdin, stdout, stderr)
 	case "schedule":
-		return runSchedule(ctx, rest, stdout, stderr)
+		return runSchedule(ctx, rest, stdin, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "worker":

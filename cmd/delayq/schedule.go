@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,7 +29,7 @@ with seconds first, or @yearly, @monthly, @weekly, @daily, @hourly,
 `
 
 // runSchedule implements "delayq schedule".
-func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runSchedule(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, scheduleUsage)
 		return usagef("schedule", "missing subcommand: add, list, pause, resume or delete")
@@ -40,7 +39,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprint(stdout, scheduleUsage)
 		return errHelp
 	case "add":
-		return runScheduleAdd(ctx, args[1:], stdout, stderr)
+		return runScheduleAdd(ctx, args[1:], stdin, stdout, stderr)
 	case "list":
 		return runScheduleList(ctx, args[1:], stdout, stderr)
 	case "pause", "resume", "delete":
@@ -51,7 +50,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 // runScheduleAdd implements "delayq schedule add".
-func runScheduleAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("schedule add",
 		"--topic T --name NAME --spec SPEC [--tz ZONE] [--body STR | --body-file PATH]\n"+
 			"       [--max-attempts N] [--policy skip|all] [--json]",
@@ -78,13 +77,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		if cmd.isSet("body") {
 			return cmd.usageErr("--body and --body-file are mutually exclusive")
 		}
-		var b []byte
-		var err error
-		if *bodyFile == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(*bodyFile)
-		}
+		b, err := readBody(*bodyFile, stdin)
 		if err != nil {
 			return fmt.Errorf("--body-file: %w", err)
 		}

@@ -45,11 +45,7 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	if all == nil {
 		all = []delayq.ScheduleInfo{}
 	}
-	list := make([]*delayq.ScheduleInfo, len(all))
-	for i := range all {
-		list[i] = &all[i]
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"schedules": list})
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": all})
 }
 
 // getSchedule handles GET /v1/topics/{topic}/schedules/{name}.
