@@ -274,7 +274,7 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 				}
 			}
 			close(b.parsed)
-			if len(b.msgs) > 0 && !(b.halt && before != nil && before.halt) {
+			if len(b.msgs) > 0 { // none after a batch that halted
 				b.res, b.err = c.Import(ctx, topic, b.msgs)
 			}
 		}()

@@ -22,7 +22,8 @@ type ExportPass struct {
 	Next string // the cursor to go on from; "0" when the scan of the records ended
 	Msgs []Exported
 	// LeftBefore and LeftAfter are the partition's keys.SegmentLeftField
-	// counter as read just before and just after the HSCAN: a message
+	// counter as read just before the HSCAN (on a scan's first batch
+	// only, cursor "0") and just after it: a message
 	// present all along may be missed by a scan over which it changed
 	// fields, which only a change of the counter tells.
 	LeftBefore, LeftAfter int64
@@ -40,23 +41,27 @@ type ExportPass struct {
 // dead adds its entry before it removes the in-flight one); one in no
 // index is reported as scheduled at its recorded due, as Get does.
 //
-// It only reads: five commands, each bounded by count (plus the
-// messages of the segments among the fields, 16 at most each).
+// It only reads: four commands (five on a scan's first batch, cursor "0"),
+// each bounded by count (plus the messages of the segments among the
+// fields, 16 at most each).
 func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor string, count int) (ExportPass, error) {
 	pass := ExportPass{Next: cursor}
 	mk := keys.Records(s.ns, topic, p)
 	left := cmd{"HGET", []any{mk, keys.SegmentLeftField}}
-	r, err := s.do(ctx, left, cmd{"HSCAN", []any{mk, cursor, "COUNT", count}}, left)
+	cmds := []cmd{{"HSCAN", []any{mk, cursor, "COUNT", count}}, left}
+	if cursor == "0" { // the count before is only needed where a scan starts
+		cmds = append([]cmd{left}, cmds...)
+	}
+	r, err := s.do(ctx, cmds...)
 	if err != nil {
 		return pass, fmt.Errorf("export partition %d: %w", p, err)
 	}
-	if r[0] != nil {
+	if cursor == "0" {
 		pass.LeftBefore, _ = redis.Int64(r[0], nil)
+		r = r[1:]
 	}
-	if r[2] != nil {
-		pass.LeftAfter, _ = redis.Int64(r[2], nil)
-	}
-	parts, err := redis.Values(r[1], nil)
+	pass.LeftAfter, _ = redis.Int64(r[1], nil)
+	parts, err := redis.Values(r[0], nil)
 	if err != nil || len(parts) != 2 {
 		return pass, fmt.Errorf("export partition %d: bad HSCAN reply: %v", p, err)
 	}

@@ -94,8 +94,8 @@ end
 
 // segCutLua adds to segLua segCut(field, suffix), which rewrites the
 // segment in field of KEYS[1] without the entry of suffix (one message
-// fewer in the count, if the segment was counted, and one more script in
-// keys.SegmentLeftField), and says whether it held one.
+// fewer in the count, if the segment was counted), and says whether it
+// held one.
 var segCutLua = segLua + `
 local function segCut(field, suffix)
   local v = redis.call('HGET', KEYS[1], field)
@@ -103,7 +103,6 @@ local function segCut(field, suffix)
   local a, b = segFind(v, suffix)
   if not a then return false end
   redis.call('HSET', KEYS[1], field, string.sub(v, 1, a - 1) .. string.sub(v, b))
-  redis.call('HINCRBY', KEYS[1], LEFT, 1)
   if not redis.call('HGET', KEYS[1], PENDING .. string.sub(field, #SEG + 1)) then
     redis.call('HINCRBY', KEYS[1], EXTRA, -1)
   end
@@ -381,7 +380,10 @@ return out
 `)
 
 // segMoveOutScript gives a message held by a segment its own record (the
-// rescheduled one) and rewrites the segment without it.
+// rescheduled one) and rewrites the segment without it, counting itself
+// in keys.SegmentLeftField: the message now has a field an export's scan
+// may have passed. (A delete out of a segment does not count: a message
+// deleted during an export may be missing from it.)
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
 // ARGV[3]: its suffix, ARGV[4]: the new record.
 // Returns 1 moved, 0 not found (deleted, or no such message), 2 the
@@ -390,6 +392,7 @@ var segMoveOutScript = newScript(segCutLua + `
 if redis.call('HGET', KEYS[1], ARGV[1]) then return 2 end
 if not segCut(ARGV[2], ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+redis.call('HINCRBY', KEYS[1], LEFT, 1)
 return 1
 `)
 
