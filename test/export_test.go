@@ -125,15 +125,17 @@ func TestMoveBetweenClusters(t *testing.T) {
 	waitFor(t, 20*time.Second, func() bool { return stats(t, from.Proxy, topic).Dead == nDead }, "%d dead messages", nDead)
 	killer.stop(t, 10*time.Second)
 
-	// In flight: a consumer works on each for ten minutes, all through
-	// the export.
+	// In flight: a consumer with the default handler timeout (30 s) works
+	// on each for ten minutes, all through the export (which ends within
+	// 14 s of the start: see below), and is then killed, leaving them in
+	// flight for the export to have read and the delete to remove.
 	in.Reset()
 	for i := range nFly {
 		fmt.Fprintf(&in, `{"id":"fly-%d","body":"fly %d"}`+"\n", i, i)
 	}
 	mustCLI(t, in.String(), "send", "--addr", from.Proxy, "--topic", topic, "--stdin")
 	holder := startSub(t, newLedger(), 1, "--addr", from.Proxy, "--topic", topic, "--work", "10m",
-		"--handler-timeout", "20m", "--concurrency", fmt.Sprint(nFly), "--poll", "100ms")
+		"--concurrency", fmt.Sprint(nFly), "--poll", "100ms")
 	waitFor(t, 20*time.Second, func() bool { return stats(t, from.Proxy, topic).InFlight == nFly }, "%d messages in flight", nFly)
 
 	// The move.
@@ -145,6 +147,12 @@ func TestMoveBetweenClusters(t *testing.T) {
 	if holder.exited() {
 		t.Fatalf("the consumer of the old cluster exited during the export: %s", holder.stderr.String())
 	}
+	// No consumer is left on the old cluster to retry those messages at
+	// their deadline, or to return them, while they are moved.
+	if err := holder.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	holder.wait(t, 5*time.Second)
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
