@@ -29,16 +29,16 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 			opts.States = append(opts.States, st)
 		}
 	}
-	out := &lazyDownload{w: w, name: topic + ".jsonl"}
+	out := &Download{W: w, Name: topic + ".jsonl"}
 	if _, err := c.ExportJSON(r.Context(), topic, out, opts); err != nil {
-		if out.started {
+		if out.Started() {
 			s.log.Error("export cut short", "topic", topic, "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		s.fail(w, r, err)
 		return
 	}
-	out.start() // an empty topic is an empty download
+	out.Start() // an empty topic is an empty download
 }
 
 // downloadStall is how long a download may wait for the client to take
@@ -46,31 +46,39 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 // an export may take longer.
 const downloadStall = time.Minute
 
-// lazyDownload writes the headers of a JSON lines download before its
-// first byte, so that an error before then can still be an error
-// response, and moves the write deadline on before each write.
-type lazyDownload struct {
-	w       http.ResponseWriter
-	name    string
+// Download is a JSON lines download (an export's) as an io.Writer: it
+// writes the headers before the first byte, so that an error before then
+// can still be an error response, and moves the write deadline on before
+// each write. The API and the dashboard serve exports through it.
+type Download struct {
+	W       http.ResponseWriter
+	Name    string // the file name offered
 	started bool
 }
 
-func (d *lazyDownload) start() {
+// Start writes the headers, once; a download of nothing calls it at its
+// end.
+func (d *Download) Start() {
 	if d.started {
 		return
 	}
 	d.started = true
-	h := d.w.Header()
+	h := d.W.Header()
 	h.Set("Content-Type", "application/x-ndjson")
-	h.Set("Content-Disposition", `attachment; filename="`+d.name+`"`)
+	h.Set("Content-Disposition", `attachment; filename="`+d.Name+`"`)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	d.w.WriteHeader(http.StatusOK)
+	d.W.WriteHeader(http.StatusOK)
 }
 
+// Started says whether the headers went: an error after that must abort
+// the response (panic(http.ErrAbortHandler)), so that a client never takes
+// a cut download for a whole one.
+func (d *Download) Started() bool { return d.started }
+
 // Write starts the response, then writes p.
-func (d *lazyDownload) Write(p []byte) (int, error) {
-	d.start()
-	_ = http.NewResponseController(d.w).SetWriteDeadline(time.Now().Add(downloadStall)) // unsupported: the server's bound holds
-	return d.w.Write(p)
+func (d *Download) Write(p []byte) (int, error) {
+	d.Start()
+	_ = http.NewResponseController(d.W).SetWriteDeadline(time.Now().Add(downloadStall)) // unsupported: the server's bound holds
+	return d.W.Write(p)
 }

@@ -2,9 +2,9 @@ package ui
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 // exportTopic handles GET /ui/topics/{topic}/export: the topic's JSON
@@ -26,41 +26,14 @@ func (s *Server) exportTopic(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	started := false
-	start := func() {
-		if started {
-			return
-		}
-		started = true
-		h := w.Header()
-		h.Set("Content-Type", "application/x-ndjson")
-		h.Set("Content-Disposition", `attachment; filename="`+topic+`.jsonl"`)
-		w.WriteHeader(http.StatusOK)
-	}
-	rc := http.NewResponseController(w)
-	if _, err := c.ExportJSON(r.Context(), topic, writerFunc(func(p []byte) (int, error) {
-		start()
-		// The server's WriteTimeout bounds a whole response, and an
-		// export may take longer: only a client that stops reading for
-		// downloadStall cuts it.
-		_ = rc.SetWriteDeadline(time.Now().Add(downloadStall))
-		return w.Write(p)
-	}), delayq.ExportOptions{}); err != nil {
-		if started {
+	out := &httpapi.Download{W: w, Name: topic + ".jsonl"}
+	if _, err := c.ExportJSON(r.Context(), topic, out, delayq.ExportOptions{}); err != nil {
+		if out.Started() {
 			s.log.Error("export cut short", "topic", topic, "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		s.fail(w, r, err)
 		return
 	}
-	start()
+	out.Start()
 }
-
-// downloadStall is how long a download may wait for the browser to take
-// its next bytes.
-const downloadStall = time.Minute
-
-// writerFunc is an io.Writer of a function.
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
