@@ -56,13 +56,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return cmd.usageErr("invalid value %d for flag --rate: negative", *rate)
 	}
 	for _, list := range states {
-		for _, s := range strings.Split(list, ",") {
-			st := delayq.State(strings.TrimSpace(s))
-			if st != delayq.StateScheduled && st != delayq.StateInFlight && st != delayq.StateDead {
-				return cmd.usageErr("invalid value %q for flag --state: want scheduled, inflight or dead", s)
-			}
-			opts.States = append(opts.States, st)
+		sts, err := delayq.ParseStates(list)
+		if err != nil {
+			return cmd.usageErr("invalid value %q for flag --state: want scheduled, inflight or dead", list)
 		}
+		opts.States = append(opts.States, sts...)
 	}
 	client, err := cmd.c.client(stderr)
 	if err != nil {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -20,14 +19,12 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	}
 	var opts delayq.ExportOptions
 	if v := r.URL.Query().Get("state"); v != "" {
-		for _, st := range strings.Split(v, ",") {
-			st := delayq.State(strings.TrimSpace(st))
-			if st != delayq.StateScheduled && st != delayq.StateInFlight && st != delayq.StateDead {
-				s.fail(w, r, badField("state", "state %q: want scheduled, inflight or dead", st))
-				return
-			}
-			opts.States = append(opts.States, st)
+		sts, err := delayq.ParseStates(v)
+		if err != nil {
+			s.fail(w, r, badField("state", "%v", err))
+			return
 		}
+		opts.States = sts
 	}
 	out := &Download{W: w, Name: topic + ".jsonl"}
 	if _, err := c.ExportJSON(r.Context(), topic, out, opts); err != nil {
