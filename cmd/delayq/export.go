@@ -151,11 +151,13 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer client.Close()
 	begin, last := time.Now(), time.Now()
+	badLine := 0 // the last malformed line reported
 	st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
 		Batch: *batch, Strict: *strict,
 		Report: func(line int, id string, err error) {
 			msg := strings.TrimPrefix(err.Error(), "delayq: ")
 			if strings.HasPrefix(msg, "malformed line: ") {
+				badLine = line
 				fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
 				return
 			}
@@ -171,6 +173,10 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	elapsed := time.Since(begin)
 	fmt.Fprintf(stderr, "imported %d of %d messages into %s in %v (%.0f/s)\n", st.Imported, st.Lines, cmd.c.topic,
 		elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+	if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
+		// The line and its reason are reported above already.
+		return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)
+	}
 	if err != nil {
 		return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
 	}
