@@ -39,7 +39,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers behind the proxy, to check their settings")
-	samples := fs.Int("samples", 20, "round trips `n` to time of each of PING and GET")
+	samples := fs.Int("samples", 20, "time `n` round trips of each of PING and GET")
 	timeout := fs.Duration("timeout", 3*time.Second, "connect, read and write `timeout` of each command")
 	if err := cmd.parse(args); err != nil {
 		return err
