@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/delayq/delayq"
 	"os"
 	"reflect"
 	"regexp"
@@ -119,6 +120,46 @@ func TestEveryKeyDocumented(t *testing.T) {
 			if !sample[table][k] {
 				t.Errorf("config.toml does not show [%s] %s", table, k)
 			}
+		}
+	}
+}
+
+// readmeSection returns the text of README.md's section whose heading
+// is title, up to the next heading of its level or above.
+func readmeSection(t *testing.T, title string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(data), "\n"+title+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	level := title[:strings.IndexByte(title, ' ')+1]
+	for _, h := range []string{"\n## ", "\n" + level} {
+		if i := strings.Index(after, h); i >= 0 {
+			after = after[:i]
+		}
+	}
+	return after
+}
+
+// TestBodyCapDocumented: where README shows how to enqueue (the library,
+// send, the HTTP API), it states the default body cap and how to change
+// it.
+func TestBodyCapDocumented(t *testing.T) {
+	if delayq.DefaultMaxBodyBytes != 1<<20 || DefaultMaxBodyBytes != delayq.DefaultMaxBodyBytes {
+		t.Fatalf("the default body cap is %d bytes (HTTP: %d): update README.md and this test", delayq.DefaultMaxBodyBytes, DefaultMaxBodyBytes)
+	}
+	for _, tc := range []struct{ section, how string }{
+		{"## The library", "Options.MaxBodyBytes"},
+		{"## The command line", "1 MiB"},
+		{"### HTTP API", "max_body_bytes"},
+	} {
+		text := strings.Join(strings.Fields(readmeSection(t, tc.section)), " ")
+		if !strings.Contains(text, "1 MiB") || !strings.Contains(text, tc.how) {
+			t.Errorf("README's %q does not state the body cap (1 MiB) and %s", tc.section, tc.how)
 		}
 	}
 }
