@@ -655,8 +655,8 @@ func writeDoctorText(w io.Writer, rep *doctorReport) error {
 		s    *rttStats
 	}{{"PING", rep.RTT.Ping}, {"GET", rep.RTT.Get}} {
 		if r.s != nil {
-			fmt.Fprintf(&b, "rtt  %-4s  min %.3fms  median %.3fms  max %.3fms  (%d samples)\n",
-				r.name, r.s.MinMS, r.s.MedianMS, r.s.MaxMS, r.s.Samples)
+			fmt.Fprintf(&b, "rtt  %-4s  min %.3fms  median %.3fms  max %.3fms  (%d %s)\n",
+				r.name, r.s.MinMS, r.s.MedianMS, r.s.MaxMS, r.s.Samples, plural(r.s.Samples, "sample", "samples"))
 		}
 	}
 	for _, h := range rep.Hints {

@@ -141,4 +141,25 @@ func TestImportStrictReportsOnce(t *testing.T) {
 	if !strings.Contains(errb.String(), "imported 1 of 2 messages into dst") {
 		t.Errorf("stderr lacks the summary:\n%s", errb.String())
 	}
+	// Counts of one take the singular.
+	errb.Reset()
+	err = run(context.Background(), []string{"import", "--addr", env.Backends[0], "--topic", "dst"}, strings.NewReader(feed[:strings.IndexByte(feed, '\n')+1]), &out, &errb)
+	if err == nil || err.Error() != "1 of 1 message not imported: 1 duplicate, 0 malformed, 0 rejected" ||
+		!strings.Contains(errb.String(), "imported 0 of 1 message into dst in ") {
+		t.Errorf("import of one duplicate: %v\n%s", err, errb.String())
+	}
+	file := filepath.Join(t.TempDir(), "one.jsonl")
+	if err := os.WriteFile(file, []byte(feed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"delete", "--addr", env.Backends[0], "--topic", "dst", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 1 message of dst; 2 were gone already\n" {
+		t.Errorf("delete --in: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"delete", "--addr", env.Backends[0], "--topic", "dst", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 0 messages of dst; 3 were gone already\n" {
+		t.Errorf("delete --in again: %q, %v", out.String(), err)
+	}
 }

@@ -175,7 +175,8 @@ func sendLines(ctx context.Context, client *delayq.Client, topic string, r io.Re
 		}
 	}
 	if s.rejected > 0 {
-		return fmt.Errorf("%d of %d messages rejected", s.rejected, s.accepted+s.rejected)
+		n := s.accepted + s.rejected
+		return fmt.Errorf("%d of %d %s rejected", s.rejected, n, plural(n, "message", "messages"))
 	}
 	return nil
 }

@@ -104,10 +104,10 @@ func TestSendLinesRejects(t *testing.T) {
 		}, "3 of 3 messages rejected"},
 		{"long line", "{\"id\":\"big\",\"body\":\"" + big + "\",\"delay_ms\":1,\"at\":\"2030-01-01T00:00:00Z\"}\n", 500, []string{
 			`line 1: id "big": set only one of delay, delay_ms and at (got delay_ms and at)`,
-		}, "1 of 1 messages rejected"},
+		}, "1 of 1 message rejected"},
 		{"id with quotes is escaped", `{"id":"a\"b","delay_ms":-1}`, 500, []string{
 			`line 1: id "a\"b": delay_ms -1 is negative`,
-		}, "1 of 1 messages rejected"},
+		}, "1 of 1 message rejected"},
 		{"empty input", "\n\n", 500, nil, ""},
 	}
 	for _, tt := range tests {
