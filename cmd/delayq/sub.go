@@ -180,7 +180,9 @@ func marshalLine(v any) ([]byte, error) {
 func encodeDelivery(d *delayq.Delivery, deliveredAt time.Time) ([]byte, error) {
 	v := deliveryJSON{
 		Topic: d.Topic, ID: d.ID, Partition: d.Partition, Token: d.Token, Attempt: d.Attempt,
-		Due: wire.Time(d.Due), DeliveredAt: wire.Time(deliveredAt),
+		// delivered_at is a measurement, not a stored time: it keeps its
+		// nanoseconds, for lateness below a millisecond.
+		Due: wire.Time(d.Due), DeliveredAt: deliveredAt.UTC().Format(time.RFC3339Nano),
 	}
 	v.Body, v.BodyBase64 = wire.Body(d.Body)
 	return marshalLine(v)
