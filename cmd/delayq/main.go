@@ -74,10 +74,12 @@ Commands:
 The commands on one topic (send, sub, get, delete, reschedule, stats,
 partitions, dead, export, import, schedule) take --topic (required) and
 --partitions (the count of a topic the command creates; an existing topic
-keeps its stored count). Every command but worker takes --addr (default
-127.0.0.1:6379, env DELAYQ_ADDR), --password (env DELAYQ_PASSWORD) and
---namespace, and every one but doctor --log-level; the worker reads them
-from its --config file. Run "delayq <command> -h" for the flags of a command.
+keeps its stored count). Every command takes --addr (default
+127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
+Every command but worker takes --password (env DELAYQ_PASSWORD) and
+--namespace (the worker reads them from its --config file), and every one
+but doctor takes --log-level. Run "delayq <command> -h" for the flags of a
+command.
 `
 
 // run executes the command line args (without the program name), reading
