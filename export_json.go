@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // exportTime is the form of the times of the export format: RFC 3339 in
-// UTC with milliseconds, the precision delayq stores.
-const exportTime = "2006-01-02T15:04:05.000Z07:00"
+// UTC with milliseconds, the precision delayq stores, as every output
+// prints times.
+const exportTime = wire.TimeLayout
 
 // exportJSON is the JSON line of an ExportedMessage. Pointers tell absent
 // fields from zero values when a line is read.

@@ -52,10 +52,14 @@ const (
 
 func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
 
+// benchWorkloads are the values --workload accepts: "all" runs every
+// one but export.
+var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "all"}
+
 // runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("bench", "--workload enqueue|burst|spread|duenow|all [--n N] [flags]",
+	cmd := newConnCommand("bench", "--workload "+strings.Join(benchWorkloads, "|")+" [--n N] [flags]",
 		"Runs a benchmark workload against --addr and prints one line per run:\n"+
 			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
 			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
@@ -85,8 +89,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
-	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: enqueue, burst, spread, duenow or all")
-	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000)")
+	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export)")
+	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
@@ -94,15 +98,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	batch := fs.Bool("batch", false, "enqueue with EnqueueBatch instead of single calls")
 	async := fs.Bool("async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
-	ids := fs.String("ids", "generated", "enqueue workload: message ids `generated` by the client or given by the bench")
+	ids := fs.String("ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
 	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
 	procs := fs.Int("procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
 	poll := durationFlag{d: delayq.DefaultPollInterval}
-	fs.Var(&poll, "poll", "consumer poll interval (`duration`)")
-	cmd.needsTopic = false // each run makes its own topic
+	fs.Var(&poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
+	// No --topic: each run makes its own topic.
+	fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of each run's topic (default 16)")
+	cmd.addLogLevel()
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -148,7 +154,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "enqueue", "burst", "spread", "duenow", "export":
 		workloads = []string{cfg.workload}
 	default:
-		return cmd.usageErr("invalid value %q for flag --workload: want enqueue, burst, spread, duenow, export or all", cfg.workload)
+		return cmd.usageErr("invalid value %q for flag --workload: want one of %s", cfg.workload, strings.Join(benchWorkloads, ", "))
 	}
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)

@@ -39,7 +39,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers behind the proxy, to check their settings")
-	samples := fs.Int("samples", 20, "round trips `n` to time of each of PING and GET")
+	samples := fs.Int("samples", 20, "time `n` round trips of each of PING and GET")
 	timeout := fs.Duration("timeout", 3*time.Second, "connect, read and write `timeout` of each command")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -655,8 +655,8 @@ func writeDoctorText(w io.Writer, rep *doctorReport) error {
 		s    *rttStats
 	}{{"PING", rep.RTT.Ping}, {"GET", rep.RTT.Get}} {
 		if r.s != nil {
-			fmt.Fprintf(&b, "rtt  %-4s  min %.3fms  median %.3fms  max %.3fms  (%d samples)\n",
-				r.name, r.s.MinMS, r.s.MedianMS, r.s.MaxMS, r.s.Samples)
+			fmt.Fprintf(&b, "rtt  %-4s  min %.3fms  median %.3fms  max %.3fms  (%d %s)\n",
+				r.name, r.s.MinMS, r.s.MedianMS, r.s.MaxMS, r.s.Samples, plural(r.s.Samples, "sample", "samples"))
 		}
 	}
 	for _, h := range rep.Hints {

@@ -257,3 +257,17 @@ func TestDoctorProxies(t *testing.T) {
 		t.Errorf("reports: dead %+v; live %d failed", reps[0], reps[1].Failed)
 	}
 }
+
+// TestDoctorTextSingular: a count of one takes the singular ("1 sample").
+func TestDoctorTextSingular(t *testing.T) {
+	var b strings.Builder
+	rep := &doctorReport{}
+	rep.RTT.Ping = &rttStats{Samples: 1, MinMS: 0.1, MedianMS: 0.1, MaxMS: 0.1}
+	rep.RTT.Get = &rttStats{Samples: 2, MinMS: 0.1, MedianMS: 0.1, MaxMS: 0.1}
+	if err := writeDoctorText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(1 sample)\n") || !strings.Contains(b.String(), "(2 samples)\n") {
+		t.Errorf("doctor text:\n%s", b.String())
+	}
+}

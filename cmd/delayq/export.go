@@ -151,11 +151,13 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer client.Close()
 	begin, last := time.Now(), time.Now()
+	badLine := 0 // the last malformed line reported
 	st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
 		Batch: *batch, Strict: *strict,
 		Report: func(line int, id string, err error) {
 			msg := strings.TrimPrefix(err.Error(), "delayq: ")
 			if strings.HasPrefix(msg, "malformed line: ") {
+				badLine = line
 				fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
 				return
 			}
@@ -164,19 +166,24 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		Progress: func(st delayq.ImportStats) {
 			if time.Since(last) >= progressEvery {
 				last = time.Now()
-				fmt.Fprintf(stderr, "imported %d messages into %s (%.0f/s)\n", st.Imported, cmd.c.topic, rate64(st.Imported, time.Since(begin)))
+				fmt.Fprintf(stderr, "imported %d %s into %s (%.0f/s)\n", st.Imported, plural(st.Imported, "message", "messages"),
+					cmd.c.topic, rate64(st.Imported, time.Since(begin)))
 			}
 		},
 	})
 	elapsed := time.Since(begin)
-	fmt.Fprintf(stderr, "imported %d of %d messages into %s in %v (%.0f/s)\n", st.Imported, st.Lines, cmd.c.topic,
+	fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, st.Lines, plural(st.Lines, "message", "messages"), cmd.c.topic,
 		elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+	if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
+		// The line and its reason are reported above already.
+		return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)
+	}
 	if err != nil {
 		return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
 	}
 	if n := st.Duplicates + st.Malformed + st.Rejected; n > 0 {
-		return fmt.Errorf("%d of %d messages not imported: %d duplicates, %d malformed, %d rejected",
-			n, st.Lines, st.Duplicates, st.Malformed, st.Rejected)
+		return fmt.Errorf("%d of %d %s not imported: %d %s, %d malformed, %d rejected",
+			n, st.Lines, plural(st.Lines, "message", "messages"), st.Duplicates, plural(st.Duplicates, "duplicate", "duplicates"), st.Malformed, st.Rejected)
 	}
 	return nil
 }
@@ -258,7 +265,8 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 	}
 	close(batches)
 	wg.Wait()
-	fmt.Fprintf(stdout, "deleted %d messages of %s; %d were gone already\n", deleted.Load(), topic, gone.Load())
+	d, g := int(deleted.Load()), int(gone.Load())
+	fmt.Fprintf(stdout, "deleted %d %s of %s; %d %s gone already\n", d, plural(d, "message", "messages"), topic, g, plural(g, "was", "were"))
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}

@@ -115,3 +115,51 @@ func TestExportImportCLI(t *testing.T) {
 		t.Errorf("export at 2000/s: stderr %q, %d lines", errb.String(), strings.Count(out.String(), "\n"))
 	}
 }
+
+// TestImportStrictReportsOnce: with --strict, the malformed line that
+// ends the import is reported once, and the command's error says the
+// import stopped there without repeating the reason or the "delayq: "
+// prefix main adds.
+func TestImportStrictReportsOnce(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	feed := `{"id":"a","state":"scheduled","due":"2030-01-02T03:04:05.000Z"}` + "\n" +
+		`{"id":"c","state":"scheduled","due":"soon"}` + "\n" +
+		`{"id":"d","state":"scheduled","due":"2030-01-02T03:04:05.000Z"}` + "\n"
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"import", "--addr", env.Backends[0], "--topic", "dst", "--strict"}, strings.NewReader(feed), &out, &errb)
+	if err == nil {
+		t.Fatalf("import --strict of a malformed line: no error\n%s", errb.String())
+	}
+	const reason = `parsing time "soon"`
+	if n := strings.Count(errb.String()+err.Error(), reason); n != 1 {
+		t.Errorf("the reason appears %d times in stderr and the error, want once:\n%s%v", n, errb.String(), err)
+	}
+	if strings.Contains(err.Error(), "delayq: ") || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "--strict") {
+		t.Errorf("error %q: want one naming line 2 and --strict, without a prefix", err)
+	}
+	if !strings.Contains(errb.String(), "imported 1 of 2 messages into dst") {
+		t.Errorf("stderr lacks the summary:\n%s", errb.String())
+	}
+	// Counts of one take the singular.
+	errb.Reset()
+	err = run(context.Background(), []string{"import", "--addr", env.Backends[0], "--topic", "dst"}, strings.NewReader(feed[:strings.IndexByte(feed, '\n')+1]), &out, &errb)
+	if err == nil || err.Error() != "1 of 1 message not imported: 1 duplicate, 0 malformed, 0 rejected" ||
+		!strings.Contains(errb.String(), "imported 0 of 1 message into dst in ") {
+		t.Errorf("import of one duplicate: %v\n%s", err, errb.String())
+	}
+	file := filepath.Join(t.TempDir(), "one.jsonl")
+	if err := os.WriteFile(file, []byte(feed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"delete", "--addr", env.Backends[0], "--topic", "dst", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 1 message of dst; 2 were gone already\n" {
+		t.Errorf("delete --in: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"delete", "--addr", env.Backends[0], "--topic", "dst", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
+		out.String() != "deleted 0 messages of dst; 3 were gone already\n" {
+		t.Errorf("delete --in again: %q, %v", out.String(), err)
+	}
+}

@@ -78,8 +78,13 @@ func newCommand(name, args, about string, stdout io.Writer) *command {
 	cmd.needsTopic = true
 	cmd.fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
 	cmd.fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of the topic if this command creates it (default 16); an existing topic keeps its stored count")
-	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
+	cmd.addLogLevel()
 	return cmd
+}
+
+// addLogLevel registers --log-level (default warn) on cmd.
+func (cmd *command) addLogLevel() {
+	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
 }
 
 // newConnCommand returns a command with only the flags that say where

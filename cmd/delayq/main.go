@@ -67,14 +67,19 @@ Commands:
 	schedule    recurring messages: schedule add|list|pause|resume|delete
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
-	bench       run the benchmarks: enqueue, burst, spread
+	bench       run the benchmarks: enqueue, burst, spread, duenow, export
 	doctor      check that every command delayq needs works through a server or proxy
 	help        print this help, or "help <command>" for a command's flags
 
-Every command takes --addr (default 127.0.0.1:6379, env DELAYQ_ADDR),
---password (env DELAYQ_PASSWORD), --namespace, --topic, --partitions (the
-count of a topic the command creates; an existing topic keeps its stored
-count) and --log-level. Run "delayq <command> -h" for the flags of a command.
+The commands on one topic (send, sub, get, delete, reschedule, stats,
+partitions, dead, export, import, schedule) take --topic (required) and
+--partitions (the count of a topic the command creates; an existing topic
+keeps its stored count). Every command takes --addr (default
+127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
+Every command but worker takes --password (env DELAYQ_PASSWORD) and
+--namespace (the worker reads them from its --config file), and every one
+but doctor takes --log-level. Run "delayq <command> -h" for the flags of a
+command.
 `
 
 // run executes the command line args (without the program name), reading

@@ -18,9 +18,10 @@ func TestInfoJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"topic":"t","id":"m","partition":3,"state":"dead","due":"2030-01-02T03:04:05Z",` +
-		`"died_at":"2030-01-02T03:04:05Z","attempts":2,"max_attempts":0,"created":"2030-01-02T03:04:05Z",` +
-		`"updated":"2030-01-02T03:04:05Z","last_error":"boom","body_base64":"gA=="}`
+	// Times print with milliseconds of fixed width, as export writes them.
+	want := `{"topic":"t","id":"m","partition":3,"state":"dead","due":"2030-01-02T03:04:05.000Z",` +
+		`"died_at":"2030-01-02T03:04:05.000Z","attempts":2,"max_attempts":0,"created":"2030-01-02T03:04:05.000Z",` +
+		`"updated":"2030-01-02T03:04:05.000Z","last_error":"boom","body_base64":"gA=="}`
 	if string(b) != want {
 		t.Errorf("got\n%s\nwant\n%s", b, want)
 	}
@@ -38,7 +39,7 @@ func TestStatsTable(t *testing.T) {
 	}
 	want := [][]string{
 		{"partition", "scheduled", "inflight", "dead", "oldest_due", "owner", "token"},
-		{"0", "3", "1", "0", "2030-01-02T03:04:05Z", "host-1", "9"},
+		{"0", "3", "1", "0", "2030-01-02T03:04:05.000Z", "host-1", "9"},
 		{"1", "0", "0", "2", "-", "-", "0"},
 		{"total", "3", "1", "2"},
 		{"partitions", "2"},
@@ -50,6 +51,26 @@ func TestStatsTable(t *testing.T) {
 	for i, w := range want {
 		if got := strings.Fields(lines[i]); strings.Join(got, " ") != strings.Join(w, " ") {
 			t.Errorf("line %d = %q, want fields %q", i, lines[i], w)
+		}
+	}
+}
+
+// TestDeadTableTimes: the died_at column has one width whatever the
+// milliseconds, the form export writes.
+func TestDeadTableTimes(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	list := []*delayq.Info{
+		{ID: "a", DiedAt: at},
+		{ID: "b", DiedAt: at.Add(500 * time.Millisecond)},
+		{ID: "c", DiedAt: at.Add(120 * time.Millisecond)},
+	}
+	var buf bytes.Buffer
+	if err := writeDeadTable(&buf, list); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2030-01-02T03:04:05.000Z", "2030-01-02T03:04:05.500Z", "2030-01-02T03:04:05.120Z"} {
+		if !strings.Contains(buf.String(), want+"  ") {
+			t.Errorf("dead table lacks %s:\n%s", want, buf.String())
 		}
 	}
 }

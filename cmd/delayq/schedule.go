@@ -63,8 +63,8 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	tz := cmd.fs.String("tz", "", "IANA time `zone` the spec is read in, e.g. Asia/Shanghai (default UTC)")
 	body := cmd.fs.String("body", "", "message `body` of every occurrence")
 	bodyFile := cmd.fs.String("body-file", "", "read the body from `path` (- for stdin)")
-	maxAttempts := cmd.fs.Int("max-attempts", 0, "deliveries of each occurrence at most (`n`; 0: the consumer's)")
-	policy := cmd.fs.String("policy", "skip", "missed occurrences: `skip` (deliver the latest only) or all (each, at most 100)")
+	maxAttempts := cmd.fs.Int("max-attempts", 0, "deliver each occurrence at most `n` times (0: the consumer's max attempts)")
+	policy := cmd.fs.String("policy", "skip", "`policy` for missed occurrences: skip (deliver the latest only) or all (each, at most 100)")
 	asJSON := cmd.fs.Bool("json", false, "print the schedule as JSON")
 	if err := cmd.parse(args); err != nil {
 		return err

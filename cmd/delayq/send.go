@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +11,9 @@ import (
 	"math"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 // DefaultBatch is the default of send --batch: messages per EnqueueBatch call.
@@ -27,9 +26,10 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		"--topic T [--id ID] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
 			"       delayq send --topic T --stdin [--batch N]",
 		"Enqueues one message and prints its id. With --stdin, enqueues the JSON lines of\n"+
-			`stdin, {"id": "...", "body": "...", "delay_ms": N} or with "at": "<RFC 3339>"`+"\n"+
-			`instead of delay_ms (neither: due now) and "body_base64" instead of body; it`+"\n"+
-			"prints each accepted id on stdout and each rejected line on stderr.",
+			`stdin, each what the HTTP API takes: {"id": "...", "body": "...", "delay": "5s"}`+"\n"+
+			`with "delay_ms": N or "at": "<RFC 3339>" instead of delay (none: due now),`+"\n"+
+			`"body_base64" instead of body, and "max_attempts": N; it prints each accepted`+"\n"+
+			"id on stdout and each rejected line on stderr.",
 		stdout)
 	var (
 		due         dueFlags
@@ -104,71 +104,23 @@ func readBody(path string, stdin io.Reader) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// inputLine is one JSON line of "send --stdin". Pointers tell absent (or
-// null) fields from zero values.
-type inputLine struct {
-	ID          string  `json:"id"`
-	Body        *string `json:"body"`
-	BodyBase64  *string `json:"body_base64"`
-	DelayMS     *int64  `json:"delay_ms"`
-	At          *string `json:"at"`
-	MaxAttempts int     `json:"max_attempts"`
-}
-
-// parseLine decodes one JSON line into a message of topic. Unknown fields
-// are rejected, so that a misspelt "delay_ms" does not make a message due
-// now. On error, the message still carries the id when one was read.
+// parseLine decodes one JSON line into a message of topic, in the form
+// the HTTP API takes (httpapi.DecodeMessage), so that a line and a
+// request body mean the same. Unknown fields are rejected, so that a
+// misspelt "delay_ms" does not make a message due now. The body's size
+// is left to the client's limit. On error, the message still carries the
+// id when one was read.
 func parseLine(topic string, line []byte) (delayq.Message, error) {
-	var in inputLine
-	if t := bytes.TrimSpace(line); len(t) == 0 || t[0] != '{' {
-		return delayq.Message{}, errors.New("invalid JSON: not an object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	m, err := httpapi.DecodeMessage(bytes.NewReader(line), topic, math.MaxInt)
+	if err != nil && m.ID == "" {
 		// A second, lenient pass recovers the id for the error message.
 		var idOnly struct {
 			ID string `json:"id"`
 		}
-		_ = json.Unmarshal(line, &idOnly)
-		return delayq.Message{ID: idOnly.ID}, fmt.Errorf("invalid JSON: %v", err)
+		_ = json.NewDecoder(bytes.NewReader(line)).Decode(&idOnly) // the first value, if the line holds more
+		m.ID = idOnly.ID
 	}
-	m := delayq.Message{Topic: topic, ID: in.ID, MaxAttempts: in.MaxAttempts}
-	if dec.More() {
-		return m, errors.New("invalid JSON: more than one value on the line")
-	}
-	switch {
-	case in.Body != nil && in.BodyBase64 != nil:
-		return m, errors.New(`both "body" and "body_base64" are set`)
-	case in.Body != nil:
-		m.Body = []byte(*in.Body)
-	case in.BodyBase64 != nil:
-		b, err := base64.StdEncoding.DecodeString(*in.BodyBase64)
-		if err != nil {
-			return m, fmt.Errorf(`"body_base64": %v`, err)
-		}
-		m.Body = b
-	}
-	switch {
-	case in.DelayMS != nil && in.At != nil:
-		return m, errors.New(`both "delay_ms" and "at" are set`)
-	case in.DelayMS != nil && *in.DelayMS < 0:
-		return m, fmt.Errorf(`"delay_ms" %d is negative`, *in.DelayMS)
-	case in.DelayMS != nil && *in.DelayMS > math.MaxInt64/int64(time.Millisecond):
-		return m, fmt.Errorf(`"delay_ms" %d is too large`, *in.DelayMS)
-	case in.DelayMS != nil:
-		m.Delay = time.Duration(*in.DelayMS) * time.Millisecond
-	case in.At != nil:
-		t, err := parseTime(*in.At)
-		if err != nil {
-			return m, fmt.Errorf(`"at" %q: %v`, *in.At, err)
-		}
-		m.At = t
-	}
-	if m.MaxAttempts < 0 {
-		return m, fmt.Errorf(`"max_attempts" %d is negative`, m.MaxAttempts)
-	}
-	return m, nil
+	return m, err
 }
 
 // pendingLine is a read line waiting for its batch to be sent.
@@ -223,7 +175,8 @@ func sendLines(ctx context.Context, client *delayq.Client, topic string, r io.Re
 		}
 	}
 	if s.rejected > 0 {
-		return fmt.Errorf("%d of %d messages rejected", s.rejected, s.accepted+s.rejected)
+		n := s.accepted + s.rejected
+		return fmt.Errorf("%d of %d %s rejected", s.rejected, n, plural(n, "message", "messages"))
 	}
 	return nil
 }

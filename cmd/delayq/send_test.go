@@ -21,6 +21,7 @@ func TestParseLine(t *testing.T) {
 		wantErr string         // substring of the error; "" for success
 	}{
 		{"body and delay", `{"id":"a","body":"hi","delay_ms":1500}`, delayq.Message{ID: "a", Body: []byte("hi"), Delay: 1500 * time.Millisecond}, ""},
+		{"delay string", `{"id":"a","delay":"1m30s"}`, delayq.Message{ID: "a", Delay: 90 * time.Second}, ""},
 		{"at", `{"id":"a","at":"2030-01-02T03:04:05.5Z"}`, delayq.Message{ID: "a", At: at}, ""},
 		{"neither means now", `{"id":"a","body":""}`, delayq.Message{ID: "a", Body: []byte{}}, ""},
 		{"no id", `{"body":"x"}`, delayq.Message{Body: []byte("x")}, ""},
@@ -28,18 +29,22 @@ func TestParseLine(t *testing.T) {
 		{"nulls are absent", `{"id":"a","at":null,"delay_ms":5,"body_base64":null}`, delayq.Message{ID: "a", Delay: 5 * time.Millisecond}, ""},
 		{"max attempts", `{"id":"a","max_attempts":3}`, delayq.Message{ID: "a", MaxAttempts: 3}, ""},
 		{"trailing newline", "{\"id\":\"a\"}\r\n", delayq.Message{ID: "a"}, ""},
-		{"both delay and at", `{"id":"a","delay_ms":1,"at":"2030-01-02T03:04:05Z"}`, delayq.Message{ID: "a"}, `both "delay_ms" and "at"`},
-		{"both bodies", `{"id":"a","body":"x","body_base64":"eA=="}`, delayq.Message{ID: "a"}, `both "body" and "body_base64"`},
-		{"negative delay", `{"id":"a","delay_ms":-1}`, delayq.Message{ID: "a"}, `"delay_ms" -1 is negative`},
+		{"both delay and at", `{"id":"a","delay_ms":1,"at":"2030-01-02T03:04:05Z"}`, delayq.Message{ID: "a"}, "set only one of delay, delay_ms and at"},
+		{"both bodies", `{"id":"a","body":"x","body_base64":"eA=="}`, delayq.Message{ID: "a"}, "set only one of body and body_base64"},
+		{"negative delay", `{"id":"a","delay_ms":-1}`, delayq.Message{ID: "a"}, "delay_ms -1 is negative"},
 		{"huge delay", `{"id":"a","delay_ms":9223372036854775807}`, delayq.Message{ID: "a"}, "too large"},
-		{"fractional delay", `{"id":"a","delay_ms":1.5}`, delayq.Message{ID: "a"}, "invalid JSON"},
-		{"bad at", `{"id":"a","at":"tomorrow"}`, delayq.Message{ID: "a"}, `"at" "tomorrow"`},
-		{"bad base64", `{"id":"a","body_base64":"!!"}`, delayq.Message{ID: "a"}, `"body_base64"`},
-		{"unknown field", `{"id":"a","delay":5}`, delayq.Message{ID: "a"}, `unknown field "delay"`},
-		{"bad JSON", `{"id":"a",`, delayq.Message{}, "invalid JSON"},
-		{"not an object", `["a"]`, delayq.Message{}, "not an object"},
-		{"null", `null`, delayq.Message{}, "not an object"},
-		{"two values", `{"id":"a"} {"id":"b"}`, delayq.Message{ID: "a"}, "more than one value"},
+		{"fractional delay", `{"id":"a","delay_ms":1.5}`, delayq.Message{ID: "a"}, "delay_ms must be an integer"},
+		{"bad at", `{"id":"a","at":"tomorrow"}`, delayq.Message{ID: "a"}, `at "tomorrow" is not an RFC 3339 time`},
+		{"bad base64", `{"id":"a","body_base64":"!!"}`, delayq.Message{ID: "a"}, "body_base64 is not standard base64"},
+		{"numeric delay", `{"id":"a","delay":5}`, delayq.Message{ID: "a"}, "delay must be a duration string"},
+		{"negative delay string", `{"id":"a","delay":"-1s"}`, delayq.Message{ID: "a"}, `delay "-1s" is negative`},
+		{"delay and delay_ms", `{"id":"a","delay":"1s","delay_ms":5}`, delayq.Message{ID: "a"}, "set only one of delay, delay_ms and at"},
+		{"unknown field", `{"id":"a","delay_s":5}`, delayq.Message{ID: "a"}, `unknown field "delay_s"`},
+		{"bad id", `{"id":"a\u0001b"}`, delayq.Message{ID: "a\x01b"}, "id: "},
+		{"bad JSON", `{"id":"a",`, delayq.Message{}, "malformed JSON"},
+		{"not an object", `["a"]`, delayq.Message{}, "want a JSON object, not array"},
+		{"null", `null`, delayq.Message{}, "want a JSON object, not null"},
+		{"two values", `{"id":"a"} {"id":"b"}`, delayq.Message{ID: "a"}, "data after the JSON object"},
 		{"negative max attempts", `{"id":"a","max_attempts":-1}`, delayq.Message{ID: "a"}, "negative"},
 	}
 	for _, tt := range tests {
@@ -89,20 +94,20 @@ func TestSendLinesRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"line numbers count blank lines", "\n{bad\n\n   \n{\"id\":\"k\",\"delay_ms\":-3}\n", 500, []string{
-			`line 2: id "": invalid JSON: `,
-			`line 5: id "k": "delay_ms" -3 is negative`,
+			`line 2: id "": malformed JSON at byte 2: `,
+			`line 5: id "k": delay_ms -3 is negative`,
 		}, "2 of 2 messages rejected"},
 		{"batches keep line order", "{\"id\":\"a\",\"x\":1}\n{\"id\":\"b\",\"x\":1}\n{\"id\":\"c\",\"x\":1}", 2, []string{
-			`line 1: id "a": invalid JSON: json: unknown field "x"`,
-			`line 2: id "b": invalid JSON: json: unknown field "x"`,
-			`line 3: id "c": invalid JSON: json: unknown field "x"`,
+			`line 1: id "a": unknown field "x"`,
+			`line 2: id "b": unknown field "x"`,
+			`line 3: id "c": unknown field "x"`,
 		}, "3 of 3 messages rejected"},
 		{"long line", "{\"id\":\"big\",\"body\":\"" + big + "\",\"delay_ms\":1,\"at\":\"2030-01-01T00:00:00Z\"}\n", 500, []string{
-			`line 1: id "big": both "delay_ms" and "at" are set`,
-		}, "1 of 1 messages rejected"},
+			`line 1: id "big": set only one of delay, delay_ms and at (got delay_ms and at)`,
+		}, "1 of 1 message rejected"},
 		{"id with quotes is escaped", `{"id":"a\"b","delay_ms":-1}`, 500, []string{
-			`line 1: id "a\"b": "delay_ms" -1 is negative`,
-		}, "1 of 1 messages rejected"},
+			`line 1: id "a\"b": delay_ms -1 is negative`,
+		}, "1 of 1 message rejected"},
 		{"empty input", "\n\n", 500, nil, ""},
 	}
 	for _, tt := range tests {

@@ -45,10 +45,10 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	)
 	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
 	fs.Var(&lease, "lease", "partition lease `duration`")
-	fs.Var(&handlerTO, "handler-timeout", "time one delivery may take before it is redelivered (`duration`)")
-	fs.Var(&poll, "poll", "longest pause between two polls of a partition (`duration`)")
-	fs.Var(&idlePoll, "idle-poll", "longest pause of a partition that had nothing to claim, at most 5s (`duration`)")
-	fs.Var(&work, "work", "time each handler takes after printing its line, before it acks (`duration`)")
+	fs.Var(&handlerTO, "handler-timeout", "`duration` one delivery may take before it is redelivered")
+	fs.Var(&poll, "poll", "longest pause (a `duration`) between two polls of a partition")
+	fs.Var(&idlePoll, "idle-poll", "longest pause (a `duration`, at most 5s) of a partition that had nothing to claim")
+	fs.Var(&work, "work", "`duration` each handler takes after printing its line, before it acks")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -180,7 +180,9 @@ func marshalLine(v any) ([]byte, error) {
 func encodeDelivery(d *delayq.Delivery, deliveredAt time.Time) ([]byte, error) {
 	v := deliveryJSON{
 		Topic: d.Topic, ID: d.ID, Partition: d.Partition, Token: d.Token, Attempt: d.Attempt,
-		Due: wire.Time(d.Due), DeliveredAt: wire.Time(deliveredAt),
+		// delivered_at is a measurement, not a stored time: it keeps its
+		// nanoseconds, for lateness below a millisecond.
+		Due: wire.Time(d.Due), DeliveredAt: deliveredAt.UTC().Format(time.RFC3339Nano),
 	}
 	v.Body, v.BodyBase64 = wire.Body(d.Body)
 	return marshalLine(v)

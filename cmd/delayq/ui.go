@@ -94,7 +94,7 @@ func serveUI(ctx context.Context, ln net.Listener, dash http.Handler, auth bool,
 		IdleTimeout:       workerIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	url := "http://" + ln.Addr().String() + "/ui/"
+	url := browseURL(ln.Addr().String(), "/ui/")
 	if !auth {
 		log.Warn("the dashboard needs no sign-in: anyone who reaches it can see and act (--token or $" + envToken + ")")
 	}
@@ -118,4 +118,18 @@ func serveUI(ctx context.Context, ln net.Listener, dash http.Handler, auth bool,
 	}
 	log.Info("dashboard stopped")
 	return nil
+}
+
+// browseURL returns the URL of path on the listening address addr
+// (host:port), for a user to open: an unspecified host (every interface)
+// becomes localhost.
+func browseURL(addr, path string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + path
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + path
 }

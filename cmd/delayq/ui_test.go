@@ -195,3 +195,48 @@ command = ["true"]
 	}
 	stopRun(t, cancel, done, rw.cfg.Worker.ShutdownTimeout+5*time.Second)
 }
+
+// TestUIListenEveryInterface: with --listen :0 (every interface), the
+// URL printed is one a browser on this machine opens (localhost), not
+// http://[::]:P/ui/, and it serves the dashboard.
+func TestUIListenEveryInterface(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"ui", "--addr", env.Backends[0], "--listen", ":0", "--token", ""}, strings.NewReader(""), out, errOut)
+	}()
+	re := regexp.MustCompile(`(?m)^dashboard: (http://\S+/ui/)$`)
+	var url string
+	testenv.WaitFor(t, 10*time.Second, "the dashboard's URL", func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	if !regexp.MustCompile(`^http://localhost:[0-9]+/ui/$`).MatchString(url) {
+		t.Errorf("printed %q, want http://localhost:PORT/ui/", url)
+	}
+	if code, _, _ := fetch(t, dashboardClient(), url); code != http.StatusOK {
+		t.Errorf("GET %s: %d", url, code)
+	}
+	stopRun(t, cancel, done, 10*time.Second)
+}
+
+func TestBrowseURL(t *testing.T) {
+	for _, tt := range []struct{ addr, want string }{
+		{"[::]:8080", "http://localhost:8080/ui/"},
+		{"0.0.0.0:8080", "http://localhost:8080/ui/"},
+		{":8080", "http://localhost:8080/ui/"},
+		{"127.0.0.1:9", "http://127.0.0.1:9/ui/"},
+		{"[::1]:9", "http://[::1]:9/ui/"},
+		{"192.0.2.7:80", "http://192.0.2.7:80/ui/"},
+		{"dash.example:80", "http://dash.example:80/ui/"},
+	} {
+		if got := browseURL(tt.addr, "/ui/"); got != tt.want {
+			t.Errorf("browseURL(%q) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}

@@ -362,11 +362,17 @@ func (w *worker) run(ctx context.Context) error {
 	for i, t := range w.topics {
 		names[i] = t.cfg.Name
 	}
-	listen := ""
-	if ln != nil {
-		listen = ln.Addr().String()
+	if len(w.topics) == 0 {
+		w.log.Warn("no [[topic]] in the config: this worker delivers nothing; it serves the HTTP API, /metrics and the dashboard only")
 	}
-	w.log.Info("worker started", "id", w.cfg.Worker.ID, "redis", w.cfg.Redis.Addr, "topics", names, "listen", listen)
+	attrs := []any{"id", w.cfg.Worker.ID, "redis", w.cfg.Redis.Addr, "topics", names, "listen", ""}
+	if ln != nil {
+		attrs[len(attrs)-1] = ln.Addr().String()
+		if w.ui != nil {
+			attrs = append(attrs, "dashboard", browseURL(ln.Addr().String(), "/ui/"))
+		}
+	}
+	w.log.Info("worker started", attrs...)
 
 	<-runCtx.Done()
 	w.stopping.Store(true)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,21 @@ type runningWorker struct {
 // until the test ends or its cancel is called, and waits for its start log.
 func startWorker(t *testing.T, path string) *runningWorker {
 	t.Helper()
+	rw := launchWorker(t, path)
+	testenv.WaitFor(t, 10*time.Second, "the worker's start log", func() bool {
+		if l := workerLogValue(rw.logs.String(), "worker started", "listen"); l != "" {
+			rw.base = "http://" + l
+			return true
+		}
+		return false
+	})
+	return rw
+}
+
+// launchWorker runs the worker of the config file at path, in this
+// process, until the test ends or its cancel is called.
+func launchWorker(t *testing.T, path string) *runningWorker {
+	t.Helper()
 	cfg, err := workerConfig([]string{"--config", path}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -133,13 +149,6 @@ func startWorker(t *testing.T, path string) *runningWorker {
 	rw.ctx, rw.cancel = context.WithCancel(context.Background())
 	t.Cleanup(rw.cancel)
 	go func() { rw.done <- rw.w.run(rw.ctx) }()
-	testenv.WaitFor(t, 10*time.Second, "the worker's start log", func() bool {
-		if l := workerLogValue(rw.logs.String(), "worker started", "listen"); l != "" {
-			rw.base = "http://" + l
-			return true
-		}
-		return false
-	})
 	return rw
 }
 
@@ -322,4 +331,46 @@ func TestWorkerUsesStoredPartitionCount(t *testing.T) {
 		t.Errorf("stored count after the worker ran: %+v, %v; want 8", n, err)
 	}
 	stopRun(t, rw.cancel, rw.done, 10*time.Second)
+}
+
+// TestWorkerWithoutTopics: a worker whose config has no [[topic]] but an
+// [http] listen address serves the API and says, at warn level, that it
+// delivers nothing; its start line gives a dashboard URL a browser on
+// this machine opens (localhost for every interface).
+func TestWorkerWithoutTopics(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	p := writeWorkerConfig(t, fmt.Sprintf(`
+[redis]
+addr = %q
+[worker]
+shutdown_timeout = "2s"
+[http]
+listen = ":0"
+token = "tok"
+[log]
+format = "json"
+level = "warn"
+`, env.Backends[0]))
+	rw := launchWorker(t, p)
+	testenv.WaitFor(t, 10*time.Second, "the warning that nothing is delivered", func() bool {
+		for _, line := range strings.Split(rw.logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["level"] == "WARN" && strings.Contains(fmt.Sprint(m["msg"]), "no [[topic]]") {
+				return strings.Contains(fmt.Sprint(m["msg"]), "delivers nothing")
+			}
+		}
+		return false
+	})
+	stopRun(t, rw.cancel, rw.done, rw.cfg.Worker.ShutdownTimeout+5*time.Second)
+	// At the default level, the start line names the dashboard's URL.
+	p = writeWorkerConfig(t, fmt.Sprintf("[redis]\naddr = %q\n[worker]\nshutdown_timeout = \"2s\"\n[http]\nlisten = \":0\"\ntoken = \"tok\"\n[log]\nformat = \"json\"\n", env.Backends[0]))
+	rw = startWorker(t, p)
+	url := workerLogValue(rw.logs.String(), "worker started", "dashboard")
+	if !regexp.MustCompile(`^http://localhost:[0-9]+/ui/$`).MatchString(url) {
+		t.Errorf("worker started: dashboard %q, want http://localhost:PORT/ui/\n%s", url, rw.logs.String())
+	}
+	if code, _, _ := fetch(t, dashboardClient(), url); code != http.StatusSeeOther {
+		t.Errorf("GET %s: %d, want the sign-in redirect", url, code)
+	}
+	stopRun(t, rw.cancel, rw.done, rw.cfg.Worker.ShutdownTimeout+5*time.Second)
 }

@@ -127,6 +127,26 @@ func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 	return q, nil
 }
 
+// DecodeMessage decodes one message to enqueue to topic from r, in the
+// JSON form of the body of POST /v1/topics/{topic}/messages:
+//
+//	{"id"?: "...", "body"?: "...", "body_base64"?: "...",
+//	 "delay"?: "5s", "delay_ms"?: 5000, "at"?: "2030-01-02T15:04:05Z",
+//	 "max_attempts"?: 3}
+//
+// It is also the reader of the lines of "delayq send --stdin", so that
+// both accept the same forms. The decoded body may be at most maxBody
+// bytes. An error names the field at fault, when one is; the message
+// returned with it carries the id when one was read. It is safe for
+// concurrent use.
+func DecodeMessage(r io.Reader, topic string, maxBody int) (delayq.Message, error) {
+	q, err := decodeEnqueue(r, maxBody)
+	if err != nil {
+		return delayq.Message{ID: q.ID}, err
+	}
+	return q.message(topic), nil
+}
+
 // decodeReschedule decodes the body of POST .../messages/{id}/reschedule:
 // exactly one of {"delay": "5s"}, {"delay_ms": 5000} and {"at": "..."}.
 // Errors are *apiError, as for decodeEnqueue.
@@ -148,7 +168,7 @@ func decodeObject(r io.Reader, allowed ...string) (map[string]json.RawMessage, e
 		return nil, readError(err)
 	}
 	if obj == nil {
-		return nil, badField("", "request body must be a JSON object, not null")
+		return nil, badField("", "want a JSON object, not null")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		if err != nil {
@@ -156,7 +176,7 @@ func decodeObject(r io.Reader, allowed ...string) (map[string]json.RawMessage, e
 				return nil, e
 			}
 		}
-		return nil, badField("", "request body has data after the JSON object")
+		return nil, badField("", "data after the JSON object")
 	}
 	var unknown []string
 	for name, raw := range obj {
@@ -194,11 +214,11 @@ func readError(err error) *apiError {
 	case errors.Is(err, io.EOF):
 		return badField("", "request body is empty, want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badField("", "malformed JSON: unexpected end of the request body")
+		return badField("", "malformed JSON: unexpected end of input")
 	case errors.As(err, &syntax):
 		return badField("", "malformed JSON at byte %d: %v", syntax.Offset, err)
 	case errors.As(err, &typ):
-		return badField("", "request body must be a JSON object, not %s", typ.Value)
+		return badField("", "want a JSON object, not %s", typ.Value)
 	}
 	return badField("", "reading the request body: %v", err)
 }

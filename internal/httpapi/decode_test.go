@@ -227,3 +227,17 @@ func FuzzDecodeReschedule(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeMessage: the exported decoder (also send --stdin's) gives the
+// message of topic, and the id it read along with an error.
+func TestDecodeMessage(t *testing.T) {
+	m, err := DecodeMessage(strings.NewReader(`{"id":"a","body":"hi","delay":"5s","max_attempts":2}`), "t", 16)
+	if err != nil || m.Topic != "t" || m.ID != "a" || string(m.Body) != "hi" || m.Delay != 5*time.Second || m.MaxAttempts != 2 {
+		t.Fatalf("DecodeMessage = %+v, %v", m, err)
+	}
+	m, err = DecodeMessage(strings.NewReader(`{"id":"a","delay":"soon"}`), "t", 16)
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.field != "delay" || m.ID != "a" {
+		t.Fatalf("DecodeMessage of a bad delay = %+v, %v", m, err)
+	}
+}

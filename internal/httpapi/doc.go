@@ -28,10 +28,12 @@
 //
 // where id is optional (one is generated), the body is "body" (UTF-8 text)
 // or "body_base64", and the due time is one of "delay" (a Go duration),
-// "delay_ms" (an integer) or "at" (RFC 3339), or none for now. A reschedule
-// body has exactly one of the three time fields. Times in responses are
-// RFC 3339 with nanoseconds, in UTC; a message's body comes back as "body"
-// when it is valid UTF-8 and as "body_base64" otherwise.
+// "delay_ms" (an integer) or "at" (RFC 3339), or none for now
+// (DecodeMessage reads it; "delayq send --stdin" reads its lines with it
+// too). A reschedule body has exactly one of the three time fields. Times
+// in responses are RFC 3339 in UTC with three-digit milliseconds
+// (wire.TimeLayout); a message's body comes back as "body" when it is
+// valid UTF-8 and as "body_base64" otherwise.
 //
 // Errors are {"error": "..."}, with "field" naming the request field at
 // fault when there is one: 400 for bad input (malformed JSON, unknown

@@ -24,7 +24,7 @@ func TestAPISchedules(t *testing.T) {
 	if r.str("name") != "report" || r.str("tz") != "Asia/Shanghai" || r.str("policy") != "skip" || r.str("body") != "go" || r.json["paused"] != false {
 		t.Errorf("put: %s", r.raw)
 	}
-	if next, _ := r.json["next"].([]any); len(next) != 3 || !strings.HasSuffix(next[0].(string), "T19:00:00Z") {
+	if next, _ := r.json["next"].([]any); len(next) != 3 || !strings.HasSuffix(next[0].(string), "T19:00:00.000Z") {
 		t.Errorf("next occurrences: %v (03:00 in Shanghai is 19:00 UTC)", r.json["next"])
 	}
 	a.do("PUT", base+"/tick", map[string]any{"spec": "@every 30s", "body_base64": "AAE=", "policy": "all"}).want(t, 200)

@@ -9,13 +9,18 @@ import (
 	"unicode/utf8"
 )
 
-// Time formats t as RFC 3339 with nanoseconds in UTC, the form of every
-// time delayq prints; the zero time is "".
+// TimeLayout is the form of every time delayq prints: RFC 3339 in UTC
+// with milliseconds, always three digits, so that times line up in
+// columns and sort as text. Due times are stored in milliseconds: it
+// loses nothing of them.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Time formats t in TimeLayout, in UTC; the zero time is "".
 func Time(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(TimeLayout)
 }
 
 // Body returns body as a string when it is valid UTF-8, else as standard

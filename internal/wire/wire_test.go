@@ -10,8 +10,17 @@ func TestTime(t *testing.T) {
 		t.Errorf("Time(zero) = %q, want \"\"", got)
 	}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 600, time.FixedZone("X", 3600))
-	if got, want := Time(at), "2030-01-02T02:04:05.0000006Z"; got != want {
-		t.Errorf("Time = %q, want %q", got, want)
+	for _, tt := range []struct {
+		at   time.Time
+		want string
+	}{
+		{at, "2030-01-02T02:04:05.000Z"}, // below a millisecond: cut, not rounded
+		{at.Add(500 * time.Millisecond), "2030-01-02T02:04:05.500Z"},
+		{at.Add(123*time.Millisecond + 999*time.Microsecond), "2030-01-02T02:04:05.123Z"},
+	} {
+		if got := Time(tt.at); got != tt.want {
+			t.Errorf("Time(%v) = %q, want %q", tt.at, got, tt.want)
+		}
 	}
 }
 
