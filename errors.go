@@ -11,8 +11,15 @@ import (
 var (
 	// ErrDuplicate: a message with that id is already queued in the topic.
 	ErrDuplicate = store.ErrDuplicate
-	// ErrNotFound: no message with that id in the topic.
+	// ErrNotFound: no such message, schedule or topic; the wrapping
+	// error names which.
 	ErrNotFound = store.ErrNotFound
+	// ErrNoTopic: the topic does not exist: nothing wrote a message to it
+	// (Enqueue, Import, a consumer, SetSchedule create topics; reads,
+	// deletes and reschedules do not), or it was deleted (DeleteTopic).
+	// Errors wrapping it read `topic "T" does not exist` and match
+	// ErrNotFound too.
+	ErrNoTopic = store.ErrNoTopic
 	// ErrNotScheduled: the message exists but is in flight or dead, so it
 	// cannot be rescheduled.
 	ErrNotScheduled = store.ErrNotScheduled

@@ -267,7 +267,8 @@ func (s *Server) client(n int) (*delayq.Client, error) {
 	return c, nil
 }
 
-// errNoTopic says a topic has no metadata: it was never used.
+// errNoTopic says a topic's name is not valid (a topic whose name is
+// valid but which does not exist is delayq.ErrNoTopic).
 var errNoTopic = errors.New("no such topic")
 
 // topic validates the {topic} of r and returns it with its partition
@@ -282,7 +283,7 @@ func (s *Server) topic(ctx context.Context, r *http.Request) (string, int, error
 		return t, 0, err
 	}
 	if n <= 0 {
-		return t, 0, fmt.Errorf("%w: %q", errNoTopic, t)
+		return t, 0, store.NoTopic(t) // as the library says it
 	}
 	return t, n, nil
 }
