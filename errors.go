@@ -26,6 +26,10 @@ var (
 	// ErrChangeRunning: a change of the topic's partition count to
 	// another count runs (see Client.SetPartitions).
 	ErrChangeRunning = store.ErrChangeRunning
+	// ErrTopicInUse: the topic holds messages or schedules, a consumer is
+	// live on it or its partition count is being changed, so it was not
+	// deleted (see DeleteTopicOptions.Force).
+	ErrTopicInUse = errors.New("delayq: topic in use")
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
 	// error names the value and what was expected.
 	ErrInvalid = errors.New("delayq: invalid argument")
