@@ -182,6 +182,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/topics/{topic}/export", s.exportTopic)
 	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.withTopic(s.messageAction))
 	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.withTopic(s.deadAction))
+	m.HandleFunc("POST /ui/topics/{topic}/delete", s.withTopic(s.topicDelete))
 	s.routeSchedules(m)
 	s.mux = m
 }
