@@ -92,8 +92,8 @@ func layoutOf(r any) (Layout, error) {
 	return l, nil
 }
 
-// ReadLayout returns topic's layout; its Count is 0 when the topic was
-// never used.
+// ReadLayout returns topic's layout; its Count is 0 when the topic does
+// not exist.
 func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
 	r, err := s.do(ctx, layoutReads(keys.Meta(s.ns, topic)))
 	if err != nil {
