@@ -221,7 +221,8 @@ type topicLayout struct {
 
 // ensureTopic checks the topic's name, records the topic on its first
 // use (with Options.Partitions) and returns its layout, read again when
-// older than layoutTTL.
+// older than layoutTTL. Only writes that put messages in the topic (or
+// a schedule that will) call it: the others call topicLayout.
 func (c *Client) ensureTopic(ctx context.Context, topic string) (store.Layout, error) {
 	return c.ensureTopicAs(ctx, topic, c.opts.Partitions, c.partitionsSet)
 }
@@ -249,7 +250,8 @@ func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set boo
 			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
 		}
 		if err == nil && l.Count < 1 {
-			err = fmt.Errorf("topic %s: no partition count stored (the topic was dropped?)", topic)
+			// Deleted since this client read it: created again.
+			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
 		}
 		if err != nil {
 			return store.Layout{}, err
@@ -259,13 +261,59 @@ func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set boo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.topics[topic] = t
-	if set && t.l.Count != n {
-		key := topic + "\x00" + strconv.Itoa(n)
-		if !c.warned[key] {
-			c.warned[key] = true
-			c.log.Warn("topic has another partition count than configured: using the stored count",
-				"topic", topic, "stored", t.l.Count, "configured", n)
-		}
+	if set {
+		c.warnCount(topic, t.l.Count, n)
 	}
 	return t.l, nil
+}
+
+// warnCount logs, once per client, topic and configured count n, that
+// the topic's stored count differs from n. c.mu is held.
+func (c *Client) warnCount(topic string, stored, n int) {
+	key := topic + "\x00" + strconv.Itoa(n)
+	if stored != n && !c.warned[key] {
+		c.warned[key] = true
+		c.log.Warn("topic has another partition count than configured: using the stored count",
+			"topic", topic, "stored", stored, "configured", n)
+	}
+}
+
+// topicLayout checks the topic's name and returns its layout, read again
+// when older than layoutTTL, as ensureTopic does, but never creates the
+// topic: for one that does not exist it fails with an error wrapping
+// ErrNoTopic and writes nothing. Reads, deletes and reschedules call it.
+func (c *Client) topicLayout(ctx context.Context, topic string) (store.Layout, error) {
+	if err := validateTopic(topic); err != nil {
+		return store.Layout{}, err
+	}
+	now := time.Now()
+	c.mu.Lock()
+	t, known := c.topics[topic]
+	c.mu.Unlock()
+	if known && now.Sub(t.at) < layoutTTL {
+		return t.l, nil
+	}
+	l, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return store.Layout{}, err
+	}
+	if l.Count < 1 {
+		c.forget(topic)
+		return store.Layout{}, store.NoTopic(topic)
+	}
+	c.mu.Lock()
+	c.topics[topic] = topicLayout{l: l, at: now}
+	if c.partitionsSet {
+		c.warnCount(topic, l.Count, c.opts.Partitions)
+	}
+	c.mu.Unlock()
+	return l, nil
+}
+
+// forget drops the layout of topic this client keeps, so that its next
+// use reads the topic again.
+func (c *Client) forget(topic string) {
+	c.mu.Lock()
+	delete(c.topics, topic)
+	c.mu.Unlock()
 }

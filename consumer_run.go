@@ -147,7 +147,7 @@ func (k *Consumer) readLayout(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if l.Count < 1 {
-		return 0, fmt.Errorf("topic %s has no stored partition count", k.opts.Topic)
+		return 0, fmt.Errorf("%w: it was deleted while this consumer runs (stop the topic's consumers before deleting it)", store.NoTopic(k.opts.Topic))
 	}
 	if old := k.layout.Swap(&l); old == nil || *old != l {
 		k.log.Info("partition layout", "partitions", l.Count, "changing_to", l.Next)

@@ -435,7 +435,7 @@ func TestReconcilerRepairBound(t *testing.T) {
 		ctx := context.Background()
 		topic := "reconcile-bound-" + portOf(t, addr)
 		c := newClient(t, addr, Options{Partitions: crashPartitions})
-		if _, err := c.Stats(ctx, topic); err != nil { // creates the topic's meta
+		if _, err := c.ensureTopic(ctx, topic); err != nil { // creates the topic's meta
 			t.Fatal(err)
 		}
 		const p = 0

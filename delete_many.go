@@ -19,7 +19,7 @@ func (c *Client) DeleteMany(ctx context.Context, topic string, ids []string) (fo
 	if len(ids) > maxDeleteMany {
 		return nil, fmt.Errorf("%w: %d ids to delete from %s, at most %d a call", ErrInvalid, len(ids), topic, maxDeleteMany)
 	}
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err
 	}

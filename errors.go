@@ -11,14 +11,25 @@ import (
 var (
 	// ErrDuplicate: a message with that id is already queued in the topic.
 	ErrDuplicate = store.ErrDuplicate
-	// ErrNotFound: no message with that id in the topic.
+	// ErrNotFound: no such message, schedule or topic; the wrapping
+	// error names which.
 	ErrNotFound = store.ErrNotFound
+	// ErrNoTopic: the topic does not exist: nothing wrote a message to it
+	// (Enqueue, Import, a consumer, SetSchedule create topics; reads,
+	// deletes and reschedules do not), or it was deleted (DeleteTopic).
+	// Errors wrapping it read `topic "T" does not exist` and match
+	// ErrNotFound too.
+	ErrNoTopic = store.ErrNoTopic
 	// ErrNotScheduled: the message exists but is in flight or dead, so it
 	// cannot be rescheduled.
 	ErrNotScheduled = store.ErrNotScheduled
 	// ErrChangeRunning: a change of the topic's partition count to
 	// another count runs (see Client.SetPartitions).
 	ErrChangeRunning = store.ErrChangeRunning
+	// ErrTopicInUse: the topic holds messages or schedules, a consumer is
+	// live on it or its partition count is being changed, so it was not
+	// deleted (see DeleteTopicOptions.Force).
+	ErrTopicInUse = errors.New("delayq: topic in use")
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
 	// error names the value and what was expected.
 	ErrInvalid = errors.New("delayq: invalid argument")

@@ -133,7 +133,7 @@ func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, e
 		return st, err
 	}
 	if l.Count < 1 {
-		return st, fmt.Errorf("%w: topic %s was never used", ErrNotFound, topic)
+		return st, store.NoTopic(topic)
 	}
 	// The partitions messages move out of first, then the others.
 	order := l.Sources()

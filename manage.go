@@ -52,7 +52,8 @@ func infoOf(topic, id string, p int, rec *store.Record) *Info {
 	}
 }
 
-// Get returns a message by id, or an error wrapping ErrNotFound.
+// Get returns a message by id, or an error wrapping ErrNotFound (and
+// ErrNoTopic when the topic does not exist).
 func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 	ps, err := c.check(ctx, topic, id)
 	if err != nil {
@@ -76,7 +77,7 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 		}
 	}
 	if f == nil {
-		return nil, fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+		return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	}
 	in := infoOf(topic, id, p, f.Record)
 	switch f.State {
@@ -111,7 +112,7 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	}
 	return nil
 }
@@ -148,7 +149,7 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 // check validates topic and id and returns the partitions where the
 // message may be, in the order to look in them (see places).
 func (c *Client) check(ctx context.Context, topic, id string) ([]int, error) {
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -195,9 +196,12 @@ type TopicStats struct {
 	Partitions []PartitionStats `json:"partitions"`
 }
 
-// Stats reads the counters of every partition of topic.
+// Stats reads the counters of every partition of topic. It wraps
+// ErrNoTopic when the topic does not exist, as ListDead, RequeueDead,
+// PurgeDead, Delete, DeleteMany and Reschedule do: none of them creates
+// a topic.
 func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +233,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 // ListDead returns up to limit dead messages of topic (limit <= 0: 100),
 // in partition order.
 func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +283,7 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (in
 }
 
 func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func(p int, ids []string) (int, error)) (int, error) {
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return 0, err
 	}

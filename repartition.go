@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -33,7 +34,7 @@ type PartitionsInfo struct {
 }
 
 // Partitions returns topic's partition count and the progress of a
-// change of it. It wraps ErrNotFound when the topic was never used.
+// change of it. It wraps ErrNoTopic when the topic does not exist.
 func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
 	if err := validateTopic(topic); err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo,
 		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
 	}
 	if l.Count == 0 {
-		return nil, fmt.Errorf("%w: topic %q has no stored partition count (it was never used)", ErrNotFound, topic)
+		return nil, store.NoTopic(topic)
 	}
 	info := &PartitionsInfo{Topic: topic, Count: l.Count}
 	if !l.Changing() {
@@ -91,7 +92,7 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int) (*Parti
 		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
 	}
 	if l.Count == 0 {
-		return nil, fmt.Errorf("%w: topic %q was never used", ErrNotFound, topic)
+		return nil, store.NoTopic(topic)
 	}
 	if n%l.Count != 0 && l.Count%n != 0 && !(l.Changing() && n == l.Next) {
 		return nil, fmt.Errorf("%w: topic %q has %d partitions; a new count must be a multiple or a divisor of it: %s",
@@ -104,9 +105,7 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int) (*Parti
 	if err := c.store.Changed(ctx, topic); err != nil {
 		c.log.Warn("signal a change", "topic", topic, "err", err)
 	}
-	c.mu.Lock()
-	delete(c.topics, topic)
-	c.mu.Unlock()
+	c.forget(topic)
 	return c.Partitions(ctx, topic)
 }
 

@@ -408,6 +408,9 @@ func (c *Client) GetSchedule(ctx context.Context, topic, name string) (*Schedule
 	if err := validateScheduleName(name); err != nil {
 		return nil, err
 	}
+	if _, err := c.topicLayout(ctx, topic); err != nil {
+		return nil, err
+	}
 	r, err := c.readSchedule(ctx, topic, name)
 	if err != nil {
 		return nil, err
@@ -421,7 +424,7 @@ func (c *Client) GetSchedule(ctx context.Context, topic, name string) (*Schedule
 // Schedules returns every schedule of topic, sorted by name. It reads
 // them with HSCAN, a page of a few hundred per round trip.
 func (c *Client) Schedules(ctx context.Context, topic string) ([]ScheduleInfo, error) {
-	if err := validateTopic(topic); err != nil {
+	if _, err := c.topicLayout(ctx, topic); err != nil {
 		return nil, err
 	}
 	var out []ScheduleInfo
@@ -478,6 +481,9 @@ func (c *Client) pauseResume(ctx context.Context, topic, name string, pause bool
 	if err := validateScheduleName(name); err != nil {
 		return err
 	}
+	if _, err := c.topicLayout(ctx, topic); err != nil {
+		return err
+	}
 	old, cur, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
 		if old == nil {
 			return nil, errScheduleNotFound(topic, name)
@@ -507,6 +513,9 @@ func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
 	if err := validateScheduleName(name); err != nil {
 		return err
 	}
+	if _, err := c.topicLayout(ctx, topic); err != nil {
+		return err
+	}
 	old, _, err := c.changeSchedule(ctx, topic, name, func(old *schedRecord) (*schedRecord, error) {
 		if old == nil {
 			return nil, errScheduleNotFound(topic, name)
@@ -516,7 +525,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.ensureTopic(ctx, topic)
+	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return err
 	}

@@ -457,7 +457,7 @@ func TestScheduleCost(t *testing.T) {
 		c     *Client
 		topic string
 	}{{sc, "sched-cost"}, {mc, "msg-cost"}} {
-		if _, err := tp.c.Stats(ctx, tp.topic); err != nil {
+		if _, err := tp.c.ensureTopic(ctx, tp.topic); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -141,7 +141,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 		const n = 2
 		topic := "segment-emptied"
 		c := newClient(t, addr, Options{Partitions: n})
-		if _, err := c.Stats(ctx, topic); err != nil { // creates the topic
+		if _, err := c.ensureTopic(ctx, topic); err != nil { // creates the topic
 			t.Fatal(err)
 		}
 		cs := &crashCase{topic: topic, p: 0, c: c}
@@ -203,7 +203,7 @@ func TestUncountedSegmentCounted(t *testing.T) {
 			const n = 2
 			topic := fmt.Sprintf("segment-uncounted-%t", deleteFirst)
 			c := newClient(t, addr, Options{Partitions: n})
-			if _, err := c.Stats(ctx, topic); err != nil { // creates the topic
+			if _, err := c.ensureTopic(ctx, topic); err != nil { // creates the topic
 				t.Fatal(err)
 			}
 			cs := &crashCase{topic: topic, p: 0, c: c}

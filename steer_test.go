@@ -98,7 +98,7 @@ func TestGeneratedIDsShareAPartition(t *testing.T) {
 		const parts = 16
 		var log cmdLog
 		c := newClient(t, addr, Options{Partitions: parts, hook: log.hook})
-		if _, err := c.Stats(ctx, "steer"); err != nil { // the topic's meta: not part of what is checked
+		if _, err := c.ensureTopic(ctx, "steer"); err != nil { // the topic's meta: not part of what is checked
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
@@ -187,7 +187,7 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 16})
-		if _, err := c.Stats(ctx, "cogen"); err != nil {
+		if _, err := c.ensureTopic(ctx, "cogen"); err != nil {
 			t.Fatal(err)
 		}
 		before := c.Commands()

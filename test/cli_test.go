@@ -220,7 +220,11 @@ func cliBasics(t *testing.T, addr, topic string) {
 	if r := run("", "partitions"); r.code != 0 || r.stdout != topic+": 16 partitions\n" {
 		t.Errorf("partitions after commands with --partitions 8: %s", r)
 	}
-	wantExit(t, cli(t, "", "partitions", "--addr", addr, "--topic", "never-used"), 1, "never used")
+	// A topic nothing wrote to: every command but a write fails and
+	// leaves it unknown (partitions, then stats, still say so).
+	for _, args := range [][]string{{"partitions"}, {"stats"}, {"get", "--id", "x"}, {"dead", "list"}, {"partitions"}} {
+		wantExit(t, cli(t, "", append(args, "--addr", addr, "--topic", "never-used")...), 1, `topic "never-used" does not exist`)
+	}
 
 	// Usage errors exit 2.
 	wantExit(t, cli(t, "", "send", "--addr", addr, "--body", "x"), 2, "--topic")

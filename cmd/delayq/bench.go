@@ -366,7 +366,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (line string, err error)
 			msgs[i].ID = fmt.Sprintf("e%08d", i)
 		}
 	}
-	if _, err := c.Stats(ctx, topic); err != nil { // creates the topic: not part of the timing
+	if err := createTopic(ctx, cfg, c, topic); err != nil { // not part of the timing
 		return "", err
 	}
 	mem0, err := cfg.usedMemory(ctx)
@@ -419,6 +419,26 @@ func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
 }
 
 const dropTimeout = 30 * time.Second
+
+// createTopic creates a benchmark's topic with the configured count, as
+// its first message would, and has c read its layout, so that neither
+// is part of the timing.
+func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
+	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n := cfg.c.partitions
+	if n == 0 {
+		n = delayq.DefaultPartitions
+	}
+	if _, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	_, err = c.Stats(ctx, topic)
+	return err
+}
 
 // lateness records handler start - due of every delivery.
 type lateness struct {

@@ -40,7 +40,7 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	for i := range msgs {
 		msgs[i] = delayq.Message{Topic: src, ID: fmt.Sprintf("x%08d", i), Body: body, At: due}
 	}
-	if _, err := c.Stats(ctx, src); err != nil { // creates the topic: not part of the timing
+	if err := createTopic(ctx, cfg, c, src); err != nil { // not part of the timing
 		return "", err
 	}
 	fill := cfg

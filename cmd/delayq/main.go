@@ -65,6 +65,7 @@ Commands:
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
 	schedule    recurring messages: schedule add|list|pause|resume|delete
+	topic       delete a topic no longer used (topic delete; --force if it holds messages)
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread, duenow, export
@@ -129,6 +130,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runImport(ctx, rest, stdin, stdout, stderr)
 	case "schedule":
 		return runSchedule(ctx, rest, stdin, stdout, stderr)
+	case "topic":
+		return runTopic(ctx, rest, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "worker":

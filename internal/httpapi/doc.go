@@ -14,6 +14,7 @@
 //	POST   /v1/topics/{topic}/dead/{id}/requeue        200 {"requeued":1}
 //	DELETE /v1/topics/{topic}/dead                     200 {"purged":N}
 //	GET    /v1/topics/{topic}/export?state=S,...       200 JSON lines (delayq export's)
+//	DELETE /v1/topics/{topic}?force=true               200 {"deleted": delayq.TopicUsage}
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
 //	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added or replaced)
@@ -38,7 +39,11 @@
 // Errors are {"error": "..."}, with "field" naming the request field at
 // fault when there is one: 400 for bad input (malformed JSON, unknown
 // fields, two time fields, a negative delay, a bad topic or id), 401 for a
-// missing or wrong bearer token, 404 for no such message, 409 for a
-// duplicate id and a reschedule of a message that is not scheduled, 413 for a body over the limit, 500 for the
-// rest (logged).
+// missing or wrong bearer token, 404 for no such message, schedule or
+// topic (a topic exists once a message, a consumer or a schedule wrote to
+// it: no other route creates one), 409 for a duplicate id, a reschedule
+// of a message that is not scheduled and the delete of a topic in use
+// without force (messages or schedules in it, a live consumer, a change
+// of its count), 413 for a body over the limit, 500 for the rest
+// (logged). Stop a topic's consumers and producers before deleting it.
 package httpapi

@@ -71,7 +71,7 @@ func TestExport(t *testing.T) {
 	if res, body := get("/v1/topics/exp/export?state=asleep", "t0k"); res.StatusCode != 400 || !strings.Contains(body, `"field":"state"`) {
 		t.Fatalf("bad state: %d %s", res.StatusCode, body)
 	}
-	if res, body := get("/v1/topics/never/export", "t0k"); res.StatusCode != 404 || !strings.Contains(body, "never used") {
+	if res, body := get("/v1/topics/never/export", "t0k"); res.StatusCode != 404 || !strings.Contains(body, `topic \"never\" does not exist`) {
 		t.Fatalf("topic never used: %d %s", res.StatusCode, body)
 	}
 }

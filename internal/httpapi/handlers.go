@@ -214,3 +214,29 @@ func (s *server) purgeDead(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }
+
+// deleteTopic handles DELETE /v1/topics/{topic}?force=true: it deletes
+// the topic and answers what it held; without force, a topic that holds
+// messages or schedules, that a consumer is live on or whose count is
+// being changed is refused (409).
+func (s *server) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	topic, c, ok := s.topic(w, r)
+	if !ok {
+		return
+	}
+	var opts delayq.DeleteTopicOptions
+	if v := r.URL.Query().Get("force"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, r, badField("force", "force %q is not true or false", v))
+			return
+		}
+		opts.Force = f
+	}
+	u, err := c.DeleteTopic(r.Context(), topic, opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]*delayq.TopicUsage{"deleted": u})
+}

@@ -93,6 +93,7 @@ func New(o Options) http.Handler {
 	m.HandleFunc("POST /v1/topics/{topic}/dead/{id}/requeue", s.requeueDead)
 	m.HandleFunc("DELETE /v1/topics/{topic}/dead", s.purgeDead)
 	m.HandleFunc("GET /v1/topics/{topic}/export", s.export)
+	m.HandleFunc("DELETE /v1/topics/{topic}", s.deleteTopic)
 	s.routeSchedules(m)
 	return s
 }
@@ -199,7 +200,8 @@ func statusOf(err error) int {
 	case errors.Is(err, delayq.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, delayq.ErrDuplicate),
-		errors.Is(err, delayq.ErrNotScheduled):
+		errors.Is(err, delayq.ErrNotScheduled),
+		errors.Is(err, delayq.ErrTopicInUse):
 		return http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout

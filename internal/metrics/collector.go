@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -167,6 +168,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 			defer cancel()
 			ts, err := clients[t].Stats(ctx, t)
+			if errors.Is(err, delayq.ErrNoTopic) {
+				// Not created yet (its consumer is starting) or deleted:
+				// nothing queued, and nothing failed.
+				ts, err = &delayq.TopicStats{Topic: t}, nil
+			}
 			if err != nil {
 				c.mu.Lock()
 				c.scrapeErrs[t]++

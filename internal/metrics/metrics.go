@@ -79,7 +79,8 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error)
 // AddConsumer exports the counters of consumer k (read from k.Stats at
 // scrape time) and the queue gauges of topic (read with c.Stats at scrape
 // time, within ScrapeTimeout; on an error the gauges are left out of that
-// scrape and delayq_scrape_errors_total{topic} is incremented). Either c or
+// scrape and delayq_scrape_errors_total{topic} is incremented; a topic that
+// does not exist has gauges of 0). Either c or
 // k may be nil to export only the other part. Several consumers of one
 // topic are summed; adding the same consumer twice has no effect.
 func (m *Metrics) AddConsumer(topic string, c *delayq.Client, k *delayq.Consumer) {

@@ -190,6 +190,30 @@ func TestScrapeError(t *testing.T) {
 	}
 }
 
+// A topic that does not exist yet (its consumer not started, or it was
+// deleted) has gauges of 0, not a scrape error, and is not created by
+// the scrape.
+func TestGaugesOfTopicNotCreated(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	client, err := delayq.New(delayq.Options{Addr: env.Backends[0], Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	reg := prometheus.NewRegistry()
+	m := mustNew(t, reg)
+	m.AddConsumer("fresh", client, nil)
+	if got := value(t, reg, "delayq_scrape_errors_total", "topic", "fresh"); got != 0 {
+		t.Errorf("delayq_scrape_errors_total = %v, want 0", got)
+	}
+	if got := value(t, reg, "delayq_scheduled", "topic", "fresh"); got != 0 {
+		t.Errorf("delayq_scheduled = %v, want 0", got)
+	}
+	if _, err := client.Stats(context.Background(), "fresh"); !errors.Is(err, delayq.ErrNoTopic) {
+		t.Errorf("after the scrapes, stats: %v; want ErrNoTopic", err)
+	}
+}
+
 func TestObserveDelivery(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := mustNew(t, reg)

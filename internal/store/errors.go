@@ -7,12 +7,39 @@ import (
 
 // Sentinel errors, re-exported by package delayq.
 var (
-	ErrDuplicate    = errors.New("delayq: duplicate message id")
-	ErrNotFound     = errors.New("delayq: message not found")
+	ErrDuplicate = errors.New("delayq: duplicate message id")
+	// ErrNotFound: what was asked for does not exist; the wrapping error
+	// names it (a message, a schedule, a topic: see ErrNoTopic).
+	ErrNotFound     = errors.New("delayq: not found")
 	ErrNotScheduled = errors.New("delayq: message is not scheduled")
 	// ErrChangeRunning: another change of the partition count runs.
 	ErrChangeRunning = errors.New("delayq: a change of the partition count runs")
+	// ErrNoTopic: the topic does not exist (nothing ever created it, or it
+	// was deleted). It matches ErrNotFound too.
+	ErrNoTopic error = &kindError{msg: "delayq: no such topic", parent: ErrNotFound}
 )
+
+// kindError is a sentinel that is a kind of another one: errors.Is
+// matches both.
+type kindError struct {
+	msg    string
+	parent error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.parent }
+
+// noTopicError says that a topic does not exist; it matches ErrNoTopic
+// and ErrNotFound.
+type noTopicError struct{ topic string }
+
+func (e *noTopicError) Error() string { return fmt.Sprintf("delayq: topic %q does not exist", e.topic) }
+func (e *noTopicError) Unwrap() error { return ErrNoTopic }
+
+// NoTopic returns the error for a topic that does not exist: it reads
+// `delayq: topic "T" does not exist` and matches ErrNoTopic and
+// ErrNotFound.
+func NoTopic(topic string) error { return &noTopicError{topic: topic} }
 
 // FencedError is returned by the fenced writes (ClaimBegin, ClaimIndexOnly,
 // RaiseFence, TakeOver, HandOver and a move's removal from its source) when

@@ -92,8 +92,8 @@ func layoutOf(r any) (Layout, error) {
 	return l, nil
 }
 
-// ReadLayout returns topic's layout; its Count is 0 when the topic was
-// never used.
+// ReadLayout returns topic's layout; its Count is 0 when the topic does
+// not exist.
 func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
 	r, err := s.do(ctx, layoutReads(keys.Meta(s.ns, topic)))
 	if err != nil {
@@ -104,8 +104,8 @@ func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
 
 // BeginChange starts changing topic's partition count to n, as of nowMS,
 // and returns the layout after the call: unchanged when the count is n
-// already or a change to n runs. It fails with ErrNotFound for a topic
-// never used and ErrChangeRunning (naming both counts) while a change to
+// already or a change to n runs. It fails with ErrNoTopic for a topic
+// that does not exist and ErrChangeRunning (naming both counts) while a change to
 // another count runs. n must be a multiple or a divisor of the count;
 // the caller checks.
 func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
@@ -120,7 +120,7 @@ func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int6
 	}
 	switch {
 	case vals[0] == -1:
-		return Layout{}, fmt.Errorf("%w: topic %q was never used", ErrNotFound, topic)
+		return Layout{}, NoTopic(topic)
 	case vals[0] == -2:
 		return Layout{}, fmt.Errorf("%w: topic %q is changing from %d to %d partitions; wait for it to end (delayq partitions --topic %s shows it)",
 			ErrChangeRunning, topic, vals[1], vals[2], topic)

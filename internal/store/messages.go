@@ -444,7 +444,7 @@ func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found
 			return nil, fmt.Errorf("get %q: %w", id, err)
 		}
 		if e == nil {
-			return nil, fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+			return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 		}
 		rec, err := DecodeRecord(e.rec)
 		if err != nil {
@@ -495,7 +495,7 @@ func (s *Store) Delete(ctx context.Context, topic string, p int, id string) erro
 		return fmt.Errorf("delete %q: %w", id, err)
 	}
 	if n, _ := redis.Int64(removed, nil); n == 0 {
-		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	}
 	return nil
 }
@@ -532,7 +532,7 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 			return fmt.Errorf("reschedule %q: %w", id, err)
 		}
 		if e == nil {
-			return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+			return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 		}
 		return s.rescheduleHeld(ctx, topic, p, id, e, dueMS, nowMS)
 	}
@@ -553,7 +553,7 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	if !ok[0] {
-		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	}
 	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}},
 		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
@@ -607,7 +607,7 @@ func (s *Store) rescheduleHeld(ctx context.Context, topic string, p int, id stri
 	}
 	switch n, _ := redis.Int(r, nil); n {
 	case 0:
-		return fmt.Errorf("%w: %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	case 2:
 		return errExploded
 	}

@@ -432,7 +432,7 @@ return 1
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the new count, ARGV[5]: now (unix ms).
 // Returns {count, next, since}: next and since 0 when no change runs (the
-// count is the new one already); {-1, 0, 0} for a topic never used;
+// count is the new one already); {-1, 0, 0} for a topic that does not exist;
 // {-2, count, next} when a change to another count runs.
 var changeScript = newScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))

@@ -53,11 +53,22 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 	return redis.Strings(r[0], nil)
 }
 
+// ScheduleCount returns how many schedules topic has.
+func (s *Store) ScheduleCount(ctx context.Context, topic string) (int64, error) {
+	r, err := s.do(ctx, cmd{"HLEN", []any{keys.Schedules(s.ns, topic)}})
+	if err != nil {
+		return 0, fmt.Errorf("schedules of %s: %w", topic, err)
+	}
+	return redis.Int64(r[0], nil)
+}
+
 // DropTopic deletes every key of topic: those of its partitions (as many
-// as its stored count says), its members, its schedules, its entry among the topics,
-// and last its metadata, so that a drop cut short can be run again. It is
-// for benchmarks and tests, which make throwaway topics: a client or
-// consumer still using the topic would write some of its keys again.
+// as its stored count says, both counts' while a change runs), its
+// members, its schedules, its entry among the topics, and last its
+// metadata, so that a drop cut short can be run again. It checks nothing:
+// Client.DeleteTopic checks first that nothing uses the topic;
+// benchmarks and tests drop their throwaway topics with it. A client or
+// consumer still using the topic writes some of its keys again.
 func (s *Store) DropTopic(ctx context.Context, topic string) error {
 	n, err := s.TopicPartitions(ctx, topic)
 	if err != nil {

@@ -49,7 +49,8 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err e
 	switch {
 	case err == nil:
 		setFlash(w, r, false, format, args...)
-	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, delayq.ErrNotScheduled), errors.Is(err, delayq.ErrInvalid):
+	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, delayq.ErrNotScheduled), errors.Is(err, delayq.ErrInvalid),
+		errors.Is(err, delayq.ErrTopicInUse):
 		setFlash(w, r, true, "%v", err)
 	default:
 		s.log.Error("action failed", "path", r.URL.Path, "err", err)
@@ -173,4 +174,34 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 		}
 		s.done(w, r, back, err, a.did, id)
 	}
+}
+
+// topicDelete handles POST /ui/topics/{topic}/delete: it deletes the
+// topic (Client.DeleteTopic), with its messages and schedules when form
+// field force is "yes", and goes back to the overview; a topic in use
+// without force stays, and its page says why.
+func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq) {
+	c, err := s.client(t.n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	force := r.PostFormValue("force") == "yes"
+	q := fmt.Sprintf("Delete topic %s? Only an empty topic that no consumer runs on is deleted.", t.topic)
+	var fields []field
+	if force {
+		q = fmt.Sprintf("Delete topic %s with every message and schedule it holds? They are deleted for good; stop its consumers first.", t.topic)
+		fields = append(fields, field{"force", "yes"})
+	}
+	back := topicURL(t.topic, "")
+	if !s.confirmed(w, r, q, "Delete topic", back, fields...) {
+		return
+	}
+	u, err := c.DeleteTopic(t.ctx, t.topic, delayq.DeleteTopicOptions{Force: force})
+	if err != nil {
+		s.done(w, r, back, err, "")
+		return
+	}
+	s.done(w, r, "/ui/", nil, "Deleted topic %s (%d scheduled, %d in flight, %d dead, %d schedules).",
+		u.Topic, u.Scheduled, u.InFlight, u.Dead, u.Schedules)
 }

@@ -21,7 +21,7 @@ import (
 // Redis was too slow, 500 (logged) otherwise.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, errNoTopic):
+	case errors.Is(err, errNoTopic), errors.Is(err, delayq.ErrNoTopic):
 		s.errorPage(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		s.errorPage(w, r, http.StatusGatewayTimeout, "Redis did not answer in time: "+err.Error())

@@ -182,6 +182,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/topics/{topic}/export", s.exportTopic)
 	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.withTopic(s.messageAction))
 	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.withTopic(s.deadAction))
+	m.HandleFunc("POST /ui/topics/{topic}/delete", s.withTopic(s.topicDelete))
 	s.routeSchedules(m)
 	s.mux = m
 }
@@ -267,7 +268,8 @@ func (s *Server) client(n int) (*delayq.Client, error) {
 	return c, nil
 }
 
-// errNoTopic says a topic has no metadata: it was never used.
+// errNoTopic says a topic's name is not valid (a topic whose name is
+// valid but which does not exist is delayq.ErrNoTopic).
 var errNoTopic = errors.New("no such topic")
 
 // topic validates the {topic} of r and returns it with its partition
@@ -282,7 +284,7 @@ func (s *Server) topic(ctx context.Context, r *http.Request) (string, int, error
 		return t, 0, err
 	}
 	if n <= 0 {
-		return t, 0, fmt.Errorf("%w: %q", errNoTopic, t)
+		return t, 0, store.NoTopic(t) // as the library says it
 	}
 	return t, n, nil
 }

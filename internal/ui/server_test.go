@@ -168,8 +168,8 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("%s does not say read-only", p)
 		}
 	}
-	for _, a := range []string{"/ui/topics/ro/message/delete", "/ui/topics/ro/message/run", "/ui/topics/ro/dead/purge-all", "/ui/topics/ro/dead/requeue"} {
-		resp, _ := b.post("/ui/", a, url.Values{"id": {"d1"}, "confirm": {"yes"}})
+	for _, a := range []string{"/ui/topics/ro/message/delete", "/ui/topics/ro/message/run", "/ui/topics/ro/dead/purge-all", "/ui/topics/ro/dead/requeue", "/ui/topics/ro/delete"} {
+		resp, _ := b.post("/ui/", a, url.Values{"id": {"d1"}, "confirm": {"yes"}, "force": {"yes"}})
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("POST %s: %d, want 403", a, resp.StatusCode)
 		}
@@ -205,10 +205,17 @@ func TestSecurityHeaders(t *testing.T) {
 		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "sandbox") {
 		t.Errorf("body download: %d %v %q", resp.StatusCode, resp.Header, body)
 	}
-	for _, p := range []string{"/ui/topics/nope", "/ui/topics/nope/dead", "/ui/topics/bad%20name"} {
-		if code, _ := b.get(p); code != http.StatusNotFound {
+	for _, p := range []string{"/ui/topics/nope", "/ui/topics/nope/dead", "/ui/topics/nope/schedules", "/ui/topics/bad%20name"} {
+		code, html := b.get(p)
+		if code != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", p, code)
 		}
+		if want := "topic &#34;nope&#34; does not exist"; strings.Contains(p, "nope") && !strings.Contains(html, want) {
+			t.Errorf("%s does not say %s", p, want)
+		}
+	}
+	if code, _ := b.get("/ui/topics/nope/export"); code != http.StatusNotFound {
+		t.Errorf("export of a topic that does not exist: %d, want 404", code)
 	}
 	if resp, body := b.do("GET", "/ui/static/app.js", nil); resp.StatusCode != 200 || !strings.Contains(body, "X-Delayq-Fragment") {
 		t.Errorf("static: %d", resp.StatusCode)

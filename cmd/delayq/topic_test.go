@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/gomodule/redigo/redis"
+)
+
+// stored reports whether topic's meta key or its entry in the topics set
+// exists, read with a connection of its own.
+func stored(t *testing.T, addr, topic string) bool {
+	t.Helper()
+	conn, err := redis.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n, err := redis.Int(conn.Do("EXISTS", keys.Meta(delayq.DefaultNamespace, topic)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	score, err := conn.Do("ZSCORE", keys.Topics(delayq.DefaultNamespace), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1 || score != nil
+}
+
+// The commands that read or change a topic's messages fail on a topic
+// that does not exist, with an error (exit 1) that names it, and leave
+// no trace of it in Redis.
+func TestCommandsDoNotCreateTopics(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	base := []string{"--addr", addr, "--topic", "typo8"}
+	for _, args := range [][]string{
+		{"stats"}, {"stats", "--json"},
+		{"get", "--id", "x"},
+		{"delete", "--id", "x"},
+		{"reschedule", "--id", "x", "--delay", "1m"},
+		{"dead", "list"}, {"dead", "requeue", "--all"}, {"dead", "purge", "--id", "x"},
+		{"partitions"}, {"export"},
+		{"schedule", "list"}, {"schedule", "pause", "--name", "s"}, {"schedule", "delete", "--name", "s"},
+		{"topic", "delete"},
+	} {
+		name := strings.Join(args, " ")
+		args := append(args, base...)
+		if args[0] == "dead" || args[0] == "schedule" || args[0] == "topic" {
+			args = append(args[:2:2], append(base, args[2:len(args)-len(base)]...)...)
+		}
+		_, _, err := runArgs(t, args...)
+		var ue *usageError
+		switch {
+		case err == nil || errors.As(err, &ue):
+			t.Errorf("%s: err = %v; want an error (exit 1)", name, err)
+		case !strings.Contains(err.Error(), `topic "typo8" does not exist`):
+			t.Errorf("%s: %q does not say the topic does not exist", name, err)
+		}
+		if stored(t, addr, "typo8") {
+			t.Fatalf("%s stored topic typo8", name)
+		}
+	}
+}
+
+// "topic delete" refuses a topic that holds messages, naming what it
+// holds and --force, and deletes it with --force.
+func TestTopicDelete(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"send", "--addr", addr, "--topic", "old", "--id", "a", "--delay", "1h"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("send: %v\n%s", err, errb.String())
+	}
+	_, _, err := runArgs(t, "topic", "delete", "--addr", addr, "--topic", "old")
+	if !errors.Is(err, delayq.ErrTopicInUse) || !strings.Contains(err.Error(), "1 message (1 scheduled, 0 in flight, 0 dead)") ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Fatalf("delete of a topic with a message: %v; want a refusal naming the message and --force", err)
+	}
+	if !stored(t, addr, "old") {
+		t.Fatal("a refused delete deleted the topic")
+	}
+	stdout, _, err := runArgs(t, "topic", "delete", "--addr", addr, "--topic", "old", "--force")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "deleted topic old: 1 scheduled, 0 in flight, 0 dead, 0 schedules\n"; stdout != want {
+		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	if stored(t, addr, "old") {
+		t.Fatal("the topic is still stored after topic delete --force")
+	}
+	if _, _, err := runArgs(t, "topic", "delete", "--addr", addr, "--topic", "old"); !errors.Is(err, delayq.ErrNoTopic) {
+		t.Errorf("second delete: %v; want ErrNoTopic", err)
+	}
+}

@@ -1,0 +1,55 @@
+package ui_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/internal/ui"
+)
+
+// TestBrowserDeleteTopic deletes a topic from its page: confirmed in a
+// dialog, a topic that holds a message is refused and stays, with a flash
+// that says why; with the box ticked it is deleted, the overview says so
+// and no longer lists it, and the library finds no such topic.
+func TestBrowserDeleteTopic(t *testing.T) {
+	f := newFixture(t, ui.Options{})
+	c := f.client(4)
+	ctx := context.Background()
+	send(t, c, delayq.Message{Topic: "ordres", ID: "m", Body: []byte("x"), Delay: time.Hour})
+	send(t, c, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
+
+	tb := f.tab(t)
+	tb.open("/ui/topics/ordres")
+	tb.act("#delete-topic-btn", "it holds 1 message (1 scheduled, 0 in flight, 0 dead)")
+	if _, err := c.Get(ctx, "ordres", "m"); err != nil {
+		t.Fatalf("a refused delete lost the message: %v", err)
+	}
+	tb.click("#delete-topic-force")
+	tb.act("#delete-topic-btn", "Deleted topic ordres (1 scheduled, 0 in flight, 0 dead, 0 schedules).")
+	if path := eval[string](tb, `location.pathname`); path != "/ui/" {
+		t.Errorf("after the delete the browser is at %s, want the overview", path)
+	}
+	if eval[bool](tb, `document.body.textContent.includes('/ui/topics/ordres')`) || eval[int](tb, `document.querySelectorAll('a[href="/ui/topics/ordres"]').length`) != 0 {
+		t.Error("the overview still links the deleted topic")
+	}
+	if eval[int](tb, `document.querySelectorAll('a[href="/ui/topics/orders"]').length`) == 0 {
+		t.Error("the overview lost the other topic")
+	}
+	// Another client sees the delete once its layout is a second old.
+	testenv.WaitFor(t, 5*time.Second, "the library to find no topic ordres", func() bool {
+		_, err := c.Stats(ctx, "ordres")
+		return errors.Is(err, delayq.ErrNoTopic)
+	})
+	if _, err := c.Get(ctx, "orders", "m"); err != nil {
+		t.Errorf("the other topic's message: %v", err)
+	}
+	d := tb.dialogsSeen()
+	if len(d) != 2 || !strings.Contains(d[0], "Delete topic ordres?") {
+		t.Errorf("dialogs: %q", d)
+	}
+}
