@@ -73,9 +73,10 @@ Commands:
 	help        print this help, or "help <command>" for a command's flags
 
 The commands on one topic (send, sub, get, delete, reschedule, stats,
-partitions, dead, export, import, schedule) take --topic (required) and
---partitions (the count of a topic the command creates; an existing topic
-keeps its stored count). Every command takes --addr (default
+partitions, dead, export, import, schedule, topic) take --topic (required)
+and --partitions (the count of a topic the command creates: only send, sub,
+import and schedule add create one; an existing topic keeps its stored
+count). Every command takes --addr (default
 127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
 Every command but worker takes --password (env DELAYQ_PASSWORD) and
 --namespace (the worker reads them from its --config file), and every one
