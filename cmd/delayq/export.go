@@ -31,11 +31,10 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"the body is not UTF-8), to stdout or to --out FILE. A file (or the file a link\n"+
 			"leads to) is replaced whole or not at all, keeping its permissions (a new one\n"+
 			"gets the umask's); a device or fifo is written to directly; a directory is\n"+
-			"refused.\n"+
-			"It reads through the proxy in bounded batches while consumers run: each message\n"+
-			"present for the whole export is written exactly once. After each batch it\n"+
-			"pauses --pace times as long as the batch took. It prints its progress (count\n"+
-			"and rate) on stderr every second, and a summary at the end.", stdout)
+			"refused. It reads through the proxy in bounded batches while consumers run:\n"+
+			"each message present for the whole export is written exactly once. After each\n"+
+			"batch it pauses --pace times as long as the batch took. It prints its progress\n"+
+			"(count and rate) on stderr every second, and a summary at the end.", stdout)
 	var states stringsFlag
 	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight or dead (repeatable, or comma-separated)")
 	out := cmd.fs.String("out", "", "write to `file` instead of stdout")
