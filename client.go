@@ -85,6 +85,12 @@ type Client struct {
 	co     coalescer
 	watch  watcher        // the change counters of the consumers' topics
 	errLog *poller.ErrLog // the errors of the consumers' partition loops
+
+	// exportRead, set only by tests before an export, is called by Export
+	// after each read of partition p in its scan number scan (1, or 2 when
+	// it scans again: see Export), last telling whether the read ended
+	// that scan. A test holds the export there to move messages under it.
+	exportRead func(p, scan int, last bool)
 }
 
 // coalescer is the state that joins concurrent Enqueue and EnqueueAsync

@@ -154,6 +154,9 @@ func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, e
 				return st, err
 			}
 			took := time.Since(t0)
+			if c.exportRead != nil {
+				c.exportRead(p, scan, pass.Next == "0")
+			}
 			if cursor == "0" {
 				leftBefore = pass.LeftBefore
 			}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,38 +272,68 @@ func TestImportMalformed(t *testing.T) {
 // (read in the segment, then again as records of their own). Every
 // message present for the whole export is emitted exactly once, and no
 // message twice.
+//
+// What it tests does not depend on timing: the export is held after its
+// first read until the consumer and the rescheduler have been at work,
+// and after each read of a partition's first scan but its last until the
+// test has taken a message of that partition out of its segment, so that
+// every partition is scanned a second time.
 func TestExportWhileConsuming(t *testing.T) {
 	t.Parallel()
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
-		c := newClient(t, addr, Options{Partitions: 4})
+		const partitions = 4
+		c := newClient(t, addr, Options{Partitions: partitions})
 		topic := "exp-busy"
 		far := time.Now().Add(time.Hour)
-		var msgs []Message
-		for range 1200 { // generated ids due far ahead: in segments
-			msgs = append(msgs, Message{Topic: topic, Body: []byte("seg"), At: far})
+		stay := map[string]bool{}
+		enqueue := func(msgs []Message) []EnqueueResult {
+			t.Helper()
+			res, err := c.EnqueueBatch(ctx, msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				stay[r.ID] = true
+			}
+			return res
 		}
+		// Generated ids due far ahead: in segments. A batch's go to one
+		// partition (steered), drawn at random: batches of 60 until
+		// each partition holds 180 at least.
+		var segIDs []string
+		held := map[int][]string{} // by partition: messages in segments the export's hook takes out
+		byPart := map[int]int{}
+		for batches := 0; len(byPart) < partitions || slices.Min(slices.Collect(maps.Values(byPart))) < 180; batches++ {
+			if batches == 1000 {
+				t.Fatalf("messages in segments by partition after %d batches: %v", batches, byPart)
+			}
+			seg := make([]Message, 60)
+			for i := range seg {
+				seg[i] = Message{Topic: topic, Body: []byte("seg"), At: far}
+			}
+			for _, r := range enqueue(seg) {
+				// Every 8th of a partition's is held for the hook,
+				// spread over its segments.
+				p := partition.For(r.ID, partitions)
+				if byPart[p]++; byPart[p]%8 == 1 {
+					held[p] = append(held[p], r.ID)
+				} else {
+					segIDs = append(segIDs, r.ID)
+				}
+			}
+		}
+		var msgs []Message
 		for i := range 400 {
 			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("far-%d", i), At: far})
 		}
 		for i := range 300 { // failed at every delivery: they cycle through the export
 			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("cycle-%d", i), Body: []byte("cycle"), MaxAttempts: 1 << 20})
 		}
-		res, err := c.EnqueueBatch(ctx, msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stay := map[string]bool{}
-		var segIDs []string
-		for i, r := range res {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-			stay[r.ID] = true
-			if i < 1200 {
-				segIDs = append(segIDs, r.ID)
-			}
-		}
+		enqueue(msgs)
 		var delivered, acked atomic.Int64
 		runConsumer(t, c, ConsumerOptions{
 			Topic: topic, Concurrency: 8, PollInterval: 20 * time.Millisecond,
@@ -315,60 +347,91 @@ func TestExportWhileConsuming(t *testing.T) {
 			return nil
 		})
 		waitFor(t, 10*time.Second, "deliveries under way", func() bool { return delivered.Load() > 300 })
-		// The producer of churn and the rescheduler, until the export ends.
+		// The producer of churn and the rescheduler, from the export's
+		// first read to its end.
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("churn-%d", i)}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
 		var rescheduled atomic.Int64
-		go func() {
-			defer wg.Done()
-			// Through the whole export (paced by Rate below): one a
-			// millisecond.
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for _, id := range segIDs {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
+		startMovers := func() {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("churn-%d", i)}); err != nil {
+						t.Error(err)
+						return
+					}
 				}
-				if _, err := c.Reschedule(ctx, topic, id, far.Add(time.Minute)); err != nil {
-					t.Error(err)
-					return
+			}()
+			go func() {
+				defer wg.Done()
+				// Through the whole export (paced by Rate below): one a
+				// millisecond.
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				for _, id := range segIDs {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					if _, err := c.Reschedule(ctx, topic, id, far.Add(time.Minute)); err != nil {
+						t.Error(err)
+						return
+					}
+					rescheduled.Add(1)
 				}
-				rescheduled.Add(1)
-			}
-		}()
+			}()
+		}
+		stopMovers := sync.OnceFunc(func() {
+			close(stop)
+			wg.Wait()
+		})
+		defer stopMovers()
+		// The export waits after its first read until deliveries and
+		// reschedules went on under it, and after each read of a
+		// partition's first scan but its last (a scan of more than one
+		// read: Batch is small) until the test took a message of that
+		// partition out of its segment: the scan must go again for
+		// those (the later ones are likely behind its cursor).
 		before := delivered.Load()
+		forced := map[int]int{} // by partition: messages taken out of their segments during its first scan
+		reads := 0
+		c.exportRead = func(p, scan int, last bool) {
+			if reads++; reads == 1 {
+				startMovers()
+				waitFor(t, 30*time.Second, "deliveries and reschedules during the export", func() bool {
+					return delivered.Load()-before >= 100 && rescheduled.Load() >= 10
+				})
+			}
+			if scan != 1 || last || forced[p] == len(held[p]) {
+				return
+			}
+			id := held[p][forced[p]]
+			if _, err := c.Reschedule(ctx, topic, id, far.Add(2*time.Minute)); err != nil {
+				t.Fatalf("reschedule %s out of its segment in partition %d: %v", id, p, err)
+			}
+			forced[p]++
+		}
 		got, st := exportAll(t, c, topic, ExportOptions{Batch: 10, Rate: 2000})
 		during := delivered.Load() - before
-		close(stop)
-		wg.Wait()
-		if during < 100 || rescheduled.Load() < 10 || st.Rescans == 0 {
-			t.Fatalf("only %d deliveries, %d reschedules and %d partitions scanned again during the export: it tested nothing moving",
-				during, rescheduled.Load(), st.Rescans)
-		}
+		stopMovers()
 		for id := range stay {
 			if got[id] == nil {
 				t.Errorf("%q, present for the whole export, is missing from it", id)
 			}
 		}
-		t.Logf("exported %d, %d read twice and left out; during the export %d deliveries, %d acks, %d reschedules",
-			len(got), st.Duplicates, during, acked.Load(), rescheduled.Load())
+		if during < 100 || rescheduled.Load() < 10 || len(forced) != partitions || st.Rescans < partitions {
+			t.Fatalf("only %d deliveries, %d reschedules, messages taken out of segments in %d partitions (%v) and %d partitions scanned again during the export: it tested nothing moving",
+				during, rescheduled.Load(), len(forced), forced, st.Rescans)
+		}
+		t.Logf("exported %d, %d read twice and left out, %d partitions scanned again; during the export %d deliveries, %d acks, %d reschedules and %v taken out of segments by partition",
+			len(got), st.Duplicates, st.Rescans, during, acked.Load(), rescheduled.Load(), forced)
 	})
 }
 

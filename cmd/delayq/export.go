@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,11 +28,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"Writes every message of the topic as one JSON line: id, state (scheduled,\n"+
 			"inflight or dead), due, died_at (dead), attempts, max_attempts, last_error,\n"+
 			"created, updated (RFC 3339, UTC, milliseconds) and body (or body_base64 when\n"+
-			"the body is not UTF-8), to stdout or to --out FILE (written whole or not at all).\n"+
-			"It reads through the proxy in bounded batches while consumers run: each message\n"+
-			"present for the whole export is written exactly once. After each batch it\n"+
-			"pauses --pace times as long as the batch took. It prints its progress (count\n"+
-			"and rate) on stderr every second, and a summary at the end.", stdout)
+			"the body is not UTF-8), to stdout or to --out FILE. A file (or the file a link\n"+
+			"leads to) is replaced whole or not at all, keeping its permissions (a new one\n"+
+			"gets the umask's); a device or fifo is written to directly; a directory is\n"+
+			"refused. It reads through the proxy in bounded batches while consumers run:\n"+
+			"each message present for the whole export is written exactly once. After each\n"+
+			"batch it pauses --pace times as long as the batch took. It prints its progress\n"+
+			"(count and rate) on stderr every second, and a summary at the end.", stdout)
 	var states stringsFlag
 	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight or dead (repeatable, or comma-separated)")
 	out := cmd.fs.String("out", "", "write to `file` instead of stdout")
@@ -62,27 +63,23 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		opts.States = append(opts.States, sts...)
 	}
+	// What is at --out is looked at (a directory refused) before any
+	// connection.
+	var w io.Writer = stdout
+	var o *output
+	if *out != "" {
+		var err error
+		if o, err = createOutput(*out); err != nil {
+			return err
+		}
+		defer o.Abort()
+		w = o
+	}
 	client, err := cmd.c.client(stderr)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	w, commit, abort := stdout, func() error { return nil }, func() {}
-	if *out != "" {
-		f, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
-		if err != nil {
-			return fmt.Errorf("export to %s: %w", *out, err)
-		}
-		w = f
-		abort = func() { f.Close(); os.Remove(f.Name()) }
-		commit = func() error {
-			if err := f.Close(); err != nil {
-				os.Remove(f.Name())
-				return err
-			}
-			return os.Rename(f.Name(), *out)
-		}
-	}
 	last := time.Now()
 	opts.Progress = func(st delayq.ExportStats) {
 		if time.Since(last) >= progressEvery {
@@ -91,12 +88,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
+	if o != nil && o.werr != nil {
+		err = o.werr // as it came, without the wrapping of a write through a buffer
+	}
 	if err != nil {
-		abort()
 		return err
 	}
-	if err := commit(); err != nil {
-		return fmt.Errorf("export to %s: %w", *out, err)
+	if o != nil {
+		if err := o.Commit(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stderr, "exported %d messages of %s in %v (%.0f/s)", st.Exported, cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
 	if st.Corrupt > 0 {
