@@ -84,7 +84,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	opts.Progress = func(st delayq.ExportStats) {
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
-			fmt.Fprintf(stderr, "exported %d messages of %s (%.0f/s)\n", st.Exported, cmd.c.topic, rate64(st.Exported, st.Elapsed))
+			fmt.Fprintf(stderr, "exported %d %s of %s (%.0f/s)\n", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, rate64(st.Exported, st.Elapsed))
 		}
 	}
 	st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
@@ -99,7 +99,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "exported %d messages of %s in %v (%.0f/s)", st.Exported, cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
+	fmt.Fprintf(stderr, "exported %d %s of %s in %v (%.0f/s)", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
 	if st.Corrupt > 0 {
 		fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
 	}

@@ -62,6 +62,16 @@ func TestExportImportCLI(t *testing.T) {
 	if out.Len() != 0 || !strings.Contains(errb.String(), "exported 2 messages of src") {
 		t.Fatalf("export with --out: stdout %q, stderr %q", out.String(), errb.String())
 	}
+	errb.Reset()
+	if err := run(ctx, []string{"send", "--addr", addr, "--topic", "one", "--delay", "1m", "--body", "x"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("send: %v\n%s", err, errb.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"export", "--addr", addr, "--topic", "one"}, strings.NewReader(""), &out, &errb); err != nil ||
+		!strings.Contains(errb.String(), "exported 1 message of one in ") {
+		t.Fatalf("export of one message: %v, stderr %q", err, errb.String())
+	}
+	out.Reset()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
