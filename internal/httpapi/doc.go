@@ -16,7 +16,7 @@
 //	GET    /v1/topics/{topic}/export?state=S,...       200 JSON lines (delayq export's)
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
-//	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added or replaced)
+//	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added; with ?replace=true or replaced)
 //	POST   /v1/topics/{topic}/schedules/{name}/pause   200 schedule
 //	POST   /v1/topics/{topic}/schedules/{name}/resume  200 schedule
 //	DELETE /v1/topics/{topic}/schedules/{name}         204
@@ -36,7 +36,8 @@
 // Errors are {"error": "..."}, with "field" naming the request field at
 // fault when there is one: 400 for bad input (malformed JSON, unknown
 // fields, two time fields, a negative delay, a bad topic or id), 401 for a
-// missing or wrong bearer token, 404 for no such message, 409 for a
-// duplicate id and a reschedule of a message that is not scheduled, 413 for a body over the limit, 500 for the
-// rest (logged).
+// missing or wrong bearer token, 404 for no such message or schedule, 409
+// for a duplicate id, a reschedule of a message that is not scheduled and
+// a PUT of a schedule name in use without ?replace=true, 413 for a body
+// over the limit, 500 for the rest (logged).
 package httpapi

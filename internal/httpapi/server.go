@@ -199,7 +199,8 @@ func statusOf(err error) int {
 	case errors.Is(err, delayq.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, delayq.ErrDuplicate),
-		errors.Is(err, delayq.ErrNotScheduled):
+		errors.Is(err, delayq.ErrNotScheduled),
+		errors.Is(err, delayq.ErrExists):
 		return http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
