@@ -110,23 +110,48 @@ func (c *Client) ImportSchedule(ctx context.Context, topic string, s ExportedSch
 		if old == nil { // deleted meanwhile: say so rather than retry
 			return nil, fmt.Errorf("schedule %q of topic %s: changed concurrently during its import", s.Name, topic)
 		}
+		if old.sameImport(r) {
+			// Written by an import of this same line that may have
+			// died before its chain began: begin it (once: the mark).
+			if err := c.importChain(ctx, topic, s.Name, old, s.Next, now); err != nil {
+				return nil, err
+			}
+		}
 		return nil, errScheduleExists(topic, s.Name, old)
 	}
+	if err := c.importChain(ctx, topic, s.Name, r, s.Next, now); err != nil {
+		return nil, err
+	}
+	return r.info(topic, s.Name), nil
+}
+
+// importChain begins the chain of an imported schedule r at next, or
+// when next is zero at its next occurrence after now. Run again, it
+// writes nothing more: the mark refuses an occurrence written before.
+func (c *Client) importChain(ctx context.Context, topic, name string, r *schedRecord, next, now time.Time) error {
+	var err error
 	switch {
 	case r.Paused:
-		err = c.startChain(ctx, topic, s.Name, r, time.Time{})
-	case s.Next.IsZero():
-		err = c.startChain(ctx, topic, s.Name, r, now)
+		err = c.startChain(ctx, topic, name, r, time.Time{})
+	case next.IsZero():
+		err = c.startChain(ctx, topic, name, r, now)
 	default:
 		l, lerr := c.ensureTopic(ctx, topic)
 		if err = lerr; err == nil {
-			_, err = c.writeOccurrence(ctx, topic, s.Name, r, time.UnixMilli(s.Next.UnixMilli()), l.PlaceCount(), now)
+			_, err = c.writeOccurrence(ctx, topic, name, r, time.UnixMilli(next.UnixMilli()), l.PlaceCount(), now)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("schedule %q of topic %s: imported, but its chain did not start (ResumeSchedule mends it): %w", s.Name, topic, err)
+		return fmt.Errorf("schedule %q of topic %s: imported, but its chain did not begin (import it again): %w", name, topic, err)
 	}
-	return r.info(topic, s.Name), nil
+	return nil
+}
+
+// sameImport says whether the stored definition r is what importing i
+// writes, but for the version: an earlier import of the same line.
+func (r *schedRecord) sameImport(i *schedRecord) bool {
+	return r.Spec == i.Spec && r.TZ == i.TZ && bytes.Equal(r.Body, i.Body) && r.MaxAttempts == i.MaxAttempts &&
+		r.Policy == i.Policy && r.Paused == i.Paused && r.Created == i.Created && r.Updated == i.Updated && r.TOML == "" && r.From == ""
 }
 
 // scheduleLineJSON is the line of a schedule in the export format: one

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -133,5 +135,49 @@ func TestExportImportSchedules(t *testing.T) {
 	}
 	if m, err := b.Get(ctx, "sched-late", ScheduleID("late", in.Version, past, 8)); err != nil || !m.Due.Equal(past) {
 		t.Errorf("a past pending occurrence: %+v, %v", m, err)
+	}
+}
+
+// An import that died between writing a schedule's definition and its
+// first occurrence is mended by importing the same line again, which
+// writes that occurrence once: a third import writes nothing more.
+func TestImportScheduleAfterCrash(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0], Options{Partitions: 4})
+	const topic = "sched-crash"
+	next := time.Now().Add(time.Hour).Truncate(time.Second)
+	spec := fmt.Sprintf("%d %d * * * *", next.Second(), next.Minute()) // hourly, at next
+	s := ExportedSchedule{Schedule: Schedule{Name: "daily", Spec: spec}, Created: next.Add(-48 * time.Hour), Updated: next.Add(-24 * time.Hour), Next: next}
+	in, err := c.ImportSchedule(ctx, topic, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ScheduleID("daily", in.Version, next, 4)
+	// The crash: the definition is written, the chain is not.
+	if _, _, err := c.store.ChainSchedule(ctx, topic, schedulePartition("daily", 4), "daily", in.Version, 0, "", nil, store.ChainForget); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, topic, id); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := c.ImportSchedule(ctx, topic, s); !errors.Is(err, ErrExists) {
+			t.Fatalf("import %d again: %v, want ErrExists", i+2, err)
+		}
+		if m, err := c.Get(ctx, topic, id); err != nil || !m.Due.Equal(next) {
+			t.Errorf("after import %d the pending occurrence is %+v, %v", i+2, m, err)
+		}
+		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+			t.Errorf("after import %d the topic holds %+v, %v: want the one occurrence", i+2, st, err)
+		}
+	}
+	// A schedule of that name that the import did not write is left alone.
+	other := s
+	other.Body = []byte("other")
+	if _, err := c.ImportSchedule(ctx, topic, other); !errors.Is(err, ErrExists) {
+		t.Errorf("import of another definition: %v, want ErrExists", err)
+	}
+	if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+		t.Errorf("after an import of another definition the topic holds %+v, %v", st, err)
 	}
 }
