@@ -35,4 +35,18 @@ var (
 	ErrInvalid = errors.New("delayq: invalid argument")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("delayq: closed")
+	// ErrExists: what an add would create exists already (a schedule of
+	// that name: see Client.AddSchedule).
+	ErrExists = errors.New("delayq: exists already")
 )
+
+// namedError is an error that says in its own words what it concerns
+// (such as "schedule \"daily\" of topic reports not found") and matches
+// its sentinel with errors.Is, without the sentinel's text.
+type namedError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *namedError) Error() string { return e.msg }
+func (e *namedError) Unwrap() error { return e.sentinel }

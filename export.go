@@ -65,6 +65,7 @@ type ExportStats struct {
 	Corrupt    int           // records that could not be decoded, left out (and logged)
 	Reads      int           // HSCAN batches read
 	Rescans    int           // partitions scanned twice (see Export)
+	Schedules  int           // schedule definitions written (ExportJSON of a whole topic)
 	Elapsed    time.Duration // since the export began
 }
 
@@ -291,10 +292,30 @@ func ParseStates(list string) ([]State, error) {
 }
 
 // ExportJSON exports topic as Export does, writing each message to w as
-// one JSON line (see ExportedMessage.MarshalJSON).
+// one JSON line (see ExportedMessage.MarshalJSON). An export of every
+// state (opts.States empty) first writes a line for each of the topic's
+// schedules (see ExportSchedules and ExportedSchedule.MarshalJSON), which
+// ImportJSON imports with ImportSchedule; the occurrences of schedules
+// are among the messages, as they are in the topic.
 func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts ExportOptions) (ExportStats, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var buf []byte
+	var scheds []ExportedSchedule
+	if len(opts.States) == 0 {
+		var err error
+		if scheds, err = c.ExportSchedules(ctx, topic); err != nil {
+			return ExportStats{}, err
+		}
+	}
+	for i := range scheds {
+		b, err := scheds[i].MarshalJSON()
+		if err != nil {
+			return ExportStats{}, err
+		}
+		if _, err := bw.Write(append(b, '\n')); err != nil {
+			return ExportStats{}, fmt.Errorf("export of %s: write: %w", topic, err)
+		}
+	}
 	st, err := c.Export(ctx, topic, opts, func(m *ExportedMessage) error {
 		var err error
 		if buf, err = m.appendJSON(buf[:0]); err != nil {
@@ -306,5 +327,6 @@ func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export of %s: write: %w", topic, ferr)
 	}
+	st.Schedules = len(scheds)
 	return st, err
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -142,6 +144,14 @@ type ImportStats struct {
 	Duplicates int // ids the topic held already, left alone
 	Malformed  int // lines that could not be read
 	Rejected   int // messages refused (ErrInvalid: a body over the limit, a bad id)
+	// Schedules counts the schedule lines read, SchedulesImported those
+	// written (ImportSchedule); the others (the topic has a schedule of
+	// that name, or the definition is refused) are reported.
+	Schedules, SchedulesImported int
+	// Occurrences counts the messages left out because they are
+	// occurrences of schedules (ids beginning with ScheduleIDPrefix):
+	// an imported schedule's chain writes its pending occurrence.
+	Occurrences int
 }
 
 // importBatch is a batch of lines ImportJSON writes: the lines read, then
@@ -153,6 +163,8 @@ type importBatch struct {
 	msgs     []ExportedMessage
 	lines    []int
 	bad      []badLine
+	scheds   []importedSchedule
+	occurs   int // occurrences left out
 	// halt: this batch, or one before it, stops a strict import; only
 	// the lines before the malformed one were written.
 	halt   bool
@@ -160,6 +172,14 @@ type importBatch struct {
 	res    []EnqueueResult
 	err    error
 	done   chan struct{} // closed once written
+}
+
+// importedSchedule is a schedule line of an importBatch and, once
+// written, its outcome.
+type importedSchedule struct {
+	line int
+	s    ExportedSchedule
+	err  error
 }
 
 // badLine is a malformed line, for its report.
@@ -174,7 +194,19 @@ type badLine struct {
 func (b *importBatch) parse(strict bool) {
 	for i, line := range b.raw {
 		var m ExportedMessage
-		if err := m.UnmarshalJSON(line); err != nil {
+		err := m.UnmarshalJSON(line)
+		if err != nil && isScheduleLine(line) {
+			var s ExportedSchedule
+			if err = s.UnmarshalJSON(line); err == nil {
+				b.scheds = append(b.scheds, importedSchedule{line: b.rawLines[i], s: s})
+				continue
+			}
+		}
+		if err == nil && strings.HasPrefix(m.ID, ScheduleIDPrefix) {
+			b.occurs++
+			continue
+		}
+		if err != nil {
 			n := b.rawLines[i]
 			b.bad = append(b.bad, badLine{n, lenientID(line), fmt.Errorf("%w: line %d: %v", ErrMalformed, n, err)})
 			if strict {
@@ -197,6 +229,13 @@ func (b *importBatch) parse(strict bool) {
 // written and none after, with an error wrapping ErrMalformed. The error
 // is nil when every line was read; duplicates and refused messages are in
 // the stats and reported, not errors.
+//
+// A schedule's line (see ExportedSchedule.MarshalJSON) is written with
+// ImportSchedule, before the messages of its batch: one the topic has
+// already is left alone and reported as a duplicate. The occurrences of
+// schedules among the messages (ids beginning with ScheduleIDPrefix) are
+// counted and left out: the imported schedule's chain writes its pending
+// occurrence, at the time the schedule's line gives.
 func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
 	var st ImportStats
 	if opts.Batch == 0 {
@@ -225,17 +264,23 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 			return
 		}
 		if b.err != nil {
-			failed = fmt.Errorf("lines %d to %d: %w", b.lines[0], b.lines[len(b.lines)-1], b.err)
+			failed = fmt.Errorf("lines %d to %d: %w", b.rawLines[0], b.rawLines[len(b.rawLines)-1], b.err)
 			return
 		}
-		st.Lines += len(b.msgs) + len(b.bad)
+		st.Lines += len(b.msgs) + len(b.bad) + len(b.scheds) + b.occurs
 		st.Malformed += len(b.bad)
-		bad := b.bad
-		for i, r := range b.res {
-			for len(bad) > 0 && bad[0].line < b.lines[i] {
-				report(bad[0].line, bad[0].id, bad[0].err)
-				bad = bad[1:]
+		st.Schedules += len(b.scheds)
+		st.Occurrences += b.occurs
+		// The lines not imported, reported in line order.
+		var reps []badLine
+		for _, x := range b.scheds {
+			if x.err == nil {
+				st.SchedulesImported++
+				continue
 			}
+			reps = append(reps, badLine{x.line, "", x.err})
+		}
+		for i, r := range b.res {
 			switch {
 			case r.Err == nil:
 				st.Imported++
@@ -245,9 +290,11 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 			default:
 				st.Rejected++
 			}
-			report(b.lines[i], b.msgs[i].ID, r.Err)
+			reps = append(reps, badLine{b.lines[i], b.msgs[i].ID, r.Err})
 		}
-		for _, x := range bad {
+		reps = append(reps, b.bad...)
+		slices.SortStableFunc(reps, func(x, y badLine) int { return x.line - y.line })
+		for _, x := range reps {
 			report(x.line, x.id, x.err)
 		}
 		if b.halt && len(b.bad) > 0 { // the batch with the malformed line: finish counts none after it
@@ -270,10 +317,13 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 			if before != nil {
 				<-before.parsed // a strict import writes nothing after a malformed line
 				if before.halt {
-					b.halt, b.msgs, b.bad = true, nil, nil
+					b.halt, b.msgs, b.bad, b.scheds, b.occurs = true, nil, nil, nil, 0
 				}
 			}
 			close(b.parsed)
+			if b.err = b.importSchedules(ctx, c, topic); b.err != nil {
+				return
+			}
 			if len(b.msgs) > 0 { // none after a batch that halted
 				b.res, b.err = c.Import(ctx, topic, b.msgs)
 			}
@@ -307,6 +357,20 @@ func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts
 			return end(fmt.Errorf("stopped at line %d: %w", n, err))
 		}
 	}
+}
+
+// importSchedules writes the batch's schedules with ImportSchedule, each
+// outcome in its slot; a schedule the topic has or a bad one is an
+// outcome, any other error the batch's.
+func (b *importBatch) importSchedules(ctx context.Context, c *Client, topic string) error {
+	for i := range b.scheds {
+		x := &b.scheds[i]
+		_, x.err = c.ImportSchedule(ctx, topic, x.s)
+		if x.err != nil && !errors.Is(x.err, ErrExists) && !errors.Is(x.err, ErrInvalid) {
+			return fmt.Errorf("line %d: %w", x.line, x.err)
+		}
+	}
+	return nil
 }
 
 // lenientID returns the id of a line that did not parse, if it has one,

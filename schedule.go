@@ -288,9 +288,21 @@ func (c *Client) validateSchedule(s *Schedule) (cron.Schedule, error) {
 	return cs, nil
 }
 
-// errScheduleNotFound wraps ErrNotFound for a schedule.
+// errScheduleNotFound is the error for a missing schedule: it names the
+// schedule and the topic, and matches ErrNotFound.
 func errScheduleNotFound(topic, name string) error {
-	return fmt.Errorf("%w: schedule %q in topic %s", ErrNotFound, name, topic)
+	return &namedError{fmt.Sprintf("delayq: schedule %q of topic %s not found", name, topic), ErrNotFound}
+}
+
+// errScheduleExists is AddSchedule's error for a schedule of that name:
+// it names the schedule, the topic and the stored definition, and
+// matches ErrExists.
+func errScheduleExists(topic, name string, old *schedRecord) error {
+	tz := old.TZ
+	if tz == "" {
+		tz = "UTC"
+	}
+	return &namedError{fmt.Sprintf("delayq: schedule %q of topic %s exists already (spec %q in %s)", name, topic, old.Spec, tz), ErrExists}
 }
 
 // readSchedule returns the stored definition of name, nil if none.
@@ -351,17 +363,27 @@ var errUnchanged = errors.New("unchanged")
 // the replaced schedule's pending occurrence is removed and the next
 // occurrence of the new definition is written, at once for every
 // consumer. A paused schedule stays paused. It returns the schedule as
-// stored.
+// stored. To refuse a name in use instead, use AddSchedule.
 func (c *Client) SetSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
-	in, _, err := c.setSchedule(ctx, topic, s, "")
+	in, _, err := c.setSchedule(ctx, topic, s, "", false)
 	return in, err
 }
 
-// setSchedule is SetSchedule; toml is the hash of the configuration
-// file's definition it comes from, if it does: then a stored schedule
-// last applied from the same definition is kept as it is. It returns
-// what it did: "created", "replaced" or "kept".
-func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml string) (*ScheduleInfo, string, error) {
+// AddSchedule adds a schedule to topic, as SetSchedule does, unless the
+// topic has a schedule of that name: then it changes nothing and returns
+// an error that names the schedule and matches ErrExists. The check and
+// the write are one compare-and-set: of two adds of a name at once, one
+// fails.
+func (c *Client) AddSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+	in, _, err := c.setSchedule(ctx, topic, s, "", true)
+	return in, err
+}
+
+// setSchedule is SetSchedule, or with onlyNew AddSchedule; toml is the
+// hash of the configuration file's definition it comes from, if it does:
+// then a stored schedule last applied from the same definition is kept as
+// it is. It returns what it did: "created", "replaced" or "kept".
+func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml string, onlyNew bool) (*ScheduleInfo, string, error) {
 	if err := validateTopic(topic); err != nil {
 		return nil, "", err
 	}
@@ -371,6 +393,9 @@ func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml
 	old, cur, err := c.changeSchedule(ctx, topic, s.Name, func(old *schedRecord) (*schedRecord, error) {
 		if toml != "" && old != nil && old.TOML == toml {
 			return nil, errUnchanged
+		}
+		if onlyNew && old != nil {
+			return nil, errScheduleExists(topic, s.Name, old)
 		}
 		r := &schedRecord{Spec: s.Spec, TZ: s.TimeZone, Body: s.Body, MaxAttempts: s.MaxAttempts, Policy: s.Policy, TOML: toml}
 		if toml != "" {
@@ -569,7 +594,7 @@ func (c *Client) ApplySchedules(ctx context.Context, topic string, defs []Schedu
 	}
 	var out []ScheduleApplied
 	for _, s := range defs {
-		_, action, err := c.setSchedule(ctx, topic, s, tomlHash(s))
+		_, action, err := c.setSchedule(ctx, topic, s, tomlHash(s), false)
 		if err != nil {
 			return out, err
 		}

@@ -101,7 +101,9 @@ func TestScheduleFaults(t *testing.T) {
 
 	time.Sleep(time.Until(s0.Add(5 * time.Second)))
 	changed := time.Now()
-	sched("add", "--name", "beat", "--spec", "@every 2s", "--body", "v2")
+	if out := sched("add", "--name", "beat", "--spec", "@every 2s", "--body", "v2", "--replace").stdout; !strings.Contains(out, `body: "v1" -> "v2"`) {
+		t.Errorf("schedule add --replace:\n%s", out)
+	}
 
 	// SIGKILL the owner of tick's partition at 10 s.
 	time.Sleep(time.Until(s0.Add(10 * time.Second)))

@@ -104,6 +104,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
 	}
 	fmt.Fprintln(stderr)
+	printExportSchedules(stderr, cmd.c.topic, st)
 	return nil
 }
 
@@ -127,7 +128,10 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			"changes nothing. A malformed line is reported with its number and skipped, or\n"+
 			"with --strict ends the import (the lines before it are written); it is never\n"+
 			"written in part. Each line not imported is reported on stderr; the exit\n"+
-			"status is 1 when there was any.", stdout)
+			"status is 1 when there was any. A schedule's line (an export of a whole topic\n"+
+			"begins with them) adds the schedule, unless the topic has one of that name,\n"+
+			"and its chain goes on at the occurrence that was pending in the export; the\n"+
+			"occurrences of schedules among the messages are left out.", stdout)
 	in := cmd.fs.String("in", "", "read `file` instead of stdin")
 	batch := cmd.fs.Int("batch", delayq.DefaultImportBatch, "messages per write")
 	strict := cmd.fs.Bool("strict", false, "stop at the first malformed line")
@@ -162,7 +166,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
 				return
 			}
-			fmt.Fprintln(stderr, rejection(line, id, err))
+			fmt.Fprintln(stderr, importRejection(line, id, err))
 		},
 		Progress: func(st delayq.ImportStats) {
 			if time.Since(last) >= progressEvery {
@@ -173,8 +177,10 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		},
 	})
 	elapsed := time.Since(begin)
-	fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, st.Lines, plural(st.Lines, "message", "messages"), cmd.c.topic,
+	lines := importMessageLines(st)
+	fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, lines, plural(lines, "message", "messages"), cmd.c.topic,
 		elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+	printImportSchedules(stderr, cmd.c.topic, st)
 	if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
 		// The line and its reason are reported above already.
 		return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)
@@ -182,11 +188,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
 	}
-	if n := st.Duplicates + st.Malformed + st.Rejected; n > 0 {
-		return fmt.Errorf("%d of %d %s not imported: %d %s, %d malformed, %d rejected",
-			n, st.Lines, plural(st.Lines, "message", "messages"), st.Duplicates, plural(st.Duplicates, "duplicate", "duplicates"), st.Malformed, st.Rejected)
-	}
-	return nil
+	return importErr(st)
 }
 
 // Deletes of "delete --in": ids per DeleteMany call, calls at once.
@@ -236,7 +238,7 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 		}()
 	}
 	br := bufio.NewReaderSize(f, 64<<10)
-	var ids []string
+	var ids, schedules []string
 	for n := 1; ctx.Err() == nil; n++ {
 		line, rerr := br.ReadBytes('\n')
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -245,13 +247,22 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			var v struct {
-				ID string `json:"id"`
+				ID       string `json:"id"`
+				Schedule *struct {
+					Name string `json:"name"`
+				} `json:"schedule"` // a schedule's line: deleted after the messages
 			}
-			if err := json.Unmarshal(line, &v); err != nil || v.ID == "" {
+			err := json.Unmarshal(line, &v)
+			switch {
+			case err == nil && v.Schedule != nil && v.Schedule.Name != "":
+				schedules = append(schedules, v.Schedule.Name)
+			case err != nil || v.ID == "":
 				fail(fmt.Errorf("%s line %d: no id (%v)", path, n, err))
-				break
+				rerr = io.EOF // stop reading: only the full batches sent before are deleted
+				ids = nil
+			default:
+				ids = append(ids, v.ID)
 			}
-			ids = append(ids, v.ID)
 		}
 		if len(ids) == deleteBatch || (rerr != nil && len(ids) > 0) {
 			select {
@@ -270,6 +281,9 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 	fmt.Fprintf(stdout, "deleted %d %s of %s; %d %s gone already\n", d, plural(d, "message", "messages"), topic, g, plural(g, "was", "were"))
 	if firstErr == nil {
 		firstErr = ctx.Err()
+	}
+	if firstErr == nil {
+		firstErr = deleteListedSchedules(ctx, client, topic, schedules, stdout)
 	}
 	return firstErr
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // scheduleUsage lists the subcommands of "delayq schedule".
 const scheduleUsage = `Usage: delayq schedule <add|list|pause|resume|delete> --topic T [flags]
 
-	add     add a schedule, or replace the one of that name (--name, --spec, ...)
+	add     add a schedule (--name, --spec, ...); --replace to replace one
 	list    print the topic's schedules and their next occurrences (--json)
 	pause   stop a schedule's occurrences until resume (--name)
 	resume  resume a paused schedule from its next occurrence (--name)
@@ -53,11 +54,13 @@ func runSchedule(ctx context.Context, args []string, stdin io.Reader, stdout, st
 func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("schedule add",
 		"--topic T --name NAME --spec SPEC [--tz ZONE] [--body STR | --body-file PATH]\n"+
-			"       [--max-attempts N] [--policy skip|all] [--json]",
-		"Adds a schedule to the topic, or replaces the one of that name (a paused one\n"+
-			"stays paused), and prints it with its next occurrences. The change applies at\n"+
-			"once: a replaced schedule's pending occurrence is removed and the next one of\n"+
-			"the new definition written.", stdout)
+			"       [--max-attempts N] [--policy skip|all] [--replace] [--json]",
+		"Adds a schedule to the topic and prints it with its next occurrence. A name\n"+
+			"the topic has already is refused, unless --replace: then the schedule of that\n"+
+			"name is replaced (a paused one stays paused; fields not given take their\n"+
+			"defaults), and \"replaced\" is printed with each field that changed\n"+
+			"(field: old -> new). A replace applies at once: the replaced schedule's\n"+
+			"pending occurrence is removed and the next one of the new definition written.", stdout)
 	name := cmd.fs.String("name", "", "schedule `name`, [A-Za-z0-9._-] (required)")
 	spec := cmd.fs.String("spec", "", "cron `spec`, e.g. \"*/10 * * * *\", \"0 3 * * *\", @hourly, \"@every 30s\" (required)")
 	tz := cmd.fs.String("tz", "", "IANA time `zone` the spec is read in, e.g. Asia/Shanghai (default UTC)")
@@ -65,6 +68,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	bodyFile := cmd.fs.String("body-file", "", "read the body from `path` (- for stdin)")
 	maxAttempts := cmd.fs.Int("max-attempts", 0, "deliver each occurrence at most `n` times (0: the consumer's max attempts)")
 	policy := cmd.fs.String("policy", "skip", "`policy` for missed occurrences: skip (deliver the latest only) or all (each, at most 100)")
+	replace := cmd.fs.Bool("replace", false, "replace the schedule of that name if there is one")
 	asJSON := cmd.fs.Bool("json", false, "print the schedule as JSON")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -88,14 +92,20 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return err
 	}
 	defer client.Close()
-	in, err := client.SetSchedule(ctx, cmd.c.topic, s)
-	if err != nil {
-		return err
+	if !*replace {
+		in, err := client.AddSchedule(ctx, cmd.c.topic, s)
+		if errors.Is(err, delayq.ErrExists) {
+			return fmt.Errorf("%w: use --replace to replace it", err)
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, in)
+		}
+		return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
 	}
-	if *asJSON {
-		return writeJSON(stdout, in)
-	}
-	return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
+	return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
 }
 
 // runScheduleList implements "delayq schedule list".
@@ -132,22 +142,33 @@ func runScheduleList(ctx context.Context, args []string, stdout, stderr io.Write
 	return writeSchedules(stdout, all)
 }
 
-// writeSchedules prints schedules as an aligned table.
+// writeSchedules prints schedules as an aligned table: the next
+// occurrence in the schedule's zone (with its offset) and in UTC.
 func writeSchedules(w io.Writer, all []delayq.ScheduleInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tspec\ttz\tpolicy\tstate\tnext")
+	fmt.Fprintln(tw, "name\tspec\ttz\tpolicy\tstate\tnext\tnext (UTC)")
 	now := time.Now()
 	for _, s := range all {
-		state, nextAt := "active", "-"
+		state, nextAt, nextUTC := "active", "-", "-"
 		if s.Paused {
 			state = "paused"
 		}
 		if n := s.Next(now, 1); len(n) == 1 {
-			nextAt = wire.Time(n[0])
+			nextAt, nextUTC = inZone(n[0], s.TimeZone), wire.Time(n[0])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Spec, orDash(s.TimeZone), s.Policy, state, nextAt)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Spec, zoneName(s.TimeZone), s.Policy, state, nextAt, nextUTC)
 	}
 	return tw.Flush()
+}
+
+// inZone formats t in the IANA zone tz (UTC when empty) as RFC 3339 with
+// the zone's offset, such as 2026-11-26T09:00:00-05:00.
+func inZone(t time.Time, tz string) string {
+	loc, err := time.LoadLocation(zoneName(tz))
+	if err != nil { // a stored schedule's zone was checked when it was set
+		loc = time.UTC
+	}
+	return t.In(loc).Format(wire.TimeLayout)
 }
 
 // runScheduleOp implements "delayq schedule pause|resume|delete".

@@ -17,7 +17,7 @@
 //	DELETE /v1/topics/{topic}?force=true               200 {"deleted": delayq.TopicUsage}
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
-//	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added or replaced)
+//	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added; with ?replace=true or replaced)
 //	POST   /v1/topics/{topic}/schedules/{name}/pause   200 schedule
 //	POST   /v1/topics/{topic}/schedules/{name}/resume  200 schedule
 //	DELETE /v1/topics/{topic}/schedules/{name}         204
@@ -42,8 +42,9 @@
 // missing or wrong bearer token, 404 for no such message, schedule or
 // topic (a topic exists once a message, a consumer or a schedule wrote to
 // it: no other route creates one), 409 for a duplicate id, a reschedule
-// of a message that is not scheduled and the delete of a topic in use
-// without force (messages or schedules in it, a live consumer, a change
-// of its count), 413 for a body over the limit, 500 for the rest
-// (logged). Stop a topic's consumers and producers before deleting it.
+// of a message that is not scheduled, a PUT of a schedule name in use
+// without ?replace=true and the delete of a topic in use without force
+// (messages or schedules in it, a live consumer, a change of its count),
+// 413 for a body over the limit, 500 for the rest (logged). Stop a
+// topic's consumers and producers before deleting it.
 package httpapi

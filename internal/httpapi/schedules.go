@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/delayq/delayq"
 )
@@ -11,14 +14,16 @@ import (
 //
 //	GET    /v1/topics/{topic}/schedules               200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}        200 schedule
-//	PUT    /v1/topics/{topic}/schedules/{name}        200 schedule (added or replaced)
+//	PUT    /v1/topics/{topic}/schedules/{name}        200 schedule (added; ?replace=true: or replaced)
 //	POST   /v1/topics/{topic}/schedules/{name}/pause  200 schedule
 //	POST   /v1/topics/{topic}/schedules/{name}/resume 200 schedule
 //	DELETE /v1/topics/{topic}/schedules/{name}        204
 //
 // A PUT body is {"spec": "*/10 * * * *", "tz": "Asia/Shanghai", "body":
 // "text", "max_attempts": 5, "policy": "skip"}: spec is required, the body
-// is "body" or "body_base64".
+// is "body" or "body_base64". A PUT of a name the topic has is refused
+// with 409 unless the query has replace=true; a bad spec, tz, policy or
+// max_attempts is a 400 whose "field" names it.
 func (s *server) routeSchedules(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/topics/{topic}/schedules", s.listSchedules)
 	m.HandleFunc("GET /v1/topics/{topic}/schedules/{name}", s.getSchedule)
@@ -100,12 +105,53 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	in, err := c.SetSchedule(r.Context(), topic, sc)
+	replace := false
+	if v := r.URL.Query().Get("replace"); v != "" {
+		if replace, err = strconv.ParseBool(v); err != nil {
+			s.fail(w, r, badField("replace", "replace %q is not a boolean: want true or false", v))
+			return
+		}
+	}
+	if err := delayq.ValidateSchedule(sc); err != nil {
+		s.fail(w, r, badField(scheduleField(sc), "%s", err.Error()))
+		return
+	}
+	var in *delayq.ScheduleInfo
+	if replace {
+		in, err = c.SetSchedule(r.Context(), topic, sc)
+	} else if in, err = c.AddSchedule(r.Context(), topic, sc); errors.Is(err, delayq.ErrExists) {
+		err = fmt.Errorf("%w: PUT with ?replace=true to replace it", err)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, in)
+}
+
+// scheduleField names the request field of sc that ValidateSchedule
+// refuses: it checks the fields one at a time, each with the others
+// valid ("" for the name, which comes from the path).
+func scheduleField(sc delayq.Schedule) string {
+	ok := delayq.Schedule{Name: sc.Name, Spec: "@hourly"}
+	if delayq.ValidateSchedule(ok) != nil {
+		return ""
+	}
+	for _, f := range []struct {
+		name string
+		set  func(*delayq.Schedule)
+	}{
+		{"tz", func(s *delayq.Schedule) { s.TimeZone = sc.TimeZone }},
+		{"spec", func(s *delayq.Schedule) { s.Spec = sc.Spec }},
+		{"policy", func(s *delayq.Schedule) { s.Policy = sc.Policy }},
+		{"max_attempts", func(s *delayq.Schedule) { s.MaxAttempts = sc.MaxAttempts }},
+	} {
+		f.set(&ok)
+		if delayq.ValidateSchedule(ok) != nil {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // pauseSchedule handles POST .../schedules/{name}/pause and .../resume.

@@ -28,6 +28,20 @@ func TestAPISchedules(t *testing.T) {
 		t.Errorf("next occurrences: %v (03:00 in Shanghai is 19:00 UTC)", r.json["next"])
 	}
 	a.do("PUT", base+"/tick", map[string]any{"spec": "@every 30s", "body_base64": "AAE=", "policy": "all"}).want(t, 200)
+	// A name in use: refused without replace, and left as it was.
+	r = a.do("PUT", base+"/report", map[string]any{"spec": "0 3 * * *"}).want(t, 409)
+	if e := r.str("error"); !strings.Contains(e, `schedule "report" of topic api-sched exists already`) || !strings.Contains(e, "replace=true") {
+		t.Errorf("PUT of a name in use: %s", r.raw)
+	}
+	if r = a.do("GET", base+"/report", nil).want(t, 200); r.str("tz") != "Asia/Shanghai" {
+		t.Errorf("a refused PUT changed the schedule: %s", r.raw)
+	}
+	r = a.do("PUT", base+"/report?replace=true", map[string]any{"spec": "0 4 * * *", "tz": "Asia/Shanghai", "body": "go", "max_attempts": 3}).want(t, 200)
+	if r.str("spec") != "0 4 * * *" {
+		t.Errorf("PUT ?replace=true: %s", r.raw)
+	}
+	a.do("PUT", base+"/fresh?replace=true", map[string]any{"spec": "@hourly"}).want(t, 200)
+	a.do("DELETE", base+"/fresh", nil).want(t, 204)
 	r = a.do("GET", base, nil).want(t, 200)
 	if list, _ := r.json["schedules"].([]any); len(list) != 2 || list[0].(map[string]any)["name"] != "report" {
 		t.Errorf("list: %s", r.raw)
@@ -52,10 +66,13 @@ func TestAPISchedules(t *testing.T) {
 		field string
 		says  string
 	}{
-		{base + "/x", map[string]any{"spec": "61 * * * *"}, 400, "", `schedule "x": spec "61 * * * *"`},
+		{base + "/x", map[string]any{"spec": "61 * * * *"}, 400, "spec", `schedule "x": spec "61 * * * *"`},
 		{base + "/x", map[string]any{"tz": "UTC"}, 400, "spec", "spec is required"},
-		{base + "/x", map[string]any{"spec": "@hourly", "tz": "Nowhere/Land"}, 400, "", `time zone "Nowhere/Land"`},
-		{base + "/x", map[string]any{"spec": "@hourly", "policy": "most"}, 400, "", `policy "most"`},
+		{base + "/x", map[string]any{"spec": "@hourly", "tz": "Nowhere/Land"}, 400, "tz", `time zone "Nowhere/Land"`},
+		{base + "/x", map[string]any{"spec": "61 * * * *", "tz": "Nowhere/Land"}, 400, "tz", `time zone "Nowhere/Land"`},
+		{base + "/x", map[string]any{"spec": "@hourly", "policy": "most"}, 400, "policy", `policy "most"`},
+		{base + "/x", map[string]any{"spec": "@hourly", "max_attempts": -1}, 400, "max_attempts", "max attempts -1"},
+		{base + "/x?replace=maybe", map[string]any{"spec": "@hourly"}, 400, "replace", `replace "maybe"`},
 		{base + "/x", map[string]any{"spec": "@hourly", "colour": "red"}, 400, "colour", "unknown field"},
 		{base + "/x", map[string]any{"spec": 5}, 400, "spec", "must be a string"},
 		{base + "/x", map[string]any{"spec": "@hourly", "body": strings.Repeat("b", 2000)}, 413, "body", "limit"},

@@ -201,7 +201,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, delayq.ErrDuplicate),
 		errors.Is(err, delayq.ErrNotScheduled),
-		errors.Is(err, delayq.ErrTopicInUse):
+		errors.Is(err, delayq.ErrTopicInUse), errors.Is(err, delayq.ErrExists):
 		return http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
