@@ -92,6 +92,16 @@ func (l *Lease) logErr(msg string, err error) {
 	l.log.Warn(msg, "err", err)
 }
 
+// nodeErr returns err without redsync's "node #0: " prefix: a lease has
+// one node, the store's pool, whose errors name their address.
+func nodeErr(err error) error {
+	var re *redsync.RedisError
+	if errors.As(err, &re) {
+		return re.Err
+	}
+	return err
+}
+
 // Acquire tries once to take the lease called name. It returns ErrTaken
 // (wrapped) if another owner holds it. The returned Lease's Ctx is a child
 // of context.Background, not of ctx: ctx bounds only the acquisition.
@@ -118,7 +128,7 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 		if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
 			return nil, fmt.Errorf("%w: %s", ErrTaken, name)
 		}
-		return nil, fmt.Errorf("acquire %s: %w", name, err)
+		return nil, fmt.Errorf("acquire %s: %w", name, nodeErr(err))
 	}
 	token, err := o.Token(ctx)
 	if err != nil {
@@ -237,11 +247,11 @@ func (l *Lease) keepAlive() {
 			tick.Reset(time.Until(last.Add(l.every())))
 		case err == nil || errors.Is(err, redsync.ErrExtendFailed) || isTaken(err):
 			// The lock is gone or someone else holds it: no point waiting.
-			l.log.Warn("lease extension refused", "err", err)
+			l.log.Warn("lease extension refused", "err", nodeErr(err))
 			l.cancel(ErrLost)
 			return
 		default:
-			l.logErr("lease extension failed, retrying", err)
+			l.logErr("lease extension failed, retrying", nodeErr(err))
 			tick.Reset(l.expiry / 12)
 		}
 	}
@@ -265,7 +275,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			return
 		}
 		if _, err := l.mutex.UnlockContext(ctx); err != nil && !errors.Is(err, redsync.ErrLockAlreadyExpired) && !isTaken(err) {
-			l.released = fmt.Errorf("release %s: %w", l.name, err)
+			l.released = fmt.Errorf("release %s: %w", l.name, nodeErr(err))
 		}
 	})
 	return l.released

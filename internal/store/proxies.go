@@ -135,12 +135,12 @@ func isProxyDown(err error) bool {
 }
 
 // dial connects to the next healthy address in turn, with dial, and
-// returns the connection, or an error naming each address's failure when
-// none answers. With several addresses, a new connection is checked with
-// a PING, so that a Codis proxy that is starting is skipped.
+// returns the connection, or an *UnreachableError with each address's
+// failure when none answers. With several addresses, a new connection is
+// checked with a PING, so that a Codis proxy that is starting is skipped.
 func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr string) (*portable.Conn, error)) (redis.Conn, error) {
 	order := x.order(time.Now())
-	var errs []string
+	var errs []error
 	for _, i := range order {
 		c, err := dial(ctx, x.addrs[i])
 		if err == nil && len(x.addrs) > 1 {
@@ -150,8 +150,9 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 			}
 		}
 		if err != nil {
+			err = namedErr(x.addrs[i], err)
 			x.failed(i, err)
-			errs = append(errs, fmt.Sprintf("%s: %v", x.addrs[i], err))
+			errs = append(errs, err)
 			if ctx.Err() != nil {
 				break
 			}
@@ -166,7 +167,17 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 		x.log.Error("no proxy reachable: retrying", "proxies", strings.Join(x.addrs, ","))
 	}
 	x.mu.Unlock()
-	return nil, fmt.Errorf("no address answered: %s", strings.Join(errs, "; "))
+	return nil, &UnreachableError{Errs: errs}
+}
+
+// namedErr returns err naming addr, once: the errors of a dial and of a
+// closed connection name it already (see portable.Dial), an error reply
+// does not.
+func namedErr(addr string, err error) error {
+	if strings.Contains(err.Error(), addr) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", addr, err)
 }
 
 // order returns the addresses to try, starting from the next in turn:
