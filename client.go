@@ -160,7 +160,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
-	c.errLog = poller.NewErrLog(opts.Logger)
+	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
 }
 

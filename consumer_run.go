@@ -69,6 +69,8 @@ func (k *Consumer) Run(ctx context.Context) error {
 		return errors.New("delayq: Consumer.Run called twice")
 	}
 	defer close(k.doneCh)
+	outage := k.c.store.Outage()
+	defer outage.Wait(k.opts.Lease)()
 	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
 	if !set {
 		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
@@ -111,9 +113,15 @@ func (k *Consumer) Run(ctx context.Context) error {
 				time.AfterFunc(time.Second, func() { close(abandon) })
 			})
 		},
-		Gained: func(int) { k.count(eventLeasesGained, 1) },
-		Lost:   func(int) { k.count(eventLeasesLost, 1) },
-		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog,
+		Gained: func(int) {
+			k.count(eventLeasesGained, 1)
+			outage.LeaseGained()
+		},
+		Lost: func(int) {
+			k.count(eventLeasesLost, 1)
+			outage.LeaseLost()
+		},
+		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog, Quiet: outage.Quiet,
 	})
 	if err != nil {
 		return err

@@ -15,7 +15,8 @@ import (
 // A client given two proxies, the first dead from the start, works from
 // its start and reports the dead one; with both proxies of a running
 // consumer down for five seconds, nothing is lost, the client resumes by
-// itself and logs the outage once, not once per command.
+// itself and logs the outage once, not once per command, and its end
+// once, with what it cost: nothing, as it was shorter than the lease.
 func TestProxiesDeadAndBack(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
 	ctx := context.Background()
@@ -67,8 +68,12 @@ func TestProxiesDeadAndBack(t *testing.T) {
 			t.Errorf("%s delivered %d times", id, len(ds))
 		}
 	}
-	if n := strings.Count(logs.String(), "no proxy reachable"); n != 1 {
+	if n := strings.Count(logs.String(), `msg="outage: no address answers; waiting for one"`); n != 1 {
 		t.Errorf("the outage of both proxies logged %d times, want once:\n%s", n, logs.String())
+	}
+	waitFor(t, 10*time.Second, "the outage's summary", func() bool { return strings.Contains(logs.String(), `msg="outage over"`) })
+	if n := strings.Count(logs.String(), `msg="outage over"`); n != 1 || !strings.Contains(logs.String(), "leases_lost=0 partitions_retaken=0") {
+		t.Errorf("the end of the outage logged %d times, or not as costing nothing:\n%s", n, logs.String())
 	}
 	waitFor(t, 10*time.Second, "both proxies reported up", func() bool {
 		h := cc.Proxies()

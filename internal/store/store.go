@@ -145,11 +145,16 @@ func (s *Store) Pool() *redis.Pool { return s.pool }
 func (s *Store) Namespace() string { return s.ns }
 
 // Close closes the pool's idle connections, once the probes of proxies
-// that are down have ended.
+// that are down have ended, and writes the summary of an outage that
+// ended if it waits (see Outage).
 func (s *Store) Close() error {
 	s.proxies.probes.Wait()
+	s.proxies.outage.close()
 	return s.pool.Close()
 }
+
+// Outage returns the store's outage tracker (see Outage).
+func (s *Store) Outage() *Outage { return s.proxies.outage }
 
 func (s *Store) conn(ctx context.Context) (redis.Conn, error) {
 	c, err := s.pool.GetContext(ctx)
