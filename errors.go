@@ -24,4 +24,8 @@ var (
 	ErrInvalid = errors.New("delayq: invalid argument")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("delayq: closed")
+	// ErrUnavailable: no address of Options.Addr answered a dial (an
+	// outage), within Options.RetryFor for a write of messages; the
+	// command was not sent.
+	ErrUnavailable = store.ErrUnreachable
 )

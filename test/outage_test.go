@@ -1,6 +1,9 @@
 package test
 
 import (
+	"context"
+	"errors"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -111,4 +114,102 @@ func TestOutageLogs(t *testing.T) {
 			lost, retaken, parts, parts, m[0])
 	}
 	testenv.Figure(t, "scenario=outage-logs-4s lasted_ms=%d leases_lost=%d partitions_retaken=%d", lasted.Milliseconds(), lost, retaken)
+}
+
+// startSend starts "delayq send args..." and returns a channel that gets
+// its result and how long it ran.
+func startSend(t *testing.T, args ...string) (<-chan result, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	cmd := newCmd(ctx, append([]string{"send"}, args...)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		err := cmd.Wait()
+		r := result{args: args, stdout: out.String(), stderr: errb.String()}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			r.code = ee.ExitCode()
+		} else if err != nil {
+			r.code = -1
+		}
+		ch <- r
+	}()
+	return ch, start
+}
+
+// TestOutageSendRetryFor: "send --retry-for 3s" started while the proxy
+// is down succeeds when the proxy is back within the bound; when it is
+// not, it fails once the bound has passed (not before, and not long
+// after), saying how long it tried and the last error. With --retry-for
+// 0 it fails at once and says it did not retry.
+func TestOutageSendRetryFor(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	addr, topic := env.Proxy, "e2e.outage.send"
+	env.StopProxy(t)
+
+	done, _ := startSend(t, "--addr", addr, "--topic", topic, "--body", "waited", "--retry-for", "3s")
+	time.Sleep(time.Second)
+	env.StartProxy(t)
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("send during an outage shorter than --retry-for: %s", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+	got := mustCLI(t, "", "get", "--addr", addr, "--topic", topic, "--id", id)
+	if in := decodeInfo(t, got.stdout); in.Body == nil || *in.Body != "waited" {
+		t.Errorf("the message sent during the outage reads %s", got.stdout)
+	}
+
+	env.StopProxy(t)
+	const bound, slack = 3 * time.Second, 2 * time.Second
+	done, start := startSend(t, "--addr", addr, "--topic", topic, "--body", "never", "--retry-for", bound.String())
+	r = <-done
+	took := time.Since(start)
+	if took < bound || took > bound+slack {
+		t.Errorf("send --retry-for %v with the proxy down exited after %v, want between %v and %v", bound, took, bound, bound+slack)
+	}
+	wantExit(t, r, 1, "3s", "connection refused")
+
+	start = time.Now()
+	r = cli(t, "", "send", "--addr", addr, "--topic", topic, "--body", "never", "--retry-for", "0")
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("send --retry-for 0 with the proxy down took %v", took)
+	}
+	wantExit(t, r, 1, "not retried", "connection refused")
+	env.StartProxy(t)
+}
+
+// TestOutageErrorText: the error of a dial names the address once, as
+// the network error does, without prefixes that repeat it.
+func TestOutageErrorText(t *testing.T) {
+	r := cli(t, "", "send", "--addr", "127.0.0.1:1", "--topic", "e2e.outage.text", "--retry-for", "0")
+	wantExit(t, r, 1, "dial tcp 127.0.0.1:1: connect: connection refused")
+	if msg := errorLine(r.stderr); strings.Count(msg, "127.0.0.1:1") != 1 {
+		t.Errorf("the error names the address more than once: %s", msg)
+	}
+	r = cli(t, "", "stats", "--addr", "127.0.0.1:1,127.0.0.1:2", "--topic", "e2e.outage.text")
+	wantExit(t, r, 1, "dial tcp 127.0.0.1:1: connect: connection refused", "dial tcp 127.0.0.1:2: connect: connection refused")
+	for _, a := range []string{"127.0.0.1:1", "127.0.0.1:2"} {
+		if msg := errorLine(r.stderr); strings.Count(msg, a+":") != 1 {
+			t.Errorf("the error does not name %s once: %s", a, msg)
+		}
+	}
+}
+
+// errorLine returns the line of stderr that carries the command's error.
+func errorLine(stderr string) string {
+	for _, ln := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(ln, "delayq: ") {
+			return ln
+		}
+	}
+	return ""
 }
