@@ -3,7 +3,10 @@ package test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -114,6 +117,97 @@ func TestOutageLogs(t *testing.T) {
 			lost, retaken, parts, parts, m[0])
 	}
 	testenv.Figure(t, "scenario=outage-logs-4s lasted_ms=%d leases_lost=%d partitions_retaken=%d", lasted.Milliseconds(), lost, retaken)
+}
+
+// TestOutageSubStartsDuringOutage: a sub started while every proxy is
+// down waits for them, logging the outage once, instead of exiting; it
+// delivers a message sent after they return, and stops with exit 0.
+func TestOutageSubStartsDuringOutage(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
+	addrs := strings.Join(env.Proxies, ",")
+	topic := "e2e.outage.start"
+	env.StopProxyN(t, 0)
+	env.StopProxyN(t, 1)
+	l := newLedger()
+	s := startSub(t, l, 0, "--addr", addrs, "--topic", topic, "--partitions", "4", "--lease", "2s")
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(s.stderr.String(), outageStartMsg) || s.exited() },
+		"the outage's first line\nstderr: %s", s.stderr)
+	// Wait as long as a few dials and retries take: still running.
+	if poll(2*time.Second, s.exited) {
+		t.Fatalf("sub started during an outage exited %d\nstderr: %s", s.exitCode(), s.stderr)
+	}
+	env.StartProxyN(t, 0)
+	env.StartProxyN(t, 1)
+	id := sendOne(t, l, addrs, topic, "sent after the outage")
+	waitFor(t, 20*time.Second, func() bool { return len(l.deliveries(id)) > 0 },
+		"the delivery of a message sent after the outage\nstderr: %s", s.stderr)
+	if code := s.stop(t, 30*time.Second); code != 0 {
+		t.Errorf("sub exited %d\nstderr: %s", code, s.stderr)
+	}
+	if n := countLines(s.stderr.String(), outageStartMsg); n != 1 {
+		t.Errorf("%d lines say the outage started, want 1\nstderr: %s", n, s.stderr)
+	}
+}
+
+// TestOutageWorkerStartsDuringOutage: a worker started while its proxy
+// is down waits for it, logging the outage once, and delivers a message
+// sent after it is back; SIGTERM then stops it with exit 0.
+func TestOutageWorkerStartsDuringOutage(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	env.StopProxy(t)
+	dir := t.TempDir()
+	out, cfg := filepath.Join(dir, "exec.out"), filepath.Join(dir, "worker.toml")
+	wWriteFile(t, cfg, fmt.Sprintf(`
+[redis]
+addr = %q
+
+[worker]
+lease = "2s"
+
+[[topic]]
+name = "e2e.outage.worker"
+partitions = 4
+[topic.handler]
+type = "exec"
+command = ["sh", "-c", 'cat >>"$1"', "sh", %q]
+`, env.Proxy, out))
+	w := wStartWorker(t, "--config", cfg)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(w.stderr.String(), outageStartMsg) || w.exited() },
+		"the outage's first line")
+	if poll(2*time.Second, w.exited) {
+		t.Fatalf("worker started during an outage exited\n%s", w.stderr)
+	}
+	env.StartProxy(t)
+	mustCLI(t, "", "send", "--addr", env.Proxy, "--topic", "e2e.outage.worker", "--body", "after the outage")
+	waitFor(t, 20*time.Second, func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "after the outage")
+	}, "the delivery of a message sent after the outage")
+	if code := w.stop(t, 30*time.Second); code != 0 {
+		t.Errorf("worker exited %d", code)
+	}
+	if n := countLines(w.stderr.String(), outageStartMsg); n != 1 {
+		t.Errorf("%d lines say the outage started, want 1\n%s", n, w.stderr)
+	}
+}
+
+// TestOutageSubStartStops: a sub waiting for the proxies at its start
+// stops at SIGTERM with exit 0; one with a bad flag value still fails at
+// once.
+func TestOutageSubStartStops(t *testing.T) {
+	dead := "127.0.0.1:1,127.0.0.1:2"
+	l := newLedger()
+	s := startSub(t, l, 0, "--addr", dead, "--topic", "e2e.outage.stop")
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(s.stderr.String(), outageStartMsg) || s.exited() },
+		"the outage's first line\nstderr: %s", s.stderr)
+	if s.exited() {
+		t.Fatalf("sub exited %d during an outage\nstderr: %s", s.exitCode(), s.stderr)
+	}
+	if code := s.stop(t, 5*time.Second); code != 0 {
+		t.Errorf("sub stopped during an outage exited %d, want 0\nstderr: %s", code, s.stderr)
+	}
+	r := cli(t, "", "sub", "--addr", dead, "--topic", "bad topic")
+	wantExit(t, r, 1, "topic")
 }
 
 // startSend starts "delayq send args..." and returns a channel that gets
