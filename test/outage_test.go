@@ -150,13 +150,14 @@ func TestOutageSubStartsDuringOutage(t *testing.T) {
 }
 
 // TestOutageWorkerStartsDuringOutage: a worker started while its proxy
-// is down waits for it, logging the outage once, and delivers a message
-// sent after it is back; SIGTERM then stops it with exit 0.
+// is down waits for it, logging the outage once (and its API's failures
+// naming their component once), and delivers a message sent after it is
+// back; SIGTERM then stops it with exit 0.
 func TestOutageWorkerStartsDuringOutage(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	env.StopProxy(t)
 	dir := t.TempDir()
-	out, cfg := filepath.Join(dir, "exec.out"), filepath.Join(dir, "worker.toml")
+	out, cfg, listen := filepath.Join(dir, "exec.out"), filepath.Join(dir, "worker.toml"), wFreeAddr(t)
 	wWriteFile(t, cfg, fmt.Sprintf(`
 [redis]
 addr = %q
@@ -164,18 +165,25 @@ addr = %q
 [worker]
 lease = "2s"
 
+[http]
+listen = %q
+
 [[topic]]
 name = "e2e.outage.worker"
 partitions = 4
 [topic.handler]
 type = "exec"
 command = ["sh", "-c", 'cat >>"$1"', "sh", %q]
-`, env.Proxy, out))
+`, env.Proxy, listen, out))
 	w := wStartWorker(t, "--config", cfg)
 	waitFor(t, 10*time.Second, func() bool { return strings.Contains(w.stderr.String(), outageStartMsg) || w.exited() },
 		"the outage's first line")
 	if poll(2*time.Second, w.exited) {
 		t.Fatalf("worker started during an outage exited\n%s", w.stderr)
+	}
+	api := &wAPI{t: t, base: "http://" + listen}
+	if code, body := api.do("GET", "/v1/topics/e2e.outage.worker/messages/m1", "", false); code < 500 {
+		t.Errorf("GET of a message during an outage: %d %s, want a 5xx", code, body)
 	}
 	env.StartProxy(t)
 	mustCLI(t, "", "send", "--addr", env.Proxy, "--topic", "e2e.outage.worker", "--body", "after the outage")
@@ -188,6 +196,11 @@ command = ["sh", "-c", 'cat >>"$1"', "sh", %q]
 	}
 	if n := countLines(w.stderr.String(), outageStartMsg); n != 1 {
 		t.Errorf("%d lines say the outage started, want 1\n%s", n, w.stderr)
+	}
+	for _, ln := range strings.Split(w.stderr.String(), "\n") {
+		if strings.Count(ln, "component=") > 1 {
+			t.Errorf("a line names its component twice: %s", ln)
+		}
 	}
 }
 
