@@ -79,7 +79,6 @@ func (k *Consumer) Run(ctx context.Context) error {
 	if err != nil || l == nil {
 		return err
 	}
-	k.layout.Store(l)
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
@@ -155,7 +154,7 @@ const (
 // again with backoff: the outage is logged once, by the store's Outage,
 // and other failures through the client's error log. It returns a nil
 // layout when ctx ended or Shutdown was called first, and the error of
-// anything else.
+// anything else. The layout read is the consumer's from then on.
 func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
 	if !set {
