@@ -23,6 +23,7 @@ const (
 	DefaultDialTimeout  = 2 * time.Second
 	DefaultReadTimeout  = 3 * time.Second
 	DefaultWriteTimeout = 3 * time.Second
+	DefaultRetryFor     = 5 * time.Second
 )
 
 // Options configures a Client. The zero value of each field means its default.
@@ -63,6 +64,16 @@ type Options struct {
 	// DisableCoalescing makes each Enqueue call write on its own instead of
 	// joining the batch of concurrent calls. Default false.
 	DisableCoalescing bool
+	// RetryFor bounds how long a write of messages (Enqueue,
+	// EnqueueBatch, EnqueueAsync, Import) waits for Redis while no
+	// address answers (an outage): it dials again with backoff until one
+	// does, then writes; past RetryFor it fails with an error that wraps
+	// ErrUnavailable and says how long it tried and the last dial's
+	// error. A failed dial sent nothing, so this never writes a message
+	// twice; a write whose connection broke after it was sent is not
+	// retried (see Enqueue). The last dial may add up to DialTimeout.
+	// Default DefaultRetryFor (5s); negative: no retry.
+	RetryFor time.Duration
 
 	// hook injects faults in tests (see portable.DialOptions.Hook).
 	hook func(cmd string, args []any) error
@@ -91,6 +102,15 @@ type Client struct {
 	// it scans again: see Export), last telling whether the read ended
 	// that scan. A test holds the export there to move messages under it.
 	exportRead func(p, scan int, last bool)
+}
+
+// retrying returns ctx under which a write of messages waits for Redis
+// during an outage, for Options.RetryFor (see there).
+func (c *Client) retrying(ctx context.Context) context.Context {
+	if c.opts.RetryFor < 0 {
+		return ctx
+	}
+	return store.WithRetry(ctx, c.opts.RetryFor)
 }
 
 // coalescer is the state that joins concurrent Enqueue and EnqueueAsync
@@ -153,6 +173,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = DefaultRetryFor
+	}
 	st, err := store.Open(store.Options{
 		Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
 		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
@@ -166,7 +189,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
-	c.errLog = poller.NewErrLog(opts.Logger)
+	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
 }
 

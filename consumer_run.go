@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
@@ -62,23 +63,20 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // have started, then shuts down gracefully: it stops claiming, returns
 // held messages to scheduled and hands every partition over at once, waits
 // up to ShutdownTimeout for running handlers (then cancels their
-// contexts), leaves the topic's members and returns nil. It returns an
-// error only if it could not start (bad topic, Redis unreachable) or was already run.
+// contexts), leaves the topic's members and returns nil. Started while
+// Redis cannot be reached, it waits for Redis as a running consumer rides
+// out an outage (logged once by the client; see the README's "Proxy
+// outages"). It returns an error only if it could not start (a topic or
+// schedule Redis refuses) or was already run.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
 	}
 	defer close(k.doneCh)
-	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
-	if !set {
-		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
-	}
-	l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
-	if err != nil {
-		return err
-	}
-	k.layout.Store(&l)
-	if err := k.applySchedules(ctx); err != nil {
+	outage := k.c.store.Outage()
+	defer outage.Wait(k.opts.Lease)()
+	l, err := k.start(ctx)
+	if err != nil || l == nil {
 		return err
 	}
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
@@ -111,9 +109,15 @@ func (k *Consumer) Run(ctx context.Context) error {
 				time.AfterFunc(time.Second, func() { close(abandon) })
 			})
 		},
-		Gained: func(int) { k.count(eventLeasesGained, 1) },
-		Lost:   func(int) { k.count(eventLeasesLost, 1) },
-		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog,
+		Gained: func(int) {
+			k.count(eventLeasesGained, 1)
+			outage.LeaseGained()
+		},
+		Lost: func(int) {
+			k.count(eventLeasesLost, 1)
+			outage.LeaseLost()
+		},
+		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog, Quiet: outage.Quiet,
 	})
 	if err != nil {
 		return err
@@ -137,6 +141,53 @@ func (k *Consumer) Run(ctx context.Context) error {
 	d.Close()
 	k.log.Info("consumer stopped")
 	return nil
+}
+
+// Backoff of a consumer's start while Redis cannot be reached.
+const (
+	startRetryMin = 100 * time.Millisecond
+	startRetryMax = 2 * time.Second
+)
+
+// start creates the topic (or reads its layout) and applies the
+// schedules. While Redis cannot be reached (store.Unavailable) it tries
+// again with backoff: the outage is logged once, by the store's Outage,
+// and other failures through the client's error log. It returns a nil
+// layout when ctx ended or Shutdown was called first, and the error of
+// anything else. The layout read is the consumer's from then on.
+func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
+	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
+	if !set {
+		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
+	}
+	wait := startRetryMin
+	for {
+		l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
+		if err == nil {
+			k.layout.Store(&l)
+			err = k.applySchedules(ctx)
+		}
+		switch {
+		case err == nil:
+			return &l, nil
+		case ctx.Err() != nil:
+			return nil, nil
+		case !store.Unavailable(err):
+			return nil, err
+		}
+		k.c.errLog.Log("start: waiting for redis", err, "component", "consumer", "topic", k.opts.Topic)
+		t := time.NewTimer(clock.Jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-k.stopCh:
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		wait = min(2*wait, startRetryMax)
+	}
 }
 
 // readLayout reads the topic's layout, for the manager's rounds and the

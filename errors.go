@@ -38,6 +38,10 @@ var (
 	// ErrExists: what an add would create exists already (a schedule of
 	// that name: see Client.AddSchedule).
 	ErrExists = errors.New("delayq: exists already")
+	// ErrUnavailable: no address of Options.Addr answered a dial (an
+	// outage), within Options.RetryFor for a write of messages; the
+	// command was not sent.
+	ErrUnavailable = store.ErrUnreachable
 )
 
 // namedError is an error that says in its own words what it concerns

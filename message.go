@@ -171,6 +171,7 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 // slot per message. It sets each message's outcome in res[i].Err; the
 // error is for a failure of the whole write.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
+	ctx = c.retrying(ctx)
 	if err := c.place(ctx, now, msgs, parts, res); err != nil {
 		return err
 	}

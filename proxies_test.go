@@ -15,7 +15,8 @@ import (
 // A client given two proxies, the first dead from the start, works from
 // its start and reports the dead one; with both proxies of a running
 // consumer down for five seconds, nothing is lost, the client resumes by
-// itself and logs the outage once, not once per command.
+// itself and logs the outage once, not once per command, and its end
+// once, with what it cost: nothing, as it was shorter than the lease.
 func TestProxiesDeadAndBack(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
 	ctx := context.Background()
@@ -67,11 +68,56 @@ func TestProxiesDeadAndBack(t *testing.T) {
 			t.Errorf("%s delivered %d times", id, len(ds))
 		}
 	}
-	if n := strings.Count(logs.String(), "no proxy reachable"); n != 1 {
+	if n := strings.Count(logs.String(), `msg="outage: no address answers; waiting for one"`); n != 1 {
 		t.Errorf("the outage of both proxies logged %d times, want once:\n%s", n, logs.String())
+	}
+	waitFor(t, 10*time.Second, "the outage's summary", func() bool { return strings.Contains(logs.String(), `msg="outage over"`) })
+	if n := strings.Count(logs.String(), `msg="outage over"`); n != 1 || !strings.Contains(logs.String(), "leases_lost=0 partitions_retaken=0") {
+		t.Errorf("the end of the outage logged %d times, or not as costing nothing:\n%s", n, logs.String())
 	}
 	waitFor(t, 10*time.Second, "both proxies reported up", func() bool {
 		h := cc.Proxies()
 		return h[0].Up && h[1].Up
 	})
+}
+
+// With no address answering, a write of messages dials again for
+// Options.RetryFor, then fails with ErrUnavailable saying how long it
+// tried; a negative RetryFor fails at once. Other calls do not wait.
+func TestEnqueueRetryFor(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		retryFor time.Duration
+		min, max time.Duration
+		says     string
+	}{
+		{300 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second, "no address answered for 300ms"},
+		{-1, 0, 200 * time.Millisecond, "connection refused"},
+	} {
+		c := newClient(t, "127.0.0.1:1", Options{RetryFor: tc.retryFor})
+		for _, call := range []func() error{
+			func() error { _, err := c.Enqueue(ctx, Message{Topic: "rf", Body: []byte("x")}); return err },
+			func() error {
+				res, err := c.EnqueueBatch(ctx, []Message{{Topic: "rf", ID: "a"}})
+				if err == nil {
+					err = res[0].Err // the topic's layout could not be read
+				}
+				return err
+			},
+		} {
+			start := time.Now()
+			err := call()
+			took := time.Since(start)
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "dial tcp 127.0.0.1:1") {
+				t.Errorf("RetryFor %v: %v, want ErrUnavailable saying %q and the last dial's error", tc.retryFor, err, tc.says)
+			}
+			if took < tc.min || took > tc.max {
+				t.Errorf("RetryFor %v: failed after %v, want between %v and %v", tc.retryFor, took, tc.min, tc.max)
+			}
+		}
+		start := time.Now()
+		if _, err := c.Get(ctx, "rf", "a"); !errors.Is(err, ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
+			t.Errorf("Get with no address answering: %v after %v, want ErrUnavailable at once", err, time.Since(start))
+		}
+	}
 }

@@ -42,12 +42,19 @@ type Options struct {
 	// Token returns a new fencing token; called once after each
 	// successful acquisition. Required.
 	Token func(ctx context.Context) (int64, error)
-	// Logger, default slog.Default().
+	// Logger receives the lease's loss, with the lease's name and token;
+	// it names the component of its user. Default slog.Default() with
+	// component=lease.
 	Logger *slog.Logger
 	// Errors, when set, logs the transient errors of the keep-alive
 	// (extensions that failed and are retried) with the others of the
 	// process, once per outage; the lease's loss is logged by Logger.
 	Errors ErrorLogger
+	// Quiet, when set and true, says that the process knows Redis is
+	// unreachable and logs that outage as a whole, counting the leases it
+	// costs: a loss is then logged at debug level, not as a warning.
+	// Optional.
+	Quiet func() bool
 }
 
 // Lease is a held lock with a fencing token. Its methods are safe for
@@ -59,6 +66,7 @@ type Lease struct {
 	expiry time.Duration
 	log    *slog.Logger
 	errs   ErrorLogger
+	quiet  func() bool
 	mutex  *redsync.Mutex // touched only by Acquire, keepAlive and Release (after keepAlive ended)
 
 	ctx    context.Context
@@ -92,6 +100,26 @@ func (l *Lease) logErr(msg string, err error) {
 	l.log.Warn(msg, "err", err)
 }
 
+// logLoss logs the loss of the lease: as a warning, or at debug level
+// during an outage that is logged as a whole (Options.Quiet).
+func (l *Lease) logLoss(msg string, attrs ...any) {
+	if l.quiet != nil && l.quiet() {
+		l.log.Debug(msg, attrs...)
+		return
+	}
+	l.log.Warn(msg, attrs...)
+}
+
+// nodeErr returns err without redsync's "node #0: " prefix: a lease has
+// one node, the store's pool, whose errors name their address.
+func nodeErr(err error) error {
+	var re *redsync.RedisError
+	if errors.As(err, &re) {
+		return re.Err
+	}
+	return err
+}
+
 // Acquire tries once to take the lease called name. It returns ErrTaken
 // (wrapped) if another owner holds it. The returned Lease's Ctx is a child
 // of context.Background, not of ctx: ctx bounds only the acquisition.
@@ -106,7 +134,7 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 		return nil, errors.New("lease: Options.Value and Options.Token are required")
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.Default().With("component", "lease")
 	}
 	m := rs.NewMutex(name,
 		redsync.WithExpiry(o.Expiry),
@@ -118,7 +146,7 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 		if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
 			return nil, fmt.Errorf("%w: %s", ErrTaken, name)
 		}
-		return nil, fmt.Errorf("acquire %s: %w", name, err)
+		return nil, fmt.Errorf("acquire %s: %w", name, nodeErr(err))
 	}
 	token, err := o.Token(ctx)
 	if err != nil {
@@ -127,8 +155,8 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 	}
 	l := &Lease{
 		name: name, token: token, margin: o.Margin, expiry: o.Expiry, mutex: m,
-		log:   o.Logger.With("component", "lease", "lease", name, "token", token),
-		errs:  o.Errors,
+		log:  o.Logger.With("lease", name, "token", token),
+		errs: o.Errors, quiet: o.Quiet,
 		until: m.Until(),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -210,7 +238,7 @@ func (l *Lease) keepAlive() {
 				lost.Reset(time.Until(l.Until().Add(-l.margin)))
 				continue
 			}
-			l.log.Warn("lease lost", "until", l.Until())
+			l.logLoss("lease lost", "until", l.Until())
 			l.cancel(ErrLost)
 			return
 		case <-l.busy:
@@ -219,7 +247,7 @@ func (l *Lease) keepAlive() {
 		case <-tick.C:
 		}
 		if !time.Now().Before(l.Until().Add(-l.margin)) {
-			l.log.Warn("lease lost before extension", "until", l.Until())
+			l.logLoss("lease lost before extension", "until", l.Until())
 			l.cancel(ErrLost)
 			return
 		}
@@ -237,11 +265,11 @@ func (l *Lease) keepAlive() {
 			tick.Reset(time.Until(last.Add(l.every())))
 		case err == nil || errors.Is(err, redsync.ErrExtendFailed) || isTaken(err):
 			// The lock is gone or someone else holds it: no point waiting.
-			l.log.Warn("lease extension refused", "err", err)
+			l.logLoss("lease extension refused", "err", nodeErr(err))
 			l.cancel(ErrLost)
 			return
 		default:
-			l.logErr("lease extension failed, retrying", err)
+			l.logErr("lease extension failed, retrying", nodeErr(err))
 			tick.Reset(l.expiry / 12)
 		}
 	}
@@ -265,7 +293,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			return
 		}
 		if _, err := l.mutex.UnlockContext(ctx); err != nil && !errors.Is(err, redsync.ErrLockAlreadyExpired) && !isTaken(err) {
-			l.released = fmt.Errorf("release %s: %w", l.name, err)
+			l.released = fmt.Errorf("release %s: %w", l.name, nodeErr(err))
 		}
 	})
 	return l.released

@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +180,33 @@ func TestIdleExtendsLessOften(t *testing.T) {
 	}
 	if !l.Valid() {
 		t.Error("lease not valid")
+	}
+}
+
+// An error of the lease's one Redis connection reads as the store's,
+// naming the address, without redsync's "node #0: " prefix.
+func TestAcquireErrorNamesAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // a server that hangs up once it has read a command
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	st, rs := setup(t, ln.Addr().String())
+	_, err = lease.Acquire(context.Background(), rs, "lt:eof", opts(st, "a", time.Second))
+	if err == nil {
+		t.Fatal("acquired a lease from a server that hangs up")
+	}
+	if msg := err.Error(); strings.Contains(msg, "node #") || !strings.Contains(msg, ln.Addr().String()) || !strings.Contains(msg, "EOF") {
+		t.Errorf("error %q: want the address and EOF, without redsync's node number", msg)
 	}
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -78,12 +79,18 @@ type ManagerOptions struct {
 	// Gained and Lost are told of each lease gained, and each lost before
 	// a graceful stop (optional).
 	Gained, Lost func(p int)
-	Logger       *slog.Logger // default slog.Default()
-	// Errors, when set, logs transient errors (heartbeats, acquisitions
-	// and lease extensions that failed) with the others of the process,
-	// once per outage (see ErrorLogger). Optional.
+	Logger       *slog.Logger // default slog.Default() with component=lease
+	// Errors, when set, logs transient errors (heartbeats, acquisitions,
+	// reads of the partition count and lease extensions that failed) with
+	// the others of the process, once per outage (see ErrorLogger).
+	// Optional.
 	Errors ErrorLogger
-	Now    func() time.Time // default time.Now
+	// Quiet, when set and true, says that the process knows Redis is
+	// unreachable and logs that outage as a whole: the leases and
+	// partitions lost are then logged at debug level (see Options.Quiet).
+	// Optional.
+	Quiet func() bool
+	Now   func() time.Time // default time.Now
 }
 
 // Manager owns a member's fair share of a topic's partitions, in the way
@@ -123,7 +130,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		o.Heartbeat = o.Expiry / 3
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.Default().With("component", "lease")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -253,8 +260,11 @@ func (m *Manager) span(ctx context.Context) {
 		return
 	}
 	n, err := m.o.Span(ctx)
-	if err != nil || n < 1 {
-		m.log.Warn("read the partition count", "err", err, "n", n)
+	if err == nil && n < 1 {
+		err = fmt.Errorf("%d partitions to share", n)
+	}
+	if err != nil {
+		m.logErr("read the partition count", err)
 		return
 	}
 	m.mu.Lock()
@@ -269,7 +279,7 @@ func (m *Manager) span(ctx context.Context) {
 // look at membership and free partitions at once.
 func (m *Manager) changed(ctx context.Context) {
 	if err := m.o.Members.Changed(ctx, m.o.Topic); err != nil {
-		m.log.Warn("signal a change", "err", err)
+		m.logErr("signal a change", err)
 	}
 }
 
@@ -397,7 +407,7 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 			Token: func(ctx context.Context) (int64, error) {
 				return o.Members.NextToken(ctx, o.Topic, p, o.Now().UnixMilli())
 			},
-			Logger: o.Logger, Errors: o.Errors,
+			Logger: o.Logger, Errors: o.Errors, Quiet: o.Quiet,
 		})
 		if err != nil {
 			if !errors.Is(err, ErrTaken) {
@@ -435,7 +445,7 @@ func (m *Manager) run(p int, w *owned) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			if err := l.Release(ctx); err != nil {
-				m.log.Warn("release partition", "partition", p, "err", err)
+				m.logErr("release partition", err, "partition", p)
 			}
 			m.mu.Lock()
 			if m.owned[p] == w {
@@ -454,6 +464,11 @@ func (m *Manager) run(p int, w *owned) {
 		if m.o.Lost != nil {
 			m.o.Lost(p)
 		}
-		m.log.Warn("partition lost", "partition", p, "token", l.Token(), "err", err)
+		attrs := []any{"partition", p, "token", l.Token(), "err", err}
+		if m.o.Quiet != nil && m.o.Quiet() {
+			m.log.Debug("partition lost", attrs...)
+			return
+		}
+		m.log.Warn("partition lost", attrs...)
 	}
 }

@@ -11,7 +11,9 @@ import (
 // seconds filled the logs with hundreds of warnings. An ErrLog shared by
 // the loops logs the first error of an outage as a warning, the errors
 // that follow it within outageQuiet of one another at debug level, and a
-// reminder warning every outageRemind while they go on.
+// reminder warning every outageRemind while they go on. During an outage
+// the process logs as a whole (see NewErrLog), every error is logged at
+// debug level.
 const (
 	outageQuiet  = 5 * time.Second
 	outageRemind = time.Minute
@@ -20,7 +22,8 @@ const (
 // ErrLog logs the errors of the partition loops of a process (see above).
 // Safe for concurrent use.
 type ErrLog struct {
-	log *slog.Logger
+	log   *slog.Logger
+	quiet func() bool
 
 	mu       sync.Mutex
 	last     time.Time // the last error
@@ -29,12 +32,21 @@ type ErrLog struct {
 	suppress int       // errors logged at debug level since the last warning
 }
 
-// NewErrLog returns an ErrLog writing to log.
-func NewErrLog(log *slog.Logger) *ErrLog { return &ErrLog{log: log} }
+// NewErrLog returns an ErrLog writing to log. quiet, when not nil,
+// reports whether an outage that the process logs as a whole runs: the
+// errors are then all logged at debug level, and do not count as the
+// start of a burst.
+func NewErrLog(log *slog.Logger, quiet func() bool) *ErrLog {
+	return &ErrLog{log: log, quiet: quiet}
+}
 
 // Log logs msg and err, with attrs, as a warning when it starts an outage
 // or reminds of one, and at debug level otherwise.
 func (e *ErrLog) Log(msg string, err error, attrs ...any) {
+	if e.quiet != nil && e.quiet() {
+		e.log.Debug(msg, append(attrs, "err", err)...)
+		return
+	}
 	now := time.Now()
 	e.mu.Lock()
 	var warn []any

@@ -55,6 +55,9 @@ type common struct {
 	topic      string
 	partitions int
 	logLevel   slog.Level
+	// retryFor is delayq.Options.RetryFor: 0 for the default, negative
+	// for no retry (send --retry-for 0).
+	retryFor time.Duration
 }
 
 // command is one subcommand's flag set together with the common flags.
@@ -165,6 +168,7 @@ func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
 		Namespace:  c.namespace,
 		Partitions: c.partitions,
 		Logger:     log,
+		RetryFor:   c.retryFor,
 	})
 }
 

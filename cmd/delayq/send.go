@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/httpapi"
@@ -39,13 +40,22 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		maxAttempts = cmd.fs.Int("max-attempts", 0, "delivery attempts of this message (default: the consumer's)")
 		useStdin    = cmd.fs.Bool("stdin", false, "enqueue the JSON lines read from stdin")
 		batch       = cmd.fs.Int("batch", DefaultBatch, "messages per enqueue call with --stdin")
+		retryFor    = durationFlag{d: delayq.DefaultRetryFor}
 	)
+	cmd.fs.Var(&retryFor, "retry-for", "while no proxy answers, dial again for up to `duration`, then fail (0: fail at once)")
 	due.add(cmd, " (neither --delay nor --at: due now)")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	if err := cmd.nonNegative("max-attempts", int64(*maxAttempts)); err != nil {
 		return err
+	}
+	if err := cmd.nonNegative("retry-for", int64(retryFor.d)); err != nil {
+		return err
+	}
+	cmd.c.retryFor = retryFor.d
+	if retryFor.d == 0 {
+		cmd.c.retryFor = -1
 	}
 	if *useStdin {
 		for _, name := range []string{"id", "body", "body-file", "delay", "at", "max-attempts"} {
@@ -61,7 +71,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return err
 		}
 		defer client.Close()
-		return sendLines(ctx, client, cmd.c.topic, stdin, *batch, stdout, stderr)
+		return notRetried(sendLines(ctx, client, cmd.c.topic, stdin, *batch, stdout, stderr), retryFor.d)
 	}
 	if cmd.isSet("batch") {
 		return cmd.usageErr("--batch needs --stdin")
@@ -86,9 +96,18 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer client.Close()
 	got, err := client.Enqueue(ctx, msg)
 	if err != nil {
-		return err
+		return notRetried(err, retryFor.d)
 	}
 	_, err = fmt.Fprintln(stdout, got)
+	return err
+}
+
+// notRetried says that err, a failure to reach Redis, was not retried
+// because --retry-for is 0.
+func notRetried(err error, retryFor time.Duration) error {
+	if retryFor == 0 && errors.Is(err, delayq.ErrUnavailable) {
+		return fmt.Errorf("%w (not retried: --retry-for 0)", err)
+	}
 	return err
 }
 

@@ -141,6 +141,7 @@ func newWorkerLogger(w io.Writer, c config.Log) *slog.Logger {
 // worker is the daemon: a consumer per configured topic and the HTTP API.
 type worker struct {
 	cfg     *config.Config
+	base    *slog.Logger // as given: the parts that name their own component log to it
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
@@ -166,7 +167,7 @@ type workerTopic struct {
 // Nothing talks to Redis yet.
 func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	w := &worker{
-		cfg: cfg, log: log.With("component", "worker"),
+		cfg: cfg, base: log, log: log.With("component", "worker"),
 		reg: prometheus.NewRegistry(), web: handler.NewHTTPClient(),
 		byName: map[string]*workerTopic{},
 	}
@@ -334,7 +335,7 @@ func (w *worker) run(ctx context.Context) error {
 	if ln != nil {
 		var h http.Handler = httpapi.New(httpapi.Options{
 			Client: w.clientOf, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
-			Ready: w.ready, Gatherer: w.reg, Logger: w.log,
+			Ready: w.ready, Gatherer: w.reg, Logger: w.base,
 		})
 		if w.ui != nil {
 			h = withUI(w.ui, h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -66,9 +67,9 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 		redis.DialWriteTimeout(o.WriteTimeout),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, dialErr(addr, err)
 	}
-	pc := &Conn{c: c, nc: sc, readTimeout: o.ReadTimeout, hook: o.Hook}
+	pc := &Conn{c: c, nc: sc, addr: addr, readTimeout: o.ReadTimeout, hook: o.Hook}
 	if o.Password != "" {
 		if _, err := pc.Do("AUTH", o.Password); err != nil {
 			pc.Close()
@@ -78,11 +79,23 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	return pc, nil
 }
 
+// dialErr names addr in a failed dial's error, unless the error names it
+// already: the net package's do ("dial tcp 127.0.0.1:1: connect:
+// connection refused").
+func dialErr(addr string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return err
+	}
+	return fmt.Errorf("dial %s: %w", addr, err)
+}
+
 // Conn is a redis.Conn that sends only portable commands. It is not safe
 // for concurrent use, like the connection it wraps.
 type Conn struct {
 	c           redis.Conn
 	nc          *sendConn // under c: closed to interrupt a read when a context ends
+	addr        string    // as dialed
 	readTimeout time.Duration
 	hook        func(cmd string, args []any) error
 	pending     int
@@ -135,7 +148,7 @@ func (c *Conn) Err() error {
 	if c.broken != nil {
 		return c.broken
 	}
-	return c.c.Err()
+	return c.named(c.c.Err())
 }
 
 // Do checks and sends a command and returns its reply.
@@ -144,7 +157,8 @@ func (c *Conn) Do(cmd string, args ...any) (any, error) {
 		return nil, err
 	}
 	c.pending = 0
-	return c.c.Do(cmd, args...)
+	r, err := c.c.Do(cmd, args...)
+	return r, c.named(err)
 }
 
 // DoContext is Do bounded by ctx.
@@ -153,7 +167,19 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 		return nil, err
 	}
 	c.pending = 0
-	return c.bounded(ctx, func(d time.Duration) (any, error) { return redis.DoWithTimeout(c.c, d, cmd, args...) })
+	r, err := c.bounded(ctx, func(d time.Duration) (any, error) { return redis.DoWithTimeout(c.c, d, cmd, args...) })
+	return r, c.named(err)
+}
+
+// named returns err naming the connection's address when it is the end
+// of the stream (io.EOF says nothing of where it came from); other
+// network errors name both ends already, and error replies need no
+// address.
+func (c *Conn) named(err error) error {
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		return fmt.Errorf("%s closed the connection: %w", c.addr, err)
+	}
+	return err
 }
 
 // bounded runs f, a call that reads a reply within its timeout argument,
@@ -209,7 +235,8 @@ func (c *Conn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, err
 		return nil, err
 	}
 	c.pending = 0
-	return redis.DoWithTimeout(c.c, d, cmd, args...)
+	r, err := redis.DoWithTimeout(c.c, d, cmd, args...)
+	return r, c.named(err)
 }
 
 // Send checks and buffers a command.
@@ -299,7 +326,8 @@ func (c *Conn) Receive() (any, error) {
 	if c.pending > 0 {
 		c.pending--
 	}
-	return c.c.Receive()
+	r, err := c.c.Receive()
+	return r, c.named(err)
 }
 
 // ReceiveContext reads one reply, bounded by ctx.
@@ -310,7 +338,8 @@ func (c *Conn) ReceiveContext(ctx context.Context) (any, error) {
 	if c.pending > 0 {
 		c.pending--
 	}
-	return c.bounded(ctx, func(d time.Duration) (any, error) { return redis.ReceiveWithTimeout(c.c, d) })
+	r, err := c.bounded(ctx, func(d time.Duration) (any, error) { return redis.ReceiveWithTimeout(c.c, d) })
+	return r, c.named(err)
 }
 
 // ReceiveWithTimeout reads one reply with a read timeout.
@@ -321,7 +350,8 @@ func (c *Conn) ReceiveWithTimeout(d time.Duration) (any, error) {
 	if c.pending > 0 {
 		c.pending--
 	}
-	return redis.ReceiveWithTimeout(c.c, d)
+	r, err := redis.ReceiveWithTimeout(c.c, d)
+	return r, c.named(err)
 }
 
 // The audit log: one line per distinct shape per process.

@@ -52,3 +52,35 @@ type FencedError struct {
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("delayq: fenced: token %d, fence at %d", e.Token, e.Newest)
 }
+
+// ErrUnreachable: no address of the store answered a dial (an outage),
+// so the command was not sent. The errors that match it are an
+// *UnreachableError.
+var ErrUnreachable = errors.New("delayq: no address answers")
+
+// UnreachableError is the failure of a dial to every address of a store:
+// each address's error, in the order tried. It matches ErrUnreachable.
+type UnreachableError struct {
+	Errs []error // each names its address
+}
+
+// Error returns the errors of the addresses tried, which name them.
+func (e *UnreachableError) Error() string {
+	if len(e.Errs) == 1 {
+		return e.Errs[0].Error()
+	}
+	s := "no proxy answers: "
+	for i, err := range e.Errs {
+		if i > 0 {
+			s += "; "
+		}
+		s += err.Error()
+	}
+	return s
+}
+
+// Is reports whether target is ErrUnreachable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// Unwrap returns the addresses' errors.
+func (e *UnreachableError) Unwrap() []error { return e.Errs }

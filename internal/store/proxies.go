@@ -21,8 +21,8 @@ import (
 // (refused, reset, timed out, or answering "router is not online" while a
 // Codis proxy starts) is skipped, and tried again after a backoff that
 // doubles from proxyRetryMin to proxyRetryMax; its idle connections are
-// dropped when next borrowed. Each proxy going down and coming back is
-// logged once.
+// dropped when next borrowed. A proxy going down while another answers
+// is logged once; all of them down is an outage (see outage.go).
 //
 // A command whose connection broke is not sent again here: the operations
 // above decide, since only they know what is safe to repeat. The partition
@@ -44,10 +44,11 @@ type proxies struct {
 	probe  func(ctx context.Context, addr string) error
 	probes sync.WaitGroup
 
-	mu      sync.Mutex
-	next    int // the address the next dial starts from
-	state   []proxyState
-	allDown bool // every address failed its last dial: logged once
+	outage *Outage
+
+	mu    sync.Mutex
+	next  int // the address the next dial starts from
+	state []proxyState
 }
 
 type proxyState struct {
@@ -59,7 +60,7 @@ type proxyState struct {
 }
 
 func newProxies(addrs []string, log *slog.Logger, probe func(ctx context.Context, addr string) error) *proxies {
-	return &proxies{addrs: addrs, log: log, probe: probe, state: make([]proxyState, len(addrs))}
+	return &proxies{addrs: addrs, log: log, probe: probe, state: make([]proxyState, len(addrs)), outage: newOutage(addrs, log)}
 }
 
 // probeDown starts a probe of each proxy that is down and due for a try,
@@ -135,12 +136,13 @@ func isProxyDown(err error) bool {
 }
 
 // dial connects to the next healthy address in turn, with dial, and
-// returns the connection, or an error naming each address's failure when
-// none answers. With several addresses, a new connection is checked with
-// a PING, so that a Codis proxy that is starting is skipped.
+// returns the connection, or an *UnreachableError with each address's
+// failure when none answers: the start of an outage, unless ctx ended
+// first. With several addresses, a new connection is checked with a
+// PING, so that a Codis proxy that is starting is skipped.
 func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr string) (*portable.Conn, error)) (redis.Conn, error) {
 	order := x.order(time.Now())
-	var errs []string
+	var errs []error
 	for _, i := range order {
 		c, err := dial(ctx, x.addrs[i])
 		if err == nil && len(x.addrs) > 1 {
@@ -150,23 +152,30 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 			}
 		}
 		if err != nil {
+			err = namedErr(x.addrs[i], err)
 			x.failed(i, err)
-			errs = append(errs, fmt.Sprintf("%s: %v", x.addrs[i], err))
+			errs = append(errs, err)
 			if ctx.Err() != nil {
-				break
+				return nil, &UnreachableError{Errs: errs}
 			}
 			continue
 		}
 		x.up(i)
 		return &proxyConn{Conn: c, x: x, i: i}, nil
 	}
-	x.mu.Lock()
-	if !x.allDown && len(x.addrs) > 1 {
-		x.allDown = true
-		x.log.Error("no proxy reachable: retrying", "proxies", strings.Join(x.addrs, ","))
+	err := &UnreachableError{Errs: errs}
+	x.outage.begin(err)
+	return nil, err
+}
+
+// namedErr returns err naming addr, once: the errors of a dial and of a
+// closed connection name it already (see portable.Dial), an error reply
+// does not.
+func namedErr(addr string, err error) error {
+	if strings.Contains(err.Error(), addr) {
+		return err
 	}
-	x.mu.Unlock()
-	return nil, fmt.Errorf("no address answered: %s", strings.Join(errs, "; "))
+	return fmt.Errorf("%s: %w", addr, err)
 }
 
 // order returns the addresses to try, starting from the next in turn:
@@ -190,15 +199,16 @@ func (x *proxies) order(now time.Time) []int {
 	return append(ready, later...)
 }
 
-// failed marks proxy i down, logging it once per outage, and doubles its
-// backoff.
+// failed marks proxy i down, logging it once while another proxy
+// answers (the last one down starts an outage, logged as such when a dial
+// finds every proxy down), and doubles its backoff.
 func (x *proxies) failed(i int, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := &x.state[i]
 	if !s.down {
 		s.down, s.backoff = true, proxyRetryMin
-		if len(x.addrs) > 1 {
+		if x.anyUp() {
 			x.log.Warn("proxy down: skipping it", "proxy", x.addrs[i], "err", err)
 		}
 	} else {
@@ -207,7 +217,18 @@ func (x *proxies) failed(i int, err error) {
 	s.retryAt, s.lastErr = time.Now().Add(s.backoff), err
 }
 
-// up marks proxy i healthy, logging it when it was down.
+// anyUp reports whether a proxy is not down. x.mu is held.
+func (x *proxies) anyUp() bool {
+	for _, s := range x.state {
+		if !s.down {
+			return true
+		}
+	}
+	return false
+}
+
+// up marks proxy i healthy, logging it when it was down, and ends an
+// outage.
 func (x *proxies) up(i int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -215,11 +236,9 @@ func (x *proxies) up(i int) {
 	if s.down && len(x.addrs) > 1 {
 		x.log.Info("proxy back", "proxy", x.addrs[i])
 	}
-	if x.allDown && len(x.addrs) > 1 {
-		x.log.Info("a proxy answers again", "proxy", x.addrs[i])
-	}
 	probing := s.probing
-	*s, x.allDown = proxyState{probing: probing}, false
+	*s = proxyState{probing: probing}
+	x.outage.end(x.addrs[i])
 }
 
 // usable reports whether a pooled connection may be used: not when its

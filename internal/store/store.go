@@ -145,18 +145,82 @@ func (s *Store) Pool() *redis.Pool { return s.pool }
 func (s *Store) Namespace() string { return s.ns }
 
 // Close closes the pool's idle connections, once the probes of proxies
-// that are down have ended.
+// that are down have ended, and writes the summary of an outage that
+// ended if it waits (see Outage).
 func (s *Store) Close() error {
 	s.proxies.probes.Wait()
+	s.proxies.outage.close()
 	return s.pool.Close()
 }
 
+// Outage returns the store's outage tracker (see Outage).
+func (s *Store) Outage() *Outage { return s.proxies.outage }
+
+// Unavailable reports whether err is a failure to reach Redis rather
+// than an answer: no address answered a dial (ErrUnreachable), or a
+// connection broke (reset, closed, timed out) or its proxy is not ready.
+// Such a failure may end by itself.
+func Unavailable(err error) bool {
+	return err != nil && (errors.Is(err, ErrUnreachable) || isNetErr(err))
+}
+
+// retryKey is the context key of WithRetry.
+type retryKey struct{}
+
+// retry is a WithRetry bound.
+type retry struct {
+	start time.Time
+	d     time.Duration
+}
+
+// WithRetry returns a context under which the store's operations dial
+// again, with backoff, while no address answers (ErrUnreachable), for up
+// to d from now; it registers them with the store's Outage meanwhile. A
+// dial that failed sent nothing, so this is safe for any operation; a
+// command whose connection broke once sent is not sent again.
+func WithRetry(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, retryKey{}, retry{start: time.Now(), d: d})
+}
+
+// Backoff of the dials of WithRetry.
+const (
+	retryDialMin = 50 * time.Millisecond
+	retryDialMax = time.Second
+)
+
 func (s *Store) conn(ctx context.Context) (redis.Conn, error) {
 	c, err := s.pool.GetContext(ctx)
-	if err != nil {
+	if err == nil {
+		return c, nil
+	}
+	r, ok := ctx.Value(retryKey{}).(retry)
+	if !ok || !errors.Is(err, ErrUnreachable) {
 		return nil, fmt.Errorf("redis connection: %w", err)
 	}
-	return c, nil
+	done := s.proxies.outage.Wait(0)
+	defer done()
+	tries, wait := 1, retryDialMin
+	for {
+		left := time.Until(r.start.Add(r.d))
+		if left <= 0 {
+			return nil, fmt.Errorf("redis connection: no address answered for %v (%d dials); the last: %w", r.d, tries, err)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("redis connection: %w (%v after %d dials; last: %v)", ctx.Err(), time.Since(r.start).Round(time.Millisecond), tries, err)
+		case <-t.C:
+		}
+		wait = min(2*wait, retryDialMax)
+		tries++
+		if c, err = s.pool.GetContext(ctx); err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, ErrUnreachable) {
+			return nil, fmt.Errorf("redis connection: %w", err)
+		}
+	}
 }
 
 // cmd is one command of a pipeline.
