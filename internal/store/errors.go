@@ -12,6 +12,11 @@ var (
 	ErrNotScheduled = errors.New("delayq: message is not scheduled")
 	// ErrChangeRunning: another change of the partition count runs.
 	ErrChangeRunning = errors.New("delayq: a change of the partition count runs")
+	// ErrNoChange: no change of the partition count runs (to cancel).
+	ErrNoChange = errors.New("delayq: no change of the partition count runs")
+	// ErrChangeReplaced: a move pass stopped because the change it ran
+	// ended or was cancelled meanwhile (see MoveScan).
+	ErrChangeReplaced = errors.New("delayq: the change of the partition count was cancelled or ended")
 )
 
 // FencedError is returned by the fenced writes (ClaimBegin, ClaimIndexOnly,
