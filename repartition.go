@@ -38,8 +38,9 @@ type PartitionsInfo struct {
 	// those that stay in their partition included.
 	Left int64 `json:"left,omitempty"`
 	// ToMove is how many of Left have to move: exact when shrinking
-	// (ToMoveExact), an estimate when growing (Left times the share of
-	// ids whose partition changes, 1 - Count/Next).
+	// (ToMoveExact), an estimate when growing: what the sources held
+	// (there now, or moved) times the share of ids whose partition
+	// changes (1 - Count/Next), less MovedMessages.
 	ToMove      int64 `json:"to_move,omitempty"`
 	ToMoveExact bool  `json:"to_move_exact,omitempty"`
 	// SettleUntil is the earliest time the change can end, with the

@@ -17,8 +17,9 @@ type Progress struct {
 	Left int64
 	// ToMove is how many of Left are to move: all of them when
 	// shrinking (every message beyond the new count moves), and when
-	// growing an estimate, Left times the share of ids that belong to
-	// another partition in the new count (1 - Count/Next).
+	// growing an estimate: the messages the sources held (there now, or
+	// moved) times the share of ids whose partition changes (1 -
+	// Count/Next), less those moved, at most Left.
 	ToMove      int64
 	ToMoveExact bool
 	// Owned counts the sources not marked moved that a consumer holds the
@@ -41,7 +42,10 @@ func (s *Store) ChangeProgress(ctx context.Context, topic string, l Layout, st [
 		return nil, err
 	}
 	pr := &Progress{Sources: l.Sources(), Moved: moved, ToMoveExact: l.Next < l.Count}
+	var all int64 // the messages in every source, marked or not
 	for _, p := range pr.Sources {
+		n := st[p].Scheduled + st[p].InFlight + st[p].Dead
+		all += n
 		if marks[p] {
 			pr.Marked = append(pr.Marked, p)
 			continue
@@ -49,13 +53,16 @@ func (s *Store) ChangeProgress(ctx context.Context, topic string, l Layout, st [
 		if st[p].Owner != "" {
 			pr.Owned++
 		}
-		pr.Left += st[p].Scheduled + st[p].InFlight + st[p].Dead
+		pr.Left += n
 	}
 	pr.ToMove = pr.Left
 	if !pr.ToMoveExact {
-		// Growing from c to n = k*c: an id of partition p goes to one of
-		// k partitions of n, and stays in p for one of them.
-		pr.ToMove = pr.Left - pr.Left*int64(l.Count)/int64(l.Next)
+		// Growing from c to n = k*c, an id of a source goes to another
+		// partition with chance 1 - c/n: of the messages the sources
+		// held (those there now and those moved out), that many move,
+		// less those moved already.
+		est := (all+moved)*int64(l.Next-l.Count)/int64(l.Next) - moved
+		pr.ToMove = min(max(est, 0), pr.Left)
 	}
 	return pr, nil
 }
