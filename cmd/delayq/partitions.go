@@ -224,7 +224,7 @@ func stateKey(info *delayq.PartitionsInfo) string {
 // partitionsLine says what info says, in a line, as of now.
 func partitionsLine(info *delayq.PartitionsInfo, now time.Time) string {
 	if info.Next == 0 {
-		return fmt.Sprintf("%s: %d partitions", info.Topic, info.Count)
+		return fmt.Sprintf("%s: %s", info.Topic, plural(info.Count, "partition"))
 	}
 	head := fmt.Sprintf("%s: %d partitions, changing to %d since %s", info.Topic, info.Count, info.Next, msTime(*info.Since))
 	if info.Cancelled {

@@ -196,6 +196,9 @@ func TestPartitionsLine(t *testing.T) {
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+	if got := partitionsLine(&delayq.PartitionsInfo{Topic: "one", Count: 1}, since); got != "one: 1 partition" {
+		t.Errorf("one partition: %q", got)
+	}
 	info.Cancelled, info.Count, info.Next, info.ToMoveExact, info.ToMove, info.MovedMessages, info.Consumers, info.OwnedSources = true, 8, 4, true, 1, 2, 0, 0
 	got = partitionsLine(info, since.Add(40*time.Second))
 	want = "t: change to 8 partitions cancelled, moving back to 4 since 2030-01-02T03:04:05.000Z: 1 of 4 source partitions done, 2 messages moved, " +
