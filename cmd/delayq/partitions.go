@@ -226,7 +226,7 @@ func partitionsLine(info *delayq.PartitionsInfo, now time.Time) string {
 	if info.Next == 0 {
 		return fmt.Sprintf("%s: %s", info.Topic, plural(info.Count, "partition"))
 	}
-	head := fmt.Sprintf("%s: %d partitions, changing to %d since %s", info.Topic, info.Count, info.Next, msTime(*info.Since))
+	head := fmt.Sprintf("%s: %s, changing to %d since %s", info.Topic, plural(info.Count, "partition"), info.Next, msTime(*info.Since))
 	if info.Cancelled {
 		head = fmt.Sprintf("%s: change to %d partitions cancelled, moving back to %d since %s", info.Topic, info.Count, info.Next, msTime(*info.Since))
 	}
