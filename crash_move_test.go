@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,4 +205,87 @@ func moveCheck(t *testing.T, c *Client, name, topic, id, kind string) {
 	if !wantDead && time.Until(in.Due) < 50*time.Minute {
 		t.Errorf("%s: %s due %v after the move, want in an hour", name, id, in.Due)
 	}
+}
+
+// The pass of a change cancelled under it (the cancel lands when the
+// pass reads the layout before removing its sources), crashed before
+// each of its commands in turn, those that undo its copies included:
+// the message is found after the crash, and the reverse change's sweeps
+// leave it in its old partition only, once, indexed there.
+func TestCrashMoveCancelled(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		n := 0
+		for k := 0; k == 0 || k <= n; k++ {
+			topic := fmt.Sprintf("crash-cancel-%s-%d", portOf(t, addr), k)
+			c := newClient(t, addr, Options{Partitions: 2})
+			id := moveSetup(t, c, topic, "scheduled")[0]
+			p, q := partition.For(id, 2), partition.For(id, 4)
+			tokP, tokQ := takeFence(t, c.store, topic, p), takeFence(t, c.store, topic, q)
+			l, err := c.store.BeginChange(ctx, topic, 4, time.Now().Add(-time.Minute).UnixMilli())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rev store.Layout
+			var once sync.Once
+			cancel := func() {
+				once.Do(func() {
+					var cerr error
+					if rev, cerr = c.store.CancelChange(ctx, topic, l, time.Now().UnixMilli()); cerr != nil {
+						t.Errorf("cancel: %v", cerr)
+					}
+				})
+			}
+			h := &crashHook{failAt: k}
+			fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, args []any) error {
+				if cmd == "HMGET" && len(args) == 5 && args[0] == keys.Meta(DefaultNamespace, topic) {
+					cancel()
+				}
+				return h.hook(cmd, args)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			horizon := time.Now().Add(30 * time.Second).UnixMilli()
+			_, err = fs.MoveScan(ctx, topic, p, tokP, l, "0", 256, horizon, nil)
+			fs.Close()
+			cancel()
+			name := fmt.Sprintf("k=%d", k)
+			if k == 0 {
+				var cmds []string
+				n, cmds = h.count()
+				t.Logf("cancelled pass: N=%d commands: %s", n, strings.Join(cmds, " "))
+				if !errors.Is(err, store.ErrChangeReplaced) {
+					t.Fatalf("%s: pass without a fault: %v, want ErrChangeReplaced", name, err)
+				}
+			} else if !errors.Is(err, portable.ErrInjected) {
+				t.Errorf("%s: crashed pass returned %v, want the injected fault", name, err)
+			}
+			c.mu.Lock()
+			delete(c.topics, topic)
+			c.mu.Unlock()
+			if in, err := c.Get(ctx, topic, id); err != nil || in.State != StateScheduled {
+				t.Errorf("%s: %s after the crash: %+v, %v", name, id, in, err)
+			}
+			// The reverse change's sweeps of q, twice over (I2).
+			for range 2 {
+				for range 3 {
+					pass, err := c.store.MoveScan(ctx, topic, q, tokQ, rev, "0", 256, horizon, nil)
+					if err != nil {
+						t.Fatalf("%s: reverse sweep: %v", name, err)
+					}
+					if pass.Left == 0 {
+						break
+					}
+				}
+			}
+			in, err := c.Get(ctx, topic, id)
+			if err != nil || in.Partition != p || in.State != StateScheduled || time.Until(in.Due) < 50*time.Minute {
+				t.Errorf("%s: %s after the reverse sweeps: %+v, %v; want scheduled in partition %d, due in an hour", name, id, in, err, p)
+			}
+			if _, err := c.store.Get(ctx, topic, q, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: %s still in partition %d: %v", name, id, q, err)
+			}
+		}
+	})
 }

@@ -89,7 +89,7 @@ func TestDeleteMany(t *testing.T) {
 			t.Fatalf("after DeleteMany: %d scheduled, %d in flight, %d dead; want 1, 0, 0", st.Scheduled, st.InFlight, st.Dead)
 		}
 		// During a change of the count: found in the old partition.
-		if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		found, err = c.DeleteMany(ctx, topic, []string{kept})

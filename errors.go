@@ -30,6 +30,13 @@ var (
 	// live on it or its partition count is being changed, so it was not
 	// deleted (see DeleteTopicOptions.Force).
 	ErrTopicInUse = errors.New("delayq: topic in use")
+	// ErrNoChange: no change of the topic's partition count runs, to
+	// cancel (see Client.CancelPartitions).
+	ErrNoChange = store.ErrNoChange
+	// ErrTooManyPartitions: a partition count past what the topic's
+	// consumers can carry (see Client.SetPartitions and
+	// PartitionsOptions.Force).
+	ErrTooManyPartitions = errors.New("delayq: too many partitions for the topic's consumers")
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
 	// error names the value and what was expected.
 	ErrInvalid = errors.New("delayq: invalid argument")

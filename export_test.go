@@ -453,7 +453,7 @@ func TestExportDuringChange(t *testing.T) {
 		if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := c.store.ReadLayout(ctx, topic)
@@ -504,7 +504,7 @@ func TestExportDuringChange(t *testing.T) {
 		_, err = c.Export(ctx, other, ExportOptions{Batch: 20, Pace: -1, Progress: func(ExportStats) {
 			if !began {
 				began = true
-				if _, err := c.SetPartitions(ctx, other, 4); err != nil {
+				if _, err := c.SetPartitions(ctx, other, 4, PartitionsOptions{}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -535,7 +535,7 @@ func TestImportDuringChange(t *testing.T) {
 	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPartitions(ctx, topic, 4); err != nil {
+	if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)

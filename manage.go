@@ -188,8 +188,11 @@ type TopicStats struct {
 	// Count is the topic's partition count, and ChangingTo the count a
 	// running change goes to (0 when none runs); Partitions has a row
 	// for each partition of both.
-	Count      int              `json:"partition_count"`
-	ChangingTo int              `json:"changing_to,omitempty"`
+	Count      int `json:"partition_count"`
+	ChangingTo int `json:"changing_to,omitempty"`
+	// Change is the progress of the running change (as Partitions
+	// reports it); nil when none runs.
+	Change     *PartitionsInfo  `json:"change,omitempty"`
 	Scheduled  int64            `json:"scheduled"`
 	InFlight   int64            `json:"inflight"`
 	Dead       int64            `json:"dead"`
@@ -212,6 +215,9 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 	ts := &TopicStats{Topic: topic, Count: l.Count}
 	if l.Changing() {
 		ts.ChangingTo = l.Next
+		if ts.Change, err = c.changeInfo(ctx, topic, l, all); err != nil {
+			return nil, err
+		}
 	}
 	for p, s := range all {
 		ps := PartitionStats{

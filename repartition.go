@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
+	"github.com/delayq/delayq/poller"
 )
 
 // PartitionsInfo is a topic's partition count and the change of it that
@@ -20,17 +21,38 @@ type PartitionsInfo struct {
 	Count int `json:"partitions"`
 	// Next is the count a running change goes to; 0 when none runs.
 	Next int `json:"changing_to,omitempty"`
-	// Since is when the running change began.
+	// Since is when the running change began (or was cancelled).
 	Since *time.Time `json:"since,omitempty"`
+	// Cancelled: the running change is the reverse of a cancelled one,
+	// from the count that change went to back to its old count, Next
+	// (see CancelPartitions).
+	Cancelled bool `json:"cancelled,omitempty"`
 	// Sources are the partitions the change moves messages out of (each
 	// old partition when growing, those beyond Next when shrinking), and
 	// Moved those of them with nothing left to move.
 	Sources []int `json:"sources,omitempty"`
 	Moved   []int `json:"moved,omitempty"`
-	// Left is the number of messages in the sources not yet moved: an
-	// upper bound on what remains to move (when growing, it counts the
-	// messages that stay in their partition too).
+	// MovedMessages counts the messages the change moved so far.
+	MovedMessages int64 `json:"moved_messages,omitempty"`
+	// Left is the number of messages in the sources not marked moved,
+	// those that stay in their partition included.
 	Left int64 `json:"left,omitempty"`
+	// ToMove is how many of Left have to move: exact when shrinking
+	// (ToMoveExact), an estimate when growing: what the sources held
+	// (there now, or moved) times the share of ids whose partition
+	// changes (1 - Count/Next), less MovedMessages.
+	ToMove      int64 `json:"to_move,omitempty"`
+	ToMoveExact bool  `json:"to_move_exact,omitempty"`
+	// SettleUntil is the earliest time the change can end, with the
+	// consumers' default settle time (poller.DefaultMoveSettle after
+	// Since): until then writes begun with the old layout may land.
+	SettleUntil *time.Time `json:"settle_until,omitempty"`
+	// Consumers counts the topic's live consumers (heartbeat current,
+	// not leaving), and OwnedSources the sources not marked moved whose
+	// lease one of them holds. Only the owners of the sources move
+	// messages: with no consumer, the change waits for one.
+	Consumers    int `json:"consumers"`
+	OwnedSources int `json:"owned_sources,omitempty"`
 }
 
 // Partitions returns topic's partition count and the progress of a
@@ -46,41 +68,96 @@ func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo,
 	if l.Count == 0 {
 		return nil, store.NoTopic(topic)
 	}
-	info := &PartitionsInfo{Topic: topic, Count: l.Count}
 	if !l.Changing() {
-		return info, nil
-	}
-	since := time.UnixMilli(l.Since).UTC()
-	info.Next, info.Since, info.Sources = l.Next, &since, l.Sources()
-	moved, err := c.store.MovedMarks(ctx, topic, l)
-	if err != nil {
-		return nil, err
+		return c.changeInfo(ctx, topic, l, nil)
 	}
 	st, err := c.store.Stats(ctx, topic, l.Span())
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range info.Sources {
-		if moved[p] {
-			info.Moved = append(info.Moved, p)
-			continue
-		}
-		info.Left += st[p].Scheduled + st[p].InFlight + st[p].Dead
+	return c.changeInfo(ctx, topic, l, st)
+}
+
+// changeInfo returns the PartitionsInfo of layout l of topic, from st,
+// the stats of its partitions 0..l.Span()-1 (nil when no change runs).
+func (c *Client) changeInfo(ctx context.Context, topic string, l store.Layout, st []store.PartitionStats) (*PartitionsInfo, error) {
+	info := &PartitionsInfo{Topic: topic, Count: l.Count}
+	var err error
+	if info.Consumers, err = c.liveConsumers(ctx, topic); err != nil {
+		return nil, err
 	}
+	if !l.Changing() {
+		return info, nil
+	}
+	since := time.UnixMilli(l.Since).UTC()
+	settle := since.Add(poller.DefaultMoveSettle)
+	info.Next, info.Since, info.SettleUntil, info.Cancelled = l.Next, &since, &settle, l.Reversed
+	pr, err := c.store.ChangeProgress(ctx, topic, l, st)
+	if err != nil {
+		return nil, err
+	}
+	info.Sources, info.Moved, info.MovedMessages = pr.Sources, pr.Marked, pr.Moved
+	info.Left, info.ToMove, info.ToMoveExact, info.OwnedSources = pr.Left, pr.ToMove, pr.ToMoveExact, pr.Owned
 	return info, nil
+}
+
+// liveConsumers counts topic's members whose heartbeat is current and
+// that are not leaving.
+func (c *Client) liveConsumers(ctx context.Context, topic string) (int, error) {
+	ms, err := c.store.Members(ctx, topic, 10000)
+	if err != nil {
+		return 0, err
+	}
+	now, n := c.opts.Now().UnixMilli(), 0
+	for _, m := range ms {
+		if !m.Leaving && m.Expires > now {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Partition count ceiling: SetPartitions refuses to grow a topic past
+// max(MinPartitionsCeiling, PartitionsPerConsumer x live consumers)
+// partitions unless PartitionsOptions.Force. Each partition costs its
+// owner a lease kept alive and a loop that polls, idle or not, and Redis
+// the commands of both (measured in docs/architecture.md, "The cost of a
+// partition"); past 32 partitions a consumer gains no parallelism (16
+// handlers by default) and only adds idle load.
+const (
+	MinPartitionsCeiling  = 64
+	PartitionsPerConsumer = 32
+)
+
+// PartitionsCeiling is the largest count SetPartitions grows a topic with
+// consumers live consumers to without PartitionsOptions.Force.
+func PartitionsCeiling(consumers int) int {
+	return max(MinPartitionsCeiling, PartitionsPerConsumer*consumers)
+}
+
+// PartitionsOptions are the options of SetPartitions. The zero value is
+// the default.
+type PartitionsOptions struct {
+	// Force grows the count past PartitionsCeiling of the topic's live
+	// consumers. Default false: such a count fails with an error
+	// wrapping ErrTooManyPartitions.
+	Force bool
 }
 
 // SetPartitions changes topic's partition count to n, on the live topic:
 // producers, consumers and lookups go on meanwhile. n must be a multiple
 // or a divisor of the count, so that each message goes to a known
-// partition. It returns at once, with the change started; the consumers
-// of the topic move the messages, including those due far ahead, and end
-// the change when none is left to move, at least half a minute after it
-// began (see Partitions for its progress). Asking again for the count a
-// change goes to, or for the count the topic has, changes nothing; asking
-// for another count while a change runs fails with an error wrapping
+// partition, and at most PartitionsCeiling of the topic's live consumers
+// unless opts.Force (ErrTooManyPartitions). It returns at once, with the
+// change started; the consumers of the topic move the messages, including
+// those due far ahead, and end the change when none is left to move, at
+// least half a minute after it began (see Partitions for its progress).
+// Asking again for the count a change goes to, or for the count the topic
+// has, changes nothing; asking, while a change runs, for the count it
+// started from cancels it (see CancelPartitions); asking for another
+// count while a change runs fails with an error wrapping
 // ErrChangeRunning.
-func (c *Client) SetPartitions(ctx context.Context, topic string, n int) (*PartitionsInfo, error) {
+func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts PartitionsOptions) (*PartitionsInfo, error) {
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}
@@ -94,19 +171,84 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int) (*Parti
 	if l.Count == 0 {
 		return nil, store.NoTopic(topic)
 	}
+	if l.Changing() && n == l.Count {
+		return c.cancel(ctx, topic, l)
+	}
 	if n%l.Count != 0 && l.Count%n != 0 && !(l.Changing() && n == l.Next) {
 		return nil, fmt.Errorf("%w: topic %q has %d partitions; a new count must be a multiple or a divisor of it: %s",
 			ErrInvalid, topic, l.Count, allowedCounts(l.Count))
 	}
+	if n > l.Count && !(l.Changing() && n == l.Next) && !opts.Force {
+		live, err := c.liveConsumers(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		if ceil := PartitionsCeiling(live); n > ceil {
+			return nil, fmt.Errorf("%w: %d partitions for topic %q is past the ceiling of %d for %s (max(%d, %d per consumer)): "+
+				"each partition costs its owner a lease and a polling loop, about %s when idle; run more consumers first, or force it",
+				ErrTooManyPartitions, n, topic, ceil, plural(int64(live), "live consumer"), MinPartitionsCeiling, PartitionsPerConsumer, partitionCost)
+		}
+	}
 	if _, err := c.store.BeginChange(ctx, topic, n, c.opts.Now().UnixMilli()); err != nil {
 		return nil, err
 	}
-	// Consumers act at once, and this client reads the layout again.
+	c.changed(ctx, topic)
+	return c.Partitions(ctx, topic)
+}
+
+// partitionCost is the measured cost of an idle partition to the
+// consumer that owns it (README, "Partitions").
+const partitionCost = "75 KB of memory, 0.004% of a CPU and 0.9 Redis commands a second"
+
+// CancelPartitions cancels the change of topic's partition count that
+// runs: it becomes its reverse, a change from the count it went to back
+// to the count it started from, which the consumers run like any change
+// (see PartitionsInfo.Cancelled). No message is lost: one moved already
+// is found in its new partition until it is moved back, one written to
+// the new count meanwhile is moved too. Cancelling a change cancelled
+// already changes nothing. It fails with an error wrapping ErrNoChange
+// when no change runs.
+func (c *Client) CancelPartitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	l, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
+	}
+	if l.Count == 0 {
+		return nil, fmt.Errorf("%w: topic %q was never used", ErrNotFound, topic)
+	}
+	if !l.Changing() {
+		return nil, fmt.Errorf("%w: topic %q has %d partitions, and no change of them to cancel", ErrNoChange, topic, l.Count)
+	}
+	if l.Reversed {
+		return c.Partitions(ctx, topic)
+	}
+	return c.cancel(ctx, topic, l)
+}
+
+// cancel reverses the change l runs.
+func (c *Client) cancel(ctx context.Context, topic string, l store.Layout) (*PartitionsInfo, error) {
+	after, err := c.store.CancelChange(ctx, topic, l, c.opts.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	if !after.Changing() {
+		return nil, fmt.Errorf("%w: the change of topic %q from %d to %d partitions ended before it could be cancelled (it has %d now)",
+			ErrNoChange, topic, l.Count, l.Next, after.Count)
+	}
+	c.changed(ctx, topic)
+	return c.Partitions(ctx, topic)
+}
+
+// changed makes the consumers and this client read topic's layout again
+// at once.
+func (c *Client) changed(ctx context.Context, topic string) {
 	if err := c.store.Changed(ctx, topic); err != nil {
 		c.log.Warn("signal a change", "topic", topic, "err", err)
 	}
 	c.forget(topic)
-	return c.Partitions(ctx, topic)
 }
 
 // allowedCounts names the counts a topic of n partitions may change to.

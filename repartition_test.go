@@ -197,18 +197,18 @@ func TestRepartitionGrowShrink(t *testing.T) {
 		waitFor(t, 10*time.Second, fmt.Sprintf("%d partitions owned", n), func() bool { return owned() == n })
 	}
 
-	if _, err := c.SetPartitions(ctx, topic, 6); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "multiples 8, 12, 16") {
+	if _, err := c.SetPartitions(ctx, topic, 6, PartitionsOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "multiples 8, 12, 16") {
 		t.Errorf("set 6 on a topic of 4: %v, want ErrInvalid naming the allowed counts", err)
 	}
 	start := time.Now()
-	info, err := c.SetPartitions(ctx, topic, 16)
+	info, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{})
 	if err != nil || info.Count != 4 || info.Next != 16 || len(info.Sources) != 4 {
 		t.Fatalf("set 16: %+v, %v", info, err)
 	}
-	if again, err := c.SetPartitions(ctx, topic, 16); err != nil || again.Next != 16 {
+	if again, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{}); err != nil || again.Next != 16 {
 		t.Errorf("set 16 again: %+v, %v", again, err)
 	}
-	if _, err := c.SetPartitions(ctx, topic, 8); !errors.Is(err, ErrChangeRunning) {
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); !errors.Is(err, ErrChangeRunning) {
 		t.Errorf("set 8 while growing to 16: %v, want ErrChangeRunning", err)
 	}
 	during(0)
@@ -217,7 +217,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 	check(16)
 
 	start = time.Now()
-	if info, err = c.SetPartitions(ctx, topic, 8); err != nil || info.Next != 8 || len(info.Sources) != 8 {
+	if info, err = c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil || info.Next != 8 || len(info.Sources) != 8 {
 		t.Fatalf("set 8: %+v, %v", info, err)
 	}
 	during(1)

@@ -55,7 +55,7 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 			{"RequeueDead ids", func() error { _, err := c.RequeueDead(ctx, topic, "x"); return err }},
 			{"PurgeDead", func() error { _, err := c.PurgeDead(ctx, topic); return err }},
 			{"Partitions", func() error { _, err := c.Partitions(ctx, topic); return err }},
-			{"SetPartitions", func() error { _, err := c.SetPartitions(ctx, topic, 8); return err }},
+			{"SetPartitions", func() error { _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); return err }},
 			{"Export", func() error {
 				_, err := c.Export(ctx, topic, ExportOptions{}, func(*ExportedMessage) error { return nil })
 				return err
@@ -221,7 +221,7 @@ func TestDeleteTopic(t *testing.T) {
 		if err := c.Delete(ctx, changing, "x"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SetPartitions(ctx, changing, 8); err != nil {
+		if _, err := c.SetPartitions(ctx, changing, 8, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.DeleteTopic(ctx, changing, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||

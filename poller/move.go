@@ -16,7 +16,10 @@ import (
 // its claims, in passes of about a reconciler batch (store.MoveScan),
 // sweeping its records again and again until a sweep finds nothing left
 // to move; it then marks the partition moved, and the last mark ends the
-// change.
+// change. A cancelled change becomes its reverse (store.CancelChange):
+// the partitions that received messages are its sources, and their
+// owners move the messages back, beginning a settle time after the
+// cancel, when the cancelled change's passes have ended.
 const (
 	// moveDelay is how long after a change began its moves start: every
 	// client reads the layout again within a second of using it, so by
@@ -39,11 +42,12 @@ const (
 
 // mover is a partition loop's state in a change of the count.
 type mover struct {
-	cursor   string    // HSCAN cursor of the sweep under way ("" or "0": none)
-	from     time.Time // when the sweep under way began
-	clean    bool      // the sweep under way found nothing left to move
-	next     time.Time // when to run the next pass
-	markedTo int       // the count this partition was marked moved for
+	change int64     // the since of the change the state below is for
+	cursor string    // HSCAN cursor of the sweep under way ("" or "0": none)
+	from   time.Time // when the sweep under way began
+	clean  bool      // the sweep under way found nothing left to move
+	next   time.Time // when to run the next pass
+	marked bool      // this partition is marked moved for the change
 }
 
 // move runs a pass of the moves of a running change when one is due,
@@ -56,12 +60,25 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	l := cfg.Layout()
-	if !l.IsSource(cfg.Partition) || p.mv.markedTo == l.Next {
+	m := &p.mv
+	if m.change != l.Since {
+		*m = mover{change: l.Since} // another change: a sweep of its own
+	}
+	if !l.IsSource(cfg.Partition) || m.marked {
 		return time.Time{}, nil
 	}
-	m := &p.mv
+	settle := cfg.MoveSettle
+	if settle <= 0 {
+		settle = DefaultMoveSettle
+	}
 	since := time.UnixMilli(l.Since)
-	if start := since.Add(moveDelay); now.Before(start) {
+	start := since.Add(moveDelay)
+	if l.Reversed {
+		// The passes of the cancelled change, begun before the cancel,
+		// end within a settle time (see docs/architecture.md).
+		start = since.Add(settle)
+	}
+	if now.Before(start) {
 		return start, nil
 	}
 	if now.Before(m.next) {
@@ -77,11 +94,22 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 	pass, err := cfg.Store.MoveScan(ctx, cfg.Topic, cfg.Partition, cfg.Token, l, m.cursor, cfg.ReconcileBatch, horizon,
 		func(id string) bool { return p.mine[id] != nil })
 	p.count(EventMoved, pass.Moved)
+	if pass.Moved > 0 {
+		if err := cfg.Store.CountMoved(ctx, cfg.Topic, l, pass.Moved); err != nil {
+			p.logErr("count messages moved", err)
+		}
+	}
 	if err != nil {
 		var fe *store.FencedError
 		if errors.As(err, &fe) {
 			p.count(EventFenced, 1)
 			return time.Time{}, fmt.Errorf("%w: %v", ErrFenced, err)
+		}
+		if errors.Is(err, store.ErrChangeReplaced) {
+			// Cancelled or ended: the loop reads the layout again.
+			cfg.Logger.Debug("move pass stopped", "err", err)
+			m.cursor, m.next = "0", now.Add(movePause)
+			return m.next, nil
 		}
 		p.logErr("move messages to their partitions in the new count", err)
 		m.cursor, m.next = "0", now.Add(movePause) // the sweep starts again
@@ -99,16 +127,12 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		m.next = now // go on at the loop's next turn
 		return m.next, nil
 	}
-	settle := cfg.MoveSettle
-	if settle <= 0 {
-		settle = DefaultMoveSettle
-	}
 	if m.clean && !m.from.Before(since.Add(settle)) {
-		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l.Next)
+		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l)
 		if err != nil {
 			p.logErr("mark partition moved", err)
 		} else {
-			m.markedTo = l.Next
+			m.marked = true
 			cfg.Logger.Info("partition moved", "to", l.Next, "change_ended", ended)
 			if err := cfg.Store.Changed(ctx, cfg.Topic); err != nil {
 				p.logErr("signal a change", err)

@@ -1,10 +1,13 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -330,4 +333,88 @@ func enqueueFar(t *testing.T, c *delayq.Client, topic string, n int) ([]string, 
 		}
 	}
 	return ids, far
+}
+
+// TestRepartitionNoConsumerCancel: with no consumer on the topic (a
+// maintenance window), "partitions --set 8 --wait" says at once that none
+// runs, what ends the change and how to cancel it, and exits 1 with the
+// change started. "--cancel" turns it into its reverse; once a sub runs,
+// "--wait" interrupted by SIGINT says the change goes on, and the change
+// ends at the old count with every message, those written during it
+// included, in its partition of 4, once.
+func TestRepartitionNoConsumerCancel(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "e2e.repart.cancel"
+	ctx := context.Background()
+	c := faultClient(t, addr, 4)
+	farIDs, _ := enqueueFar(t, c, topic, 500)
+
+	start := time.Now()
+	r := cli(t, "", "partitions", "--addr", addr, "--topic", topic, "--set", "8", "--wait")
+	wantExit(t, r, 1, "no consumer runs on topic "+topic, "delayq sub --topic "+topic, "delayq partitions --topic "+topic+" --cancel")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("--set 8 --wait with no consumer took %v, want an answer at once", took)
+	}
+	if !strings.Contains(r.stdout, "changing to 8") {
+		t.Errorf("--set 8 --wait printed %q, want the change's progress", r.stdout)
+	}
+	time.Sleep(1100 * time.Millisecond) // the client reads the layout again: new messages go to 8 partitions
+	var during []string
+	var msgs []delayq.Message
+	far := time.Now().Add(time.Hour)
+	for i := range 200 {
+		id := fmt.Sprintf("during-%03d", i)
+		during = append(during, id)
+		msgs = append(msgs, delayq.Message{Topic: topic, ID: id, At: far})
+	}
+	if res, err := c.EnqueueBatch(ctx, msgs); err != nil || res[0].Err != nil {
+		t.Fatal(err, res[0].Err)
+	}
+	r = mustCLI(t, "", "partitions", "--addr", addr, "--topic", topic, "--cancel")
+	if !strings.Contains(r.stdout, "change to 8 partitions cancelled, moving back to 4") {
+		t.Errorf("--cancel printed %q", r.stdout)
+	}
+	ids := append(farIDs, during...)
+	for _, id := range ids {
+		if _, err := c.Get(ctx, topic, id); err != nil {
+			t.Errorf("%s with the change cancelled: %v", id, err)
+		}
+	}
+
+	l := newLedger()
+	s := startSub(t, l, 0, "--addr", addr, "--topic", topic, "--id", "rpc-0")
+	waitOwners(t, c, topic, time.Now(), faultSettle, "the sub owning the 8 partitions", func(o ownership) bool {
+		return o.ownedFairlyBy(8, "rpc-0")
+	})
+	wait := newCmd(ctx, "partitions", "--addr", addr, "--topic", topic, "--wait")
+	var out, errb bytes.Buffer
+	wait.Stdout, wait.Stderr = &out, &errb
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := wait.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var ee *exec.ExitError
+	if err := wait.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 ||
+		!strings.Contains(errb.String(), "goes on without this command") || !strings.Contains(errb.String(), "--cancel") {
+		t.Errorf("--wait interrupted: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+	}
+	waitPartitions(t, c, topic, 4, start)
+	for _, id := range ids {
+		in, err := c.Get(ctx, topic, id)
+		if err != nil {
+			t.Errorf("%s after the cancel: %v", id, err)
+			continue
+		}
+		if in.Partition != partition.For(id, 4) || in.State != delayq.StateScheduled {
+			t.Errorf("%s in partition %d (%s), want %d scheduled", id, in.Partition, in.State, partition.For(id, 4))
+		}
+	}
+	ts := stats(t, addr, topic)
+	if ts.Count != 4 || ts.Scheduled != int64(len(ids)) {
+		t.Errorf("after the cancel: %d partitions, %d scheduled; want 4, %d", ts.Count, ts.Scheduled, len(ids))
+	}
+	stopAllSubs(t, []*sub{s})
 }

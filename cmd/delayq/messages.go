@@ -109,77 +109,6 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return err
 }
 
-// runPartitions implements "delayq partitions": it prints the topic's
-// partition count and the progress of a change of it, and with --set
-// starts one.
-func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("partitions", "--topic T [--set N [--wait]] [--json]",
-		"Prints the topic's partition count, as stored in Redis: the count every\n"+
-			"producer, consumer and command of the topic uses, whatever their --partitions\n"+
-			"flag or config says, and the progress of a change of it.\n\n"+
-			"--set N changes the count of the live topic to N, a multiple or a divisor of\n"+
-			"it; its running consumers move the messages and end the change, half a minute\n"+
-			"after it began at the earliest. Asking again for the same N is harmless; another\n"+
-			"N is refused while a change runs. --wait prints the progress every second\n"+
-			"until the change ends.", stdout)
-	set := cmd.fs.Int("set", 0, "change the partition count to `N`")
-	wait := cmd.fs.Bool("wait", false, "wait until the change ends, printing its progress")
-	asJSON := cmd.fs.Bool("json", false, "print the delayq.PartitionsInfo value as JSON")
-	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	if cmd.isSet("partitions") {
-		return cmd.usageErr("--partitions does not apply: use --set N to change the count")
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	show := func(info *delayq.PartitionsInfo) error {
-		if *asJSON {
-			return writeJSON(stdout, info)
-		}
-		_, err := fmt.Fprintln(stdout, partitionsLine(info))
-		return err
-	}
-	var info *delayq.PartitionsInfo
-	if cmd.isSet("set") {
-		info, err = client.SetPartitions(ctx, cmd.c.topic, *set)
-	} else {
-		info, err = client.Partitions(ctx, cmd.c.topic)
-	}
-	if err != nil {
-		return err
-	}
-	if err := show(info); err != nil {
-		return err
-	}
-	for *wait && info.Next != 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-		if info, err = client.Partitions(ctx, cmd.c.topic); err != nil {
-			return err
-		}
-		if err := show(info); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// partitionsLine says what info says, in a line.
-func partitionsLine(info *delayq.PartitionsInfo) string {
-	if info.Next == 0 {
-		return fmt.Sprintf("%s: %d partitions", info.Topic, info.Count)
-	}
-	return fmt.Sprintf("%s: %d partitions, changing to %d since %s: %d of %d source partitions moved, at most %d messages left",
-		info.Topic, info.Count, info.Next, wire.Time(*info.Since), len(info.Moved), len(info.Sources), info.Left)
-}
-
 // runStats implements "delayq stats".
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("stats", "--topic T [--json]",
@@ -215,6 +144,10 @@ func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", ts.Scheduled, ts.InFlight, ts.Dead)
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if ts.Change != nil {
+		_, err := fmt.Fprintf(w, "partitions %d, changing to %d\n%s\n", ts.Count, ts.ChangingTo, partitionsLine(ts.Change, time.Now()))
 		return err
 	}
 	if ts.ChangingTo != 0 {

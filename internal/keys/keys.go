@@ -139,8 +139,9 @@ func LeaseOwner(v string) string {
 }
 
 // Meta is a HASH of topic metadata: fields MetaPartitions and MetaCreated,
-// and while the partition count changes MetaNext, MetaSince and a
-// MetaMovedPrefix field per source partition done.
+// and while the partition count changes MetaNext, MetaSince, a
+// MetaMovedPrefix field per source partition done, MetaMovedCount and,
+// for a change that reversed another, MetaReversed.
 func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
 
 // Fields of the Meta HASH.
@@ -157,6 +158,13 @@ const (
 	// the running change as holding nothing left to move; its value is
 	// the count the change goes to.
 	MetaMovedPrefix = "moved:"
+	// MetaMovedCount counts the messages the running change moved
+	// (HINCRBY by the movers, after each pass).
+	MetaMovedCount = "moved_messages"
+	// MetaReversed is set (to "1") while the running change is the
+	// reverse of one cancelled (see store.CancelChange): its moves wait
+	// for those of the cancelled change to end.
+	MetaReversed = "reversed"
 )
 
 // Schedules is a HASH: schedule name -> the schedule's definition (JSON,

@@ -49,6 +49,11 @@ func TestGoldenNames(t *testing.T) {
 		{ScheduleMarkField("report"), "\x06report"},
 		{MetaPartitions, "partitions"},
 		{MetaCreated, "created"},
+		{MetaNext, "next"},
+		{MetaSince, "since"},
+		{MetaMovedPrefix, "moved:"},
+		{MetaMovedCount, "moved_messages"},
+		{MetaReversed, "reversed"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("name = %q, want %q", tc.got, tc.want)

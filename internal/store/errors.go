@@ -17,6 +17,11 @@ var (
 	// ErrNoTopic: the topic does not exist (nothing ever created it, or it
 	// was deleted). It matches ErrNotFound too.
 	ErrNoTopic error = &kindError{msg: "delayq: no such topic", parent: ErrNotFound}
+	// ErrNoChange: no change of the partition count runs (to cancel).
+	ErrNoChange = errors.New("delayq: no change of the partition count runs")
+	// ErrChangeReplaced: a move pass stopped because the change it ran
+	// ended or was cancelled meanwhile (see MoveScan).
+	ErrChangeReplaced = errors.New("delayq: the change of the partition count was cancelled or ended")
 )
 
 // kindError is a sentinel that is a kind of another one: errors.Is

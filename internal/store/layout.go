@@ -16,6 +16,10 @@ type Layout struct {
 	Count int   // the partitions messages were placed in before the change
 	Next  int   // the count being changed to; 0 when no change runs
 	Since int64 // when the change began (unix ms)
+	// Reversed: the change is the reverse of a cancelled one (see
+	// CancelChange); its moves start only once the cancelled change's
+	// have ended.
+	Reversed bool
 }
 
 // Changing reports whether a change of the count runs.
@@ -68,12 +72,12 @@ func (l Layout) Sources() []int {
 // layoutReads are the commands that read the layout from the meta
 // HASH; layoutOf reads their reply (an HMGET).
 func layoutReads(meta string) cmd {
-	return cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince}}
+	return cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaReversed}}
 }
 
 func layoutOf(r any) (Layout, error) {
 	vals, err := redis.Values(r, nil)
-	if err != nil || len(vals) != 3 {
+	if err != nil || len(vals) != 4 {
 		return Layout{}, fmt.Errorf("bad layout reply %v: %v", r, err)
 	}
 	var l Layout
@@ -89,6 +93,7 @@ func layoutOf(r any) (Layout, error) {
 	if vals[2] != nil {
 		l.Since, _ = redis.Int64(vals[2], nil)
 	}
+	l.Reversed = vals[3] != nil && l.Changing()
 	return l, nil
 }
 
@@ -110,32 +115,66 @@ func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
 // the caller checks.
 func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
-	r, err := s.script(ctx, changeScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, n, nowMS)
+	r, err := s.script(ctx, changeScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, n, nowMS,
+		keys.MetaMovedCount, keys.MetaReversed)
 	if err != nil {
 		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
 	}
+	l, err := changeReply(topic, r)
+	if err != nil {
+		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
+	}
+	return l, nil
+}
+
+// CancelChange cancels the change of topic's partition count that l
+// (the layout the caller read) runs: the change becomes its reverse, from
+// l.Next back to l.Count, as of nowMS (see cancelScript). It returns the
+// layout after the call: the reverse change, the same when it was
+// cancelled already, or one with no change when it ended meanwhile. It
+// fails with ErrNotFound for a topic never used and ErrChangeRunning when
+// another change than l's runs.
+func (s *Store) CancelChange(ctx context.Context, topic string, l Layout, nowMS int64) (Layout, error) {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.script(ctx, cancelScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix,
+		keys.MetaMovedCount, keys.MetaReversed, l.Count, l.Next, nowMS)
+	if err != nil {
+		return Layout{}, fmt.Errorf("cancel the change of partitions of %s: %w", topic, err)
+	}
+	out, err := changeReply(topic, r)
+	if err != nil {
+		return Layout{}, fmt.Errorf("cancel the change of partitions of %s: %w", topic, err)
+	}
+	out.Reversed = out.Changing()
+	return out, nil
+}
+
+// changeReply reads the {count, next, since} reply of changeScript and
+// cancelScript.
+func changeReply(topic string, r any) (Layout, error) {
 	vals, err := redis.Int64s(r, nil)
 	if err != nil || len(vals) != 3 {
-		return Layout{}, fmt.Errorf("change partitions of %s: bad reply %v: %v", topic, r, err)
+		return Layout{}, fmt.Errorf("bad reply %v: %v", r, err)
 	}
 	switch {
 	case vals[0] == -1:
 		return Layout{}, NoTopic(topic)
 	case vals[0] == -2:
-		return Layout{}, fmt.Errorf("%w: topic %q is changing from %d to %d partitions; wait for it to end (delayq partitions --topic %s shows it)",
+		return Layout{}, fmt.Errorf("%w: topic %q is changing from %d to %d partitions; wait for it to end, or cancel it (delayq partitions --topic %s [--wait | --cancel])",
 			ErrChangeRunning, topic, vals[1], vals[2], topic)
 	}
 	return Layout{Count: int(vals[0]), Next: int(vals[1]), Since: vals[2]}, nil
 }
 
 // MarkMoved records that partition p holds nothing left to move for the
-// change to next, and ends the change when every source partition is
-// marked (the count becomes next). It returns whether the change ended
-// with this call; a mark for a change that is no longer running is
-// ignored.
-func (s *Store) MarkMoved(ctx context.Context, topic string, p, next int) (ended bool, err error) {
+// change l runs, and ends the change when every source partition is
+// marked (the count becomes l.Next). It returns whether the change ended
+// with this call; a mark for a change that is no longer running (ended,
+// or cancelled: another next or since) is ignored.
+func (s *Store) MarkMoved(ctx context.Context, topic string, p int, l Layout) (ended bool, err error) {
 	meta := keys.Meta(s.ns, topic)
-	r, err := s.script(ctx, markMovedScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix, p, next)
+	r, err := s.script(ctx, markMovedScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix,
+		p, l.Next, l.Since, keys.MetaMovedCount, keys.MetaReversed)
 	if err != nil {
 		return false, fmt.Errorf("mark partition %d of %s moved: %w", p, topic, err)
 	}
@@ -143,26 +182,37 @@ func (s *Store) MarkMoved(ctx context.Context, topic string, p, next int) (ended
 	return n == 2, nil
 }
 
-// MovedMarks returns which source partitions of l are marked moved.
-func (s *Store) MovedMarks(ctx context.Context, topic string, l Layout) (map[int]bool, error) {
-	src := l.Sources()
-	if len(src) == 0 {
-		return nil, nil
+// CountMoved adds n to the count of messages the change l runs moved;
+// nothing when another change (or none) runs.
+func (s *Store) CountMoved(ctx context.Context, topic string, l Layout, n int) error {
+	if _, err := s.script(ctx, countMovedScript, keys.Meta(s.ns, topic), keys.MetaSince, l.Since, keys.MetaMovedCount, n); err != nil {
+		return fmt.Errorf("count messages moved in %s: %w", topic, err)
 	}
-	args := []any{keys.Meta(s.ns, topic)}
+	return nil
+}
+
+// MovedMarks returns which source partitions of l are marked moved, and
+// how many messages the change moved so far.
+func (s *Store) MovedMarks(ctx context.Context, topic string, l Layout) (map[int]bool, int64, error) {
+	src := l.Sources()
+	args := []any{keys.Meta(s.ns, topic), keys.MetaMovedCount}
 	for _, p := range src {
 		args = append(args, keys.MetaMovedPrefix+strconv.Itoa(p))
 	}
 	r, err := s.do(ctx, cmd{"HMGET", args})
 	if err != nil {
-		return nil, fmt.Errorf("moved marks of %s: %w", topic, err)
+		return nil, 0, fmt.Errorf("moved marks of %s: %w", topic, err)
 	}
 	vals, _ := redis.Values(r[0], nil)
+	if len(vals) != len(args)-1 {
+		return nil, 0, fmt.Errorf("moved marks of %s: bad reply %v", topic, r[0])
+	}
+	moved, _ := redis.Int64(vals[0], nil)
 	out := map[int]bool{}
-	for i, v := range vals {
+	for i, v := range vals[1:] {
 		if n, err := redis.Int(v, nil); err == nil && n == l.Next {
 			out[src[i]] = true
 		}
 	}
-	return out, nil
+	return out, moved, nil
 }

@@ -44,7 +44,10 @@ type moving struct {
 // then the old index entry is removed (moveOutScript, fenced) and last the
 // old record if it still holds the bytes read (casDeleteScript). A record
 // rewritten or deleted meanwhile (a reschedule, a delete) keeps its old
-// place and its copy is removed. Messages in flight, due before horizonMS
+// place and its copy is removed. Before the old index entries go, the
+// layout is read again: when the change is no longer l's (cancelled, so
+// that the new partitions are now the sources of its reverse; or ended),
+// the copies are removed and the pass fails with ErrChangeReplaced. Messages in flight, due before horizonMS
 // or in no index and due sooner stay, and are counted as Left: their
 // deliveries end here. Segments are turned into records first. Ids for
 // which skip reports true (the owner's own deliveries) are left too.
@@ -143,7 +146,7 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 		}
 		ms, pass.Left = append(ms, more...), pass.Left+left
 	}
-	moved, left, conflicts, err := s.move(ctx, topic, p, token, ms)
+	moved, left, conflicts, err := s.move(ctx, topic, p, token, l, ms)
 	pass.Moved, pass.Left, pass.Conflicts = moved, pass.Left+left, conflicts
 	if err != nil {
 		return pass, err
@@ -207,7 +210,7 @@ func scoreOf(r any) (int64, bool) {
 // move carries out the moves of MoveScan, in its four steps. It returns
 // how many messages moved, how many stay for a later pass and the ids in
 // conflict.
-func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms []moving) (moved, left int, conflicts []string, err error) {
+func (s *Store) move(ctx context.Context, topic string, p int, token int64, l Layout, ms []moving) (moved, left int, conflicts []string, err error) {
 	if len(ms) == 0 {
 		return 0, 0, nil, nil
 	}
@@ -286,6 +289,15 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 			return fail("index", err)
 		}
 	}
+	// The change must still be l's: once cancelled, the reverse moves out
+	// of the new partitions (they begin a settle time later, see
+	// docs/architecture.md) and must not meet this pass's removals.
+	if err := s.sameChange(ctx, c, topic, l); err != nil {
+		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
+			return fail("undo", undoErr)
+		}
+		return moved, len(ms), conflicts, err
+	}
 	// 3. The old index entries (the scheduled ones only by the owner).
 	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
 	outS = append(outS, keys.Fence, token)
@@ -360,6 +372,51 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, ms [
 		}
 	}
 	return moved, left, conflicts, nil
+}
+
+// sameChange reads topic's layout on c and fails with ErrChangeReplaced
+// when its change is no longer l's.
+func (s *Store) sameChange(ctx context.Context, c redis.Conn, topic string, l Layout) error {
+	r, err := pipe(ctx, c, []cmd{layoutReads(keys.Meta(s.ns, topic))})
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return fmt.Errorf("read the layout: %w", err)
+	}
+	now, err := layoutOf(r[0])
+	if err != nil {
+		return err
+	}
+	if now.Next != l.Next || now.Since != l.Since || now.Count != l.Count {
+		return fmt.Errorf("%w: moving from %d to %d partitions (since %d), the topic is now at %d changing to %d",
+			ErrChangeReplaced, l.Count, l.Next, l.Since, now.Count, now.Next)
+	}
+	return nil
+}
+
+// unmoveWritten removes the copies steps 1 and 2 of move wrote (those
+// written, except moves being finished: their copy is the message's
+// only index entry), partition by partition.
+func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, ms []moving, written []bool) error {
+	undo := map[int][]any{}
+	var order []int
+	for i, m := range ms {
+		if !written[i] || m.finish {
+			continue
+		}
+		if undo[m.to] == nil {
+			order = append(order, m.to)
+			undo[m.to] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, m.to), 0)
+		}
+		undo[m.to] = append(undo[m.to], m.id, m.rec)
+	}
+	for _, q := range order {
+		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unmove removes the copies of moves whose source changed meanwhile from

@@ -430,7 +430,8 @@ return 1
 
 // changeScript starts a change of the partition count.
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
-// ARGV[4]: the new count, ARGV[5]: now (unix ms).
+// ARGV[4]: the new count, ARGV[5]: now (unix ms), ARGV[6..7]: the fields
+// moved count and reversed (cleared when a change starts).
 // Returns {count, next, since}: next and since 0 when no change runs (the
 // count is the new one already); {-1, 0, 0} for a topic that does not exist;
 // {-2, count, next} when a change to another count runs.
@@ -444,22 +445,60 @@ if nxt then
   return {-2, cur, nxt}
 end
 if cur == n then return {cur, 0, 0} end
+redis.call('HDEL', KEYS[1], ARGV[6], ARGV[7])
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
 return {cur, n, tonumber(ARGV[5])}
 `)
 
+// cancelScript reverses a running change of the partition count, from
+// count to next, into a change from next back to count: the partitions
+// that received moved messages are the sources of the reverse change,
+// which moves them back (see docs/architecture.md). The moved marks and
+// the moved count start again, the change's since is now, and reversed
+// is set so that the reverse moves wait for the cancelled ones to end.
+// KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
+// ARGV[4]: the prefix of the moved marks, ARGV[5..6]: the fields moved
+// count and reversed, ARGV[7..8]: the count and next of the change to
+// cancel (as the caller read them), ARGV[9]: now (unix ms).
+// Returns {count, next, since} after the call: the reverse change, or
+// the layout unchanged when it is the reverse already (cancelled before)
+// or no change runs (next 0: the change ended); {-1, 0, 0} for a topic
+// never used; {-2, count, next} when another change runs.
+var cancelScript = newScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur then return {-1, 0, 0} end
+local nxt = tonumber(redis.call('HGET', KEYS[1], ARGV[2]))
+if not nxt then return {cur, 0, 0} end
+local since = tonumber(redis.call('HGET', KEYS[1], ARGV[3])) or 0
+local ec, en = tonumber(ARGV[7]), tonumber(ARGV[8])
+if cur == en and nxt == ec then return {cur, nxt, since} end
+if cur ~= ec or nxt ~= en then return {-2, cur, nxt} end
+local del = {ARGV[5]}
+for p = 0, math.max(cur, nxt) - 1 do del[#del + 1] = ARGV[4] .. p end
+redis.call('HDEL', KEYS[1], unpack(del))
+redis.call('HSET', KEYS[1], ARGV[1], nxt)
+redis.call('HSET', KEYS[1], ARGV[2], cur)
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[9])
+redis.call('HSET', KEYS[1], ARGV[6], 1)
+return {nxt, cur, tonumber(ARGV[9])}
+`)
+
 // markMovedScript marks a source partition of a change as moved, and
 // ends the change when every source partition is: the count becomes the
-// new one and the change's fields go.
+// new one and the change's fields go. A mark for another change (one
+// cancelled, or ended and begun again: another next or since) is
+// ignored.
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the prefix of the moved marks, ARGV[5]: the partition,
-// ARGV[6]: the count the change goes to.
+// ARGV[6]: the count the change goes to, ARGV[7]: the change's since,
+// ARGV[8..9]: the fields moved count and reversed.
 // Returns 0 when no such change runs, 1 marked, 2 marked and ended.
 var markMovedScript = newScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 local want = tonumber(ARGV[6])
 if not cur or tonumber(redis.call('HGET', KEYS[1], ARGV[2])) ~= want then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], ARGV[3])) ~= tonumber(ARGV[7]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[4] .. ARGV[5], ARGV[6])
 local lo = 0
 if want < cur then lo = want end
@@ -467,10 +506,20 @@ for p = lo, cur - 1 do
   if tonumber(redis.call('HGET', KEYS[1], ARGV[4] .. p)) ~= want then return 1 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
-local del = {ARGV[2], ARGV[3]}
+local del = {ARGV[2], ARGV[3], ARGV[8], ARGV[9]}
 for p = lo, cur - 1 do del[#del + 1] = ARGV[4] .. p end
 redis.call('HDEL', KEYS[1], unpack(del))
 return 2
+`)
+
+// countMovedScript adds to the count of messages a change moved, if the
+// change is still the one the mover ran (its since).
+// KEYS[1]: meta HASH. ARGV[1]: the field since, ARGV[2]: the change's
+// since, ARGV[3]: the field moved count, ARGV[4]: messages moved.
+// Returns the count, or -1 when another change (or none) runs.
+var countMovedScript = newScript(`
+if tonumber(redis.call('HGET', KEYS[1], ARGV[1])) ~= tonumber(ARGV[2]) then return -1 end
+return redis.call('HINCRBY', KEYS[1], ARGV[3], ARGV[4])
 `)
 
 // Moving messages between partitions (a change of the count).

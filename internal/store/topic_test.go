@@ -29,7 +29,7 @@ func TestDropTopic(t *testing.T) {
 			fill := func(topic string) []string {
 				t.Helper()
 				if got, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil || got.Count != n {
-					t.Fatalf("ensure topic %s of %d partitions: %d, %v", topic, n, got, err)
+					t.Fatalf("ensure topic %s of %d partitions: %+v, %v", topic, n, got, err)
 				}
 				due := time.Now().Add(time.Hour).UnixMilli()
 				rec := func() *Record { return &Record{Due: due, Body: []byte("body")} }

@@ -214,3 +214,55 @@ func TestBinaryBody(t *testing.T) {
 		}
 	}
 }
+
+// The topic page shows the progress of a change of the partition count:
+// the sources done, the messages moved and left to move, the settle time
+// left, and that no consumer runs it; "1 consumer" in the singular.
+func TestChangeProgress(t *testing.T) {
+	f := newFixture(t, ui.Options{})
+	c := f.client(4)
+	ctx := context.Background()
+	for i := range 40 {
+		send(t, c, delayq.Message{Topic: "grow", ID: fmt.Sprintf("m-%d", i), Body: []byte("x"), Delay: time.Hour})
+	}
+	if _, err := c.SetPartitions(ctx, "grow", 8, delayq.PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.http()
+	code, page := b.get("/ui/topics/grow")
+	if code != http.StatusOK {
+		t.Fatalf("GET the topic page: %d\n%s", code, page)
+	}
+	for _, want := range []string{`id="change-progress"`, "Changing from 4 to 8 partitions", "0 of 4 source partitions done", "0 messages moved",
+		"about 20 left to move (of 40 in the sources)", "settle time", `id="change-idle"`, "--cancel"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("topic page lacks %q", want)
+		}
+	}
+	if _, err := c.CancelPartitions(ctx, "grow"); err != nil {
+		t.Fatal(err)
+	}
+	_, page = b.get("/ui/topics/grow")
+	if !strings.Contains(page, "Change to 8 partitions cancelled: moving back to 4") {
+		t.Error("topic page does not show the cancel")
+	}
+	k, err := c.NewConsumer(delayq.ConsumerOptions{Topic: "grow"}, func(context.Context, *delayq.Delivery) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- k.Run(kctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, page = b.get("/ui/topics/grow")
+		if strings.Contains(page, `<span class="big">1</span> consumer</div>`) && !strings.Contains(page, `id="change-idle"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the topic page never showed \"1 consumer\" and no idle warning:\n%s", page)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -176,6 +176,12 @@ var funcs = template.FuncMap{
 	"bytes": formatBytes,
 	"ms":    func(d time.Duration) int64 { return d.Milliseconds() },
 	"add":   func(a, b int) int { return a + b },
+	"plural": func(n any, one, many string) string {
+		if fmt.Sprint(n) == "1" {
+			return one
+		}
+		return many
+	},
 }
 
 // formatTime formats t in UTC to the millisecond; the zero time is "—".

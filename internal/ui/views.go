@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/poller"
 )
 
 // overviewView is the overview page.
@@ -115,6 +116,16 @@ type topicView struct {
 	MembersMore bool
 	Chart       *chart       // nil in the live fragment
 	Figures     *figuresView // nil outside a worker
+	Change      *changeView  // nil when no change of the count runs
+}
+
+// changeView is the progress of a change of the partition count.
+type changeView struct {
+	store.Progress
+	Since      time.Time
+	Cancelled  bool          // the reverse of a cancelled change
+	SettleLeft time.Duration // until the change may end; 0: settled
+	Idle       bool          // no consumer runs: nothing moves
 }
 
 // partRow is one partition of the topic page.
@@ -172,6 +183,15 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 		v.ChangingTo = l.Next
 	}
 	sumStats(&v.topicRow, st, now)
+	if l.Changing() && len(st) >= l.Span() {
+		pr, err := s.st.ChangeProgress(ctx, topic, l, st)
+		if err != nil {
+			return nil, err
+		}
+		since := time.UnixMilli(l.Since)
+		v.Change = &changeView{Progress: *pr, Since: since, Cancelled: l.Reversed,
+			SettleLeft: max(since.Add(poller.DefaultMoveSettle).Sub(now), 0)}
+	}
 	owns := map[string]int{}
 	for p, ps := range st {
 		row := partRow{P: p, Owner: ps.Owner, Token: ps.Token, Scheduled: ps.Scheduled, InFlight: ps.InFlight, Dead: ps.Dead}
@@ -203,6 +223,9 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 			v.Live++
 		}
 		v.Members = append(v.Members, row)
+	}
+	if v.Change != nil {
+		v.Change.Idle = v.Live == 0 && v.Change.Owned == 0
 	}
 	if s.o.Counters != nil {
 		v.Figures = s.figures(topic, now)

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// partitionsPoll is how often "partitions --wait" reads the progress.
+var partitionsPoll = time.Second
+
+// runPartitions implements "delayq partitions": it prints the topic's
+// partition count and the progress of a change of it, with --set starts
+// one and with --cancel cancels it.
+func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("partitions", "--topic T [--set N [--force] | --cancel] [--wait] [--json]",
+		"Prints the topic's partition count, as stored in Redis: the count every\n"+
+			"producer, consumer and command of the topic uses, whatever their --partitions\n"+
+			"flag or config says, and the progress of a change of it: the source partitions\n"+
+			"done, the messages moved, what is left to move and the settle time left.\n\n"+
+			"--set N changes the count of the live topic to N, a multiple or a divisor of\n"+
+			"it; the consumers of the topic (delayq sub, or a worker) move the messages and\n"+
+			"end the change, half a minute after it began at the earliest. Asking again for\n"+
+			"the same N is harmless; another N is refused while a change runs, except the\n"+
+			"count it started from, which cancels it. A count past max(64, 32 per live\n"+
+			"consumer) is refused unless --force: each partition costs its owner a lease and\n"+
+			"a polling loop (see README).\n\n"+
+			"--cancel cancels the running change: the consumers move the messages moved\n"+
+			"already back, and the topic ends at its old count; no message is lost.\n\n"+
+			"--wait follows the change until it ends: one updating line on a terminal, a\n"+
+			"line per change of state otherwise. With no consumer running on the topic,\n"+
+			"nothing would end it: --wait then says so and exits with status 1 at once,\n"+
+			"the change started (it ends once a consumer runs). Interrupted, the change goes\n"+
+			"on without the command.", stdout)
+	set := cmd.fs.Int("set", 0, "change the partition count to `N`")
+	cancel := cmd.fs.Bool("cancel", false, "cancel the running change: the topic goes back to its old count")
+	force := cmd.fs.Bool("force", false, "with --set, allow a count past max(64, 32 per live consumer)")
+	wait := cmd.fs.Bool("wait", false, "follow the change until it ends")
+	asJSON := cmd.fs.Bool("json", false, "print the delayq.PartitionsInfo value as JSON")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if cmd.isSet("partitions") {
+		return cmd.usageErr("--partitions does not apply: use --set N to change the count")
+	}
+	if *cancel && cmd.isSet("set") {
+		return cmd.usageErr("--cancel and --set exclude each other")
+	}
+	if *force && !cmd.isSet("set") {
+		return cmd.usageErr("--force applies to --set only")
+	}
+	client, err := cmd.c.client(stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	topic := cmd.c.topic
+	var info *delayq.PartitionsInfo
+	switch {
+	case cmd.isSet("set"):
+		info, err = client.SetPartitions(ctx, topic, *set, delayq.PartitionsOptions{Force: *force})
+		if errors.Is(err, delayq.ErrTooManyPartitions) {
+			err = fmt.Errorf("%w (--force sets it anyway)", err)
+		}
+	case *cancel:
+		info, err = client.CancelPartitions(ctx, topic)
+	default:
+		info, err = client.Partitions(ctx, topic)
+	}
+	if err != nil {
+		return err
+	}
+	w := &progressWriter{out: stdout, json: *asJSON, tty: isTerminal(stdout)}
+	if !*wait || info.Next == 0 {
+		if err := w.final(info); err != nil {
+			return err
+		}
+		if info.Next != 0 && idle(info) {
+			fmt.Fprintln(stderr, noConsumer(info))
+		}
+		return nil
+	}
+	if err := w.show(info); err != nil {
+		return err
+	}
+	if idle(info) {
+		w.end()
+		return errors.New(noConsumer(info))
+	}
+	said := false
+	for {
+		select {
+		case <-ctx.Done():
+			w.end()
+			return interrupted(info)
+		case <-time.After(partitionsPoll):
+		}
+		next, err := client.Partitions(ctx, topic)
+		if err != nil {
+			w.end()
+			if ctx.Err() != nil {
+				return interrupted(info)
+			}
+			return err
+		}
+		info = next
+		if info.Next == 0 {
+			w.end()
+			return w.final(info)
+		}
+		if idle(info) != said {
+			said = !said
+			if said {
+				w.note(fmt.Sprintf("no consumer runs on topic %s any more: the change waits for one", topic))
+			} else {
+				w.note(fmt.Sprintf("%s runs on topic %s: the change goes on", counted(info.Consumers, "consumer"), topic))
+			}
+		}
+		if err := w.show(info); err != nil {
+			return err
+		}
+	}
+}
+
+// idle reports whether nothing moves the messages of the change info
+// shows: no live consumer and no owner of a source partition left.
+func idle(info *delayq.PartitionsInfo) bool {
+	return info.Consumers == 0 && info.OwnedSources == 0
+}
+
+// noConsumer says that no consumer runs the change info shows, what ends
+// it and how to cancel it.
+func noConsumer(info *delayq.PartitionsInfo) string {
+	return fmt.Sprintf("no consumer runs on topic %s, and only its consumers move messages: the %s stays started until one runs "+
+		"(delayq sub --topic %s, or a worker with the topic), which ends it; delayq partitions --topic %s --cancel cancels it",
+		info.Topic, changeName(info), info.Topic, info.Topic)
+}
+
+// interrupted is the error of a --wait stopped by a signal.
+func interrupted(info *delayq.PartitionsInfo) error {
+	return fmt.Errorf("stopped waiting: the %s goes on without this command; delayq partitions --topic %s --wait follows it, --cancel cancels it",
+		changeName(info), info.Topic)
+}
+
+// changeName names the change info shows, e.g. "change from 4 to 8
+// partitions".
+func changeName(info *delayq.PartitionsInfo) string {
+	if info.Cancelled {
+		return fmt.Sprintf("cancel of the change to %d partitions (moving back to %d)", info.Count, info.Next)
+	}
+	return fmt.Sprintf("change from %d to %d partitions", info.Count, info.Next)
+}
+
+// progressWriter prints the progress of a change: on a terminal one line
+// that it rewrites, elsewhere a line each time the state changes (the
+// settle time left aside).
+type progressWriter struct {
+	out  io.Writer
+	json bool
+	tty  bool
+	open bool   // a line is on the terminal without its newline
+	last string // the state last printed
+}
+
+func (w *progressWriter) show(info *delayq.PartitionsInfo) error {
+	if w.json {
+		if key := stateKey(info); key != w.last {
+			w.last = key
+			return writeJSON(w.out, info)
+		}
+		return nil
+	}
+	if w.tty {
+		w.open = true
+		_, err := fmt.Fprintf(w.out, "\r%s\x1b[K", partitionsLine(info, time.Now()))
+		return err
+	}
+	if key := stateKey(info); key != w.last {
+		w.last = key
+		_, err := fmt.Fprintln(w.out, partitionsLine(info, time.Now()))
+		return err
+	}
+	return nil
+}
+
+// note prints a line of its own.
+func (w *progressWriter) note(s string) {
+	w.end()
+	if !w.json {
+		fmt.Fprintln(w.out, s)
+	}
+}
+
+// end ends the updating line.
+func (w *progressWriter) end() {
+	if w.open {
+		fmt.Fprintln(w.out)
+		w.open = false
+	}
+}
+
+// final prints info once.
+func (w *progressWriter) final(info *delayq.PartitionsInfo) error {
+	if w.json {
+		return writeJSON(w.out, info)
+	}
+	_, err := fmt.Fprintln(w.out, partitionsLine(info, time.Now()))
+	return err
+}
+
+// stateKey is what a line per change of state compares: all but the
+// settle time left, except whether it is over.
+func stateKey(info *delayq.PartitionsInfo) string {
+	settled := info.SettleUntil == nil || !time.Now().Before(*info.SettleUntil)
+	return fmt.Sprint(info.Count, info.Next, info.Cancelled, len(info.Moved), info.MovedMessages, info.ToMove, settled, idle(info))
+}
+
+// partitionsLine says what info says, in a line, as of now.
+func partitionsLine(info *delayq.PartitionsInfo, now time.Time) string {
+	if info.Next == 0 {
+		return fmt.Sprintf("%s: %s", info.Topic, counted(info.Count, "partition"))
+	}
+	head := fmt.Sprintf("%s: %s, changing to %d since %s", info.Topic, counted(info.Count, "partition"), info.Next, wire.Time(*info.Since))
+	if info.Cancelled {
+		head = fmt.Sprintf("%s: change to %d partitions cancelled, moving back to %d since %s", info.Topic, info.Count, info.Next, wire.Time(*info.Since))
+	}
+	left := fmt.Sprintf("about %s left to move (of %d in the sources)", counted(info.ToMove, "message"), info.Left)
+	if info.ToMoveExact {
+		left = counted(info.ToMove, "message") + " left to move"
+	}
+	line := fmt.Sprintf("%s: %d of %d source partitions done, %s moved, %s", head, len(info.Moved), len(info.Sources),
+		counted(info.MovedMessages, "message"), left)
+	if info.SettleUntil != nil {
+		if d := info.SettleUntil.Sub(now); d > 0 {
+			line += fmt.Sprintf("; settle time %s left", d.Round(time.Second))
+		} else {
+			line += "; settled"
+		}
+	}
+	if idle(info) {
+		return line + "; no consumer runs"
+	}
+	return line + "; " + counted(info.Consumers, "consumer")
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
