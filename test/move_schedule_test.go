@@ -47,14 +47,14 @@ func TestMoveBetweenClustersWithSchedule(t *testing.T) {
 	// 5. Import: the schedule, its chain going on at its pending
 	// occurrence; the old cluster's occurrence left out.
 	r = mustCLI(t, "", "import", "--addr", to.Proxy, "--topic", topic, "--in", file)
-	for _, w := range []string{"imported 1 of 1 messages", "imported 1 of 1 schedules into moving-cron", "left out 1 occurrences of schedules"} {
+	for _, w := range []string{"imported 1 of 1 message into", "imported 1 of 1 schedule into moving-cron", "left out 1 occurrence of schedules"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("import does not say %q: %s", w, r)
 		}
 	}
 	// Again: the schedule and the message are duplicates, nothing changes.
 	r = cli(t, "", "import", "--addr", to.Proxy, "--topic", topic, "--in", file)
-	wantExit(t, r, 1, "1 of 1 messages not imported: 1 duplicates", "1 of 1 schedules not imported")
+	wantExit(t, r, 1, "1 of 1 message not imported: 1 duplicate,", "1 of 1 schedule not imported")
 	if !strings.Contains(r.stderr, `schedule "tick" of topic moving-cron exists already`) {
 		t.Errorf("second import does not name the schedule it left alone: %s", r)
 	}
