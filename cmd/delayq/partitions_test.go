@@ -71,6 +71,9 @@ func TestPartitionsNoConsumer(t *testing.T) {
 	if !errors.Is(err, delayq.ErrChangeRunning) || !strings.Contains(err.Error(), "--cancel") {
 		t.Errorf("--set 16 during the change: %v, want ErrChangeRunning naming --cancel", err)
 	}
+	if err != nil && (!strings.HasPrefix(err.Error(), "delayq: a change of the partition count runs: topic \"idle\"") || strings.Count(err.Error(), "delayq: ") != 1) {
+		t.Errorf("--set 16 during the change: %q, want one \"delayq: \" prefix, first", err)
+	}
 	stdout, stderr, err := runArgs(t, "partitions", "--addr", addr, "--topic", "idle", "--set", "4")
 	if err != nil || !strings.Contains(stdout, "change to 8 partitions cancelled, moving back to 4") || !strings.Contains(stderr, "no consumer runs on topic idle") {
 		t.Errorf("--set 4 (the old count): %v\nstdout %q\nstderr %q", err, stdout, stderr)
