@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -35,4 +36,34 @@ func (in *Info) MarshalJSON() ([]byte, error) {
 	}
 	v.Body, v.BodyBase64 = wire.Body(in.Body)
 	return json.Marshal(v)
+}
+
+// wireTime is *t in wire.TimeLayout, or "" (left out) when t is nil.
+func wireTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return wire.Time(*t)
+}
+
+// MarshalJSON encodes the partition's snapshot with its oldest due time
+// in RFC 3339 UTC with three-digit milliseconds, as every time delayq
+// prints (encoding/json would drop trailing zeros).
+func (p PartitionStats) MarshalJSON() ([]byte, error) {
+	type plain PartitionStats // its fields, without this method
+	return json.Marshal(struct {
+		plain
+		OldestDue string `json:"oldest_due,omitempty"`
+	}{plain(p), wireTime(p.OldestDue)})
+}
+
+// MarshalJSON encodes the change's progress with its times in RFC 3339
+// UTC with three-digit milliseconds (see PartitionStats.MarshalJSON).
+func (p PartitionsInfo) MarshalJSON() ([]byte, error) {
+	type plain PartitionsInfo
+	return json.Marshal(struct {
+		plain
+		Since       string `json:"since,omitempty"`
+		SettleUntil string `json:"settle_until,omitempty"`
+	}{plain(p), wireTime(p.Since), wireTime(p.SettleUntil)})
 }

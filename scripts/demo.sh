@@ -132,8 +132,10 @@ say "metrics: $(http_get /metrics | tr -d '\r'), e.g."
 # Part three: the web dashboard, which the worker serves at /ui/ on the same
 # address (no sign-in here: the sample config.toml sets no [http] token).
 say "filling the dashboard: 240 orders due over the next hour, 3 payments that fail"
+# Ids from order-1001: the README's examples (order-42) run on the demo
+# without meeting one of these as a duplicate.
 for i in $(seq 1 240); do
-	printf '{"id":"order-%d","body":"{\\"order\\":%d}","delay_ms":%d}\n' "$i" "$i" $(((90 + i * 15) * 1000))
+	printf '{"id":"order-%d","body":"{\\"order\\":%d}","delay_ms":%d}\n' $((1000 + i)) $((1000 + i)) $(((90 + i * 15) * 1000))
 done | "$DELAYQ" send --addr "$proxy" --topic orders --stdin >/dev/null
 for i in 1 2 3; do
 	"$DELAYQ" send --addr "$proxy" --topic payments --id "payment-$i" --body "{\"payment\":$i}" >/dev/null

@@ -135,17 +135,26 @@ func idle(info *delayq.PartitionsInfo) bool {
 }
 
 // noConsumer says that no consumer runs the change info shows, what ends
-// it and how to cancel it.
+// it and how to cancel it (a cancel is not cancelled: --cancel of it
+// changes nothing).
 func noConsumer(info *delayq.PartitionsInfo) string {
-	return fmt.Sprintf("no consumer runs on topic %s, and only its consumers move messages: the %s stays started until one runs "+
-		"(delayq sub --topic %s, or a worker with the topic), which ends it; delayq partitions --topic %s --cancel cancels it",
-		info.Topic, changeName(info), info.Topic, info.Topic)
+	s := fmt.Sprintf("no consumer runs on topic %s, and only its consumers move messages: the %s stays started until one runs "+
+		"(delayq sub --topic %s, or a worker with the topic), which ends it",
+		info.Topic, changeName(info), info.Topic)
+	if !info.Cancelled {
+		s += fmt.Sprintf("; delayq partitions --topic %s --cancel cancels it", info.Topic)
+	}
+	return s
 }
 
 // interrupted is the error of a --wait stopped by a signal.
 func interrupted(info *delayq.PartitionsInfo) error {
-	return fmt.Errorf("stopped waiting: the %s goes on without this command; delayq partitions --topic %s --wait follows it, --cancel cancels it",
-		changeName(info), info.Topic)
+	cancel := ", --cancel cancels it"
+	if info.Cancelled {
+		cancel = ""
+	}
+	return fmt.Errorf("stopped waiting: the %s goes on without this command; delayq partitions --topic %s --wait follows it%s",
+		changeName(info), info.Topic, cancel)
 }
 
 // changeName names the change info shows, e.g. "change from 4 to 8

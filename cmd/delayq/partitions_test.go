@@ -45,7 +45,8 @@ func partitionsTopic(t *testing.T, addr, topic, n string) {
 
 // With no consumer on the topic, "--set N --wait" says at once that none
 // runs, what ends the change and how to cancel it, and exits 1 with the
-// change started; "--set" of the old count cancels it, "--cancel" again
+// change started; "--set" of the old count cancels it (and the note then
+// offers no --cancel: that of a cancel changes nothing), "--cancel" again
 // changes nothing, another count is refused naming --cancel.
 func TestPartitionsNoConsumer(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
@@ -71,13 +72,19 @@ func TestPartitionsNoConsumer(t *testing.T) {
 	if !errors.Is(err, delayq.ErrChangeRunning) || !strings.Contains(err.Error(), "--cancel") {
 		t.Errorf("--set 16 during the change: %v, want ErrChangeRunning naming --cancel", err)
 	}
+	if err != nil && (!strings.HasPrefix(err.Error(), "delayq: a change of the partition count runs: topic \"idle\"") || strings.Count(err.Error(), "delayq: ") != 1) {
+		t.Errorf("--set 16 during the change: %q, want one \"delayq: \" prefix, first", err)
+	}
 	stdout, stderr, err := runArgs(t, "partitions", "--addr", addr, "--topic", "idle", "--set", "4")
 	if err != nil || !strings.Contains(stdout, "change to 8 partitions cancelled, moving back to 4") || !strings.Contains(stderr, "no consumer runs on topic idle") {
 		t.Errorf("--set 4 (the old count): %v\nstdout %q\nstderr %q", err, stdout, stderr)
 	}
-	stdout, _, err = runArgs(t, "partitions", "--addr", addr, "--topic", "idle", "--cancel")
-	if err != nil || !strings.Contains(stdout, "cancelled, moving back to 4") {
-		t.Errorf("--cancel again: %v %q", err, stdout)
+	if strings.Contains(stderr, "--cancel") {
+		t.Errorf("--set 4 (the old count): stderr %q offers to cancel the cancel", stderr)
+	}
+	stdout, stderr, err = runArgs(t, "partitions", "--addr", addr, "--topic", "idle", "--cancel")
+	if err != nil || !strings.Contains(stdout, "cancelled, moving back to 4") || strings.Contains(stderr, "--cancel") {
+		t.Errorf("--cancel again: %v\nstdout %q\nstderr %q", err, stdout, stderr)
 	}
 	if _, _, err := runArgs(t, "partitions", "--addr", addr, "--topic", "idle", "--cancel", "--set", "4"); err == nil {
 		t.Error("--cancel with --set accepted")

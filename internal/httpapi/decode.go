@@ -108,6 +108,9 @@ func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 			if err := partition.ValidateID(q.ID); err != nil {
 				return q, badField(fieldID, "id: %v", err)
 			}
+			if strings.HasPrefix(q.ID, delayq.ScheduleIDPrefix) {
+				return q, badField(fieldID, "id: message id %q begins with %q, which is reserved for the occurrences of schedules", q.ID, delayq.ScheduleIDPrefix)
+			}
 		}
 	}
 	if q.Body, err = decodeBody(obj, maxBody); err != nil {

@@ -73,6 +73,7 @@ func TestDecodeEnqueue(t *testing.T) {
 		{"bad at", `{"at":"tomorrow"}`, 400, "at", nil},
 		{"at before 1970", `{"at":"1969-12-31T23:59:59Z"}`, 400, "at", nil},
 		{"bad id", `{"id":"` + strings.Repeat("x", 201) + `"}`, 400, "id", nil},
+		{"id of a schedule's occurrence", `{"id":"@sched:daily:1:2:x"}`, 400, "id", nil},
 		{"control char in id", `{"id":"a\nb"}`, 400, "id", nil},
 		{"numeric id", `{"id":7}`, 400, "id", nil},
 		{"body and base64", `{"body":"x","body_base64":"eA=="}`, 400, "body_base64", nil},

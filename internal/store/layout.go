@@ -120,11 +120,9 @@ func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int6
 	if err != nil {
 		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
 	}
-	l, err := changeReply(topic, r)
-	if err != nil {
-		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
-	}
-	return l, nil
+	// changeReply's errors name the topic, and a sentinel's text leads
+	// (the command line prints it as is).
+	return changeReply(topic, r)
 }
 
 // CancelChange cancels the change of topic's partition count that l
@@ -143,7 +141,7 @@ func (s *Store) CancelChange(ctx context.Context, topic string, l Layout, nowMS 
 	}
 	out, err := changeReply(topic, r)
 	if err != nil {
-		return Layout{}, fmt.Errorf("cancel the change of partitions of %s: %w", topic, err)
+		return Layout{}, err
 	}
 	out.Reversed = out.Changing()
 	return out, nil
@@ -154,7 +152,7 @@ func (s *Store) CancelChange(ctx context.Context, topic string, l Layout, nowMS 
 func changeReply(topic string, r any) (Layout, error) {
 	vals, err := redis.Int64s(r, nil)
 	if err != nil || len(vals) != 3 {
-		return Layout{}, fmt.Errorf("bad reply %v: %v", r, err)
+		return Layout{}, fmt.Errorf("change partitions of %s: bad reply %v: %v", topic, r, err)
 	}
 	switch {
 	case vals[0] == -1:

@@ -52,11 +52,17 @@ type proxies struct {
 }
 
 type proxyState struct {
-	down    bool
-	probing bool          // a probe of it runs
-	retryAt time.Time     // when a down proxy may be dialed again
-	backoff time.Duration // the current backoff
-	lastErr error
+	down bool
+	// answered: a dial or probe of it succeeded since it was last down
+	// (a proxy not dialed yet is neither down nor answered).
+	answered bool
+	// unlogged: it is down, and its loss is not logged yet: it failed
+	// while no other proxy was known to answer (see failed).
+	unlogged bool
+	probing  bool          // a probe of it runs
+	retryAt  time.Time     // when a down proxy may be dialed again
+	backoff  time.Duration // the current backoff
+	lastErr  error
 }
 
 func newProxies(addrs []string, log *slog.Logger, probe func(ctx context.Context, addr string) error) *proxies {
@@ -164,6 +170,11 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 		return &proxyConn{Conn: c, x: x, i: i}, nil
 	}
 	err := &UnreachableError{Errs: errs}
+	x.mu.Lock()
+	for i := range x.state {
+		x.state[i].unlogged = false // the outage's line names them all
+	}
+	x.mu.Unlock()
 	x.outage.begin(err)
 	return nil, err
 }
@@ -200,16 +211,20 @@ func (x *proxies) order(now time.Time) []int {
 }
 
 // failed marks proxy i down, logging it once while another proxy
-// answers (the last one down starts an outage, logged as such when a dial
-// finds every proxy down), and doubles its backoff.
+// answers, and doubles its backoff. While none is known to answer (every
+// other one down, or not dialed yet: a process starting), the line waits
+// for one that answers (see up); if none does, the dial that finds every
+// proxy down starts an outage, logged as such instead.
 func (x *proxies) failed(i int, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := &x.state[i]
 	if !s.down {
-		s.down, s.backoff = true, proxyRetryMin
-		if x.anyUp() {
+		s.down, s.answered, s.backoff = true, false, proxyRetryMin
+		if x.anyAnswered() {
 			x.log.Warn("proxy down: skipping it", "proxy", x.addrs[i], "err", err)
+		} else {
+			s.unlogged = true
 		}
 	} else {
 		s.backoff = min(2*s.backoff, proxyRetryMax)
@@ -217,10 +232,11 @@ func (x *proxies) failed(i int, err error) {
 	s.retryAt, s.lastErr = time.Now().Add(s.backoff), err
 }
 
-// anyUp reports whether a proxy is not down. x.mu is held.
-func (x *proxies) anyUp() bool {
+// anyAnswered reports whether a proxy answered since it was last down.
+// x.mu is held.
+func (x *proxies) anyAnswered() bool {
 	for _, s := range x.state {
-		if !s.down {
+		if s.answered {
 			return true
 		}
 	}
@@ -237,7 +253,13 @@ func (x *proxies) up(i int) {
 		x.log.Info("proxy back", "proxy", x.addrs[i])
 	}
 	probing := s.probing
-	*s = proxyState{probing: probing}
+	*s = proxyState{probing: probing, answered: true}
+	for j := range x.state { // lost while none was known to answer
+		if o := &x.state[j]; o.unlogged {
+			o.unlogged = false
+			x.log.Warn("proxy down: skipping it", "proxy", x.addrs[j], "err", o.lastErr)
+		}
+	}
 	x.outage.end(x.addrs[i])
 }
 

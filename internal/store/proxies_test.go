@@ -3,8 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/portable"
 )
 
 // A dial's error names each address once, as the network error does:
@@ -27,5 +31,54 @@ func TestDialErrorNamesAddressOnce(t *testing.T) {
 				t.Errorf("%v: %q, want %s named once, by the network error", addrs, msg, a)
 			}
 		}
+	}
+}
+
+// A proxy down is logged once while another answers, and only then: not
+// when a process starts with every proxy down (the outage's line says
+// it, alone), and when it starts with one down and another answering,
+// once the other answered.
+func TestProxyDownLoggedWhileAnotherAnswers(t *testing.T) {
+	errA, errB := errors.New("dial tcp a:1: connect: connection refused"), errors.New("dial tcp b:2: connect: connection refused")
+	newLogged := func() (*proxies, *syncBuf) {
+		var buf syncBuf
+		return newProxies([]string{"a:1", "b:2"}, slog.New(slog.NewTextHandler(&buf, nil)), nil), &buf
+	}
+
+	// Started during an outage: the dial finds both down.
+	x, buf := newLogged()
+	done := x.outage.Wait(time.Second)
+	_, err := x.dial(context.Background(), func(ctx context.Context, addr string) (*portable.Conn, error) {
+		if addr == "a:1" {
+			return nil, errA
+		}
+		return nil, errB
+	})
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("dial: %v", err)
+	}
+	x.up(1) // b answers again; a is still in its backoff
+	done()
+	if n := strings.Count(buf.String(), "proxy down"); n != 0 || strings.Count(buf.String(), "outage: no address answers") != 1 {
+		t.Errorf("started during an outage: %d proxy-down lines, want only the outage's line:\n%s", n, buf)
+	}
+
+	// Started with a down and b answering.
+	x, buf = newLogged()
+	x.failed(0, errA)
+	x.up(1)
+	x.up(1)
+	if n := strings.Count(buf.String(), `msg="proxy down: skipping it" proxy=a:1`); n != 1 || strings.Contains(buf.String(), "b:2") {
+		t.Errorf("started with a down: %d lines for a, want 1:\n%s", n, buf)
+	}
+
+	// Running on both, a fails: at once.
+	x, buf = newLogged()
+	x.up(0)
+	x.up(1)
+	x.failed(0, errA)
+	x.failed(0, errA)
+	if n := strings.Count(buf.String(), `msg="proxy down: skipping it" proxy=a:1`); n != 1 {
+		t.Errorf("a down while b answers: %d lines, want 1:\n%s", n, buf)
 	}
 }
