@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -190,6 +191,11 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 		}
 	}
 	if _, err := c.store.BeginChange(ctx, topic, n, c.opts.Now().UnixMilli()); err != nil {
+		if l.Reversed && errors.Is(err, ErrChangeRunning) {
+			// --cancel does nothing on a cancelled change: say what does.
+			return nil, fmt.Errorf("%w: topic %q is moving back from %d to %d partitions (a cancelled change); wait for it to end (delayq partitions --topic %s --wait), or go to %d again (--set %d)",
+				ErrChangeRunning, topic, l.Count, l.Next, topic, l.Count, l.Count)
+		}
 		return nil, err
 	}
 	c.changed(ctx, topic)

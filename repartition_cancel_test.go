@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,6 +116,11 @@ func TestRepartitionCancelAfterMoves(t *testing.T) {
 	}
 	if again, err := c.CancelPartitions(ctx, topic); err != nil || !again.Cancelled || again.Next != 4 || again.Count != 8 {
 		t.Errorf("cancel again: %+v, %v; want the same reverse change", again, err)
+	}
+	// Another count is refused, saying what ends or undoes the reverse.
+	if _, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{Force: true}); !errors.Is(err, ErrChangeRunning) ||
+		!strings.Contains(err.Error(), "a cancelled change") || !strings.Contains(err.Error(), "--set 8") || strings.Contains(err.Error(), "--cancel") {
+		t.Errorf("a count during the reverse: %v; want it refused, naming --set 8 and not --cancel", err)
 	}
 	for id := range due {
 		if _, err := c.Get(ctx, topic, id); err != nil {

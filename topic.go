@@ -45,8 +45,12 @@ func (u *TopicUsage) inUse() string {
 			plural(u.Scheduled+u.InFlight+u.Dead, "message"), u.Scheduled, u.InFlight, u.Dead, plural(u.Schedules, "schedule")))
 	}
 	if len(u.Consumers) > 0 {
-		why = append(why, fmt.Sprintf("%s live on it (%s): stop them first",
-			plural(int64(len(u.Consumers)), "consumer is"), strings.Join(u.Consumers, ", ")))
+		them := "them"
+		if len(u.Consumers) == 1 {
+			them = "it"
+		}
+		why = append(why, fmt.Sprintf("%s live on it (%s): stop %s first",
+			plural(int64(len(u.Consumers)), "consumer is"), strings.Join(u.Consumers, ", "), them))
 	}
 	if u.ChangingTo > 0 {
 		why = append(why, fmt.Sprintf("a change of its partition count from %d to %d runs", u.Count, u.ChangingTo))

@@ -195,7 +195,7 @@ func TestDeleteTopic(t *testing.T) {
 		go func() { done <- k.Run(ctx) }()
 		waitFor(t, 10*time.Second, "the consumer to own a partition", func() bool { return len(k.Stats().Owned) > 0 })
 		if _, err := c.DeleteTopic(ctx, live, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||
-			!strings.Contains(err.Error(), "1 consumer is live on it (k1): stop them first") {
+			!strings.Contains(err.Error(), "1 consumer is live on it (k1): stop it first") {
 			t.Errorf("delete of a topic with a live consumer: %v; want ErrTopicInUse naming k1", err)
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

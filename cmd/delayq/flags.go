@@ -80,7 +80,7 @@ func newCommand(name, args, about string, stdout io.Writer) *command {
 	cmd := newConnCommand(name, args, about, stdout)
 	cmd.needsTopic = true
 	cmd.fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
-	cmd.fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of the topic if this command creates it (default 16); an existing topic keeps its stored count")
+	cmd.fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of a topic that send, sub, import or schedule add creates (default 16); a topic that exists keeps its stored count, and another count only warns")
 	cmd.addLogLevel()
 	return cmd
 }
