@@ -8,28 +8,9 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/gomodule/redigo/redis"
 )
-
-// topicStored reports whether topic's meta key and its entry in the
-// topics set exist, read with a connection of its own, not the client's.
-func topicStored(t *testing.T, addr, topic string) (meta, listed bool) {
-	t.Helper()
-	conn, err := redis.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	n, err := redis.Int(conn.Do("EXISTS", keys.Meta(DefaultNamespace, topic)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	score, err := conn.Do("ZSCORE", keys.Topics(DefaultNamespace), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n == 1, score != nil
-}
 
 // Every operation but a write that puts a message (or a schedule) in a
 // topic fails on a topic that does not exist with an error that names it
@@ -72,7 +53,7 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 			} else if want := `topic "typo8" does not exist`; !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %q does not say %q", op.name, err, want)
 			}
-			if meta, listed := topicStored(t, addr, topic); meta || listed {
+			if meta, listed := testenv.TopicStored(t, addr, DefaultNamespace, topic); meta || listed {
 				t.Fatalf("after %s: meta key stored %v, in the topics set %v; want neither", op.name, meta, listed)
 			}
 		}
@@ -81,7 +62,7 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "a", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if meta, listed := topicStored(t, addr, topic); !meta || !listed {
+		if meta, listed := testenv.TopicStored(t, addr, DefaultNamespace, topic); !meta || !listed {
 			t.Fatalf("after an enqueue: meta key stored %v, in the topics set %v; want both", meta, listed)
 		}
 		_, err := c.Get(ctx, topic, "x")

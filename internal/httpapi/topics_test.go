@@ -5,28 +5,14 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/keys"
-	"github.com/gomodule/redigo/redis"
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // topicStored reports whether topic's meta key or its entry in the
-// topics set exists, read with a connection of its own.
+// topics set exists.
 func topicStored(t *testing.T, addr, topic string) bool {
-	t.Helper()
-	conn, err := redis.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	n, err := redis.Int(conn.Do("EXISTS", keys.Meta(delayq.DefaultNamespace, topic)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	score, err := conn.Do("ZSCORE", keys.Topics(delayq.DefaultNamespace), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n == 1 || score != nil
+	meta, listed := testenv.TopicStored(t, addr, delayq.DefaultNamespace, topic)
+	return meta || listed
 }
 
 // testTopics: every route on a topic that does not exist answers 404
