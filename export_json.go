@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -50,31 +49,38 @@ func (m *ExportedMessage) MarshalJSON() ([]byte, error) {
 func (m *ExportedMessage) appendJSON(b []byte) ([]byte, error) {
 	attempts, maxAttempts := m.Attempts, m.MaxAttempts
 	v := exportJSON{
-		ID: m.ID, State: string(m.State), Due: fmtExportTime(m.Due), DiedAt: fmtExportTime(m.DiedAt),
+		ID: m.ID, State: string(m.State), Due: wire.Time(m.Due), DiedAt: wire.Time(m.DiedAt),
 		Attempts: &attempts, MaxAttempts: &maxAttempts, LastError: m.LastError,
-		Created: fmtExportTime(m.Created), Updated: fmtExportTime(m.Updated),
+		Created: wire.Time(m.Created), Updated: wire.Time(m.Updated),
 	}
-	if utf8.Valid(m.Body) {
-		s := string(m.Body)
-		v.Body = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(m.Body)
-		v.BodyBase64 = &s
+	v.Body, v.BodyBase64 = exportBody(m.Body)
+	out, err := appendLine(b, v)
+	if err != nil {
+		return b, fmt.Errorf("encode message %q: %w", m.ID, err)
 	}
+	return out, nil
+}
+
+// exportBody is a body as the export format writes it: "body" when it is
+// valid UTF-8, "body_base64" otherwise; exactly one is set.
+func exportBody(body []byte) (text, b64 *string) {
+	text, s := wire.Body(body)
+	if text == nil {
+		return nil, &s
+	}
+	return text, nil
+}
+
+// appendLine appends v's JSON, without the newline and with no escape of
+// HTML characters, to b.
+func appendLine(b []byte, v any) ([]byte, error) {
 	buf := bytes.NewBuffer(b)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return b, fmt.Errorf("encode message %q: %w", m.ID, err)
+		return b, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
-
-func fmtExportTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(exportTime)
 }
 
 // UnmarshalJSON reads one line of the export format (see MarshalJSON).

@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // Schedules in exports. An export of a whole topic carries the topic's
@@ -189,22 +190,14 @@ type exportScheduleJSON struct {
 func (s *ExportedSchedule) MarshalJSON() ([]byte, error) {
 	v := exportScheduleJSON{
 		Name: s.Name, Spec: s.Spec, TZ: s.TimeZone, Policy: string(s.Policy), MaxAttempts: s.MaxAttempts, Paused: s.Paused,
-		Created: fmtExportTime(s.Created), Updated: fmtExportTime(s.Updated), Next: fmtExportTime(s.Next),
+		Created: wire.Time(s.Created), Updated: wire.Time(s.Updated), Next: wire.Time(s.Next),
 	}
-	if utf8.Valid(s.Body) {
-		b := string(s.Body)
-		v.Body = &b
-	} else {
-		b := base64.StdEncoding.EncodeToString(s.Body)
-		v.BodyBase64 = &b
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(scheduleLineJSON{&v}); err != nil {
+	v.Body, v.BodyBase64 = exportBody(s.Body)
+	out, err := appendLine(nil, scheduleLineJSON{&v})
+	if err != nil {
 		return nil, fmt.Errorf("encode schedule %q: %w", s.Name, err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return out, nil
 }
 
 // UnmarshalJSON reads the line of a schedule in the export format (see

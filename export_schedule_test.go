@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // An export of a whole topic begins with its schedules, each with the
@@ -60,7 +61,7 @@ func TestExportImportSchedules(t *testing.T) {
 	for _, s := range src {
 		if n := s.Next(time.Now(), 1); len(n) == 1 {
 			wantNext[s.Name] = n[0]
-			if !strings.Contains(file.String(), `"next":"`+fmtExportTime(n[0])+`"`) {
+			if !strings.Contains(file.String(), `"next":"`+wire.Time(n[0])+`"`) {
 				t.Errorf("the export does not give %s's pending occurrence %v:\n%s", s.Name, n[0], file.String())
 			}
 		}
