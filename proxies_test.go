@@ -71,7 +71,7 @@ func TestProxiesDeadAndBack(t *testing.T) {
 	if n := strings.Count(logs.String(), `msg="outage: no address answers; waiting for one"`); n != 1 {
 		t.Errorf("the outage of both proxies logged %d times, want once:\n%s", n, logs.String())
 	}
-	waitFor(t, 10*time.Second, "the outage's summary", func() bool { return strings.Contains(logs.String(), `msg="outage over"`) })
+	waitFor(t, 25*time.Second, "the outage's summary (a lease after its end)", func() bool { return strings.Contains(logs.String(), `msg="outage over"`) })
 	if n := strings.Count(logs.String(), `msg="outage over"`); n != 1 || !strings.Contains(logs.String(), "leases_lost=0 partitions_retaken=0") {
 		t.Errorf("the end of the outage logged %d times, or not as costing nothing:\n%s", n, logs.String())
 	}

@@ -14,13 +14,14 @@ import (
 // partition's failures and losses would fill the log: one error line
 // when it starts, and one warning when it ends, with how long it lasted
 // and what it cost the consumers of the process: the leases they lost and
-// the partitions they took again since. The summary waits for the
-// consumers to take their partitions again (a heartbeat or two after
-// the lost leases expire), for the longest lease of the process's
-// consumers at most (another process may take them first), and for an
-// eighth of it at least: a lease the outage cost may be noticed only
-// after it ended, at the next extension's turn (every twelfth of a lease
-// after a failed one).
+// the partitions they took again since. The summary waits a lease (the
+// longest of the process's consumers) after the end at least: a lease
+// the outage cost may be noticed only after it ended, by a keep-alive or
+// a heartbeat whose command was still waiting for its timeout, and its
+// consumer's manager learns of the loss at its next round. Then it waits
+// for the consumers to take their partitions again (a heartbeat or two
+// after the lost leases expire), for a second lease at most (another
+// process may take them first).
 //
 // The lines are written only while someone waits for Redis: a consumer
 // runs, or an enqueue retries (see WithRetry). A one-off command that
@@ -163,7 +164,7 @@ func (o *Outage) after(d time.Duration) {
 		if gen != o.timerGen || !o.pending {
 			return
 		}
-		switch left := time.Until(o.ended.Add(o.longest())); {
+		switch left := time.Until(o.ended.Add(2 * o.longest())); {
 		case o.retaken >= o.lost || left <= 0:
 			o.summary()
 		default:
@@ -181,8 +182,9 @@ func (o *Outage) longest() time.Duration {
 	return d
 }
 
-// grace is how long after its end an outage may still cost a lease.
-func (o *Outage) grace() time.Duration { return o.longest() / 8 }
+// grace is how long after its end an outage may still be found to have
+// cost a lease.
+func (o *Outage) grace() time.Duration { return o.longest() }
 
 // logStart writes the outage's first line.
 func (o *Outage) logStart() {
