@@ -81,10 +81,15 @@ func TestPauseFleet(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	l2 := l.count()
-	for i := range 10 {
+	in.Reset()
+	for i := range 100 {
 		id := fmt.Sprintf("u-%03d", i)
+		fmt.Fprintf(&in, `{"id":%q,"body":"u"}`+"\n", id)
 		l.expect(id, []byte("u"), time.Now())
-		mustCLI(t, "", "send", "--addr", addr, "--topic", topic, "--id", id, "--body", "u")
+	}
+	mustCLI(t, in.String(), "send", "--stdin", "--addr", addr, "--topic", topic)
+	if time.Now().After(until) {
+		t.Fatalf("sending 100 messages took past the pause's end %v: the test means nothing", until)
 	}
 	waitFor(t, 10*time.Second, func() bool { return len(l.missing()) == 0 }, "the messages sent during the pause --until delivered; %d missing", len(l.missing()))
 	late := time.Duration(0)
