@@ -279,14 +279,18 @@ loop:
 		if paused {
 			p.holdBack(ctx)
 		} else {
-			p.paused = false
+			if p.paused {
+				// The pause ended: what fell due meanwhile is claimed at
+				// once, whatever the last look before it said.
+				p.paused, p.nextPoll = false, now
+			}
 			p.dispatchDue(now)
 		}
 		if p.watchGivers(ctx, now) {
 			p.nextPoll = now // what was returned is due
 		}
-		// A paused loop does not poll: the poll it missed runs when the
-		// pause ends (nextPoll has passed by then).
+		// A paused loop does not poll: it polls at once when the pause
+		// ends (above).
 		if !paused && !now.Before(p.nextPoll) {
 			p.nextPoll = farAway // lowered by what the poll itself schedules
 			next, err := p.poll(ctx, now)
