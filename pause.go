@@ -87,9 +87,11 @@ func (c *Client) readPause(ctx context.Context, topic string) (PauseState, error
 }
 
 // controlsEvery is how often a consumer reads its topic's controls when
-// no change of them was signalled: a signal lost on the way (see
-// store.SetPause) delays a change by this at most.
-const controlsEvery = time.Second
+// no change of them was signalled (a signal is seen within a ChangePoll):
+// a signal lost on the way (see store.SetPause), as a lost wake-up,
+// delays a change by this at most. As long as an idle partition's look,
+// so that following the controls adds little to an idle topic's cost.
+const controlsEvery = DefaultIdlePollInterval
 
 // controls are a consumer's topic's controls as last read, which its
 // partition loops and workers follow.
