@@ -61,6 +61,7 @@ type Consumer struct {
 
 	mgr    atomic.Pointer[lease.Manager] // set by Run
 	layout atomic.Pointer[store.Layout]  // the topic's, as last read
+	ctrl   *controls                     // the topic's controls, as last read (see followControls)
 }
 
 // ConsumerOptions configures a Consumer. The zero value of each field

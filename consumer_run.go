@@ -34,6 +34,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
+		ctrl:   newControls(),
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
 			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, poller.EventMoved, eventLeasesGained, eventLeasesLost),
 	}, nil
@@ -81,6 +82,16 @@ func (k *Consumer) Run(ctx context.Context) error {
 	}
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
+	fctx, stopFollow := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		k.followControls(fctx)
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+	}()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
 	work, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
@@ -97,7 +108,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
 			defer unwatch()
 			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release, cfg.Wake = handedOver, wake
+			cfg.Release, cfg.Wake, cfg.Pause = handedOver, wake, k.ctrl.pause
 			return poller.Run(l.Ctx(), stop, cfg)
 		},
 		Stopping: func() {
@@ -167,6 +178,13 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 			k.layout.Store(&l)
 			err = k.applySchedules(ctx)
 		}
+		if err == nil {
+			// A paused topic's loops must not claim before the pause is known.
+			var ctrl store.Controls
+			if ctrl, _, err = k.c.store.ReadControls(ctx, k.opts.Topic); err == nil {
+				k.setControls(ctrl)
+			}
+		}
 		switch {
 		case err == nil:
 			return &l, nil
@@ -231,6 +249,11 @@ func visibilityMargin(timeout time.Duration) time.Duration {
 // acked without its handler when it is stale or skipped (see
 // Client.occurrence).
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
+	if k.ctrl.pausedAt(k.c.opts.Now()) {
+		// Dequeued as the topic's pause began: not started, back to
+		// scheduled at its due, no attempt spent (see Client.Pause).
+		return false, nil
+	}
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
 		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())

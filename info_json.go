@@ -57,6 +57,15 @@ func (p PartitionStats) MarshalJSON() ([]byte, error) {
 	}{plain(p), wireTime(p.OldestDue)})
 }
 
+// MarshalJSON encodes the pause's end in RFC 3339 UTC with three-digit
+// milliseconds (see PartitionStats.MarshalJSON).
+func (p PauseState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Paused      bool   `json:"paused"`
+		PausedUntil string `json:"paused_until,omitempty"`
+	}{p.Paused, wireTime(p.PausedUntil)})
+}
+
 // MarshalJSON encodes the change's progress with its times in RFC 3339
 // UTC with three-digit milliseconds (see PartitionStats.MarshalJSON).
 func (p PartitionsInfo) MarshalJSON() ([]byte, error) {

@@ -197,6 +197,8 @@ type TopicStats struct {
 	InFlight   int64            `json:"inflight"`
 	Dead       int64            `json:"dead"`
 	Partitions []PartitionStats `json:"partitions"`
+	// Pause is the topic's pause (see Client.Pause).
+	Pause PauseState `json:"pause"`
 }
 
 // Stats reads the counters of every partition of topic. It wraps
@@ -213,6 +215,9 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 		return nil, err
 	}
 	ts := &TopicStats{Topic: topic, Count: l.Count}
+	if ts.Pause, err = c.readPause(ctx, topic); err != nil {
+		return nil, err
+	}
 	if l.Changing() {
 		ts.ChangingTo = l.Next
 		if ts.Change, err = c.changeInfo(ctx, topic, l, all); err != nil {

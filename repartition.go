@@ -54,6 +54,9 @@ type PartitionsInfo struct {
 	// messages: with no consumer, the change waits for one.
 	Consumers    int `json:"consumers"`
 	OwnedSources int `json:"owned_sources,omitempty"`
+	// Pause is the topic's pause (see Client.Pause); Partitions sets it,
+	// the Change of TopicStats leaves it to TopicStats.Pause.
+	Pause PauseState `json:"pause"`
 }
 
 // Partitions returns topic's partition count and the progress of a
@@ -69,14 +72,20 @@ func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo,
 	if l.Count == 0 {
 		return nil, store.NoTopic(topic)
 	}
-	if !l.Changing() {
-		return c.changeInfo(ctx, topic, l, nil)
+	var st []store.PartitionStats
+	if l.Changing() {
+		if st, err = c.store.Stats(ctx, topic, l.Span()); err != nil {
+			return nil, err
+		}
 	}
-	st, err := c.store.Stats(ctx, topic, l.Span())
+	info, err := c.changeInfo(ctx, topic, l, st)
 	if err != nil {
 		return nil, err
 	}
-	return c.changeInfo(ctx, topic, l, st)
+	if info.Pause, err = c.readPause(ctx, topic); err != nil {
+		return nil, err
+	}
+	return info, nil
 }
 
 // changeInfo returns the PartitionsInfo of layout l of topic, from st,

@@ -121,6 +121,12 @@ type Config struct {
 	// wrote a message due soon (optional). A wake-up lost on the way only
 	// leaves the message to the next poll.
 	Wake <-chan struct{}
+	// Pause, when set, reports whether the topic is paused at now, until
+	// when (zero: until resumed), and returns a channel closed at the next
+	// change of the topic's controls. A paused loop claims nothing,
+	// returns what it holds and has not started to scheduled at once (see
+	// holdBack), and wakes at the pause's end or that change. Optional.
+	Pause func(now time.Time) (paused bool, until time.Time, changed <-chan struct{})
 }
 
 type result struct {
@@ -174,6 +180,8 @@ type part struct {
 	mv mover // the moves of a change of the partition count
 
 	toldIdle bool // what Config.Idle was told last
+
+	paused bool // the loop saw the topic paused at its last turn (see holdBack)
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose
@@ -267,11 +275,23 @@ loop:
 		}
 		p.applyPending(ctx)
 		now = cfg.Now()
-		p.dispatchDue(now)
+		paused, pausedUntil, controls := p.pause(now)
+		if paused {
+			p.holdBack(ctx)
+		} else {
+			if p.paused {
+				// The pause ended: what fell due meanwhile is claimed at
+				// once, whatever the last look before it said.
+				p.paused, p.nextPoll = false, now
+			}
+			p.dispatchDue(now)
+		}
 		if p.watchGivers(ctx, now) {
 			p.nextPoll = now // what was returned is due
 		}
-		if !now.Before(p.nextPoll) {
+		// A paused loop does not poll: it polls at once when the pause
+		// ends (above).
+		if !paused && !now.Before(p.nextPoll) {
 			p.nextPoll = farAway // lowered by what the poll itself schedules
 			next, err := p.poll(ctx, now)
 			if errors.Is(err, ErrFenced) {
@@ -294,7 +314,7 @@ loop:
 			break
 		}
 		var freed <-chan struct{}
-		if p.starved {
+		if p.starved && !paused {
 			freed = cfg.Dispatch.whenFreed()
 			// Slots freed between the claim and the line above would not
 			// close the channel: look once more now that it is armed.
@@ -304,6 +324,12 @@ loop:
 		}
 		p.tellIdle()
 		wake := p.nextPoll
+		if paused {
+			wake = farAway
+			if !pausedUntil.IsZero() {
+				wake = pausedUntil // a timed pause ends by itself
+			}
+		}
 		if !moveAt.IsZero() {
 			wake = minTime(wake, moveAt)
 		}
@@ -333,6 +359,7 @@ loop:
 			p.collect(ctx, r)
 		case <-cfg.Wake:
 			p.nextPoll = cfg.Now()
+		case <-controls:
 		case <-freed:
 			// Slots came back: claim what the bound left behind.
 			if at, ok := p.claimAt(cfg.Now()); ok {

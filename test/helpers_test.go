@@ -447,6 +447,10 @@ type topicStats struct {
 		Owner     string     `json:"owner"`
 		Token     int64      `json:"token"`
 	} `json:"partitions"`
+	Pause struct {
+		Paused      bool       `json:"paused"`
+		PausedUntil *time.Time `json:"paused_until"`
+	} `json:"pause"`
 }
 
 // stats runs "delayq stats --json" and decodes it; extra holds more flags.

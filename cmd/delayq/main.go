@@ -61,6 +61,8 @@ Commands:
 	reschedule  move a scheduled message to a new due time
 	stats       print the counters of every partition of a topic
 	partitions  print a topic's partition count, or change it (--set N)
+	pause       pause a topic's deliveries, for a time or until resumed
+	resume      resume a paused topic
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
@@ -73,10 +75,10 @@ Commands:
 	help        print this help, or "help <command>" for a command's flags
 
 The commands on one topic (send, sub, get, delete, reschedule, stats,
-partitions, dead, export, import, schedule, topic) take --topic (required)
-and --partitions (the count of a topic the command creates: only send, sub,
-import and schedule add create one; an existing topic keeps its stored
-count). Every command takes --addr (default
+partitions, pause, resume, dead, export, import, schedule, topic)
+take --topic (required) and --partitions (the count of a topic the command
+creates: only send, sub, import and schedule add create one; an existing
+topic keeps its stored count). Every command takes --addr (default
 127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
 Every command but worker takes --password (env DELAYQ_PASSWORD) and
 --namespace (the worker reads them from its --config file), and every one
@@ -123,6 +125,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runStats(ctx, rest, stdout, stderr)
 	case "partitions":
 		return runPartitions(ctx, rest, stdout, stderr)
+	case "pause":
+		return runPause(ctx, rest, stdout, stderr)
+	case "resume":
+		return runResume(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
 	case "export":

@@ -146,6 +146,9 @@ func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if l := pauseLine(ts.Pause); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	if ts.Change != nil {
 		_, err := fmt.Fprintf(w, "partitions %d, changing to %d\n%s\n", ts.Count, ts.ChangingTo, partitionsLine(ts.Change, time.Now()))
 		return err

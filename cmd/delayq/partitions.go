@@ -219,8 +219,14 @@ func (w *progressWriter) final(info *delayq.PartitionsInfo) error {
 	if w.json {
 		return writeJSON(w.out, info)
 	}
-	_, err := fmt.Fprintln(w.out, partitionsLine(info, time.Now()))
-	return err
+	if _, err := fmt.Fprintln(w.out, partitionsLine(info, time.Now())); err != nil {
+		return err
+	}
+	if l := pauseLine(info.Pause); l != "" {
+		_, err := fmt.Fprintf(w.out, "%s: %s\n", info.Topic, l)
+		return err
+	}
+	return nil
 }
 
 // stateKey is what a line per change of state compares: all but the

@@ -15,6 +15,8 @@
 //	DELETE /v1/topics/{topic}/dead                     200 {"purged":N}
 //	GET    /v1/topics/{topic}/export?state=S,...       200 JSON lines (delayq export's)
 //	DELETE /v1/topics/{topic}?force=true               200 {"deleted": delayq.TopicUsage}
+//	POST   /v1/topics/{topic}/pause                    200 {"topic","paused","paused_until"}
+//	POST   /v1/topics/{topic}/resume                   200 {"topic","paused"}
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
 //	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added; with ?replace=true or replaced)
@@ -22,6 +24,10 @@
 //	POST   /v1/topics/{topic}/schedules/{name}/resume  200 schedule
 //	DELETE /v1/topics/{topic}/schedules/{name}         204
 //	GET    /healthz, /readyz, /metrics
+//
+// A pause body is empty (until resumed), {"for": "5m"} or {"until":
+// "<RFC 3339>"}; a resume body is empty. Both fail with 404 for a topic
+// that does not exist, and create nothing.
 //
 // An enqueue body is
 //

@@ -141,6 +141,7 @@ func TestAPIAgainstRedis(t *testing.T) {
 			t.Run("bad requests", func(t *testing.T) { testBadRequests(t, a, topic) })
 			t.Run("dead", func(t *testing.T) { testDead(t, a, client, topic+"-dead") })
 			t.Run("topics", func(t *testing.T) { testTopics(t, a, tg.Addr, topic+"-topic") })
+			t.Run("pause", func(t *testing.T) { testPause(t, a, topic+"-pause") })
 		})
 	}
 }

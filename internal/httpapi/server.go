@@ -94,6 +94,8 @@ func New(o Options) http.Handler {
 	m.HandleFunc("DELETE /v1/topics/{topic}/dead", s.purgeDead)
 	m.HandleFunc("GET /v1/topics/{topic}/export", s.export)
 	m.HandleFunc("DELETE /v1/topics/{topic}", s.deleteTopic)
+	m.HandleFunc("POST /v1/topics/{topic}/pause", s.pauseTopic)
+	m.HandleFunc("POST /v1/topics/{topic}/resume", s.pauseTopic)
 	s.routeSchedules(m)
 	return s
 }

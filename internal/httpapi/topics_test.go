@@ -31,6 +31,9 @@ func testTopics(t *testing.T, a *api, addr, topic string) {
 		{"GET", base + "/export", ""},
 		{"GET", base + "/schedules", ""},
 		{"GET", base + "/schedules/s", ""},
+		{"POST", base + "/pause", ""},
+		{"POST", base + "/pause", `{"for":"5m"}`},
+		{"POST", base + "/resume", ""},
 		{"DELETE", base, ""},
 		{"DELETE", base + "?force=true", ""},
 	} {

@@ -141,7 +141,8 @@ func LeaseOwner(v string) string {
 // Meta is a HASH of topic metadata: fields MetaPartitions and MetaCreated,
 // and while the partition count changes MetaNext, MetaSince, a
 // MetaMovedPrefix field per source partition done, MetaMovedCount and,
-// for a change that reversed another, MetaReversed.
+// for a change that reversed another, MetaReversed; MetaPaused while the
+// topic is paused.
 func Meta(ns, topic string) string { return ns + ":{" + topic + "}:meta" }
 
 // Fields of the Meta HASH.
@@ -165,6 +166,10 @@ const (
 	// reverse of one cancelled (see store.CancelChange): its moves wait
 	// for those of the cancelled change to end.
 	MetaReversed = "reversed"
+	// MetaPaused is set while the topic is paused: to the end of the
+	// pause (unix ms), or 0 for a pause until resumed (see
+	// store.Controls).
+	MetaPaused = "paused"
 )
 
 // Schedules is a HASH: schedule name -> the schedule's definition (JSON,
@@ -187,6 +192,12 @@ func Changes(ns string) string { return ns + ":changes" }
 // bumps after writing a message due soon to partition p of topic, and
 // the partition's owner watches (":" cannot be in a topic's name).
 func WakeField(topic string, p int) string { return topic + ":" + strconv.Itoa(p) }
+
+// ControlsField is the field of the Changes hash whose counter a change
+// of the topic's controls (see MetaPaused) bumps, and its consumers
+// watch, to read the controls at once ("controls" is no partition
+// number).
+func ControlsField(topic string) string { return topic + ":controls" }
 
 // Topics is a ZSET: topic name -> time first used (unix ms).
 func Topics(ns string) string { return ns + ":topics" }

@@ -18,6 +18,7 @@ func TestGolden(t *testing.T) {
 		{Schedules("dq", "orders"), "dq:{orders}:sched"},
 		{Changes("dq"), "dq:changes"},
 		{WakeField("orders", 7), "orders:7"},
+		{ControlsField("orders"), "orders:controls"},
 		{Topics("app1"), "app1:topics"},
 		{Scheduled("app1", "a.b-c_d", 15), "app1:{a.b-c_d:15}:s"},
 	} {
@@ -54,6 +55,7 @@ func TestGoldenNames(t *testing.T) {
 		{MetaMovedPrefix, "moved:"},
 		{MetaMovedCount, "moved_messages"},
 		{MetaReversed, "reversed"},
+		{MetaPaused, "paused"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("name = %q, want %q", tc.got, tc.want)

@@ -205,3 +205,49 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq)
 	s.done(w, r, "/ui/", nil, "Deleted topic %s (%d scheduled, %d in flight, %d dead, %d schedules).",
 		u.Topic, u.Scheduled, u.InFlight, u.Dead, u.Schedules)
 }
+
+// topicPause handles POST /ui/topics/{topic}/pause: form field for is a
+// duration from now (15m) or an RFC 3339 time, or empty for a pause until
+// resumed (see delayq.Client.Pause).
+func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) {
+	back := topicURL(t.topic, "")
+	c, err := s.client(t.n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var until time.Time
+	q := fmt.Sprintf("Pause topic %s until resumed? No consumer starts a delivery of it meanwhile.", t.topic)
+	var fields []field
+	if v := strings.TrimSpace(r.PostFormValue("for")); v != "" {
+		if until, err = parseWhen(v, s.o.Now()); err != nil {
+			s.done(w, r, back, fmt.Errorf("%w: %v", delayq.ErrInvalid, err), "")
+			return
+		}
+		q = fmt.Sprintf("Pause topic %s until %s? No consumer starts a delivery of it meanwhile.", t.topic, formatTime(until))
+		fields = append(fields, field{"for", until.UTC().Format(time.RFC3339Nano)})
+	}
+	if !s.confirmed(w, r, q, "Pause", back, fields...) {
+		return
+	}
+	err = c.Pause(t.ctx, t.topic, delayq.PauseOptions{Until: until})
+	if until.IsZero() {
+		s.done(w, r, back, err, "Paused %s until resumed.", t.topic)
+		return
+	}
+	s.done(w, r, back, err, "Paused %s until %s.", t.topic, formatTime(until))
+}
+
+// topicResume handles POST /ui/topics/{topic}/resume.
+func (s *Server) topicResume(w http.ResponseWriter, r *http.Request, t topicReq) {
+	back := topicURL(t.topic, "")
+	c, err := s.client(t.n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.confirmed(w, r, fmt.Sprintf("Resume topic %s? What fell due meanwhile is delivered at once.", t.topic), "Resume", back) {
+		err := c.Resume(t.ctx, t.topic)
+		s.done(w, r, back, err, "Resumed %s.", t.topic)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/internal/ui"
@@ -51,5 +52,57 @@ func TestBrowserDeleteTopic(t *testing.T) {
 	d := tb.dialogsSeen()
 	if len(d) != 2 || !strings.Contains(d[0], "Delete topic ordres?") {
 		t.Errorf("dialogs: %q", d)
+	}
+}
+
+// TestBrowserPauseTopic pauses a topic from its page for a duration, then
+// resumes it, each confirmed in a dialog: the page says until when, and
+// the library reads the pause; a read-only dashboard shows neither button.
+func TestBrowserPauseTopic(t *testing.T) {
+	f := newFixture(t, ui.Options{})
+	c := f.client(4)
+	ctx := context.Background()
+	send(t, c, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
+
+	tb := f.tab(t)
+	tb.open("/ui/topics/orders")
+	if eval[int](tb, `document.querySelectorAll('#pause-state, #resume-form').length`) != 0 {
+		t.Error("a topic not paused shows a pause or a resume button")
+	}
+	before := time.Now()
+	tb.do(chromedp.SendKeys(chromedp.CSS("#pause-for"), "15m"))
+	tb.act("#pause-btn", "Paused orders until ")
+	st, err := c.Stats(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Pause.Paused || st.Pause.PausedUntil == nil || st.Pause.PausedUntil.Before(before.Add(15*time.Minute)) ||
+		st.Pause.PausedUntil.After(time.Now().Add(15*time.Minute+time.Millisecond)) {
+		t.Fatalf("after Pause for 15m: %+v", st.Pause)
+	}
+	if got := tb.text("#pause-state"); !strings.HasPrefix(got, "Paused until ") {
+		t.Errorf("pause state %q", got)
+	}
+	tb.act("#resume-btn", "Resumed orders.")
+	if st, err = c.Stats(ctx, "orders"); err != nil || st.Pause.Paused {
+		t.Fatalf("after Resume: %+v %v", st.Pause, err)
+	}
+	if eval[int](tb, `document.querySelectorAll('#pause-state').length`) != 0 {
+		t.Error("the page still says paused after Resume")
+	}
+	tb.act("#pause-btn", "Paused orders until resumed.")
+	if st, err = c.Stats(ctx, "orders"); err != nil || !st.Pause.Paused || st.Pause.PausedUntil != nil {
+		t.Fatalf("after Pause with no end: %+v %v", st.Pause, err)
+	}
+	if d := tb.dialogsSeen(); len(d) != 3 || !strings.Contains(d[0], "Pause topic orders?") || !strings.Contains(d[1], "Resume topic orders?") {
+		t.Errorf("dialogs: %q", d)
+	}
+
+	ro := newFixture(t, ui.Options{ReadOnly: true})
+	send(t, ro.client(4), delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
+	rt := ro.tab(t)
+	rt.open("/ui/topics/orders")
+	if n := eval[int](rt, `document.querySelectorAll('#pause-form, #resume-form').length`); n != 0 {
+		t.Errorf("read-only: %d pause or resume forms shown", n)
 	}
 }

@@ -34,5 +34,6 @@
 //	GET  /ui/topics/{topic}/dead                dead letters
 //	POST /ui/topics/{topic}/message/{action}    delete, run, reschedule
 //	POST /ui/topics/{topic}/dead/{action}       requeue, purge, requeue-all, purge-all
+//	POST /ui/topics/{topic}/pause, .../resume   pause (for a duration, until a time, or until resumed), resume
 //	GET  /ui/static/...                         the stylesheet and the script
 package ui

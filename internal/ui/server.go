@@ -183,6 +183,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/topics/{topic}/message/{action}", s.withTopic(s.messageAction))
 	m.HandleFunc("POST /ui/topics/{topic}/dead/{action}", s.withTopic(s.deadAction))
 	m.HandleFunc("POST /ui/topics/{topic}/delete", s.withTopic(s.topicDelete))
+	m.HandleFunc("POST /ui/topics/{topic}/pause", s.withTopic(s.topicPause))
+	m.HandleFunc("POST /ui/topics/{topic}/resume", s.withTopic(s.topicResume))
 	s.routeSchedules(m)
 	s.mux = m
 }

@@ -117,6 +117,10 @@ type topicView struct {
 	Chart       *chart       // nil in the live fragment
 	Figures     *figuresView // nil outside a worker
 	Change      *changeView  // nil when no change of the count runs
+	// Paused: the topic is paused (delayq.Client.Pause), until PausedUntil
+	// or, when that is zero, until resumed.
+	Paused      bool
+	PausedUntil time.Time
 }
 
 // changeView is the progress of a change of the partition count.
@@ -183,6 +187,13 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 		v.ChangingTo = l.Next
 	}
 	sumStats(&v.topicRow, st, now)
+	ctrl, _, err := s.st.ReadControls(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if v.Paused = ctrl.PausedAt(now.UnixMilli()); v.Paused && ctrl.PausedUntil > 0 {
+		v.PausedUntil = time.UnixMilli(ctrl.PausedUntil)
+	}
 	if l.Changing() && len(st) >= l.Span() {
 		pr, err := s.st.ChangeProgress(ctx, topic, l, st)
 		if err != nil {

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Controls are a topic's flow controls, fields of its meta HASH (see
+// keys.MetaPaused), which every consumer of the topic follows.
+type Controls struct {
+	// Paused: no delivery of the topic starts until PausedUntil (unix ms)
+	// or, when that is 0, until the topic is resumed.
+	Paused      bool
+	PausedUntil int64
+}
+
+// PausedAt reports whether the topic is paused at nowMS: a timed pause
+// ends by itself at its PausedUntil.
+func (c Controls) PausedAt(nowMS int64) bool {
+	return c.Paused && (c.PausedUntil == 0 || nowMS < c.PausedUntil)
+}
+
+// controlsScript sets (ARGV[3] not empty) or deletes a field of a topic's
+// meta HASH, only when the topic exists (its partitions field ARGV[1] is
+// set): a control of a topic never used creates nothing. It returns -1
+// for a topic that does not exist.
+var controlsScript = newScript(`
+if not redis.call('HGET', KEYS[1], ARGV[1]) then return -1 end
+if ARGV[3] == '' then return redis.call('HDEL', KEYS[1], ARGV[2]) end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+return 1
+`)
+
+// SetPause pauses topic until untilMS (0: until resumed), or resumes it
+// (pause false), then bumps its controls' counter of the changes hash
+// (keys.ControlsField) for its consumers to read the controls at once.
+// It fails with ErrNoTopic for a topic that does not exist, and writes
+// nothing then. Consumers read the controls every second besides, so a
+// bump lost on the way only delays the change by that.
+func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS int64) error {
+	val := ""
+	if pause {
+		val = strconv.FormatInt(max(untilMS, 0), 10)
+	}
+	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaPaused, val)
+	if err != nil {
+		return fmt.Errorf("pause of %s: %w", topic, err)
+	}
+	if n, _ := redis.Int(r, nil); n == -1 {
+		return NoTopic(topic)
+	}
+	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
+		return fmt.Errorf("pause of %s is stored; its consumers follow it within a second (telling them at once failed: %w)", topic, err)
+	}
+	return nil
+}
+
+// ReadControls returns topic's controls, and whether the topic exists,
+// in one command.
+func (s *Store) ReadControls(ctx context.Context, topic string) (Controls, bool, error) {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaPaused}})
+	if err != nil {
+		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
+	}
+	vals, err := redis.Values(r[0], nil)
+	if err != nil || len(vals) != 2 {
+		return Controls{}, false, fmt.Errorf("controls of %s: bad reply %v (%v)", topic, r[0], err)
+	}
+	var c Controls
+	if vals[1] != nil {
+		c.Paused = true
+		if c.PausedUntil, err = redis.Int64(vals[1], nil); err != nil {
+			return Controls{}, false, fmt.Errorf("controls of %s: field %q of %s: %w", topic, keys.MetaPaused, meta, err)
+		}
+	}
+	return c, vals[0] != nil, nil
+}

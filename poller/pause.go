@@ -1,0 +1,50 @@
+package poller
+
+import (
+	"context"
+	"time"
+)
+
+// pause returns what Config.Pause says at now (never paused without it).
+func (p *part) pause(now time.Time) (paused bool, until time.Time, changed <-chan struct{}) {
+	if p.cfg.Pause == nil {
+		return false, time.Time{}, nil
+	}
+	return p.cfg.Pause(now)
+}
+
+// holdBack is a paused loop's turn. When the loop first sees the pause,
+// every message it holds and no worker started (claimed ahead and held
+// until due, or due and still queued for a worker) goes back to
+// scheduled at its own due, as at a graceful stop, without counting an
+// attempt: a held-back message stays scheduled. Deliveries running go on,
+// and their outcomes are written. While the pause lasts the loop claims
+// nothing, so nothing else comes to hold; a worker that dequeues a
+// message as the pause begins finds the topic paused and returns it too
+// (see Consumer.handle). A paused loop counts as idle.
+func (p *part) holdBack(ctx context.Context) {
+	if p.paused {
+		return
+	}
+	p.paused = true
+	p.idle = true // the first poll after the pause looks before it claims
+	n := len(p.pending)
+	for _, m := range p.held {
+		p.pending = append(p.pending, result{msg: m, outcome: Returned})
+	}
+	p.held = p.held[:0]
+	settled := map[*Msg]bool{}
+	for _, r := range p.pending {
+		settled[r.msg] = true
+	}
+	for _, m := range p.mine {
+		if !settled[m] && !m.revoked && m.state.CompareAndSwap(msgQueued, msgRevoked) {
+			m.revoked = true // its slot is freed by the worker that dequeues it
+			p.pending = append(p.pending, result{msg: m, outcome: Returned})
+		}
+	}
+	if back := len(p.pending) - n; back > 0 {
+		p.cfg.Logger.Debug("topic paused: held messages go back to scheduled", "n", back)
+	}
+	p.apply(ctx, !p.valid())
+}
