@@ -129,12 +129,9 @@ func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, e
 			return st, fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead)
 		}
 	}
-	l, err := c.store.ReadLayout(ctx, topic)
+	l, err := c.readTopic(ctx, topic)
 	if err != nil {
 		return st, err
-	}
-	if l.Count < 1 {
-		return st, store.NoTopic(topic)
 	}
 	// The partitions messages move out of first, then the others.
 	order := l.Sources()

@@ -62,15 +62,9 @@ type PartitionsInfo struct {
 // Partitions returns topic's partition count and the progress of a
 // change of it. It wraps ErrNoTopic when the topic does not exist.
 func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
-	if err := validateTopic(topic); err != nil {
-		return nil, err
-	}
-	l, err := c.store.ReadLayout(ctx, topic)
+	l, err := c.readTopic(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
-	}
-	if l.Count == 0 {
-		return nil, store.NoTopic(topic)
+		return nil, err
 	}
 	var st []store.PartitionStats
 	if l.Changing() {
@@ -174,12 +168,9 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 	if err := partition.ValidateCount(n); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	l, err := c.store.ReadLayout(ctx, topic)
+	l, err := c.readTopic(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
-	}
-	if l.Count == 0 {
-		return nil, store.NoTopic(topic)
+		return nil, err
 	}
 	if l.Changing() && n == l.Count {
 		return c.cancel(ctx, topic, l)
@@ -224,15 +215,9 @@ const partitionCost = "75 KB of memory, 0.004% of a CPU and 0.9 Redis commands a
 // already changes nothing. It fails with an error wrapping ErrNoChange
 // when no change runs.
 func (c *Client) CancelPartitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
-	if err := validateTopic(topic); err != nil {
-		return nil, err
-	}
-	l, err := c.store.ReadLayout(ctx, topic)
+	l, err := c.readTopic(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("partitions of topic %s: %w", topic, err)
-	}
-	if l.Count == 0 {
-		return nil, fmt.Errorf("%w: topic %q was never used", ErrNotFound, topic)
+		return nil, err
 	}
 	if !l.Changing() {
 		return nil, fmt.Errorf("%w: topic %q has %d partitions, and no change of them to cancel", ErrNoChange, topic, l.Count)
