@@ -76,6 +76,12 @@ type ConsumerOptions struct {
 	// value is logged as a warning that names both. Default the client's
 	// Options.Partitions.
 	Partitions int
+	// Limits are the fleet-wide limits the topic gets if its limits were
+	// never set nor cleared (see Client.SetLimits). Stored limits win: a
+	// different value is logged as a warning that names both, so that a
+	// rolling deploy with two versions of a file never flips them. nil:
+	// the consumer sets none.
+	Limits *Limits
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int
 	// Prefetch is how many messages may be claimed beyond the free handler
@@ -215,6 +221,11 @@ func (o *ConsumerOptions) setDefaults() error {
 			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
 		}
 		return nil
+	}
+	if o.Limits != nil {
+		if err := o.Limits.check(); err != nil {
+			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
+		}
 	}
 	if o.Partitions != 0 {
 		if err := partition.ValidateCount(o.Partitions); err != nil {

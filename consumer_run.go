@@ -178,6 +178,9 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 			k.layout.Store(&l)
 			err = k.applySchedules(ctx)
 		}
+		if err == nil && k.opts.Limits != nil {
+			err = k.proposeLimits(ctx)
+		}
 		if err == nil {
 			// A paused topic's loops must not claim before the pause is known.
 			var ctrl store.Controls

@@ -199,6 +199,9 @@ type TopicStats struct {
 	Partitions []PartitionStats `json:"partitions"`
 	// Pause is the topic's pause (see Client.Pause).
 	Pause PauseState `json:"pause"`
+	// Limits are the topic's fleet-wide limits (see Client.SetLimits),
+	// with what runs against them.
+	Limits LimitsState `json:"limits"`
 }
 
 // Stats reads the counters of every partition of topic. It wraps
@@ -215,7 +218,12 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 		return nil, err
 	}
 	ts := &TopicStats{Topic: topic, Count: l.Count}
-	if ts.Pause, err = c.readPause(ctx, topic); err != nil {
+	ctrl, _, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	ts.Pause = pauseState(ctrl, c.opts.Now())
+	if ts.Limits, err = c.limitsState(ctx, topic, ctrl); err != nil {
 		return nil, err
 	}
 	if l.Changing() {

@@ -170,7 +170,21 @@ const (
 	// pause (unix ms), or 0 for a pause until resumed (see
 	// store.Controls).
 	MetaPaused = "paused"
+	// MetaLimits holds the topic's fleet-wide limits as JSON (see
+	// store.Limits); "{}" once they were cleared, so that a worker's file
+	// sets them only on a topic whose limits were never decided.
+	MetaLimits = "limits"
 )
+
+// Rate is a HASH: the token bucket of the topic's rate limit (see
+// store.TakeTokens), and the starts it granted in the last two whole
+// seconds.
+func Rate(ns, topic string) string { return ns + ":{" + topic + "}:rate" }
+
+// Slots is a ZSET: the slots of the topic's concurrency cap held across
+// the fleet, member "<consumer> <n>", score the slot's expiry (unix ms),
+// which its holder pushes back while it lives (see store.TakeSlots).
+func Slots(ns, topic string) string { return ns + ":{" + topic + "}:slots" }
 
 // Schedules is a HASH: schedule name -> the schedule's definition (JSON,
 // see store.ScheduleDef), for the topic's recurring messages.
@@ -198,6 +212,11 @@ func WakeField(topic string, p int) string { return topic + ":" + strconv.Itoa(p
 // watch, to read the controls at once ("controls" is no partition
 // number).
 func ControlsField(topic string) string { return topic + ":controls" }
+
+// SlotsField is the field of the changes HASH bumped when slots of
+// topic's concurrency cap are given back, for consumers waiting for one
+// to try again at once.
+func SlotsField(topic string) string { return topic + ":slots" }
 
 // Topics is a ZSET: topic name -> time first used (unix ms).
 func Topics(ns string) string { return ns + ":topics" }

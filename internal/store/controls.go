@@ -16,6 +16,10 @@ type Controls struct {
 	// or, when that is 0, until the topic is resumed.
 	Paused      bool
 	PausedUntil int64
+	// Limits are the topic's fleet-wide limits; LimitsSet is false while
+	// they were never set nor cleared.
+	Limits    Limits
+	LimitsSet bool
 }
 
 // PausedAt reports whether the topic is paused at nowMS: a timed pause
@@ -26,11 +30,13 @@ func (c Controls) PausedAt(nowMS int64) bool {
 
 // controlsScript sets (ARGV[3] not empty) or deletes a field of a topic's
 // meta HASH, only when the topic exists (its partitions field ARGV[1] is
-// set): a control of a topic never used creates nothing. It returns -1
-// for a topic that does not exist.
+// set): a control of a topic never used creates nothing. With ARGV[4]
+// "nx" it sets the field only when it is not set, and returns 0 when it
+// was. It returns -1 for a topic that does not exist.
 var controlsScript = newScript(`
 if not redis.call('HGET', KEYS[1], ARGV[1]) then return -1 end
 if ARGV[3] == '' then return redis.call('HDEL', KEYS[1], ARGV[2]) end
+if ARGV[4] == 'nx' and redis.call('HGET', KEYS[1], ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 return 1
 `)
@@ -46,7 +52,7 @@ func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS 
 	if pause {
 		val = strconv.FormatInt(max(untilMS, 0), 10)
 	}
-	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaPaused, val)
+	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaPaused, val, "")
 	if err != nil {
 		return fmt.Errorf("pause of %s: %w", topic, err)
 	}
@@ -63,12 +69,12 @@ func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS 
 // in one command.
 func (s *Store) ReadControls(ctx context.Context, topic string) (Controls, bool, error) {
 	meta := keys.Meta(s.ns, topic)
-	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaPaused}})
+	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaPaused, keys.MetaLimits}})
 	if err != nil {
 		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
 	}
 	vals, err := redis.Values(r[0], nil)
-	if err != nil || len(vals) != 2 {
+	if err != nil || len(vals) != 3 {
 		return Controls{}, false, fmt.Errorf("controls of %s: bad reply %v (%v)", topic, r[0], err)
 	}
 	var c Controls
@@ -77,6 +83,9 @@ func (s *Store) ReadControls(ctx context.Context, topic string) (Controls, bool,
 		if c.PausedUntil, err = redis.Int64(vals[1], nil); err != nil {
 			return Controls{}, false, fmt.Errorf("controls of %s: field %q of %s: %w", topic, keys.MetaPaused, meta, err)
 		}
+	}
+	if c.Limits, c.LimitsSet, err = decodeLimits(meta, vals[2]); err != nil {
+		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
 	}
 	return c, vals[0] != nil, nil
 }

@@ -81,11 +81,12 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 			cmds = append(cmds, del(k))
 		}
 	}
-	fields := []any{keys.Changes(s.ns), topic}
+	fields := []any{keys.Changes(s.ns), topic, keys.ControlsField(topic), keys.SlotsField(topic)}
 	for p := range n {
 		fields = append(fields, keys.WakeField(topic, p))
 	}
-	cmds = append(cmds, del(keys.Members(s.ns, topic)), del(keys.Schedules(s.ns, topic)), cmd{"HDEL", fields}, cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
+	cmds = append(cmds, del(keys.Members(s.ns, topic)), del(keys.Schedules(s.ns, topic)),
+		del(keys.Rate(s.ns, topic)), del(keys.Slots(s.ns, topic)), cmd{"HDEL", fields}, cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
 	if _, err := s.steps(ctx, cmds, []cmd{del(keys.Meta(s.ns, topic))}); err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}

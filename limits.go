@@ -1,0 +1,276 @@
+package delayq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Limits are a topic's fleet-wide flow limits (see Client.SetLimits). The
+// zero value limits nothing.
+type Limits struct {
+	// Rate is the most deliveries of the topic the whole fleet starts per
+	// second (retries count), whatever the number of consumers,
+	// partitions or proxies. 0: no rate limit.
+	Rate float64
+	// Burst is how many starts may come at once after a quiet spell
+	// (the token bucket's size). 0: DefaultBurst(Rate), a tenth of a
+	// second's worth. Only with a Rate.
+	Burst int
+	// Concurrency is the most deliveries of the topic running at the same
+	// moment across every process (each process's own
+	// ConsumerOptions.Concurrency still applies). 0: no cap.
+	Concurrency int
+}
+
+// DefaultBurst is the burst of a rate limit with none set: a tenth of a
+// second's worth of starts, at least 1.
+func DefaultBurst(rate float64) int { return store.DefaultBurst(rate) }
+
+// IsZero reports whether l limits nothing.
+func (l Limits) IsZero() bool { return l.Rate == 0 && l.Concurrency == 0 }
+
+// String formats l as "rate 200/s burst 20 concurrency 10" (the parts
+// set), or "none".
+func (l Limits) String() string {
+	var parts []string
+	if l.Rate > 0 {
+		parts = append(parts, "rate "+FormatRate(l.Rate))
+		if l.Burst > 0 {
+			parts = append(parts, "burst "+strconv.Itoa(l.Burst))
+		} else {
+			parts = append(parts, fmt.Sprintf("burst %d (default)", DefaultBurst(l.Rate)))
+		}
+	}
+	if l.Concurrency > 0 {
+		parts = append(parts, "concurrency "+strconv.Itoa(l.Concurrency))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// check reports why l cannot be stored.
+func (l Limits) check() error {
+	switch {
+	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return fmt.Errorf("%w: Limits.Rate %v: want a number of deliveries per second above 0 (or 0: no rate limit)", ErrInvalid, l.Rate)
+	case l.Rate > maxRate:
+		return fmt.Errorf("%w: Limits.Rate %v is above %v per second, which is no limit: leave it 0", ErrInvalid, l.Rate, maxRate)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: Limits.Burst %d is negative", ErrInvalid, l.Burst)
+	case l.Burst > 0 && l.Rate == 0:
+		return fmt.Errorf("%w: Limits.Burst %d without a Rate: a burst is the rate limit's", ErrInvalid, l.Burst)
+	case l.Concurrency < 0:
+		return fmt.Errorf("%w: Limits.Concurrency %d is negative", ErrInvalid, l.Concurrency)
+	}
+	return nil
+}
+
+// maxRate is the highest rate limit: a million starts a second is more
+// than any fleet delivers.
+const maxRate = 1e6
+
+// ParseRate parses a rate: a number of deliveries per second ("200",
+// "0.5"), or a number per unit: "200/s", "600/m", "100/h". It returns
+// deliveries per second.
+func ParseRate(s string) (float64, error) {
+	num, unit, hasUnit := strings.Cut(strings.TrimSpace(s), "/")
+	per := 1.0
+	if hasUnit {
+		switch strings.TrimSpace(unit) {
+		case "s", "sec", "second":
+		case "m", "min", "minute":
+			per = 60
+		case "h", "hour":
+			per = 3600
+		default:
+			return 0, fmt.Errorf("%w: rate %q: the unit after / is s, m or h (as in 200/s)", ErrInvalid, s)
+		}
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, fmt.Errorf("%w: rate %q: want a number above 0 per s, m or h (as in 200/s)", ErrInvalid, s)
+	}
+	return n / per, nil
+}
+
+// FormatRate formats a rate in deliveries per second as ParseRate reads
+// it: "200/s", or per minute or hour when below one a second ("30/m").
+func FormatRate(r float64) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	switch {
+	case r >= 1 || r <= 0:
+		return f(r) + "/s"
+	case r*60 >= 1 && isWhole(r*60):
+		return f(math.Round(r*60)) + "/m"
+	case isWhole(r * 3600):
+		return f(math.Round(r*3600)) + "/h"
+	}
+	return f(r) + "/s"
+}
+
+func isWhole(v float64) bool { return math.Abs(v-math.Round(v)) < 1e-9 }
+
+// limitsJSON is the wire form of Limits: the rate as "200/s".
+type limitsJSON struct {
+	Rate        any `json:"rate,omitempty"`
+	Burst       int `json:"burst,omitempty"`
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// MarshalJSON encodes l with its rate as FormatRate writes it.
+func (l Limits) MarshalJSON() ([]byte, error) { return json.Marshal(l.wire()) }
+
+func (l Limits) wire() limitsJSON {
+	v := limitsJSON{Burst: l.Burst, Concurrency: l.Concurrency}
+	if l.Rate > 0 {
+		v.Rate = FormatRate(l.Rate)
+	}
+	return v
+}
+
+// UnmarshalJSON decodes limits whose rate is a string ParseRate reads
+// ("200/s") or a number per second.
+func (l *Limits) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Rate        json.RawMessage `json:"rate"`
+		Burst       int             `json:"burst"`
+		Concurrency int             `json:"concurrency"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: limits: %v", ErrInvalid, err)
+	}
+	out := Limits{Burst: v.Burst, Concurrency: v.Concurrency}
+	if len(v.Rate) > 0 && string(v.Rate) != "null" {
+		var s string
+		if err := json.Unmarshal(v.Rate, &s); err == nil {
+			r, err := ParseRate(s)
+			if err != nil {
+				return err
+			}
+			out.Rate = r
+		} else if err := json.Unmarshal(v.Rate, &out.Rate); err != nil {
+			return fmt.Errorf("%w: limits: rate %s: want \"200/s\" or a number per second", ErrInvalid, v.Rate)
+		}
+	}
+	*l = out
+	return nil
+}
+
+// SetLimits replaces topic's fleet-wide limits with l (a zero l clears
+// them): every consumer and worker of the topic follows them within a
+// second (a change is signalled at once; consumers also read them every
+// controlsEvery), without a restart. What a limit holds back stays
+// scheduled and becomes due when the limit allows: never claimed and
+// released in a loop, never early, never lost, never counted as an
+// attempt. The stored limits are the truth: a worker's file sets them
+// only on a topic whose limits were never set nor cleared (see
+// ConsumerOptions.Limits). It fails with ErrNoTopic for a topic that does
+// not exist and ErrInvalid for bad limits, and writes nothing then.
+func (c *Client) SetLimits(ctx context.Context, topic string, l Limits) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if err := l.check(); err != nil {
+		return err
+	}
+	_, err := c.store.SetLimits(ctx, topic, storeLimits(l), false)
+	return err
+}
+
+// Limits returns topic's fleet-wide limits (zero: none). It fails with
+// ErrNoTopic for a topic that does not exist.
+func (c *Client) Limits(ctx context.Context, topic string) (Limits, error) {
+	if err := validateTopic(topic); err != nil {
+		return Limits{}, err
+	}
+	ctrl, ok, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
+		return Limits{}, err
+	}
+	if !ok {
+		return Limits{}, store.NoTopic(topic)
+	}
+	return fromStore(ctrl.Limits), nil
+}
+
+// proposeLimits stores ConsumerOptions.Limits as the topic's limits when
+// they were never set nor cleared, and warns when the stored ones differ.
+func (k *Consumer) proposeLimits(ctx context.Context) error {
+	want := *k.opts.Limits
+	written, err := k.c.store.SetLimits(ctx, k.opts.Topic, storeLimits(want), true)
+	if err != nil || written {
+		if written {
+			k.log.Info("topic limits set", "limits", want.String())
+		}
+		return err
+	}
+	stored, err := k.c.Limits(ctx, k.opts.Topic)
+	if err != nil {
+		return err
+	}
+	if stored != want {
+		k.log.Warn("the topic's stored limits differ from this consumer's; the stored ones apply (change them with delayq limits)",
+			"stored", stored.String(), "configured", want.String())
+	}
+	return nil
+}
+
+func storeLimits(l Limits) store.Limits {
+	return store.Limits{Rate: l.Rate, Burst: l.Burst, Concurrency: l.Concurrency}
+}
+
+func fromStore(l store.Limits) Limits {
+	return Limits{Rate: l.Rate, Burst: l.Burst, Concurrency: l.Concurrency}
+}
+
+// LimitsState is a topic's limits with what runs against them, as Stats
+// reports it.
+type LimitsState struct {
+	Limits
+	// Started is the deliveries the fleet started in the last whole
+	// second, counted while a rate limit is set.
+	Started int64 `json:"started_last_second"`
+	// Running is the slots of the concurrency cap held now (deliveries
+	// running, or claimed and about to start), counted while a cap is
+	// set.
+	Running int64 `json:"running"`
+}
+
+// MarshalJSON encodes the limits and the figures against them.
+func (s LimitsState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		limitsJSON
+		Started int64 `json:"started_last_second"`
+		Running int64 `json:"running"`
+	}{s.Limits.wire(), s.Started, s.Running})
+}
+
+// limitsState returns the limits of ctrl, with what runs against them
+// read when there are any (two commands).
+func (c *Client) limitsState(ctx context.Context, topic string, ctrl store.Controls) (LimitsState, error) {
+	ls := LimitsState{Limits: fromStore(ctrl.Limits)}
+	if ls.IsZero() {
+		return ls, nil
+	}
+	f, err := c.store.ReadFlow(ctx, topic, c.opts.Now())
+	if err != nil {
+		return LimitsState{}, err
+	}
+	if ls.Rate > 0 {
+		ls.Started = f.Started
+	}
+	if ls.Concurrency > 0 {
+		ls.Running = f.Running
+	}
+	return ls, nil
+}
