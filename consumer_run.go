@@ -92,6 +92,18 @@ func (k *Consumer) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 	}()
+	// The limits' slots held are given back once every loop returned.
+	fl := newFlow(k)
+	flowCtx, stopFlow := context.WithCancel(context.Background())
+	flowDone := make(chan struct{})
+	go func() {
+		defer close(flowDone)
+		fl.run(flowCtx)
+	}()
+	defer func() {
+		stopFlow()
+		<-flowDone
+	}()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
 	work, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
@@ -108,7 +120,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
 			defer unwatch()
 			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release, cfg.Wake, cfg.Pause = handedOver, wake, k.ctrl.pause
+			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, fl
 			return poller.Run(l.Ctx(), stop, cfg)
 		},
 		Stopping: func() {

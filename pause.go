@@ -124,6 +124,13 @@ func (x *controls) pause(now time.Time) (paused bool, until time.Time, changed <
 	return x.c.PausedAt(now.UnixMilli()), until, x.ch
 }
 
+// limits returns the topic's limits.
+func (x *controls) limits() store.Limits {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.c.Limits
+}
+
 // pausedAt reports whether the topic is paused at now.
 func (x *controls) pausedAt(now time.Time) bool {
 	paused, _, _ := x.pause(now)

@@ -24,6 +24,21 @@ type Msg struct {
 	// revoked is set by the loop (and read only there) on a message it took
 	// back: its claim slot is freed by the worker that dequeues it.
 	revoked bool
+	// start is when the topic's rate limit lets the message start, when
+	// that is after its due (see Gate).
+	start time.Time
+	// slot: the message holds a slot of the topic's concurrency cap
+	// until its outcome is settled (see Gate.Done).
+	slot bool
+}
+
+// at is when the message may start: its due, or later if the rate limit
+// says so.
+func (m *Msg) at() time.Time {
+	if m.start.After(m.Due) {
+		return m.start
+	}
+	return m.Due
 }
 
 // States of a Msg handed to the Dispatcher.

@@ -127,6 +127,9 @@ type Config struct {
 	// returns what it holds and has not started to scheduled at once (see
 	// holdBack), and wakes at the pause's end or that change. Optional.
 	Pause func(now time.Time) (paused bool, until time.Time, changed <-chan struct{})
+	// Gate, when set, holds the loop's claims to the topic's fleet-wide
+	// limits (see Gate). Optional.
+	Gate Gate
 }
 
 type result struct {
@@ -182,6 +185,10 @@ type part struct {
 	toldIdle bool // what Config.Idle was told last
 
 	paused bool // the loop saw the topic paused at its last turn (see holdBack)
+
+	// gateWake closes when the gate may grant again what it refused
+	// (see Gate.Take); nil when it refused nothing.
+	gateWake <-chan struct{}
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose
@@ -339,8 +346,8 @@ loop:
 		if p.recovering {
 			wake = minTime(wake, now.Add(100*time.Millisecond))
 		}
-		if len(p.held) > 0 && p.held.peek().Due.Before(wake) {
-			wake = p.held.peek().Due
+		if len(p.held) > 0 && p.held.peek().at().Before(wake) {
+			wake = p.held.peek().at()
 		}
 		if len(p.pending) > 0 {
 			// Coalescing outcomes: write them when the linger ends; after
@@ -360,6 +367,8 @@ loop:
 		case <-cfg.Wake:
 			p.nextPoll = cfg.Now()
 		case <-controls:
+		case <-p.gateWake:
+			p.gateWake, p.nextPoll = nil, cfg.Now()
 		case <-freed:
 			// Slots came back: claim what the bound left behind.
 			if at, ok := p.claimAt(cfg.Now()); ok {
@@ -394,6 +403,13 @@ func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
 // farAway is a time no loop waits for.
 var farAway = time.Unix(1<<40, 0)
 
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a
@@ -403,7 +419,7 @@ func minTime(a, b time.Time) time.Time {
 
 // dispatchDue hands every held message that is due to the dispatcher.
 func (p *part) dispatchDue(now time.Time) {
-	for len(p.held) > 0 && !p.held.peek().Due.After(now) {
+	for len(p.held) > 0 && !p.held.peek().at().After(now) {
 		m := heap.Pop(&p.held).(*Msg)
 		p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
 	}
@@ -456,11 +472,32 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 			return next, nil
 		}
 	}
+	// Something is due within reach: the topic's limits say how much of
+	// it may be claimed. What they hold back stays scheduled.
+	p.idle = false
+	reserved := n
+	grant, err := p.gate(ctx, n, now)
+	if err != nil {
+		cfg.Dispatch.release(n)
+		p.logErr("flow limits", err)
+		return next, nil
+	}
+	if grant.N < n {
+		cfg.Dispatch.release(n - grant.N)
+		n = grant.N
+		if !grant.Retry.IsZero() {
+			next = maxTime(now, grant.Retry)
+		}
+		if n == 0 {
+			return next, nil
+		}
+	}
 	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
 	claimed, recs, err := cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n,
 		func(due int64) int64 { return max(due, nowMS) + visibility })
 	if err != nil {
 		cfg.Dispatch.release(n)
+		p.gateUnused(grant, n)
 		var fe *store.FencedError
 		if errors.As(err, &fe) {
 			p.count(EventFenced, 1)
@@ -483,6 +520,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 		return next, nil
 	}
 	cfg.Dispatch.release(n - len(claimed))
+	p.gateUnused(grant, n-len(claimed))
 	p.idle = len(claimed) == 0
 	if len(claimed) > 0 {
 		p.expiredSeen = false
@@ -495,7 +533,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	}
 	var tomb []string
 	var corrupt, later []store.Move
-	stale := 0
+	stale, started := 0, 0
 	for i, c := range claimed {
 		if recs[i] == nil {
 			tomb = append(tomb, c.ID)
@@ -511,6 +549,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 			// store.AddMany), which the claim removed.
 			stale++
 			cfg.Dispatch.release(1)
+			p.gateDone(grant, 1)
 			continue
 		}
 		due := c.Due
@@ -525,11 +564,17 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 			}
 		}
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
+		if grant.Start != nil {
+			m.start = grant.Start(started) // the limits' time for it, if after its due
+		}
+		m.slot = grant.Slots
+		started++
 		p.mine[m.ID] = m
 		heap.Push(&p.held, m)
 	}
 	if len(tomb) > 0 {
 		cfg.Dispatch.release(len(tomb))
+		p.gateDone(grant, len(tomb))
 		p.count(EventTombstone, len(tomb))
 		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
 			p.logErr("drop tombstones", err)
@@ -541,6 +586,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	// the latter carry a record, so only they can be gone.
 	if moves := append(later, corrupt...); len(moves) > 0 {
 		cfg.Dispatch.release(len(moves))
+		p.gateDone(grant, len(moves))
 		if gone, err := p.writeMoves(ctx, moves); err != nil {
 			p.logErr("return messages claimed by stale entries, move undecodable records to dead", err) // still in flight: found again at the deadline
 		} else {
@@ -551,6 +597,9 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	p.dispatchDue(cfg.Now())
 	if len(claimed) == n && n == cfg.ClaimBatch {
 		next = now // full: there may be more
+	}
+	if len(claimed) == n && n < reserved && !grant.Retry.IsZero() {
+		next = maxTime(now, grant.Retry) // the limits cut it short: more when they allow
 	}
 	return next, nil
 }

@@ -128,14 +128,18 @@ func (p *part) apply(ctx context.Context, lost bool) {
 // (but those of messages taken back from the dispatcher's queue, which
 // the worker that dequeues them frees).
 func (p *part) finish(rs []result) {
-	n := 0
+	n, slots := 0, 0
 	for _, r := range rs {
 		delete(p.mine, r.msg.ID)
 		if !r.msg.revoked {
 			n++
 		}
+		if r.msg.slot {
+			slots++
+		}
 	}
 	p.cfg.Dispatch.release(n)
+	p.gateDone(Grant{Slots: true}, slots)
 }
 
 // exit ends the loop: see Run.

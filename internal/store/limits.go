@@ -88,7 +88,8 @@ func decodeLimits(meta string, v any) (l Limits, set bool, err error) {
 // KEYS[1] (see TakeTokens): ARGV[1] now (ms), ARGV[2] rate (per ms),
 // ARGV[3] burst, ARGV[5] horizon (ms). A token is granted when it is in
 // the bucket, or comes into it within the horizon (the bucket goes below
-// zero by those): the caller starts each at its time. The bucket refills
+// zero by those): the caller starts each at its time. Fewer than ARGV[6]
+// (and than wanted) are not granted, so that takes come in batches. The bucket refills
 // from its last take, never from a clock behind that, so no clock can
 // make it refill twice. It counts the starts granted per whole second
 // (fields sec, cur, prev), and returns the grant, the tokens before it
@@ -106,6 +107,7 @@ end
 if t > burst then t = burst end
 local g = math.floor(t + horizon * rate + 1e-9)
 if g > want then g = want end
+if g < tonumber(ARGV[6]) and g < want then g = 0 end
 if g < 0 then g = 0 end
 local before = t
 t = t - g
@@ -142,8 +144,9 @@ type Tokens struct {
 	Before float64
 	Base   time.Time
 	Rate   float64
-	// Horizon: see TakeTokens.
+	// Horizon and Min: see TakeTokens.
 	Horizon time.Duration
+	Min     int
 }
 
 // Start is when the i-th start of the grant may begin: at once for a
@@ -156,10 +159,10 @@ func (g Tokens) Start(i int) time.Time {
 	return g.Base.Add(time.Duration(lack / g.Rate * float64(time.Second)))
 }
 
-// Next is when a take may grant again: when a token comes within the
-// horizon.
+// Next is when a take may grant again: when Min tokens (at least one)
+// come within the horizon.
 func (g Tokens) Next() time.Time {
-	lack := 1 - (g.Before - float64(g.N)) - g.Rate*g.Horizon.Seconds()
+	lack := float64(max(1, g.Min)) - (g.Before - float64(g.N)) - g.Rate*g.Horizon.Seconds()
 	if lack <= 0 {
 		return g.Base
 	}
@@ -169,10 +172,11 @@ func (g Tokens) Next() time.Time {
 // TakeTokens takes up to want starts from topic's token bucket at now, at
 // rate per second with bursts of burst: the tokens in the bucket, and
 // those that come into it within horizon, each to start at its time (see
-// Tokens.Start). One script on the bucket's key.
-func (s *Store) TakeTokens(ctx context.Context, topic string, rate float64, burst, want int, now time.Time, horizon time.Duration) (Tokens, error) {
+// Tokens.Start), none when fewer than minimum (and than want) are there.
+// One script on the bucket's key.
+func (s *Store) TakeTokens(ctx context.Context, topic string, rate float64, burst, want, minimum int, now time.Time, horizon time.Duration) (Tokens, error) {
 	r, err := s.script(ctx, takeTokensScript, keys.Rate(s.ns, topic), now.UnixMilli(),
-		strconv.FormatFloat(rate/1000, 'g', -1, 64), burst, want, horizon.Milliseconds())
+		strconv.FormatFloat(rate/1000, 'g', -1, 64), burst, want, horizon.Milliseconds(), minimum)
 	if err != nil {
 		return Tokens{}, fmt.Errorf("rate limit of %s: %w", topic, err)
 	}
@@ -180,7 +184,7 @@ func (s *Store) TakeTokens(ctx context.Context, topic string, rate float64, burs
 	if err != nil || len(v) != 3 {
 		return Tokens{}, fmt.Errorf("rate limit of %s: bad reply %v (%v)", topic, r, err)
 	}
-	return Tokens{N: int(v[0]), Before: float64(v[1]) / 1e6, Base: time.UnixMilli(v[2]), Rate: rate, Horizon: horizon}, nil
+	return Tokens{N: int(v[0]), Before: float64(v[1]) / 1e6, Base: time.UnixMilli(v[2]), Rate: rate, Horizon: horizon, Min: minimum}, nil
 }
 
 // RefundTokens gives n tokens of a grant back to topic's bucket.

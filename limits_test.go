@@ -1,0 +1,268 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// seenLimits waits until consumer k follows its topic's limits as want.
+func seenLimits(t *testing.T, k *Consumer, want Limits) {
+	t.Helper()
+	waitFor(t, 2*time.Second, "consumer sees limits "+want.String(), func() bool { return fromStore(k.ctrl.limits()) == want })
+}
+
+// Limits are stored per topic, read back, validated, refused for a topic
+// that does not exist; a consumer's own limits are set only on a topic
+// whose limits were never set nor cleared.
+func TestLimitsStored(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	if err := c.SetLimits(ctx, "nosuch", Limits{Rate: 5}); !errors.Is(err, ErrNoTopic) {
+		t.Fatalf("SetLimits of a topic that does not exist: %v, want ErrNoTopic", err)
+	}
+	if _, err := c.Enqueue(ctx, Message{Topic: "lim", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Limits{{Rate: -1}, {Burst: 3}, {Rate: 1, Burst: -1}, {Concurrency: -2}, {Rate: 2e6}} {
+		if err := c.SetLimits(ctx, "lim", bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetLimits(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+	if l, err := c.Limits(ctx, "lim"); err != nil || !l.IsZero() {
+		t.Fatalf("limits never set: %+v, %v", l, err)
+	}
+	want := Limits{Rate: 200, Burst: 40, Concurrency: 20}
+	if err := c.SetLimits(ctx, "lim", want); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Limits(ctx, "lim"); err != nil || l != want {
+		t.Fatalf("Limits: %+v, %v, want %+v", l, err, want)
+	}
+	ts, err := c.Stats(ctx, "lim")
+	if err != nil || ts.Limits.Limits != want {
+		t.Fatalf("stats limits: %+v, %v", ts.Limits, err)
+	}
+	// A consumer configured otherwise leaves the stored limits alone...
+	k := runConsumer(t, c, ConsumerOptions{Topic: "lim", Limits: &Limits{Rate: 1}}, newRecorder().handle)
+	seenLimits(t, k, want)
+	// ...and so does one after they were cleared: cleared is decided.
+	if err := c.SetLimits(ctx, "lim", Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	k2 := runConsumer(t, c, ConsumerOptions{Topic: "lim", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
+	seenLimits(t, k2, Limits{})
+	// A topic whose limits were never decided takes the consumer's.
+	if _, err := c.Enqueue(ctx, Message{Topic: "lim2", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	k3 := runConsumer(t, c, ConsumerOptions{Topic: "lim2", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
+	seenLimits(t, k3, Limits{Concurrency: 3})
+}
+
+// ParseRate reads the units, FormatRate writes what it reads.
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{"200/s": 200, "200": 200, "0.5": 0.5, "600/m": 10, "30/m": 0.5, "36/h": 0.01} {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v, want %v", in, got, err, want)
+		}
+		back, err := ParseRate(FormatRate(got))
+		if err != nil || back != got {
+			t.Errorf("ParseRate(FormatRate(%v) = %q) = %v, %v", got, FormatRate(got), back, err)
+		}
+	}
+	for _, bad := range []string{"", "0", "-3/s", "5/d", "x/s", "1e999"} {
+		if _, err := ParseRate(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseRate(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// starts records when each delivery started and ended, and how many ran
+// at once at most.
+type starts struct {
+	mu       sync.Mutex
+	at       []time.Time
+	ids      map[string]int
+	early    int
+	running  atomic.Int64
+	maxRun   atomic.Int64
+	hold     time.Duration
+	finished atomic.Int64
+}
+
+func newStarts(hold time.Duration) *starts { return &starts{ids: map[string]int{}, hold: hold} }
+
+func (s *starts) handle(ctx context.Context, d *Delivery) error {
+	now := time.Now()
+	n := s.running.Add(1)
+	for {
+		m := s.maxRun.Load()
+		if n <= m || s.maxRun.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	s.mu.Lock()
+	s.at = append(s.at, now)
+	s.ids[d.ID]++
+	if now.Before(d.Due) {
+		s.early++
+	}
+	s.mu.Unlock()
+	time.Sleep(s.hold)
+	s.running.Add(-1)
+	s.finished.Add(1)
+	return nil
+}
+
+// rate returns the starts per second within [from, to).
+func (s *starts) rate(from, to time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, at := range s.at {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+func (s *starts) check(t *testing.T, n int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) != n || s.early != 0 {
+		t.Errorf("%d of %d messages delivered, %d early", len(s.ids), n, s.early)
+	}
+	for id, k := range s.ids {
+		if k != 1 {
+			t.Errorf("%s delivered %d times", id, k)
+		}
+	}
+}
+
+// enqueueDueNow writes n messages due at once and returns when.
+func enqueueDueNow(t *testing.T, c *Client, topic string, n int) time.Time {
+	t.Helper()
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{Topic: topic, ID: fmt.Sprintf("m%05d", i)}
+	}
+	at := time.Now()
+	res, err := c.EnqueueBatch(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return at
+}
+
+// Two consumers of a topic limited to 100 starts a second start 100 a
+// second between them, none early, none twice; raised to 200, the new
+// rate holds within a second.
+func TestRateLimitFleet(t *testing.T) {
+	ctx := context.Background()
+	const P, N = 8, 900
+	c := newClient(t, testAddr(t), Options{Partitions: P})
+	topic := "rated"
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLimits(ctx, topic, Limits{Rate: 100}); err != nil {
+		t.Fatal(err)
+	}
+	s := newStarts(5 * time.Millisecond)
+	var ks []*Consumer
+	for range 2 {
+		ks = append(ks, runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle))
+	}
+	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
+	for _, k := range ks {
+		seenLimits(t, k, Limits{Rate: 100})
+	}
+	t0 := enqueueDueNow(t, c, topic, N-1)
+	time.Sleep(time.Until(t0.Add(4 * time.Second)))
+	r1 := s.rate(t0.Add(time.Second), t0.Add(4*time.Second))
+	if err := c.SetLimits(ctx, topic, Limits{Rate: 200}); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	waitFor(t, 20*time.Second, "every message delivered", func() bool { return s.finished.Load() >= N })
+	s.mu.Lock()
+	last := s.at[len(s.at)-1]
+	s.mu.Unlock()
+	r2 := s.rate(t1.Add(time.Second), last)
+	t.Logf("rate 100/s: %.1f/s over 3 s; raised to 200/s: %.1f/s over %v", r1, r2, last.Sub(t1.Add(time.Second)).Round(time.Millisecond))
+	if r1 < 95 || r1 > 105 {
+		t.Errorf("rate limited to 100/s started %.1f/s", r1)
+	}
+	if r2 < 190 || r2 > 210 {
+		t.Errorf("rate raised to 200/s started %.1f/s", r2)
+	}
+	s.check(t, N)
+}
+
+// Two consumers of 8 handlers each, under a cap of 4, never run more
+// than 4 deliveries at once, and run about 4 at once all along.
+func TestConcurrencyCapFleet(t *testing.T) {
+	ctx := context.Background()
+	const P, N, hold = 8, 120, 100 * time.Millisecond
+	c := newClient(t, testAddr(t), Options{Partitions: P})
+	topic := "capped"
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLimits(ctx, topic, Limits{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	s := newStarts(hold)
+	var ks []*Consumer
+	for range 2 {
+		ks = append(ks, runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle))
+	}
+	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
+	for _, k := range ks {
+		seenLimits(t, k, Limits{Concurrency: 4})
+	}
+	t0 := enqueueDueNow(t, c, topic, N-1)
+	waitFor(t, 20*time.Second, "every message delivered", func() bool { return s.finished.Load() >= N })
+	took := time.Since(t0)
+	ideal := time.Duration(N-1) * hold / 4
+	t.Logf("cap 4, handlers of %v: %d messages in %v (%.0f%% of the cap's throughput), at most %d at once",
+		hold, N-1, took.Round(time.Millisecond), 100*ideal.Seconds()/took.Seconds(), s.maxRun.Load())
+	if m := s.maxRun.Load(); m > 4 {
+		t.Errorf("%d deliveries ran at once under a cap of 4", m)
+	}
+	if took > ideal*3/2 {
+		t.Errorf("took %v, want within 1.5x of %v", took, ideal)
+	}
+	s.check(t, N)
+	s.mu.Lock()
+	sort.Slice(s.at, func(i, j int) bool { return s.at[i].Before(s.at[j]) })
+	s.mu.Unlock()
+	// The slots go back to the fleet once their holders have no more to
+	// deliver.
+	waitFor(t, 2*time.Second, "no slot held", func() bool {
+		ts, err := c.Stats(ctx, topic)
+		return err == nil && ts.Limits.Running == 0
+	})
+}
+
+// testAddr starts three Redis servers behind Twemproxy, and returns the
+// proxy's address.
+func testAddr(t *testing.T) string {
+	return testenv.Start(t, testenv.Options{Backends: 3}).Proxy
+}
