@@ -228,6 +228,34 @@ var crashOps = []*crashOp{
 		after: afterKept("claim", outDelivered),
 	},
 	{
+		// A claim under the topic's limits: the token bucket's script,
+		// the slots' script (a slot expiring with the crashed holder's
+		// lease), then the claim. Slots and tokens a crashed consumer
+		// took are lost until their slot expires: the fresh consumer,
+		// under a cap of 1, delivers the message after that.
+		name: "claim-limited",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 0, 0, true)
+			if err := cs.c.SetLimits(cs.ctx(), cs.topic, Limits{Rate: 100, Concurrency: 1}); err != nil {
+				t.Fatal(err)
+			}
+			cs.fence(t)
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			now := time.Now()
+			if _, err := fs.TakeTokens(ctx, cs.topic, 100, 10, 1, 1, now, 100*time.Millisecond); err != nil {
+				return err
+			}
+			lease := crashConsumerOptions(cs.topic).Lease
+			if _, _, err := fs.TakeSlots(ctx, cs.topic, 1, []string{"crashed 1"}, now, now.Add(lease)); err != nil {
+				return err
+			}
+			_, err := claimAndBegin(ctx, fs, cs)
+			return err
+		},
+		after: afterKept("claim", outDelivered),
+	},
+	{
 		// store.Ack: HDEL the record, then ZREM in flight.
 		name:  "ack",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },

@@ -217,6 +217,30 @@ func parseDelivery(line []byte) (delivery, error) {
 	return d, nil
 }
 
+// end is the line "sub --ends" prints when a handler returns.
+type end struct {
+	Ended   string `json:"ended"`
+	Attempt int    `json:"attempt"`
+	EndedAt string `json:"ended_at"`
+
+	sub int       // which sub process printed it
+	at  time.Time // EndedAt parsed
+}
+
+func parseEnd(line []byte) (end, error) {
+	var e end
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("bad end line %q: %v", line, err)
+	}
+	var err error
+	if e.at, err = time.Parse(time.RFC3339Nano, e.EndedAt); err != nil {
+		return e, fmt.Errorf("bad ended_at in %q: %v", line, err)
+	}
+	return e, nil
+}
+
 // sent is what the ledger knows of an enqueued message.
 type sent struct {
 	body     []byte
@@ -231,6 +255,7 @@ type ledger struct {
 	sent      map[string]*sent
 	delivered map[string][]delivery
 	all       []delivery // in the order read
+	ends      []end      // handlers' ends, of subs run with --ends
 	errs      []string   // unparseable lines
 }
 
@@ -264,6 +289,12 @@ func (l *ledger) add(d delivery) {
 	defer l.mu.Unlock()
 	l.delivered[d.ID] = append(l.delivered[d.ID], d)
 	l.all = append(l.all, d)
+}
+
+func (l *ledger) addEnd(e end) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ends = append(l.ends, e)
 }
 
 func (l *ledger) addErr(s string) {
@@ -349,6 +380,16 @@ func startSub(t testing.TB, l *ledger, idx int, args ...string) *sub {
 	go func() {
 		defer close(s.done)
 		readLines(stdout, func(line []byte) {
+			if bytes.HasPrefix(line, []byte(`{"ended":`)) {
+				e, err := parseEnd(line)
+				if err != nil {
+					l.addErr(fmt.Sprintf("sub %d: %v", idx, err))
+					return
+				}
+				e.sub = idx
+				l.addEnd(e)
+				return
+			}
 			d, err := parseDelivery(line)
 			if err != nil {
 				l.addErr(fmt.Sprintf("sub %d: %v", idx, err))

@@ -42,6 +42,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		poll         = durationFlag{d: delayq.DefaultPollInterval}
 		idlePoll     = durationFlag{d: delayq.DefaultIdlePollInterval}
 		work         durationFlag
+		ends         = fs.Bool("ends", false, "also print a line when each handler returns: {\"ended\": id, \"attempt\": n, \"ended_at\": time}")
 	)
 	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
 	fs.Var(&lease, "lease", "partition lease `duration`")
@@ -93,7 +94,13 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := pr.print(d, time.Now()); err != nil {
 			return fmt.Errorf("print delivery of %q: %w", d.ID, err)
 		}
-		if err := simulateWork(ctx, work.d); err != nil {
+		err := simulateWork(ctx, work.d)
+		if *ends {
+			if perr := pr.printEnd(d, time.Now()); perr != nil {
+				return fmt.Errorf("print end of %q: %w", d.ID, perr)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		if d.Attempt <= *failAttempts {
@@ -199,6 +206,25 @@ type deliveryPrinter struct {
 // print writes the line of d, started at deliveredAt.
 func (p *deliveryPrinter) print(d *delayq.Delivery, deliveredAt time.Time) error {
 	line, err := encodeDelivery(d, deliveredAt)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err = p.w.Write(line)
+	return err
+}
+
+// endJSON is the line "sub --ends" prints when a handler returns.
+type endJSON struct {
+	Ended   string `json:"ended"`
+	Attempt int    `json:"attempt"`
+	EndedAt string `json:"ended_at"`
+}
+
+// printEnd writes the line of the end of d's handler, at endedAt.
+func (p *deliveryPrinter) printEnd(d *delayq.Delivery, endedAt time.Time) error {
+	line, err := marshalLine(endJSON{Ended: d.ID, Attempt: d.Attempt, EndedAt: endedAt.UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		return err
 	}
