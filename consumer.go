@@ -223,7 +223,7 @@ func (o *ConsumerOptions) setDefaults() error {
 		return nil
 	}
 	if o.Limits != nil {
-		if err := o.Limits.check(); err != nil {
+		if err := o.Limits.Validate(); err != nil {
 			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
 		}
 	}

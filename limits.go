@@ -56,13 +56,14 @@ func (l Limits) String() string {
 	return strings.Join(parts, " ")
 }
 
-// check reports why l cannot be stored.
-func (l Limits) check() error {
+// Validate reports why l cannot be stored (ErrInvalid, naming the field
+// and its value), or nil.
+func (l Limits) Validate() error {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
 		return fmt.Errorf("%w: Limits.Rate %v: want a number of deliveries per second above 0 (or 0: no rate limit)", ErrInvalid, l.Rate)
-	case l.Rate > maxRate:
-		return fmt.Errorf("%w: Limits.Rate %v is above %v per second, which is no limit: leave it 0", ErrInvalid, l.Rate, maxRate)
+	case l.Rate > MaxRate:
+		return fmt.Errorf("%w: Limits.Rate %v is above %v per second, which is no limit: leave it 0", ErrInvalid, l.Rate, MaxRate)
 	case l.Burst < 0:
 		return fmt.Errorf("%w: Limits.Burst %d is negative", ErrInvalid, l.Burst)
 	case l.Burst > 0 && l.Rate == 0:
@@ -73,13 +74,14 @@ func (l Limits) check() error {
 	return nil
 }
 
-// maxRate is the highest rate limit: a million starts a second is more
+
+// MaxRate is the highest rate limit: a million starts a second is more
 // than any fleet delivers.
-const maxRate = 1e6
+const MaxRate = 1e6
 
 // ParseRate parses a rate: a number of deliveries per second ("200",
 // "0.5"), or a number per unit: "200/s", "600/m", "100/h". It returns
-// deliveries per second.
+// deliveries per second; 0 ("0", "0/s") is no rate limit.
 func ParseRate(s string) (float64, error) {
 	num, unit, hasUnit := strings.Cut(strings.TrimSpace(s), "/")
 	per := 1.0
@@ -95,8 +97,8 @@ func ParseRate(s string) (float64, error) {
 		}
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return 0, fmt.Errorf("%w: rate %q: want a number above 0 per s, m or h (as in 200/s)", ErrInvalid, s)
+	if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, fmt.Errorf("%w: rate %q: want a number per s, m or h (as in 200/s; 0: no rate limit)", ErrInvalid, s)
 	}
 	return n / per, nil
 }
@@ -180,7 +182,7 @@ func (c *Client) SetLimits(ctx context.Context, topic string, l Limits) error {
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
-	if err := l.check(); err != nil {
+	if err := l.Validate(); err != nil {
 		return err
 	}
 	_, err := c.store.SetLimits(ctx, topic, storeLimits(l), false)
@@ -253,6 +255,34 @@ func (s LimitsState) MarshalJSON() ([]byte, error) {
 		Started int64 `json:"started_last_second"`
 		Running int64 `json:"running"`
 	}{s.Limits.wire(), s.Started, s.Running})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (s *LimitsState) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Rate        json.RawMessage `json:"rate"`
+		Burst       int             `json:"burst"`
+		Concurrency int             `json:"concurrency"`
+		Started     int64           `json:"started_last_second"`
+		Running     int64           `json:"running"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	lb, err := json.Marshal(struct {
+		Rate        json.RawMessage `json:"rate,omitempty"`
+		Burst       int             `json:"burst"`
+		Concurrency int             `json:"concurrency"`
+	}{v.Rate, v.Burst, v.Concurrency})
+	if err != nil {
+		return err
+	}
+	var l Limits
+	if err := l.UnmarshalJSON(lb); err != nil {
+		return err
+	}
+	*s = LimitsState{Limits: l, Started: v.Started, Running: v.Running}
+	return nil
 }
 
 // limitsState returns the limits of ctrl, with what runs against them

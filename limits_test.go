@@ -79,7 +79,10 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(FormatRate(%v) = %q) = %v, %v", got, FormatRate(got), back, err)
 		}
 	}
-	for _, bad := range []string{"", "0", "-3/s", "5/d", "x/s", "1e999"} {
+	if r, err := ParseRate("0/s"); r != 0 || err != nil {
+		t.Errorf("ParseRate(0/s) = %v, %v, want 0 (no rate limit)", r, err)
+	}
+	for _, bad := range []string{"", "-3/s", "5/d", "x/s", "1e999"} {
 		if _, err := ParseRate(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseRate(%q): %v, want ErrInvalid", bad, err)
 		}
