@@ -164,3 +164,73 @@ func TestLimitsCLI(t *testing.T) {
 		t.Errorf("stats after --clear still shows limits:\n%s", out)
 	}
 }
+
+// A worker's [topic.limits] table sets the limits of a topic whose limits
+// were never set; once they were, a worker whose table differs keeps the
+// stored ones and warns, naming both; a worker without the table leaves
+// them alone.
+func TestWorkerLimits(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	c, err := delayq.New(delayq.Options{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	file := func(table string) string {
+		return writeWorkerConfig(t, fmt.Sprintf("[redis]\naddr = %q\n[http]\nlisten = \"127.0.0.1:0\"\n[log]\nformat = \"json\"\n[worker]\nshutdown_timeout = \"1s\"\n"+
+			"[[topic]]\nname = \"lim\"\n[topic.handler]\ntype = \"exec\"\ncommand = [\"true\"]\n%s", addr, table))
+	}
+	limitsAre := func(want delayq.Limits) func() bool {
+		return func() bool {
+			l, err := c.Limits(ctx, "lim")
+			return err == nil && l == want
+		}
+	}
+	rw := startWorker(t, file("[topic.limits]\nrate = \"200/s\"\nconcurrency = 5\n"))
+	testenv.WaitFor(t, 10*time.Second, "the file's limits stored", limitsAre(delayq.Limits{Rate: 200, Concurrency: 5}))
+	stopRun(t, rw.cancel, rw.done, 10*time.Second)
+
+	if _, _, err := runArgs(t, "limits", "--addr", addr, "--topic", "lim", "--rate", "50/s"); err != nil {
+		t.Fatal(err)
+	}
+	rw = startWorker(t, file("[topic.limits]\nrate = \"200/s\"\nconcurrency = 5\n"))
+	var warned string
+	testenv.WaitFor(t, 10*time.Second, "the warning that the stored limits differ", func() bool {
+		warned = logLine(rw.logs.String(), "stored limits differ")
+		return warned != ""
+	})
+	if !strings.Contains(warned, "rate 50/s") || !strings.Contains(warned, "rate 200/s") {
+		t.Errorf("the warning does not name both limits: %s", warned)
+	}
+	if !limitsAre(delayq.Limits{Rate: 50, Concurrency: 5})() {
+		t.Error("a worker's file changed limits that were set")
+	}
+	stopRun(t, rw.cancel, rw.done, 10*time.Second)
+
+	rw = startWorker(t, file(""))
+	testenv.WaitFor(t, 10*time.Second, "the worker to own the topic", func() bool {
+		st, err := c.Stats(ctx, "lim")
+		return err == nil && st.Partitions[0].Owner != ""
+	})
+	if !limitsAre(delayq.Limits{Rate: 50, Concurrency: 5})() {
+		t.Error("a worker without [topic.limits] changed the limits")
+	}
+	if l := logLine(rw.logs.String(), "limits"); l != "" {
+		t.Errorf("a worker without [topic.limits] logged of limits: %s", l)
+	}
+	stopRun(t, rw.cancel, rw.done, 10*time.Second)
+}
+
+// logLine returns the first JSON log line of logs whose message holds
+// part, or "".
+func logLine(logs, part string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && strings.Contains(fmt.Sprint(m["msg"]), part) {
+			return line
+		}
+	}
+	return ""
+}
