@@ -63,6 +63,7 @@ Commands:
 	partitions  print a topic's partition count, or change it (--set N)
 	pause       pause a topic's deliveries, for a time or until resumed
 	resume      resume a paused topic
+	limits      print or set a topic's fleet-wide rate and concurrency limits
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
@@ -75,7 +76,7 @@ Commands:
 	help        print this help, or "help <command>" for a command's flags
 
 The commands on one topic (send, sub, get, delete, reschedule, stats,
-partitions, pause, resume, dead, export, import, schedule, topic)
+partitions, pause, resume, limits, dead, export, import, schedule, topic)
 take --topic (required) and --partitions (the count of a topic the command
 creates: only send, sub, import and schedule add create one; an existing
 topic keeps its stored count). Every command takes --addr (default
@@ -129,6 +130,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runPause(ctx, rest, stdout, stderr)
 	case "resume":
 		return runResume(ctx, rest, stdout, stderr)
+	case "limits":
+		return runLimits(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
 	case "export":

@@ -134,7 +134,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // writeStatsTable prints ts as an aligned table with a total line, then
-// the partition count and a running change of it.
+// the pause, the limits, the partition count and a running change of it.
 func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "partition\tscheduled\tinflight\tdead\toldest_due\towner\ttoken")
@@ -147,6 +147,9 @@ func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 		return err
 	}
 	if l := pauseLine(ts.Pause); l != "" {
+		fmt.Fprintln(w, l)
+	}
+	if l := limitsLine(ts.Limits); l != "" {
 		fmt.Fprintln(w, l)
 	}
 	if ts.Change != nil {

@@ -33,6 +33,7 @@ func TestCommandsDoNotCreateTopics(t *testing.T) {
 		{"reschedule", "--id", "x", "--delay", "1m"},
 		{"dead", "list"}, {"dead", "requeue", "--all"}, {"dead", "purge", "--id", "x"},
 		{"partitions"}, {"export"},
+		{"limits"}, {"limits", "--rate", "5/s"}, {"limits", "--clear"},
 		{"schedule", "list"}, {"schedule", "pause", "--name", "s"}, {"schedule", "delete", "--name", "s"},
 		{"topic", "delete"},
 	} {

@@ -85,12 +85,20 @@ type Topic struct {
 	// an existing topic keeps its stored count (a different value here is
 	// logged as a warning). 0 when not set: delayq.DefaultPartitions (16).
 	Partitions  int
-	Concurrency int             // handlers run at once. Default delayq.DefaultConcurrency.
+	Concurrency int             // handlers this worker runs at once ([topic.limits] caps the fleet). Default delayq.DefaultConcurrency.
 	Timeout     time.Duration   // time one handler call may take. Default delayq.DefaultTimeout.
 	MaxAttempts int             // deliveries before a message is dead. Default delayq.DefaultMaxAttempts.
 	Backoff     []time.Duration // retry ladder. Default delayq.DefaultBackoff.
 	Handler     Handler         // required
-	Schedules   []Schedule      // the [[topic.schedule]] tables, in file order
+	// Limits is the [topic.limits] table: the fleet-wide limits the topic
+	// gets if its stored limits were never set nor cleared (see
+	// delayq.ConsumerOptions.Limits); nil when the table is absent. The
+	// stored limits are the truth: after the first worker set them,
+	// change them with "delayq limits" (a worker whose file differs
+	// warns), so a rolling deploy with two versions of the file never
+	// flips them.
+	Limits    *delayq.Limits
+	Schedules []Schedule // the [[topic.schedule]] tables, in file order
 }
 
 // Handler is a [topic.handler] table.

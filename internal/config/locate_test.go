@@ -104,6 +104,8 @@ func FuzzParse(f *testing.F) {
 		"[redis]\npool_size = 1e3\ndial_timeout = 1979-05-27\n",
 		"[[topic]]\nbackoff = [\"1s\", [\"2s\"]]\n",
 		"[[topic.handler]]\n",
+		"[[topic]]\nname = \"a\"\n[topic.limits]\nrate = \"600/m\"\nburst = 3\nconcurrency = 2\n",
+		"[[topic]]\n[topic.limits]\nrate = inf\nburst = 1e3\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -264,6 +264,7 @@ type (
 		MaxAttempts value       `toml:"max_attempts"`
 		Backoff     value       `toml:"backoff"`
 		Handler     *rawHandler `toml:"handler"`
+		Limits      *rawLimits  `toml:"limits"`
 		Schedule    schedTables `toml:"schedule"`
 	}
 	rawHandler struct {
@@ -322,6 +323,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 			c.stringMap(h.Headers, &t.Handler.Headers, child(hp, ht, "headers"))
 			c.strings(h.Command, &t.Handler.Command, child(hp, ht, "command"))
 		}
+		c.limits(rt.Limits, &t.Limits, path, t.Name, i)
 		c.schedules(rt.Schedule, &t.Schedules, path, t.Name, i)
 		cfg.Topics = append(cfg.Topics, t)
 	}

@@ -17,6 +17,9 @@
 //	DELETE /v1/topics/{topic}?force=true               200 {"deleted": delayq.TopicUsage}
 //	POST   /v1/topics/{topic}/pause                    200 {"topic","paused","paused_until"}
 //	POST   /v1/topics/{topic}/resume                   200 {"topic","paused"}
+//	GET    /v1/topics/{topic}/limits                   200 {"topic","rate","burst","concurrency","started_last_second","running"}
+//	PUT    /v1/topics/{topic}/limits                   200 the same, after the write ({} clears)
+//	DELETE /v1/topics/{topic}/limits                   200 the same, cleared
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
 //	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added; with ?replace=true or replaced)
@@ -28,6 +31,14 @@
 // A pause body is empty (until resumed), {"for": "5m"} or {"until":
 // "<RFC 3339>"}; a resume body is empty. Both fail with 404 for a topic
 // that does not exist, and create nothing.
+//
+// A limits body is {"rate": "200/s", "burst": 20, "concurrency": 10}: the
+// rate a string as "delayq limits --rate" takes it ("600/m", "100/h") or
+// a number per second; it replaces every limit, and a field absent (or
+// null, or 0) is no limit (for burst: the default, a tenth of a second's
+// worth of the rate), so {} clears them. Answers omit the limits not
+// set. The routes fail with 404 for a topic that does not exist, and
+// create nothing.
 //
 // An enqueue body is
 //

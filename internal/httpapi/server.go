@@ -96,6 +96,7 @@ func New(o Options) http.Handler {
 	m.HandleFunc("DELETE /v1/topics/{topic}", s.deleteTopic)
 	m.HandleFunc("POST /v1/topics/{topic}/pause", s.pauseTopic)
 	m.HandleFunc("POST /v1/topics/{topic}/resume", s.pauseTopic)
+	s.routeLimits(m)
 	s.routeSchedules(m)
 	return s
 }

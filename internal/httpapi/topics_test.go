@@ -34,6 +34,10 @@ func testTopics(t *testing.T, a *api, addr, topic string) {
 		{"POST", base + "/pause", ""},
 		{"POST", base + "/pause", `{"for":"5m"}`},
 		{"POST", base + "/resume", ""},
+		{"GET", base + "/limits", ""},
+		{"PUT", base + "/limits", `{"rate":"5/s"}`},
+		{"PUT", base + "/limits", `{}`},
+		{"DELETE", base + "/limits", ""},
 		{"DELETE", base, ""},
 		{"DELETE", base + "?force=true", ""},
 	} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/internal/ui"
 )
@@ -104,5 +105,91 @@ func TestBrowserPauseTopic(t *testing.T) {
 	rt.open("/ui/topics/orders")
 	if n := eval[int](rt, `document.querySelectorAll('#pause-form, #resume-form').length`); n != 0 {
 		t.Errorf("read-only: %d pause or resume forms shown", n)
+	}
+}
+
+// TestBrowserLimitsTopic sets a topic's flow limits from its page, each
+// change confirmed in a dialog: the library reads them, the page shows
+// them with what runs against them (refreshed live) and fills the form
+// with them, so a change of one field keeps the others; a bad rate is
+// refused, writing nothing; Clear removes them. A read-only dashboard
+// shows the limits but no form.
+func TestBrowserLimitsTopic(t *testing.T) {
+	f := newFixture(t, ui.Options{})
+	c := f.client(4)
+	ctx := context.Background()
+	send(t, c, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
+	limitsAre := func(want delayq.Limits) {
+		t.Helper()
+		if got, err := c.Limits(ctx, "orders"); err != nil || got != want {
+			t.Fatalf("Client.Limits: %+v, %v; want %+v", got, err, want)
+		}
+	}
+
+	tb := f.tab(t)
+	tb.open("/ui/topics/orders")
+	if eval[int](tb, `document.querySelectorAll('#limits-state, #limits-clear-form').length`) != 0 {
+		t.Error("a topic without limits shows limits or a Clear button")
+	}
+	tb.do(chromedp.SendKeys(chromedp.CSS("#limits-rate"), "200/s"), chromedp.SendKeys(chromedp.CSS("#limits-concurrency"), "10"))
+	tb.act("#limits-btn", "Limits of orders: rate 200/s burst 20 (default) concurrency 10.")
+	limitsAre(delayq.Limits{Rate: 200, Concurrency: 10})
+	if got := tb.text("#limits-rate-state"); got != "rate 200/s (burst 20, the default) — 0 started in the last second" {
+		t.Errorf("rate shown: %q", got)
+	}
+	if got := tb.text("#limits-concurrency-state"); got != "concurrency 10 — 0 running" {
+		t.Errorf("concurrency shown: %q", got)
+	}
+
+	// What runs against the cap shows on the next live refresh.
+	st, err := store.Open(store.Options{Addr: proxyAddr, Namespace: f.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	if n, _, err := st.TakeSlots(ctx, "orders", 10, []string{"a", "b", "c"}, now, now.Add(time.Hour)); err != nil || n != 3 {
+		t.Fatalf("TakeSlots: %d, %v", n, err)
+	}
+	tb.waitJS("3 running", `document.getElementById('limits-concurrency-state').textContent.includes('concurrency 10 — 3 running')`)
+
+	// The form holds the limits: a change of the burst keeps the rest.
+	if v := eval[string](tb, `document.getElementById('limits-rate').value + '|' + document.getElementById('limits-burst').value + '|' + document.getElementById('limits-concurrency').value`); v != "200/s||10" {
+		t.Errorf("form filled with %q, want 200/s||10", v)
+	}
+	tb.do(chromedp.SendKeys(chromedp.CSS("#limits-burst"), "50"))
+	tb.act("#limits-btn", "Limits of orders: rate 200/s burst 50 concurrency 10.")
+	limitsAre(delayq.Limits{Rate: 200, Burst: 50, Concurrency: 10})
+	if got := tb.text("#limits-rate-state"); !strings.HasPrefix(got, "rate 200/s (burst 50) — ") {
+		t.Errorf("rate shown: %q", got)
+	}
+
+	tb.do(chromedp.Clear(chromedp.CSS("#limits-rate")), chromedp.SendKeys(chromedp.CSS("#limits-rate"), "fast"))
+	tb.act("#limits-btn", `rate "fast"`)
+	limitsAre(delayq.Limits{Rate: 200, Burst: 50, Concurrency: 10})
+
+	tb.act("#limits-clear-btn", "Removed the flow limits of orders.")
+	limitsAre(delayq.Limits{})
+	if eval[int](tb, `document.querySelectorAll('#limits-state, #limits-clear-form').length`) != 0 {
+		t.Error("the page still shows limits after Clear")
+	}
+	if d := tb.dialogsSeen(); len(d) != 4 || !strings.Contains(d[0], "Set the flow limits of topic orders?") ||
+		!strings.Contains(d[3], "Remove every flow limit of topic orders?") {
+		t.Errorf("dialogs: %q", d)
+	}
+
+	ro := newFixture(t, ui.Options{ReadOnly: true})
+	rc := ro.client(4)
+	send(t, rc, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
+	if err := rc.SetLimits(ctx, "orders", delayq.Limits{Rate: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	rt := ro.tab(t)
+	rt.open("/ui/topics/orders")
+	if got := rt.text("#limits-rate-state"); got != "rate 30/m (burst 1, the default) — 0 started in the last second" {
+		t.Errorf("read-only: rate shown %q", got)
+	}
+	if n := eval[int](rt, `document.querySelectorAll('#limits-form, #limits-clear-form').length`); n != 0 {
+		t.Errorf("read-only: %d limits forms shown", n)
 	}
 }

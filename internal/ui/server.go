@@ -185,6 +185,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/topics/{topic}/delete", s.withTopic(s.topicDelete))
 	m.HandleFunc("POST /ui/topics/{topic}/pause", s.withTopic(s.topicPause))
 	m.HandleFunc("POST /ui/topics/{topic}/resume", s.withTopic(s.topicResume))
+	m.HandleFunc("POST /ui/topics/{topic}/limits", s.withTopic(s.topicLimits))
+	m.HandleFunc("POST /ui/topics/{topic}/limits/clear", s.withTopic(s.topicLimitsClear))
 	s.routeSchedules(m)
 	s.mux = m
 }

@@ -168,14 +168,15 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("%s does not say read-only", p)
 		}
 	}
-	for _, a := range []string{"/ui/topics/ro/message/delete", "/ui/topics/ro/message/run", "/ui/topics/ro/dead/purge-all", "/ui/topics/ro/dead/requeue", "/ui/topics/ro/delete"} {
-		resp, _ := b.post("/ui/", a, url.Values{"id": {"d1"}, "confirm": {"yes"}, "force": {"yes"}})
+	for _, a := range []string{"/ui/topics/ro/message/delete", "/ui/topics/ro/message/run", "/ui/topics/ro/dead/purge-all", "/ui/topics/ro/dead/requeue", "/ui/topics/ro/delete",
+		"/ui/topics/ro/pause", "/ui/topics/ro/limits", "/ui/topics/ro/limits/clear"} {
+		resp, _ := b.post("/ui/", a, url.Values{"id": {"d1"}, "confirm": {"yes"}, "force": {"yes"}, "rate": {"5/s"}})
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("POST %s: %d, want 403", a, resp.StatusCode)
 		}
 	}
 	st, err := c.Stats(context.Background(), "ro")
-	if err != nil || st.Scheduled != 1 || st.Dead != 1 {
+	if err != nil || st.Scheduled != 1 || st.Dead != 1 || st.Pause.Paused || !st.Limits.IsZero() {
 		t.Errorf("read-only changed Redis: %+v %v", st, err)
 	}
 	if resp, _ := b.post("/ui/", "/ui/logout", nil); resp.StatusCode != http.StatusSeeOther {

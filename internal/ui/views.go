@@ -121,6 +121,8 @@ type topicView struct {
 	// or, when that is zero, until resumed.
 	Paused      bool
 	PausedUntil time.Time
+	// Limits are the topic's fleet-wide limits and what runs against them.
+	Limits limitsView
 }
 
 // changeView is the progress of a change of the partition count.
@@ -162,7 +164,8 @@ type figuresView struct {
 }
 
 // readTopic reads the topic page: the partitions' counters, leases,
-// members and layout, four round trips, and with chart the due counts,
+// members, layout and controls, five round trips, one more for what runs
+// against its limits when it has some, and with chart the due counts,
 // one more.
 func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart bool) (*topicView, error) {
 	now := s.o.Now()
@@ -193,6 +196,9 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 	}
 	if v.Paused = ctrl.PausedAt(now.UnixMilli()); v.Paused && ctrl.PausedUntil > 0 {
 		v.PausedUntil = time.UnixMilli(ctrl.PausedUntil)
+	}
+	if v.Limits, err = s.readLimits(ctx, topic, ctrl.Limits, now); err != nil {
+		return nil, err
 	}
 	if l.Changing() && len(st) >= l.Span() {
 		pr, err := s.st.ChangeProgress(ctx, topic, l, st)
