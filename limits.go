@@ -74,7 +74,6 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-
 // MaxRate is the highest rate limit: a million starts a second is more
 // than any fleet delivers.
 const MaxRate = 1e6
