@@ -124,7 +124,7 @@ func TestLimitsCLI(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "limits to print the starts of the last whole second", func() bool {
 		// Taken a second ago, they count as the last whole second's
 		// until the clock passes into the next second.
-		g, err := st.TakeTokens(ctx, "t", 100, 10, 4, time.Now().Add(-time.Second), 0)
+		g, err := st.TakeTokens(ctx, "t", 100, 10, 4, 1, time.Now().Add(-time.Second), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -108,6 +108,7 @@ func TestDecodeLimits(t *testing.T) {
 		`{"rate":"100/h"}`:        {Rate: 100.0 / 3600},
 		`{"rate":12.5,"burst":3}`: {Rate: 12.5, Burst: 3},
 		`{"rate":0}`:              {},
+		`{"rate":"0/s"}`:          {},
 		`{"rate":null,"burst":0}`: {},
 		`{"concurrency":7}`:       {Concurrency: 7},
 	} {
@@ -115,9 +116,9 @@ func TestDecodeLimits(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want %+v", body, got, err, want)
 		}
 	}
-	_, err := decodeLimits(strings.NewReader(`{"rate":"0/s"}`))
-	if ae, ok := err.(*apiError); !ok || ae.field != "rate" || !strings.Contains(ae.msg, `"0/s"`) {
-		t.Errorf("rate 0/s: %v, want a 400 naming rate and the value", err)
+	_, err := decodeLimits(strings.NewReader(`{"rate":"-1/s"}`))
+	if ae, ok := err.(*apiError); !ok || ae.field != "rate" || !strings.Contains(ae.msg, `"-1/s"`) {
+		t.Errorf("rate -1/s: %v, want a 400 naming rate and the value", err)
 	}
 }
 
