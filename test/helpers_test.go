@@ -492,6 +492,13 @@ type topicStats struct {
 		Paused      bool       `json:"paused"`
 		PausedUntil *time.Time `json:"paused_until"`
 	} `json:"pause"`
+	Limits *struct {
+		Rate        string `json:"rate"`
+		Burst       int    `json:"burst"`
+		Concurrency int    `json:"concurrency"`
+		Started     int64  `json:"started_last_second"`
+		Running     int64  `json:"running"`
+	} `json:"limits"`
 }
 
 // stats runs "delayq stats --json" and decodes it; extra holds more flags.

@@ -231,7 +231,7 @@ func TestConcurrencyCapFleet(t *testing.T) {
 		return maxRunning(l, killed, killedAt.Add(300*time.Millisecond), time.Now()) >= 10
 	}, "10 handlers running again after the kill")
 	var whole time.Time
-	for at := killedAt; at.Before(time.Now()); at = at.Add(100 * time.Millisecond) {
+	for at := killedAt.Add(100 * time.Millisecond); at.Before(time.Now()); at = at.Add(100 * time.Millisecond) {
 		if maxRunning(l, killed, at, at.Add(100*time.Millisecond)) >= 10 {
 			whole = at
 			break
