@@ -75,8 +75,13 @@ func (f *flow) now() time.Time { return f.k.c.opts.Now() }
 
 func (f *flow) topic() string { return f.k.opts.Topic }
 
-// Take implements poller.Gate.
-func (f *flow) Take(ctx context.Context, n int, now time.Time) (poller.Grant, error) {
+// Take implements poller.Gate. Starts are taken from the bucket as of
+// from, the earliest due of the messages to claim, so that a start
+// granted ahead of a message's due is not spent before it: the bucket's
+// clock moves to from (see takeTokensScript), and the fleet's later
+// takes count from there.
+func (f *flow) Take(ctx context.Context, n int, from time.Time) (poller.Grant, error) {
+	now := f.now()
 	lim := f.k.ctrl.limits()
 	if lim.Concurrency == 0 {
 		f.releaseIdle()
@@ -97,7 +102,10 @@ func (f *flow) Take(ctx context.Context, n int, now time.Time) (poller.Grant, er
 		g.N = got
 	}
 	if lim.Rate > 0 {
-		t, asked, err := f.takeTokens(ctx, g.N, now, lim)
+		if from.Before(now) {
+			from = now
+		}
+		t, asked, err := f.takeTokens(ctx, g.N, from, lim)
 		if t.N < g.N && g.Slots {
 			f.Done(g.N - t.N) // the slots taken for those
 		}
@@ -123,6 +131,15 @@ func (f *flow) Take(ctx context.Context, n int, now time.Time) (poller.Grant, er
 		}
 	}
 	return g, nil
+}
+
+// Reach implements poller.Gate: under a rate limit, loops claim no
+// farther ahead than a take grants starts.
+func (f *flow) Reach() time.Duration {
+	if f.k.ctrl.limits().Rate > 0 {
+		return rateHorizon
+	}
+	return 0
 }
 
 // takeTokens takes up to n starts from the bucket, unless it refused

@@ -95,6 +95,7 @@ type starts struct {
 	mu       sync.Mutex
 	at       []time.Time
 	ids      map[string]int
+	late     []time.Duration // each start after its due
 	early    int
 	running  atomic.Int64
 	maxRun   atomic.Int64
@@ -116,6 +117,7 @@ func (s *starts) handle(ctx context.Context, d *Delivery) error {
 	s.mu.Lock()
 	s.at = append(s.at, now)
 	s.ids[d.ID]++
+	s.late = append(s.late, now.Sub(d.Due))
 	if now.Before(d.Due) {
 		s.early++
 	}
@@ -268,4 +270,70 @@ func TestConcurrencyCapFleet(t *testing.T) {
 // proxy's address.
 func testAddr(t *testing.T) string {
 	return testenv.Start(t, testenv.Options{Backends: 3}).Proxy
+}
+
+// Under a rate limit, messages within it start at their due, as without
+// one (claimed ahead no farther than the limit reaches), and messages all
+// due at one instant start no faster than the bucket allows: its burst
+// and a tenth of a second's worth at once, then the rate.
+func TestRateLimitClaimAhead(t *testing.T) {
+	ctx := context.Background()
+	const P = 4
+	c := newClient(t, testAddr(t), Options{Partitions: P})
+	topic := "rated-ahead"
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{Rate: 100}
+	if err := c.SetLimits(ctx, topic, lim); err != nil {
+		t.Fatal(err)
+	}
+	s := newStarts(0)
+	k := runConsumer(t, c, ConsumerOptions{Topic: topic}, s.handle)
+	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
+	seenLimits(t, k, lim)
+
+	// 100 messages due 20 ms apart from 2 s on: 50/s, within the limit.
+	t0 := time.Now().Add(2 * time.Second)
+	var msgs []Message
+	for i := range 100 {
+		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("s%03d", i), At: t0.Add(time.Duration(i) * 20 * time.Millisecond)})
+	}
+	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the spread delivered", func() bool { return s.finished.Load() >= 101 })
+	s.mu.Lock()
+	late := append([]time.Duration(nil), s.late[1:]...)
+	s.mu.Unlock()
+	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+	p99 := late[len(late)*99/100-1]
+	t.Logf("100 messages at 50/s under a limit of 100/s: lateness p50 %v p99 %v", late[len(late)/2], p99)
+	if p99 > 100*time.Millisecond {
+		t.Errorf("messages within the rate limit started late: p99 %v", p99)
+	}
+
+	// 200 messages all due at T: at most burst + 10 at once, then 100/s.
+	T := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	msgs = msgs[:0]
+	for i := range 200 {
+		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("b%03d", i), At: T})
+	}
+	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the burst delivered", func() bool { return s.finished.Load() >= 301 })
+	first := s.rate(T, T.Add(100*time.Millisecond)) / 10
+	most := 0
+	for at := T; at.Before(T.Add(2 * time.Second)); at = at.Add(10 * time.Millisecond) {
+		most = max(most, int(s.rate(at, at.Add(500*time.Millisecond))/2))
+	}
+	t.Logf("200 messages due at once under 100/s: %.0f started in the first 100 ms, at most %d in any 500 ms", first, most)
+	if max := DefaultBurst(100) + 10 + 1; int(first) > max {
+		t.Errorf("%.0f started in the first 100 ms, want at most %d (the burst and 100 ms worth)", first, max)
+	}
+	if most > DefaultBurst(100)+10+50+1 {
+		t.Errorf("%d started within 500 ms under 100/s", most)
+	}
+	s.check(t, 301)
 }

@@ -448,9 +448,13 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 		return next, nil
 	}
 	// Claim ahead: everything due before the next poll (which comes after
-	// PollInterval plus up to 10% jitter) is taken now and held until due.
-	maxDue := now.Add(cfg.PollInterval * 3 / 2).UnixMilli()
+	// PollInterval plus up to 10% jitter) is taken now and held until due;
+	// under a rate limit, only what is due within the gate's reach, and
+	// the loop looks again in time for the rest (see Gate.Reach).
+	reach, lead := p.reach()
+	maxDue := now.Add(reach).UnixMilli()
 	nowMS := now.UnixMilli()
+	from := now // the earliest due of what the claim takes, when a look saw it
 	if p.idle {
 		// An idle partition costs a plain ZRANGEBYSCORE a look instead of
 		// the claim's fenced scripts (three commands for the server), and
@@ -467,16 +471,19 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 			}
 			next = now.Add(clock.Jitter(idle))
 			if ok {
-				next = minTime(next, time.UnixMilli(due).Add(-cfg.PollInterval))
+				next = minTime(next, time.UnixMilli(due).Add(-lead))
 			}
 			return next, nil
+		}
+		if err == nil && due > nowMS {
+			from = time.UnixMilli(due)
 		}
 	}
 	// Something is due within reach: the topic's limits say how much of
 	// it may be claimed. What they hold back stays scheduled.
 	p.idle = false
 	reserved := n
-	grant, err := p.gate(ctx, n, now)
+	grant, err := p.gate(ctx, n, from)
 	if err != nil {
 		cfg.Dispatch.release(n)
 		p.logErr("flow limits", err)
@@ -600,6 +607,11 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	}
 	if len(claimed) == n && n < reserved && !grant.Retry.IsZero() {
 		next = maxTime(now, grant.Retry) // the limits cut it short: more when they allow
+	}
+	if len(claimed) < n && reach < cfg.PollInterval {
+		// Everything within the gate's short reach is claimed: look at
+		// once for the next due, and come back in time for it.
+		p.idle, next = true, now
 	}
 	return next, nil
 }
