@@ -77,12 +77,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           into another topic, and deleted as delete --in does: the rates,\n"+
 			"           peak heap and (--backends) the\n"+
 			"           backends' CPU (not part of all);\n"+
-			"  limited: n messages (default 100000) all due at once in a topic with a rate\n"+
-			"           limit of --rate, run by --consumers consumers (each on a client of\n"+
-			"           its own); after --warmup, over --window: deliveries/s, the commands/s\n"+
-			"           the consumers sent and (--backends) the commands/s the backends ran,\n"+
-			"           scripts' included; then the same at twice the rate (not part of\n"+
-			"           all: about 50 s a run).\n"+
+			"  limited: a topic with a rate limit of --rate that --consumers consumers run\n"+
+			"           (each on a client of its own): after --warmup, over --window, the\n"+
+			"           commands/s the consumers sent and (--backends) the commands/s the\n"+
+			"           backends ran, scripts' included, while the topic is empty; then\n"+
+			"           the same and the deliveries/s with n messages (default 100000)\n"+
+			"           all due at once, at the rate and at twice it (not part of all:\n"+
+			"           about 75 s a run).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
