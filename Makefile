@@ -7,7 +7,8 @@
 #               (real servers), then check that every Redis command the tests
 #               sent is portable (docs/portability.md)
 #   make demo   run scripts/demo.sh: two backends behind Twemproxy, five messages
-#   make bench  run scripts/bench.sh: enqueue, burst, spread and due now, direct and proxied
+#   make bench  run scripts/bench.sh: enqueue, burst, spread, due now and a
+#               rate-limited backlog, direct and proxied
 #               (RUNS=5: five runs of each, then a line of medians)
 #   make bench-idle  run scripts/idle.sh: idle workers' Redis commands beside
 #               idle asynq servers' (1, 4 and 8 of each; several minutes)

@@ -38,6 +38,7 @@ type benchConfig struct {
 	bodySize    int
 	poll        time.Duration
 	backends    []string
+	limited     limitedConfig // the limited workload's flags
 	stderr      io.Writer
 }
 
@@ -53,8 +54,8 @@ const (
 func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
 
 // benchWorkloads are the values --workload accepts: "all" runs every
-// one but export.
-var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "all"}
+// one but export and limited, which take long.
+var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "limited", "all"}
 
 // runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
@@ -75,13 +76,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           exported to a file unpaced, exported again paced, then imported\n"+
 			"           into another topic, and deleted as delete --in does: the rates,\n"+
 			"           peak heap and (--backends) the\n"+
-			"           backends' CPU (not part of all).\n"+
+			"           backends' CPU (not part of all);\n"+
+			"  limited: a topic with a rate limit of --rate that --consumers consumers run\n"+
+			"           (each on a client of its own): after --warmup, over --window, the\n"+
+			"           commands/s the consumers sent and (--backends) the commands/s the\n"+
+			"           backends ran, scripts' included, while the topic is empty; then\n"+
+			"           the same and the deliveries/s with n messages (default 100000)\n"+
+			"           all due at once, at the rate and at twice it (not part of all:\n"+
+			"           about 75 s a run).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
-			"queued message there (INFO memory is sent to those backends only, never to\n"+
-			"--addr). With --runs N each workload runs N times,\n"+
-			"then a line gives the median of each figure over its runs (runs=N stat=median).\n"+
+			"queued message there, and the commands they run (INFO memory and INFO stats\n"+
+			"are sent to those backends only, never to --addr). With --runs N each workload\n"+
+			"runs N times, then a line gives the median of each figure over its runs\n"+
+			"(runs=N stat=median).\n"+
 			"Each line ends with steal_pct=, the share of the machine's CPU time a\n"+
 			"hypervisor took during the run, or the clock tick after a shorter run\n"+
 			"(Linux: /proc/stat), and procs=, the\n"+
@@ -89,8 +98,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
-	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export)")
-	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000)")
+	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export and limited)")
+	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000, limited 100000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
@@ -100,7 +109,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
 	ids := fs.String("ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
-	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory on")
+	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory (and, limited, commands) on")
 	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
 	procs := fs.Int("procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
@@ -108,6 +117,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
 	// No --topic: each run makes its own topic.
 	fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of each run's topic (default 16)")
+	rate := fs.String("rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
+	fs.IntVar(&cfg.limited.consumers, "consumers", defaultLimitedConsumers, "limited: `consumers` of the topic, each on a client of its own")
+	warmup := durationFlag{d: defaultLimitedWarmup}
+	fs.Var(&warmup, "warmup", "limited: the `duration` at each rate before its window")
+	window := durationFlag{d: defaultLimitedWindow}
+	fs.Var(&window, "window", "limited: the `duration` measured at each rate")
 	cmd.addLogLevel()
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -124,7 +139,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}} {
+	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}, {"consumers", cfg.limited.consumers}} {
 		if f.v <= 0 {
 			return cmd.usageErr("invalid value %d for flag --%s: must be positive", f.v, f.name)
 		}
@@ -136,6 +151,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.mode = modeBatch
 	case *async:
 		cfg.mode = modeAsync
+	}
+	r, err := delayq.ParseRate(*rate)
+	if err != nil {
+		return cmd.usageErr("--rate: %v", err)
+	}
+	cfg.limited.rate, cfg.limited.warmup, cfg.limited.window = r, warmup.d, window.d
+	switch {
+	case warmup.d < 0:
+		return cmd.usageErr("invalid value %q for flag --warmup: negative", warmup.d)
+	case window.d <= 0:
+		return cmd.usageErr("invalid value %q for flag --window: must be positive", window.d)
 	}
 	switch *ids {
 	case "generated":
@@ -151,7 +177,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch cfg.workload {
 	case "all":
 		workloads = []string{"enqueue", "burst", "spread", "duenow"}
-	case "enqueue", "burst", "spread", "duenow", "export":
+	case "enqueue", "burst", "spread", "duenow", "export", "limited":
 		workloads = []string{cfg.workload}
 	default:
 		return cmd.usageErr("invalid value %q for flag --workload: want one of %s", cfg.workload, strings.Join(benchWorkloads, ", "))
@@ -189,6 +215,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				line, err = benchDueNow(ctx, run)
 			case "export":
 				line, err = benchExport(ctx, run)
+			case "limited":
+				line, err = benchLimited(ctx, run)
 			}
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)

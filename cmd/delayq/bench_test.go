@@ -21,6 +21,11 @@ func TestMedianLine(t *testing.T) {
 			"workload=enqueue rate=10 mem_per_msg=500",
 			"workload=enqueue rate=30",
 		}, "workload=enqueue rate=20 mem_per_msg=500 runs=2 stat=median"},
+		{"a key repeated in a line: each place its own median", []string{
+			"workload=limited n=100 rate_limit=100 cmds_per_s=500.0 rate_limit=200 cmds_per_s=700.0",
+			"workload=limited n=100 rate_limit=100 cmds_per_s=520.0 rate_limit=200 cmds_per_s=690.0",
+			"workload=limited n=100 rate_limit=100 cmds_per_s=510.0 rate_limit=200 cmds_per_s=710.0",
+		}, "workload=limited n=100 rate_limit=100 cmds_per_s=510.0 rate_limit=200 cmds_per_s=700.0 runs=3 stat=median"},
 	} {
 		if got := medianLine(c.lines); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
