@@ -36,7 +36,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		doneCh: make(chan struct{}),
 		ctrl:   newControls(),
 		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
-			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, poller.EventMoved, eventLeasesGained, eventLeasesLost),
+			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, poller.EventMoved, poller.EventSuperseded, eventLeasesGained, eventLeasesLost),
 	}, nil
 }
 
@@ -269,6 +269,22 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		// scheduled at its due, no attempt spent (see Client.Pause).
 		return false, nil
 	}
+	if m.Record.First != 0 {
+		// Written by a Replace or Debounce send: it starts only if it is
+		// still the record claimed, and a send from now on opens a new
+		// window (see store.Start).
+		sctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+		ok, err := k.c.store.Start(sctx, k.opts.Topic, m.Partition, m.ID, m.Record)
+		cancel()
+		if err != nil {
+			k.c.errLog.Log("start a delivery", err, "component", "consumer", "topic", k.opts.Topic)
+			return false, nil
+		}
+		if !ok {
+			k.count(poller.EventSuperseded, 1)
+			return false, nil // a newer send replaced it: that one is delivered at its due
+		}
+	}
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
 		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
@@ -350,6 +366,7 @@ func (k *Consumer) Stats() ConsumerStats {
 		Repaired:     k.counter(poller.EventRepaired),
 		Stale:        k.counter(poller.EventStale),
 		Moved:        k.counter(poller.EventMoved),
+		Superseded:   k.counter(poller.EventSuperseded),
 		LeasesGained: k.counter(eventLeasesGained),
 		LeasesLost:   k.counter(eventLeasesLost),
 	}

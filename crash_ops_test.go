@@ -256,11 +256,13 @@ var crashOps = []*crashOp{
 		after: afterKept("claim", outDelivered),
 	},
 	{
-		// store.Ack: HDEL the record, then ZREM in flight.
+		// store.Ack: the compare-and-delete of the record, then ZREM in
+		// flight.
 		name:  "ack",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Ack(ctx, cs.topic, cs.p, []string{cs.id})
+			_, err := fs.Ack(ctx, cs.topic, cs.p, []string{cs.id}, [][]byte{cs.rec0.Header()})
+			return err
 		},
 		// Record deleted => acked for good (the in-flight entry left
 		// behind is a tombstone); not deleted => redelivered after its

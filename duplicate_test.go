@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -249,4 +250,214 @@ func addEntry(t *testing.T, addr, topic string, p int, id string, at time.Time) 
 		t.Fatalf("index entry of %s: %v", id, err)
 	}
 	return ms
+}
+
+// Replace rewrites a scheduled message (due, body, max attempts,
+// attempts reset), Reject refuses, and each reply says what it did.
+func TestReplaceScheduled(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 4})
+		topic := "replace"
+		res, err := c.Send(ctx, Message{Topic: topic, ID: "r", Body: []byte("one"), Delay: time.Hour, OnDuplicate: Replace})
+		if err != nil || res.Outcome != OutcomeCreated {
+			t.Fatalf("first send: %+v, %v", res, err)
+		}
+		res, err = c.Send(ctx, Message{Topic: topic, ID: "r", Body: []byte("x"), Delay: time.Minute})
+		if !errors.Is(err, ErrDuplicate) || res.Outcome != OutcomeRejected {
+			t.Fatalf("reject: %+v, %v", res, err)
+		}
+		at := time.Now().Add(300 * time.Millisecond)
+		res, err = c.Send(ctx, Message{Topic: topic, ID: "r", Body: []byte("two"), At: at, OnDuplicate: Replace, MaxAttempts: 3})
+		if err != nil || res.Outcome != OutcomeReplaced || !res.Due.Equal(at.Truncate(time.Millisecond).Add(time.Millisecond)) && !res.Due.Equal(at.Truncate(time.Millisecond)) {
+			t.Fatalf("replace: %+v, %v (at %v)", res, err, at)
+		}
+		in, err := c.Get(ctx, topic, "r")
+		if err != nil || string(in.Body) != "two" || in.MaxAttempts != 3 || !in.Due.Equal(res.Due) {
+			t.Fatalf("after replace: %+v, %v", in, err)
+		}
+		rec := newRecorder()
+		runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+		waitFor(t, 10*time.Second, "replaced message delivered", func() bool { return rec.count("r") == 1 })
+		rec.mu.Lock()
+		d := rec.seen["r"][0]
+		rec.mu.Unlock()
+		if string(d.Body) != "two" || time.Now().Before(res.Due) {
+			t.Errorf("delivered %q at due %v", d.Body, d.Due)
+		}
+	})
+}
+
+// Debounce pushes a message back with each event, never past MaxWait
+// after the first event of its window, and delivers the latest body.
+func TestDebounceWindow(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	topic := "debounce"
+	rec := newRecorder()
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+	waitFor(t, 10*time.Second, "warm delivered", func() bool { return rec.count("warm") == 1 })
+	const delay, maxWait = 400 * time.Millisecond, 1200 * time.Millisecond
+	first := time.Now()
+	var last time.Time
+	var lastDue time.Time
+	// An event every 100 ms for 2 s: the window closes at first + 1.2 s.
+	for i := 0; time.Since(first) < 2*time.Second; i++ {
+		now := time.Now()
+		res, err := c.Send(ctx, Message{Topic: topic, ID: "d", Body: fmt.Appendf(nil, "%d", i), Delay: delay, OnDuplicate: Debounce, MaxWait: maxWait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && res.Outcome != OutcomeDebounced && res.Outcome != OutcomeCreated {
+			t.Fatalf("event %d: %+v", i, res)
+		}
+		last, lastDue = now, res.Due
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitFor(t, 10*time.Second, "every window delivered", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		ds := rec.seen["d"]
+		return len(ds) > 0 && ds[len(ds)-1].Due.Equal(lastDue)
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	ds, ats := rec.seen["d"], rec.at["d"]
+	t.Logf("%d events over %v, delay %v, max wait %v: %d deliveries", 20, last.Sub(first).Round(time.Millisecond), delay, maxWait, len(ds))
+	if len(ds) < 2 || len(ds) > 3 {
+		t.Errorf("%d deliveries of 2 s of events with a max wait of 1.2 s, want 2 or 3", len(ds))
+	}
+	if ats[0].Sub(first) < maxWait-50*time.Millisecond || ats[0].Sub(first) > maxWait+300*time.Millisecond {
+		t.Errorf("first delivery %v after the first event, want about the max wait %v", ats[0].Sub(first), maxWait)
+	}
+	if got := ds[len(ds)-1].Body; len(got) == 0 || ats[len(ats)-1].Before(last.Add(delay)) && ats[len(ats)-1].Before(ds[len(ds)-1].Due) {
+		t.Errorf("last delivery %q at %v", got, ats[len(ats)-1])
+	}
+}
+
+// A message replaced while its delivery runs is not touched: the new one
+// is delivered after the running one ends, never beside it; a replaced
+// dead message lives again.
+func TestReplaceInFlightAndDead(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	topic := "inflight"
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var bodies []string
+	running, most := 0, 0
+	h := func(ctx context.Context, d *Delivery) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		bodies = append(bodies, string(d.Body))
+		mu.Unlock()
+		if string(d.Body) == "one" {
+			started <- struct{}{}
+			<-release
+		}
+		if string(d.Body) == "die" {
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return errors.New("boom")
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	}
+	k := runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 4}, h)
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "x", Body: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	res, err := c.Send(ctx, Message{Topic: topic, ID: "x", Body: []byte("two"), OnDuplicate: Replace})
+	if err != nil || res.Outcome != OutcomeReplaced {
+		t.Fatalf("replace in flight: %+v, %v", res, err)
+	}
+	time.Sleep(300 * time.Millisecond) // a poll would claim it again now, were it allowed
+	close(release)
+	waitFor(t, 10*time.Second, "the new event delivered after the running one", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bodies) == 2
+	})
+	mu.Lock()
+	if bodies[0] != "one" || bodies[1] != "two" || most != 1 {
+		t.Errorf("deliveries %q, at most %d at once; want one then two, never both", bodies, most)
+	}
+	mu.Unlock()
+	if k.Stats().Superseded != 1 {
+		t.Errorf("superseded %d, want 1", k.Stats().Superseded)
+	}
+
+	// Dead, then replaced: delivered again with the new body.
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "y", Body: []byte("die"), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "y dead", func() bool {
+		in, err := c.Get(ctx, topic, "y")
+		return err == nil && in.State == StateDead
+	})
+	if res, err := c.Send(ctx, Message{Topic: topic, ID: "y", Body: []byte("alive"), OnDuplicate: Replace}); err != nil || res.Outcome != OutcomeReplaced {
+		t.Fatalf("replace dead: %+v, %v", res, err)
+	}
+	waitFor(t, 10*time.Second, "the revived message delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return bodies[len(bodies)-1] == "alive"
+	})
+	dead, err := c.ListDead(ctx, topic, 10)
+	if err != nil || len(dead) != 0 {
+		t.Errorf("dead after the revival: %v, %v", dead, err)
+	}
+}
+
+// Many producers sending the same ids at once: one message per id, each
+// reply a decision, the last body of each id delivered.
+func TestPutConcurrentProducers(t *testing.T) {
+	ctx := context.Background()
+	addr := testAddr(t)
+	c := newClient(t, addr, Options{Partitions: 4})
+	topic := "racing"
+	const producers, sends, ids = 6, 150, 10
+	var wg sync.WaitGroup
+	created := make([]int, ids)
+	var mu sync.Mutex
+	for pi := range producers {
+		pc := newClient(t, addr, Options{Partitions: 4})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range sends {
+				id := i % ids
+				res, err := pc.Send(ctx, Message{Topic: topic, ID: fmt.Sprint("id", id), Body: fmt.Appendf(nil, "%d-%d", pi, i),
+					Delay: time.Hour, OnDuplicate: Debounce, MaxWait: 2 * time.Hour})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Outcome == OutcomeCreated {
+					mu.Lock()
+					created[id]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for id, n := range created {
+		if n != 1 {
+			t.Errorf("id%d created %d times", id, n)
+		}
+	}
+	ts, err := c.Stats(ctx, topic)
+	if err != nil || ts.Scheduled != ids {
+		t.Fatalf("scheduled %v, %v; want %d", ts, err, ids)
+	}
 }

@@ -53,7 +53,7 @@ type flow struct {
 	takeMu sync.Mutex // one take at a time goes to Redis
 
 	mu           sync.Mutex
-	rateWait     time.Time // the bucket refused until then
+	rateWait     time.Time // the bucket gave less than wanted: not asked again before then
 	slotsRefused bool      // the fleet refused slots; asked again at slotsRetryAt or when told
 	slotsRetryAt time.Time
 	seq          int
@@ -112,9 +112,10 @@ func (f *flow) Take(ctx context.Context, n int, from time.Time) (poller.Grant, e
 		if t.N < g.N {
 			g.Retry = t.Next()
 			f.mu.Lock()
-			if t.N == 0 && asked {
-				// Not asked again before a token can come, however
-				// many loops want one.
+			if asked {
+				// The bucket gave less than wanted: it is not asked
+				// again before a batch of tokens can come, however many
+				// loops want some.
 				f.rateWait = g.Retry.Add(time.Duration(rand.Int64N(int64(rateHorizon / 10))))
 				g.Retry = f.rateWait
 			}
@@ -153,6 +154,12 @@ func (f *flow) takeTokens(ctx context.Context, n int, now time.Time, lim store.L
 	}
 	f.takeMu.Lock()
 	defer f.takeMu.Unlock()
+	f.mu.Lock()
+	wait = f.rateWait // a take that held takeMu before may have set it
+	f.mu.Unlock()
+	if now.Before(wait) {
+		return store.Tokens{Base: wait, Before: 1, Rate: lim.Rate}, false, nil
+	}
 	t, err = f.k.c.store.TakeTokens(ctx, f.topic(), lim.Rate, lim.BurstOrDefault(), n, minTake(lim.Rate), now, rateHorizon)
 	return t, true, err
 }

@@ -3,6 +3,7 @@ package delayq
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -40,6 +41,22 @@ type Message struct {
 	// MaxAttempts caps deliveries of this message; 0 means the consumer's
 	// ConsumerOptions.MaxAttempts.
 	MaxAttempts int
+	// OnDuplicate is what the enqueue does when the ID exists in the
+	// topic: Reject (the default: ErrDuplicate), Replace or Debounce.
+	// Each decision is one script on the message's partition, so many
+	// producers sending one id at once get one answer each and one
+	// message. A message whose delivery is running when it is replaced
+	// or debounced is not touched: the new one is delivered after it, at
+	// its own due (see the README's "Debounce and replace").
+	OnDuplicate OnDuplicate
+	// MaxWait, with Debounce, bounds the window: the message is due at
+	// the latest MaxWait after the first event of its window, however
+	// many events push it back. 0: no bound.
+	MaxWait time.Duration
+
+	// putOld is 1 + the old partition of the id during a change of the
+	// partition count, when the id was found there (see writePuts).
+	putOld int
 
 	// imported carries the rest of an imported message's record (see
 	// Client.Import): nil for an enqueue.
@@ -52,8 +69,12 @@ const maxPipeline = 1024
 // EnqueueResult is the outcome of one message of EnqueueBatch.
 type EnqueueResult struct {
 	ID  string
-	Due time.Time
-	Err error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
+	Due time.Time // the due time stored (for Debounce, capped by MaxWait)
+	// Outcome says what the enqueue did: created, replaced, debounced,
+	// or rejected (with Err wrapping ErrDuplicate); empty with any other
+	// error.
+	Outcome Outcome
+	Err     error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
 // validateTopic checks a topic's name. The rules for names and ids live
@@ -93,6 +114,9 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 	if m.MaxAttempts < 0 {
 		return id, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
 	}
+	if err := checkPolicy(m); err != nil {
+		return id, due, err
+	}
 	switch {
 	case !m.At.IsZero() && m.Delay != 0:
 		return id, due, fmt.Errorf("%w: message %s sets both At and Delay", ErrInvalid, msgName(id))
@@ -128,14 +152,23 @@ func msgName(id string) string {
 // was to be generated has no id to retry with: give one to messages that
 // must not be enqueued twice.)
 func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
+	res, err := c.Send(ctx, m)
+	return res.ID, err
+}
+
+// Send enqueues m as Enqueue does, and returns what it did: the message's
+// id, the due time stored (for Debounce, capped by MaxWait) and the
+// outcome: created, replaced, debounced, or rejected (with an error
+// wrapping ErrDuplicate). See Message.OnDuplicate.
+func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
 	if !c.opts.DisableCoalescing {
 		return c.enqueueOne(ctx, m)
 	}
 	res, err := c.enqueueBatch(ctx, []Message{m})
 	if err != nil {
-		return "", err
+		return EnqueueResult{}, err
 	}
-	return res[0].ID, res[0].Err
+	return res[0], res[0].Err
 }
 
 // EnqueueBatch adds many messages, possibly of several topics, with a
@@ -180,8 +213,13 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 	// steering, the usual batch is one group already).
 	kind := make([]writeKind, len(msgs))
 	idx := make([]int, 0, len(msgs))
+	var puts []int
 	for i := range msgs {
 		if res[i].Err != nil {
+			continue
+		}
+		if isPut(&msgs[i]) {
+			puts = append(puts, i)
 			continue
 		}
 		switch ahead := res[i].Due.Sub(now) >= freshAhead; {
@@ -252,9 +290,24 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		for gi := lo; gi < hi; gi++ {
 			for j, i := range members[gi] {
 				res[i].Err = errs[gi-lo][j]
+				res[i].Outcome = OutcomeCreated
+				if errors.Is(res[i].Err, ErrDuplicate) {
+					res[i].Outcome = OutcomeRejected
+				} else if res[i].Err != nil {
+					res[i].Outcome = ""
+				}
 			}
 		}
 		lo = hi
+	}
+	if len(puts) > 0 {
+		if err := c.writePuts(ctx, now, msgs, parts, res, puts); err != nil {
+			return err
+		}
+		for _, i := range puts {
+			groups = append(groups, store.Group{Topic: msgs[i].Topic, P: parts[i]})
+			members = append(members, []int{i})
+		}
 	}
 	c.wake(ctx, now, groups, members, res)
 	return nil
@@ -431,6 +484,8 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 			switch {
 			case err != nil:
 				res[i].Err = err
+			case there[j][k] && isPut(&msgs[i]):
+				msgs[i].putOld = lk.P + 1 // sent to the message where it lives
 			case there[j][k]:
 				res[i].Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, lk.IDs[k], lk.Topic)
 			}

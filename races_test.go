@@ -71,11 +71,12 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 				if err == nil && len(got) != 1 {
 					err = errors.New("claimed nothing")
 				}
+				var recs []*store.Record
 				if err == nil {
-					_, err = st.Begin(ctx, topic, 0, []string{"y"}, []int64{time.Now().Add(time.Minute).UnixMilli()})
+					recs, err = st.Begin(ctx, topic, 0, []string{"y"}, []int64{time.Now().Add(time.Minute).UnixMilli()})
 				}
 				if err == nil {
-					err = st.Ack(ctx, topic, 0, []string{"y"})
+					_, err = st.Ack(ctx, topic, 0, []string{"y"}, [][]byte{recs[0].Header()})
 				}
 				raceErr = err
 			}

@@ -24,7 +24,7 @@ type Store interface {
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
 	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
 	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
-	Ack(ctx context.Context, topic string, p int, ids []string) error
+	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
 	Drop(ctx context.Context, topic string, p int, ids []string) error
 	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
 	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
@@ -49,7 +49,8 @@ const (
 	EventTombstone   = "tombstone"
 	EventStale       = "stale" // claimed by an index entry older than its record's due: held or returned to that due
 	EventRepaired    = "repaired"
-	EventMoved       = "moved" // message moved to its partition in a new partition count
+	EventMoved       = "moved"      // message moved to its partition in a new partition count
+	EventSuperseded  = "superseded" // a delivery's record was replaced by a newer send while it ran: the newer one is scheduled
 )
 
 // ErrFenced is returned by Run when the partition's fence holds a newer
@@ -681,16 +682,19 @@ func (p *part) failMove(id string, rec *store.Record, now time.Time, reason stri
 	r := *rec
 	r.Attempts++
 	r.LastError = reason
-	r.Updated = now.UnixMilli()
+	r.Updated = max(now.UnixMilli(), rec.Updated)
+	// Written only over the record that failed: one a send replaced
+	// meanwhile is a newer event, scheduled at its own due instead.
+	was := rec.Header()
 	if r.Attempts >= p.maxAttempts(&r) {
-		return store.Move{ID: id, Dead: true, Score: now.UnixMilli(), Record: &r}
+		return store.Move{ID: id, Dead: true, Score: now.UnixMilli(), Record: &r, Was: was}
 	}
 	step := r.Attempts
 	if step > len(cfg.Backoff) {
 		step = len(cfg.Backoff)
 	}
 	r.Due = clock.CeilMS(now.Add(cfg.Backoff[step-1])).UnixMilli()
-	return store.Move{ID: id, Score: r.Due, Record: &r}
+	return store.Move{ID: id, Score: r.Due, Record: &r, Was: was}
 }
 
 // maxAttempts is the deliveries rec may have: its own cap, or the
@@ -740,6 +744,10 @@ func (p *part) writeMoves(ctx context.Context, moves []store.Move) (gone int, er
 		return gone, err
 	}
 	for _, m := range moves {
+		if m.Was != nil {
+			// A send may have replaced the record: its due may be any.
+			p.nextPoll = p.cfg.Now()
+		}
 		if !m.Dead {
 			p.nextPoll = minTime(p.nextPoll, time.UnixMilli(m.Score).Add(-p.cfg.PollInterval))
 		}

@@ -103,11 +103,19 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.pending = p.pending[:0]
 	p.finish(done)
 	if len(acks) > 0 {
-		if err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks); err != nil {
+		headers := make([][]byte, len(acked))
+		for i, r := range acked {
+			headers[i] = r.msg.Record.Header()
+		}
+		if kept, err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks, headers); err != nil {
 			p.logErr("ack", err)
 			p.pending = append(p.pending, acked...)
 		} else {
 			p.count(EventAcked, len(acks))
+			p.count(EventSuperseded, kept)
+			if kept > 0 {
+				p.nextPoll = now // the newer sends are scheduled: look for them
+			}
 			p.finish(acked)
 		}
 	}

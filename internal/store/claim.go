@@ -106,7 +106,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	ik, mk := keys.InFlight(s.ns, topic, p), keys.Records(s.ns, topic, p)
 	claimArgs := scriptCall(claimIDsScript, sk, 3+len(vals)/2)
 	claimArgs = append(claimArgs, keys.Fence, token, maxDueMS)
-	zadd := []any{ik}
+	var zadd []any
 	hmget := []any{mk}
 	peeked, peekedSegs := splitClaimed(vals)
 	for _, m := range peeked {
@@ -117,9 +117,14 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	for _, f := range peekedSegs {
 		claimArgs = append(claimArgs, f)
 	}
+	// An id already in flight (its delivery runs, and a send replaced
+	// its record meanwhile: see Puts) keeps its entry there, and is not
+	// claimed again: the outcome of the running delivery schedules the
+	// newer event (see Ack and Move.Was). Never two deliveries of one id
+	// at once.
 	var cmds []cmd
 	if len(peeked) > 0 {
-		cmds = append(cmds, cmd{"ZADD", zadd})
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, ik, len(zadd)), zadd...)})
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
 	if len(peeked) > 0 {
@@ -143,8 +148,18 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	at := 0
+	running := map[string]bool{}
 	if len(peeked) > 0 {
 		at = 1
+		in, err := redis.Ints(replies[0], nil)
+		if err != nil || len(in) != len(peeked) {
+			return nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
+		}
+		for i, v := range in {
+			if v == 1 {
+				running[peeked[i].ID] = true
+			}
+		}
 	}
 	got, err := redis.Strings(replies[at], nil)
 	if err != nil {
@@ -162,21 +177,27 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 			recsByID[m.ID] = recs[i]
 		}
 	}
-	claimed, segs := splitClaimed(got)
-	recs := make([]*Record, len(claimed))
-	taken := make(map[string]bool, len(claimed))
-	for i, m := range claimed {
-		recs[i] = recsByID[m.ID]
+	all, segs := splitClaimed(got)
+	claimed := all[:0:0]
+	var recs []*Record
+	taken := make(map[string]bool, len(all))
+	for _, m := range all {
 		taken[m.ID] = true
+		if !running[m.ID] {
+			claimed = append(claimed, m)
+			recs = append(recs, recsByID[m.ID])
+		}
 	}
 	if len(taken) < len(peeked) {
 		rem := []any{ik}
 		for _, m := range peeked {
-			if !taken[m.ID] {
+			if !taken[m.ID] && !running[m.ID] {
 				rem = append(rem, m.ID)
 			}
 		}
-		if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
+		if len(rem) == 1 {
+			// only ids running elsewhere
+		} else if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
 			return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
 		}
 	}
@@ -312,3 +333,21 @@ func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, de
 	}
 	return decodeAll(raw, len(ids)), nil
 }
+
+// beginNewScript adds ids to the in-flight ZSET with their visibility
+// deadlines, but those already there (a delivery of the id runs), which
+// keep theirs.
+// KEYS[1]: in-flight ZSET. ARGV: deadline1, id1, deadline2, id2, ...
+// Returns per id 1 (in flight already) or 0 (added).
+var beginNewScript = newScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i + 1]) then
+    out[#out + 1] = 1
+  else
+    redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = 0
+  end
+end
+return out
+`)

@@ -9,21 +9,80 @@ import (
 )
 
 // Ack removes delivered messages: records and in-flight entries, in one
-// pipelined round trip. Should only the ZREM land (a backend failed in
-// between), the record is found in no index and re-indexed by the
-// reconciler: a duplicate delivery after a fault, never a loss.
-func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string) error {
+// pipelined round trip. A record is removed only while it is the one
+// delivered: headers[i] is the header of ids[i]'s record as claimed (see
+// Record.Header). A record a send replaced meanwhile (see Puts) is the
+// newer event's, and stays: it goes back to scheduled at its own due, in
+// a second round trip, and Ack returns how many did. Should only the ZREM
+// land (a backend failed in between), the record is found in no index and
+// re-indexed by the reconciler: a duplicate delivery after a fault, never
+// a loss.
+func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error) {
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err := s.do(ctx,
-		cmd{"HDEL", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)},
-		cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)})
+	mk := keys.Records(s.ns, topic, p)
+	args := scriptCall(ackScript, mk, 2*len(ids))
+	for i, id := range ids {
+		args = append(args, id, headers[i])
+	}
+	c, err := s.conn(ctx)
 	if err != nil {
-		return fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
 	}
-	return nil
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, []cmd{
+		{"EVALSHA", args},
+		{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
+	if err == nil {
+		err = firstErr(r)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
+	}
+	dues, err := redis.Int64s(r[0], nil)
+	if err != nil || len(dues) != len(ids) {
+		return 0, fmt.Errorf("ack %d in partition %d: bad reply %v (%v)", len(ids), p, r[0], err)
+	}
+	index := []any{}
+	for i, due := range dues {
+		if due > 0 {
+			index = append(index, due, ids[i])
+		}
+	}
+	if len(index) == 0 {
+		return 0, nil
+	}
+	rr, err := pipeScripts(ctx, c, []cmd{{"EVALSHA", append(scriptCall(indexEarlierScript, keys.Scheduled(s.ns, topic, p), len(index)), index...)}})
+	if err == nil {
+		err = firstErr(rr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(ids), p, len(index)/2, err)
+	}
+	return len(index) / 2, nil
 }
+
+// ackScript removes the records that still begin with the header they
+// were claimed with (see Store.Ack).
+// KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
+// Returns per id 0 (removed, or gone), or the due of the record that
+// replaced it, which stays.
+var ackScript = newScript(recordLua + `
+local out = {}
+for i = 1, #ARGV, 2 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if not v then
+    out[#out + 1] = 0
+  elseif string.sub(v, 1, #ARGV[i + 1]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = readRecord(v).due
+  end
+end
+return out
+`)
 
 // Drop removes in-flight entries without touching records (tombstones).
 func (s *Store) Drop(ctx context.Context, topic string, p int, ids []string) error {
@@ -43,6 +102,11 @@ type Move struct {
 	Dead   bool    // to the dead ZSET (scored Score = time of death) instead of scheduled (Score = due)
 	Score  int64   // unix ms
 	Record *Record // written when not nil (and only if the record still exists)
+	// Was, when set, is the header of the record as claimed (see
+	// Record.Header): Record is written only over that record. One that
+	// a send replaced meanwhile (see Puts) is the newer event's: it stays,
+	// and the message goes back to scheduled at its due instead.
+	Was []byte
 }
 
 // Moves writes the records that carry one (only where the record still
@@ -57,40 +121,46 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 	}
 	var ids []string
 	var recs []*Record
+	var was [][]byte
 	for _, m := range moves {
 		if m.Record != nil {
 			ids = append(ids, m.ID)
 			recs = append(recs, m.Record)
+			was = append(was, m.Was)
 		}
 	}
-	alive := map[string]bool{}
+	status := map[string]int64{} // see updateIfScript
 	if len(ids) > 0 {
-		ok, err := s.update(ctx, topic, p, ids, recs)
+		st, err := s.updateIf(ctx, topic, p, ids, recs, was)
 		if err != nil {
 			return 0, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
 		}
 		for i, id := range ids {
-			alive[id] = ok[i]
+			status[id] = st[i]
 		}
 	}
-	sched := []any{keys.Scheduled(s.ns, topic, p)}
+	ss := keys.Scheduled(s.ns, topic, p)
+	var sched []any
 	dead := []any{keys.Dead(s.ns, topic, p)}
 	rem := []any{keys.InFlight(s.ns, topic, p)}
 	for _, m := range moves {
 		rem = append(rem, m.ID)
-		if m.Record != nil && !alive[m.ID] {
+		st := status[m.ID]
+		switch {
+		case m.Record != nil && st < 0:
 			gone++
-			continue
-		}
-		if m.Dead {
+		case m.Record != nil && st > 0:
+			sched = append(sched, st, m.ID) // replaced meanwhile: the newer event at its due
+		case m.Dead:
 			dead = append(dead, m.Score, m.ID)
-		} else {
+		default:
 			sched = append(sched, m.Score, m.ID)
 		}
 	}
 	var first []cmd
-	if len(sched) > 1 {
-		first = append(first, cmd{"ZADD", sched})
+	if len(sched) > 0 {
+		// Never later than an entry a send wrote meanwhile (see Puts).
+		first = append(first, cmd{"EVALSHA", append(scriptCall(indexEarlierScript, ss, len(sched)), sched...)})
 	}
 	if len(dead) > 1 {
 		first = append(first, cmd{"ZADD", dead})
@@ -99,6 +169,45 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 		return gone, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
 	}
 	return gone, nil
+}
+
+// updateIfScript overwrites records that still exist and, where a header
+// is given, still begin with it (see Move.Was).
+// KEYS[1]: records HASH. ARGV: id1, record1, header1, ... (header ""
+// for none). Returns per id -1 (gone), 0 (written), or the due of the
+// record that replaced the one claimed (left as it is).
+var updateIfScript = newScript(recordLua + `
+local out = {}
+for i = 1, #ARGV, 3 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if not v then
+    out[#out + 1] = -1
+  elseif ARGV[i + 2] == '' or string.sub(v, 1, #ARGV[i + 2]) == ARGV[i + 2] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = readRecord(v).due
+  end
+end
+return out
+`)
+
+// updateIf writes records as updateIfScript does, and returns its reply.
+func (s *Store) updateIf(ctx context.Context, topic string, p int, ids []string, recs []*Record, was [][]byte) ([]int64, error) {
+	args := make([]any, 0, 1+3*len(ids))
+	args = append(args, keys.Records(s.ns, topic, p))
+	for i, id := range ids {
+		args = append(args, id, recs[i].Encode(), was[i])
+	}
+	r, err := s.script(ctx, updateIfScript, args...)
+	if err != nil {
+		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
+	}
+	v, err := redis.Int64s(r, nil)
+	if err != nil || len(v) != len(ids) {
+		return nil, fmt.Errorf("update records in partition %d: bad reply %v (%v)", p, r, err)
+	}
+	return v, nil
 }
 
 // update overwrites the records of ids that still exist and reports, per

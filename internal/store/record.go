@@ -14,26 +14,42 @@ type Record struct {
 	Attempts    int    // deliveries that ended (failed, timed out or died with their process)
 	MaxAttempts int    // 0 = the consumer's default
 	LastError   string // the last failure, empty if none
-	Body        []byte
+	// First is when the debounce window of the message opened (unix ms;
+	// see Puts): the time of its first event since a delivery of its id
+	// last started, or Started once one did (see Start). 0 for a message
+	// no Replace or Debounce send wrote.
+	First int64
+	Body  []byte
 	// Corrupt is set, by the readers that return every record they find,
 	// on a record that could not be decoded: its Body is then the raw
 	// stored bytes and every other field is zero. It is never encoded.
 	Corrupt error
 }
 
-// recordVersion is the first byte of every encoded record.
-const recordVersion = 1
+// recordVersion is the first byte of every encoded record;
+// recordVersionFirst that of a record with a First, whose header has one
+// more varint: First-Created.
+const (
+	recordVersion      = 1
+	recordVersionFirst = 2
+)
 
 // Encode returns the compact binary form: a version byte, then varints for
-// Due, Created-Due, Updated-Created, Attempts and MaxAttempts, then the
-// length-prefixed last error, then the body.
+// Due, Created-Due, Updated-Created (and First-Created in version 2),
+// Attempts and MaxAttempts, then the length-prefixed last error, then the
+// body. The version byte and the signed varints are the record's header
+// (see Header).
 func (r *Record) Encode() []byte {
 	return r.AppendEncode(make([]byte, 0, r.encodedLen()))
 }
 
 // encodedLen is the length of the record's encoding.
 func (r *Record) encodedLen() int {
-	return 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created) +
+	n := 0
+	if r.First != 0 {
+		n = varintLen(r.First - r.Created)
+	}
+	return n + 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created) +
 		uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
 		uvarintLen(uint64(len(r.LastError))) + len(r.LastError) + len(r.Body)
 }
@@ -58,16 +74,36 @@ func varintLen(x int64) int {
 
 // AppendEncode appends the record's encoding (see Encode) to b.
 func (r *Record) AppendEncode(b []byte) []byte {
-	b = append(b, recordVersion)
-	b = binary.AppendVarint(b, r.Due)
-	b = binary.AppendVarint(b, r.Created-r.Due)
-	b = binary.AppendVarint(b, r.Updated-r.Created)
+	b = r.appendHeader(b)
 	b = binary.AppendUvarint(b, uint64(r.Attempts))
 	b = binary.AppendUvarint(b, uint64(r.MaxAttempts))
 	b = binary.AppendUvarint(b, uint64(len(r.LastError)))
 	b = append(b, r.LastError...)
 	return append(b, r.Body...)
 }
+
+func (r *Record) appendHeader(b []byte) []byte {
+	v := byte(recordVersion)
+	if r.First != 0 {
+		v = recordVersionFirst
+	}
+	b = append(b, v)
+	b = binary.AppendVarint(b, r.Due)
+	b = binary.AppendVarint(b, r.Created-r.Due)
+	b = binary.AppendVarint(b, r.Updated-r.Created)
+	if r.First != 0 {
+		b = binary.AppendVarint(b, r.First-r.Created)
+	}
+	return b
+}
+
+// Header returns the first bytes of the record's encoding: its version,
+// due and times. Every write that replaces a record while it may be in
+// flight (Put) moves its Updated forward, so a record whose stored bytes
+// still begin with the header read at its claim is the record claimed:
+// an outcome compares it (see Ack and Move.Was) rather than the whole
+// record.
+func (r *Record) Header() []byte { return r.appendHeader(nil) }
 
 // ErrBadRecord is wrapped by decoding errors.
 var ErrBadRecord = errors.New("delayq: bad record")
@@ -76,13 +112,17 @@ var ErrBadRecord = errors.New("delayq: bad record")
 // of b, not a copy: b must not be changed or reused afterwards (a reply's
 // bytes are not).
 func DecodeRecord(b []byte) (*Record, error) {
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || (b[0] != recordVersion && b[0] != recordVersionFirst) {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
+	}
+	nvals := 3
+	if b[0] == recordVersionFirst {
+		nvals = 4
 	}
 	b = b[1:]
 	var r Record
-	var vals [3]int64
-	for i := range vals {
+	var vals [4]int64
+	for i := range nvals {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
@@ -92,6 +132,9 @@ func DecodeRecord(b []byte) (*Record, error) {
 	r.Due = vals[0]
 	r.Created = r.Due + vals[1]
 	r.Updated = r.Created + vals[2]
+	if nvals == 4 {
+		r.First = r.Created + vals[3]
+	}
 	var uvals [3]uint64
 	for i := range uvals {
 		v, n := binary.Uvarint(b)

@@ -367,7 +367,7 @@ func (s *Store) steps(ctx context.Context, groups ...[]cmd) ([][]any, error) {
 			out = append(out, nil)
 			continue
 		}
-		replies, err := pipe(ctx, c, g)
+		replies, err := pipeScripts(ctx, c, g)
 		if err != nil {
 			return out, err
 		}
