@@ -338,6 +338,52 @@ var crashOps = []*crashOp{
 		},
 	},
 	{
+		// Client.Send with Replace of a scheduled message: the decision
+		// script on the records, then the index script and ZREM of its
+		// dead entry. The record is the old one or the new one; either is
+		// delivered once, never before the earlier of the two dues (a
+		// stale entry holds it to its record's due).
+		name: "replace",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 300*time.Millisecond, 0, true)
+			cs.newDue = clock.CeilMS(time.Now().Add(900 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.newDue), OnDuplicate: Replace})
+			return err
+		},
+		after: afterRescheduled,
+	},
+	{
+		// Client.Send with Debounce of a new id: the decision script
+		// creates the record (its window opening), then the index.
+		name:  "debounce-new",
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due), OnDuplicate: Debounce, MaxWait: time.Second})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Ack of a delivery whose record a Replace rewrote while it
+		// ran: the compare finds the newer record and keeps it, then the
+		// index script schedules it. The newer event is delivered once.
+		name: "ack-replaced",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.inFlight(t, 0)
+			if _, err := cs.c.Send(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), OnDuplicate: Replace}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := fs.Ack(ctx, cs.topic, cs.p, []string{cs.id}, [][]byte{cs.rec0.Header()})
+			return err
+		},
+		after: afterKept("ack of a replaced record", outDelivered),
+	},
+	{
 		// store.Reschedule to a later time: HGET + ZSCORE, HSET, ZADD XX CH.
 		name: "reschedule",
 		setup: func(t *testing.T, cs *crashCase) {
