@@ -130,7 +130,7 @@ func readBody(path string, stdin io.Reader) ([]byte, error) {
 // is left to the client's limit. On error, the message still carries the
 // id when one was read.
 func parseLine(topic string, line []byte) (delayq.Message, error) {
-	m, err := httpapi.DecodeMessage(bytes.NewReader(line), topic, math.MaxInt)
+	m, err := httpapi.DecodeMessage(bytes.NewReader(line), topic, math.MaxInt, httpapi.Duplicates{})
 	if err != nil && m.ID == "" {
 		// A second, lenient pass recovers the id for the error message.
 		var idOnly struct {
