@@ -25,12 +25,16 @@ const DefaultBatch = 500
 func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("send",
 		"--topic T [--id ID] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
-			"       delayq send --topic T --stdin [--batch N]",
-		"Enqueues one message and prints its id. With --stdin, enqueues the JSON lines of\n"+
-			`stdin, each what the HTTP API takes: {"id": "...", "body": "...", "delay": "5s"}`+"\n"+
-			`with "delay_ms": N or "at": "<RFC 3339>" instead of delay (none: due now),`+"\n"+
-			`"body_base64" instead of body, and "max_attempts": N; it prints each accepted`+"\n"+
-			"id on stdout and each rejected line on stderr.",
+			"       [--on-duplicate reject|replace|debounce [--max-wait DUR]]\n"+
+			"       delayq send --topic T --stdin [--batch N] [--on-duplicate P [--max-wait DUR]]",
+		"Enqueues one message and prints its id. An id that exists is refused (exit 1)\n"+
+			"unless --on-duplicate replace or debounce says otherwise: the line then reads\n"+
+			`"ID replaced, due TIME" or "ID debounced, due TIME", TIME the due stored.`+"\n"+
+			`With --stdin, enqueues the JSON lines of stdin, each what the HTTP API takes:`+"\n"+
+			`{"id": "...", "body": "...", "delay": "5s"} with "delay_ms": N or "at":`+"\n"+
+			`"<RFC 3339>" instead of delay (none: due now), "body_base64" instead of body,`+"\n"+
+			`"max_attempts": N, and "on_duplicate" and "max_wait" (else the flags'); it`+"\n"+
+			"prints each accepted message's line on stdout and each rejected line on stderr.",
 		stdout)
 	var (
 		due         dueFlags
@@ -41,7 +45,9 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		useStdin    = cmd.fs.Bool("stdin", false, "enqueue the JSON lines read from stdin")
 		batch       = cmd.fs.Int("batch", DefaultBatch, "messages per enqueue call with --stdin")
 		retryFor    = durationFlag{d: delayq.DefaultRetryFor}
+		dup         duplicateFlags
 	)
+	dup.add(cmd)
 	cmd.fs.Var(&retryFor, "retry-for", "while no proxy answers, dial again for up to `duration`, then fail (0: fail at once)")
 	due.add(cmd, " (neither --delay nor --at: due now)")
 	if err := cmd.parse(args); err != nil {
@@ -57,6 +63,10 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if retryFor.d == 0 {
 		cmd.c.retryFor = -1
 	}
+	dups, err := dup.resolve(cmd)
+	if err != nil {
+		return err
+	}
 	if *useStdin {
 		for _, name := range []string{"id", "body", "body-file", "delay", "at", "max-attempts"} {
 			if cmd.isSet(name) {
@@ -71,7 +81,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return err
 		}
 		defer client.Close()
-		return notRetried(sendLines(ctx, client, cmd.c.topic, stdin, *batch, stdout, stderr), retryFor.d)
+		return notRetried(sendLines(ctx, client, cmd.c.topic, dups, stdin, *batch, stdout, stderr), retryFor.d)
 	}
 	if cmd.isSet("batch") {
 		return cmd.usageErr("--batch needs --stdin")
@@ -80,7 +90,8 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	msg := delayq.Message{Topic: cmd.c.topic, ID: *id, Body: []byte(*body), Delay: delay, At: at, MaxAttempts: *maxAttempts}
+	msg := delayq.Message{Topic: cmd.c.topic, ID: *id, Body: []byte(*body), Delay: delay, At: at, MaxAttempts: *maxAttempts,
+		OnDuplicate: dups.OnDuplicate, MaxWait: dups.MaxWait}
 	if cmd.isSet("body-file") {
 		if cmd.isSet("body") {
 			return cmd.usageErr("--body and --body-file are mutually exclusive")
@@ -94,11 +105,11 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer client.Close()
-	got, err := client.Enqueue(ctx, msg)
+	got, err := client.Send(ctx, msg)
 	if err != nil {
 		return notRetried(err, retryFor.d)
 	}
-	_, err = fmt.Fprintln(stdout, got)
+	_, err = fmt.Fprintln(stdout, sentLine(got))
 	return err
 }
 
@@ -125,12 +136,13 @@ func readBody(path string, stdin io.Reader) ([]byte, error) {
 
 // parseLine decodes one JSON line into a message of topic, in the form
 // the HTTP API takes (httpapi.DecodeMessage), so that a line and a
-// request body mean the same. Unknown fields are rejected, so that a
+// request body mean the same; dups (the flags) apply where the line sets
+// no on_duplicate or max_wait. Unknown fields are rejected, so that a
 // misspelt "delay_ms" does not make a message due now. The body's size
 // is left to the client's limit. On error, the message still carries the
 // id when one was read.
-func parseLine(topic string, line []byte) (delayq.Message, error) {
-	m, err := httpapi.DecodeMessage(bytes.NewReader(line), topic, math.MaxInt)
+func parseLine(topic string, dups httpapi.Duplicates, line []byte) (delayq.Message, error) {
+	m, err := httpapi.DecodeMessage(bytes.NewReader(line), topic, math.MaxInt, dups)
 	if err != nil && m.ID == "" {
 		// A second, lenient pass recovers the id for the error message.
 		var idOnly struct {
@@ -146,7 +158,8 @@ func parseLine(topic string, line []byte) (delayq.Message, error) {
 type pendingLine struct {
 	line int
 	msg  delayq.Message
-	err  error // the reason it was rejected, when it was
+	res  delayq.EnqueueResult // what its enqueue did, once sent
+	err  error                // the reason it was rejected, when it was
 }
 
 // rejection formats the stderr line that reports a rejected message.
@@ -165,11 +178,13 @@ type lineSender struct {
 	rejected int
 }
 
-// sendLines enqueues the JSON lines read from r, batch at a time. Accepted
-// ids go to stdout, one per line; rejected lines are reported on stderr as
+// sendLines enqueues the JSON lines read from r, batch at a time, dups
+// applying where a line sets no on_duplicate or max_wait. Each accepted
+// message's line (sentLine: its id, and what became of an id that existed)
+// goes to stdout; rejected lines are reported on stderr as
 // `line N: id "X": reason`. It returns an error when any line was rejected
 // or when an enqueue call failed as a whole.
-func sendLines(ctx context.Context, client *delayq.Client, topic string, r io.Reader, batch int, stdout, stderr io.Writer) error {
+func sendLines(ctx context.Context, client *delayq.Client, topic string, dups httpapi.Duplicates, r io.Reader, batch int, stdout, stderr io.Writer) error {
 	s := &lineSender{client: client, out: bufio.NewWriter(stdout), stderr: stderr}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
@@ -178,7 +193,7 @@ func sendLines(ctx context.Context, client *delayq.Client, topic string, r io.Re
 			return fmt.Errorf("read stdin line %d: %w", n, rerr)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			m, err := parseLine(topic, line)
+			m, err := parseLine(topic, dups, line)
 			s.batch = append(s.batch, pendingLine{line: n, msg: m, err: err})
 		}
 		if len(s.batch) >= batch || (rerr != nil && len(s.batch) > 0) {
@@ -218,7 +233,7 @@ func (s *lineSender) flush(ctx context.Context) error {
 			return fmt.Errorf("enqueue lines %d to %d: %w", s.batch[0].line, s.batch[len(s.batch)-1].line, err)
 		}
 		for j, r := range res {
-			s.batch[idx[j]].msg.ID, s.batch[idx[j]].err = r.ID, r.Err
+			s.batch[idx[j]].msg.ID, s.batch[idx[j]].res, s.batch[idx[j]].err = r.ID, r, r.Err
 		}
 	}
 	for _, p := range s.batch {
@@ -228,7 +243,7 @@ func (s *lineSender) flush(ctx context.Context) error {
 			continue
 		}
 		s.accepted++
-		fmt.Fprintln(s.out, p.msg.ID)
+		fmt.Fprintln(s.out, sentLine(p.res))
 	}
 	return s.out.Flush()
 }

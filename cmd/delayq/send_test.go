@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 func TestParseLine(t *testing.T) {
@@ -49,7 +50,7 @@ func TestParseLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseLine("t", []byte(tt.line))
+			got, err := parseLine("t", httpapi.Duplicates{}, []byte(tt.line))
 			if got.ID != tt.want.ID {
 				t.Errorf("id = %q, want %q", got.ID, tt.want.ID)
 			}
@@ -113,7 +114,7 @@ func TestSendLinesRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := sendLines(context.Background(), unusedClient(t), "t", strings.NewReader(tt.input), tt.batch, &stdout, &stderr)
+			err := sendLines(context.Background(), unusedClient(t), "t", httpapi.Duplicates{}, strings.NewReader(tt.input), tt.batch, &stdout, &stderr)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -156,7 +157,7 @@ func TestRejectionFormat(t *testing.T) {
 func TestSendStdinStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := sendLines(ctx, unusedClient(t), "t", strings.NewReader("{\"x\":1}\n{\"x\":2}\n"), 500, io.Discard, io.Discard)
+	err := sendLines(ctx, unusedClient(t), "t", httpapi.Duplicates{}, strings.NewReader("{\"x\":1}\n{\"x\":2}\n"), 500, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stopped at line 1") {
 		t.Fatalf("err = %v, want it to stop at line 1", err)
 	}

@@ -279,6 +279,18 @@ func (w *worker) observe(topic string, h delayq.Handler) delayq.Handler {
 // clientOf returns the client of topic for the API.
 func (w *worker) clientOf(string) (*delayq.Client, error) { return w.client, nil }
 
+// duplicates is what an enqueue of the API does with an id that exists
+// when its body does not say: the [[topic]]'s on_duplicate and max_wait,
+// and for a topic this worker does not consume, reject. byName is not
+// written after newWorker: safe for concurrent use.
+func (w *worker) duplicates(topic string) httpapi.Duplicates {
+	t, ok := w.byName[topic]
+	if !ok {
+		return httpapi.Duplicates{}
+	}
+	return httpapi.Duplicates{OnDuplicate: t.cfg.OnDuplicate, MaxWait: t.cfg.MaxWait}
+}
+
 // readyzID is the id /readyz reads: it need not exist.
 const readyzID = "delayq-readyz-probe"
 
@@ -335,7 +347,7 @@ func (w *worker) run(ctx context.Context) error {
 	var srv *http.Server
 	if ln != nil {
 		var h http.Handler = httpapi.New(httpapi.Options{
-			Client: w.clientOf, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+			Client: w.clientOf, Duplicates: w.duplicates, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
 			Ready: w.ready, Gatherer: w.reg, Logger: w.base,
 		})
 		if w.ui != nil {

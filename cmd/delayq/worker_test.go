@@ -207,6 +207,8 @@ level = "debug"
 name = "jobs"
 partitions = 4
 backoff = ["100ms"]
+on_duplicate = "debounce"
+max_wait = "30m"
 [topic.handler]
 type = "exec"
 command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", %q]
@@ -261,16 +263,35 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		return strings.Contains(string(b), "api-1=from the api\n") && strings.Contains(string(b), "direct-1=direct\n")
 	})
 
-	// An unconfigured topic goes through the fallback client.
-	if c := post("s3cret", `{"id":"o-1","body":"x","delay":"1h"}`); c != http.StatusCreated {
-		t.Errorf("enqueue to jobs again: %d", c)
+	// An id that exists: jobs debounces it by default, within 30 minutes
+	// of the first event; other, not in the config, rejects it.
+	postTo := func(topic, body string) (int, map[string]string) {
+		req, _ := http.NewRequest("POST", base+"/v1/topics/"+topic+"/messages", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var reply map[string]string
+		json.NewDecoder(resp.Body).Decode(&reply)
+		return resp.StatusCode, reply
 	}
-	req, _ := http.NewRequest("POST", base+"/v1/topics/other/messages", strings.NewReader(`{"id":"o","delay":"1h"}`))
-	req.Header.Set("Authorization", "Bearer s3cret")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Errorf("enqueue to an unconfigured topic: %v %v", err, resp)
-	} else {
-		resp.Body.Close()
+	first := time.Now()
+	if c, reply := postTo("jobs", `{"id":"o-1","body":"x","delay":"1h"}`); c != http.StatusCreated || reply["outcome"] != "created" {
+		t.Errorf("enqueue to jobs again: %d %v", c, reply)
+	}
+	c, reply := postTo("jobs", `{"id":"o-1","body":"y","delay":"2h"}`)
+	due, _ := time.Parse(time.RFC3339Nano, reply["due"])
+	if c != http.StatusOK || reply["outcome"] != "debounced" || due.Before(first.Add(30*time.Minute)) || due.After(time.Now().Add(30*time.Minute)) {
+		t.Errorf("the same id to jobs, whose default is to debounce within 30m: %d %v; want 200, debounced, due 30m after the first", c, reply)
+	}
+	// An unconfigured topic goes through the fallback client, and has no default.
+	if c, reply := postTo("other", `{"id":"o","delay":"1h"}`); c != http.StatusCreated {
+		t.Errorf("enqueue to an unconfigured topic: %d %v", c, reply)
+	}
+	if c, reply := postTo("other", `{"id":"o","delay":"2h"}`); c != http.StatusConflict || reply["outcome"] != "rejected" {
+		t.Errorf("the same id to an unconfigured topic: %d %v; want 409 rejected", c, reply)
 	}
 
 	testenv.WaitFor(t, 5*time.Second, "delivery metrics", func() bool {

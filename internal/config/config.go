@@ -99,6 +99,14 @@ type Topic struct {
 	// flips them.
 	Limits    *delayq.Limits
 	Schedules []Schedule // the [[topic.schedule]] tables, in file order
+	// OnDuplicate is what an enqueue of the worker's HTTP API to this
+	// topic does with an id that exists when its body does not say
+	// (delayq.Message.OnDuplicate). Default delayq.Reject (a 409).
+	OnDuplicate delayq.OnDuplicate
+	// MaxWait bounds a debounce window (delayq.Message.MaxWait), for a
+	// body that sets no max_wait; only with OnDuplicate delayq.Debounce.
+	// 0 when not set: no bound.
+	MaxWait time.Duration
 }
 
 // Handler is a [topic.handler] table.

@@ -263,6 +263,8 @@ type (
 		Timeout     value       `toml:"timeout"`
 		MaxAttempts value       `toml:"max_attempts"`
 		Backoff     value       `toml:"backoff"`
+		OnDuplicate value       `toml:"on_duplicate"`
+		MaxWait     value       `toml:"max_wait"`
 		Handler     *rawHandler `toml:"handler"`
 		Limits      *rawLimits  `toml:"limits"`
 		Schedule    schedTables `toml:"schedule"`
@@ -315,6 +317,8 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 		c.duration(rt.Timeout, &t.Timeout, child(path, table, "timeout"))
 		c.integer(rt.MaxAttempts, &t.MaxAttempts, child(path, table, "max_attempts"))
 		c.durations(rt.Backoff, &t.Backoff, child(path, table, "backoff"))
+		c.onDuplicate(rt.OnDuplicate, &t.OnDuplicate, child(path, table, "on_duplicate"))
+		c.duration(rt.MaxWait, &t.MaxWait, child(path, table, "max_wait"))
 		if h := rt.Handler; h != nil {
 			hp, ht := path+".handler", "[topic.handler] of "+topicName(t.Name, i)
 			c.str(h.Type, &t.Handler.Type, child(hp, ht, "type"))

@@ -106,6 +106,7 @@ func (t *Topic) validate(ps *problems, i int, first map[string]int) {
 				"element %d, %v, is negative; want durations of 0s or more such as [\"10s\", \"1m\"]", k+1, b)
 		}
 	}
+	t.validateDuplicates(ps, at)
 	t.Handler.validate(ps, path+".handler", "[topic.handler] of "+topicName(t.Name, i))
 	t.validateLimits(ps, i)
 	t.validateSchedules(ps, i)

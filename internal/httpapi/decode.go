@@ -42,6 +42,10 @@ const (
 	fieldMaxAttempts = "max_attempts"
 )
 
+// enqueueFields are the fields of an enqueue body.
+var enqueueFields = []string{fieldID, fieldBody, fieldBodyBase64, fieldDelay, fieldDelayMS, fieldAt, fieldMaxAttempts,
+	fieldOnDuplicate, fieldMaxWait, fieldMaxWaitMS}
+
 // timeFields say when a message is due; a request sets at most one.
 var timeFields = []string{fieldDelay, fieldDelayMS, fieldAt}
 
@@ -70,33 +74,41 @@ type enqueueRequest struct {
 	Body        []byte
 	When        when
 	MaxAttempts int
+	Dup         dupRequest // on_duplicate, max_wait or max_wait_ms
 }
 
-// message returns the Message to enqueue to topic.
-func (q *enqueueRequest) message(topic string) delayq.Message {
+// message returns the Message to enqueue to topic, def saying what to do
+// with an id that exists where the request does not (see
+// dupRequest.resolve, whose error it returns).
+func (q *enqueueRequest) message(topic string, def Duplicates) (delayq.Message, error) {
 	m := delayq.Message{Topic: topic, ID: q.ID, Body: q.Body, MaxAttempts: q.MaxAttempts}
 	if q.When.field == fieldAt {
 		m.At = q.When.at
 	} else {
 		m.Delay = q.When.delay
 	}
-	return m
+	var err error
+	m.OnDuplicate, m.MaxWait, err = q.Dup.resolve(def)
+	return m, err
 }
 
 // decodeEnqueue decodes the body of POST /v1/topics/{topic}/messages:
 //
 //	{"id"?: "...", "body"?: "...", "body_base64"?: "...",
 //	 "delay"?: "5s", "delay_ms"?: 5000, "at"?: "2030-01-02T15:04:05Z",
-//	 "max_attempts"?: 3}
+//	 "max_attempts"?: 3, "on_duplicate"?: "debounce",
+//	 "max_wait"?: "30m", "max_wait_ms"?: 1800000}
 //
-// with at most one of body and body_base64 and at most one of delay,
-// delay_ms and at (none: due now); a null value counts as absent. The
+// with at most one of body and body_base64, at most one of delay,
+// delay_ms and at (none: due now) and at most one of max_wait and
+// max_wait_ms; a null value counts as absent. Whether max_wait fits the
+// policy is checked by message, which knows the topic's default. The
 // decoded body may be at most maxBody bytes. Errors are *apiError: 400
 // naming the field at fault, or 413 for a body too large (or a reader cut
 // off by http.MaxBytesReader).
 func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 	var q enqueueRequest
-	obj, err := decodeObject(r, fieldID, fieldBody, fieldBodyBase64, fieldDelay, fieldDelayMS, fieldAt, fieldMaxAttempts)
+	obj, err := decodeObject(r, enqueueFields...)
 	if err != nil {
 		return q, err
 	}
@@ -127,6 +139,9 @@ func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 			return q, badField(fieldMaxAttempts, "max_attempts %d is negative", q.MaxAttempts)
 		}
 	}
+	if q.Dup, err = decodeDuplicates(obj); err != nil {
+		return q, err
+	}
 	return q, nil
 }
 
@@ -135,19 +150,24 @@ func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 //
 //	{"id"?: "...", "body"?: "...", "body_base64"?: "...",
 //	 "delay"?: "5s", "delay_ms"?: 5000, "at"?: "2030-01-02T15:04:05Z",
-//	 "max_attempts"?: 3}
+//	 "max_attempts"?: 3, "on_duplicate"?: "debounce", "max_wait"?: "30m"}
 //
 // It is also the reader of the lines of "delayq send --stdin", so that
 // both accept the same forms. The decoded body may be at most maxBody
-// bytes. An error names the field at fault, when one is; the message
-// returned with it carries the id when one was read. It is safe for
-// concurrent use.
-func DecodeMessage(r io.Reader, topic string, maxBody int) (delayq.Message, error) {
+// bytes. def is what the message does with an id that exists where it
+// sets neither on_duplicate nor max_wait (see Duplicates). An error names
+// the field at fault, when one is; the message returned with it carries
+// the id when one was read. It is safe for concurrent use.
+func DecodeMessage(r io.Reader, topic string, maxBody int, def Duplicates) (delayq.Message, error) {
 	q, err := decodeEnqueue(r, maxBody)
 	if err != nil {
 		return delayq.Message{ID: q.ID}, err
 	}
-	return q.message(topic), nil
+	m, err := q.message(topic, def)
+	if err != nil {
+		return delayq.Message{ID: q.ID}, err
+	}
+	return m, nil
 }
 
 // decodeReschedule decodes the body of POST .../messages/{id}/reschedule:

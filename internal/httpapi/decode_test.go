@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -42,7 +43,7 @@ func TestDecodeEnqueue(t *testing.T) {
 			if q.When.field != "at" || !q.When.at.Equal(at) {
 				t.Errorf("when = %+v", q.When)
 			}
-			if m := q.message("t"); !m.At.Equal(at) || m.Delay != 0 {
+			if m, _ := q.message("t", Duplicates{}); !m.At.Equal(at) || m.Delay != 0 {
 				t.Errorf("message = %+v", m)
 			}
 		}},
@@ -178,6 +179,8 @@ var fuzzSeeds = []string{
 	`{"at":"2030-01-02T03:04:05Z"}`, `{"body_base64":"gA=="}`, `{"delay":"1s","at":"2030-01-02T03:04:05Z"}`,
 	`{"delay":null,"delay_ms":5}`, `{"x":1}`, `[]`, `null`, `{"delay":"-1s"}`, `{"delay":"1s","delay":"2s"}`,
 	`{"id":"\u00fc/\u2603"}`, `{} x`, `{"body":"` + strings.Repeat("x", 40) + `"}`,
+	`{"on_duplicate":"debounce","max_wait":"30m"}`, `{"on_duplicate":"replace","max_wait_ms":5}`,
+	`{"max_wait":"1m","max_wait_ms":5}`, `{"on_duplicate":"merge"}`,
 }
 
 func FuzzDecodeEnqueue(f *testing.F) {
@@ -206,6 +209,17 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		if q.ID != "" && partition.ValidateID(q.ID) != nil {
 			t.Fatalf("accepted bad id %q", q.ID)
 		}
+		m, err := q.message("t", Duplicates{OnDuplicate: delayq.Debounce, MaxWait: time.Minute})
+		if err != nil {
+			checkRejected(t, err)
+			return
+		}
+		switch {
+		case m.OnDuplicate != delayq.Reject && m.OnDuplicate != delayq.Replace && m.OnDuplicate != delayq.Debounce:
+			t.Fatalf("accepted on_duplicate %q", m.OnDuplicate)
+		case m.MaxWait < 0 || m.MaxWait > 0 && m.OnDuplicate != delayq.Debounce:
+			t.Fatalf("accepted max wait %v with on_duplicate %q", m.MaxWait, m.OnDuplicate)
+		}
 	})
 }
 
@@ -232,11 +246,11 @@ func FuzzDecodeReschedule(f *testing.F) {
 // TestDecodeMessage: the exported decoder (also send --stdin's) gives the
 // message of topic, and the id it read along with an error.
 func TestDecodeMessage(t *testing.T) {
-	m, err := DecodeMessage(strings.NewReader(`{"id":"a","body":"hi","delay":"5s","max_attempts":2}`), "t", 16)
+	m, err := DecodeMessage(strings.NewReader(`{"id":"a","body":"hi","delay":"5s","max_attempts":2}`), "t", 16, Duplicates{})
 	if err != nil || m.Topic != "t" || m.ID != "a" || string(m.Body) != "hi" || m.Delay != 5*time.Second || m.MaxAttempts != 2 {
 		t.Fatalf("DecodeMessage = %+v, %v", m, err)
 	}
-	m, err = DecodeMessage(strings.NewReader(`{"id":"a","delay":"soon"}`), "t", 16)
+	m, err = DecodeMessage(strings.NewReader(`{"id":"a","delay":"soon"}`), "t", 16, Duplicates{})
 	var ae *apiError
 	if !errors.As(err, &ae) || ae.field != "delay" || m.ID != "a" {
 		t.Fatalf("DecodeMessage of a bad delay = %+v, %v", m, err)

@@ -5,7 +5,7 @@
 //
 // Routes (JSON in and out; {id} may hold any UTF-8, percent-escaped):
 //
-//	POST   /v1/topics/{topic}/messages                 201 {"id","due"}
+//	POST   /v1/topics/{topic}/messages                 201 {"id","due","outcome"} (200 replaced or debounced)
 //	GET    /v1/topics/{topic}/messages/{id}            200 message
 //	DELETE /v1/topics/{topic}/messages/{id}            204
 //	POST   /v1/topics/{topic}/messages/{id}/reschedule 200 {"id","due"}
@@ -48,7 +48,17 @@
 // or "body_base64", and the due time is one of "delay" (a Go duration),
 // "delay_ms" (an integer) or "at" (RFC 3339), or none for now
 // (DecodeMessage reads it; "delayq send --stdin" reads its lines with it
-// too). A reschedule body has exactly one of the three time fields. Times
+// too). "on_duplicate" says what to do if the id exists in the topic:
+// "reject" (409, the default), "replace" or "debounce" (see
+// delayq.Message.OnDuplicate); with debounce, "max_wait" (a Go duration)
+// or "max_wait_ms" bounds the window. A body that sets neither gets its
+// topic's default (Options.Duplicates: the worker's [[topic]]
+// on_duplicate and max_wait); max_wait on a message that does not
+// debounce is a 400. The answer's "outcome" says what the enqueue did:
+// "created" (201), "replaced" or "debounced" (200), with "due" the due
+// time stored (for a debounce, capped by max_wait); a duplicate rejected
+// answers 409 {"error","id","outcome":"rejected"}. A reschedule body has
+// exactly one of the three time fields. Times
 // in responses are RFC 3339 in UTC with three-digit milliseconds
 // (wire.TimeLayout); a message's body comes back as "body" when it is
 // valid UTF-8 and as "body_base64" otherwise.

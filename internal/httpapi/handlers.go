@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -24,6 +25,17 @@ const (
 type enqueueResponse struct {
 	ID  string `json:"id"`
 	Due string `json:"due"` // RFC 3339 with nanoseconds, UTC
+	// Outcome is what an enqueue did (delayq.Outcome): created,
+	// replaced or debounced; absent from a reschedule's answer.
+	Outcome delayq.Outcome `json:"outcome,omitempty"`
+}
+
+// rejectedResponse answers an enqueue of an id that exists, rejected
+// (409): errorBody's error, with the id and outcome "rejected".
+type rejectedResponse struct {
+	Error   string         `json:"error"`
+	ID      string         `json:"id"`
+	Outcome delayq.Outcome `json:"outcome"`
 }
 
 // pathSegment escapes s as one path segment, "." and ".." included (which
@@ -83,16 +95,35 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := c.EnqueueBatch(r.Context(), []delayq.Message{q.message(topic)})
-	if err == nil {
-		err = res[0].Err
+	var def Duplicates
+	if s.o.Duplicates != nil {
+		def = s.o.Duplicates(topic)
 	}
+	m, err := q.message(topic, def)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/v1/topics/"+topic+"/messages/"+pathSegment(res[0].ID))
-	writeJSON(w, http.StatusCreated, enqueueResponse{ID: res[0].ID, Due: wire.Time(res[0].Due)})
+	res, err := c.EnqueueBatch(r.Context(), []delayq.Message{m})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	got := res[0]
+	switch {
+	case errors.Is(got.Err, delayq.ErrDuplicate):
+		writeJSON(w, http.StatusConflict, rejectedResponse{Error: got.Err.Error(), ID: got.ID, Outcome: delayq.OutcomeRejected})
+		return
+	case got.Err != nil:
+		s.fail(w, r, got.Err)
+		return
+	}
+	code := http.StatusOK // the message of the id was replaced or debounced
+	if got.Outcome == delayq.OutcomeCreated {
+		code = http.StatusCreated
+	}
+	w.Header().Set("Location", "/v1/topics/"+topic+"/messages/"+pathSegment(got.ID))
+	writeJSON(w, code, enqueueResponse{ID: got.ID, Due: wire.Time(got.Due), Outcome: got.Outcome})
 }
 
 // get handles GET /v1/topics/{topic}/messages/{id}.

@@ -143,6 +143,7 @@ func TestAPIAgainstRedis(t *testing.T) {
 			t.Run("topics", func(t *testing.T) { testTopics(t, a, tg.Addr, topic+"-topic") })
 			t.Run("pause", func(t *testing.T) { testPause(t, a, topic+"-pause") })
 			t.Run("limits", func(t *testing.T) { testLimits(t, a, client, tg.Addr, topic+"-limits") })
+			t.Run("duplicates", func(t *testing.T) { testDuplicates(t, client, topic+"-dup") })
 		})
 	}
 }

@@ -28,6 +28,11 @@ type Options struct {
 	// topic is not served here (404); other errors are mapped like those
 	// of the library. Required: without it every topic route answers 500.
 	Client func(topic string) (*delayq.Client, error)
+	// Duplicates returns what an enqueue to topic does with an id that
+	// exists when its body sets neither on_duplicate nor max_wait: the
+	// worker's [[topic]] on_duplicate and max_wait. It must be safe for
+	// concurrent use. Default nil: reject (a 409), for every topic.
+	Duplicates func(topic string) Duplicates
 	// Token, when set, is the bearer token every /v1 request must carry
 	// ("Authorization: Bearer <token>"). Default "": no authentication.
 	// /healthz, /readyz and /metrics never need it.
