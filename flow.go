@@ -226,6 +226,10 @@ func (f *flow) Unused(g poller.Grant, k int) {
 	if g.Start == nil || lim.Rate == 0 {
 		return
 	}
+	// The starts go back: the bucket may grant again at once.
+	f.mu.Lock()
+	f.rateWait = time.Time{}
+	f.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -86,7 +86,13 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 	case store.StateDead:
 		in.State, in.DiedAt = StateDead, msTime(f.Score)
 	default:
-		in.State, in.Due = StateScheduled, msTime(f.Score)
+		// An entry earlier than its record is a send's or a retry's that
+		// a later one overtook: the message waits for its record's due.
+		due := f.Score
+		if f.Record != nil && f.Record.Corrupt == nil && f.Record.Due > due {
+			due = f.Record.Due
+		}
+		in.State, in.Due = StateScheduled, msTime(due)
 	}
 	return in, nil
 }

@@ -47,7 +47,7 @@ type Message struct {
 	// producers sending one id at once get one answer each and one
 	// message. A message whose delivery is running when it is replaced
 	// or debounced is not touched: the new one is delivered after it, at
-	// its own due (see the README's "Debounce and replace").
+	// its own due (see the README's "Sending an id again").
 	OnDuplicate OnDuplicate
 	// MaxWait, with Debounce, bounds the window: the message is due at
 	// the latest MaxWait after the first event of its window, however
@@ -367,6 +367,7 @@ func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
 		if id := msgs[i].ID; id != "" { // a generated id is unique: only given ones can repeat
 			if seen[id] {
 				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
+				res[i].Outcome = OutcomeRejected
 				continue
 			}
 			seen[id] = true
