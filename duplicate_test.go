@@ -464,3 +464,48 @@ func TestPutConcurrentProducers(t *testing.T) {
 		t.Fatalf("scheduled %v, %v; want %d", ts, err, ids)
 	}
 }
+
+// During a change of the partition count, a Replace finds the message in
+// its old partition, where it still lives, and replaces it there: one
+// message per id, delivered once with the new body when the change ends.
+func TestReplaceDuringChange(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	topic := "replace-change"
+	const N = 40
+	for i := range N {
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprint("c", i), Body: []byte("old"), Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No consumer runs: nothing moves, every message stays where it was.
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range N {
+		id := fmt.Sprint("c", i)
+		res, err := c.Send(ctx, Message{Topic: topic, ID: id, Body: []byte("new"), OnDuplicate: Replace})
+		if err != nil || res.Outcome != OutcomeReplaced {
+			t.Fatalf("%s: %+v, %v; want replaced", id, res, err)
+		}
+		if partition.For(id, 8) != partition.For(id, 2) {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no id changes partition: the test shows nothing")
+	}
+	rec := newRecorder()
+	runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+	waitFor(t, 20*time.Second, "every message delivered", func() bool { return rec.total() >= N })
+	time.Sleep(300 * time.Millisecond) // a second delivery would show by now
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := range N {
+		ds := rec.seen[fmt.Sprint("c", i)]
+		if len(ds) != 1 || string(ds[0].Body) != "new" {
+			t.Errorf("c%d: %d deliveries; want one, of \"new\"", i, len(ds))
+		}
+	}
+}
