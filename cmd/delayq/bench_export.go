@@ -45,7 +45,7 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	}
 	fill := cfg
 	fill.mode = modeBatch
-	filled, err := produce(ctx, fill, c, msgs)
+	filled, err := produce(ctx, fill, c, msgs, "")
 	if err != nil {
 		return "", err
 	}

@@ -142,7 +142,7 @@ func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error)
 	}
 	fill := cfg
 	fill.mode = modeBatch
-	if _, err := produce(ctx, fill, c, msgs); err != nil {
+	if _, err := produce(ctx, fill, c, msgs, ""); err != nil {
 		return "", err
 	}
 	msgs = nil

@@ -26,6 +26,11 @@ func TestMedianLine(t *testing.T) {
 			"workload=limited n=100 rate_limit=100 cmds_per_s=520.0 rate_limit=200 cmds_per_s=690.0",
 			"workload=limited n=100 rate_limit=100 cmds_per_s=510.0 rate_limit=200 cmds_per_s=710.0",
 		}, "workload=limited n=100 rate_limit=100 cmds_per_s=510.0 rate_limit=200 cmds_per_s=700.0 runs=3 stat=median"},
+		{"an enqueue line of two passes: words kept, each pass its own median", []string{
+			"workload=enqueue n=100 mode=single ids=given policy=replace pass=create rate=300 cmds_per_msg=2.400 pass=replace rate=90 cmds_per_msg=2.300",
+			"workload=enqueue n=100 mode=single ids=given policy=replace pass=create rate=100 cmds_per_msg=2.500 pass=replace rate=80 cmds_per_msg=2.400",
+			"workload=enqueue n=100 mode=single ids=given policy=replace pass=create rate=200 cmds_per_msg=2.450 pass=replace rate=70 cmds_per_msg=2.350",
+		}, "workload=enqueue n=100 mode=single ids=given policy=replace pass=create rate=200 cmds_per_msg=2.450 pass=replace rate=80 cmds_per_msg=2.350 runs=3 stat=median"},
 	} {
 		if got := medianLine(c.lines); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
