@@ -82,48 +82,52 @@ func checkPolicy(m *Message) error {
 func isPut(m *Message) bool { return m.ID != "" && m.OnDuplicate != Reject && m.imported == nil }
 
 // writePuts writes the messages idx of msgs (see isPut) with store.Puts,
-// a call per partition, and sets their results. During a change of the
+// every partition in one pipeline, and sets their results. During a change of the
 // partition count, a message whose id was found in its old partition
 // (Message.putOld, see place) is sent there, only if it is still there;
 // if it moved meanwhile, to its new partition.
 func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult, idx []int) error {
 	type key struct {
-		topic string
-		p     int
-		old   bool
+		topic      string
+		p          int
+		old, ahead bool
 	}
 	var order []key
-	groups := map[key][]int{}
+	byKey := map[key][]int{}
 	for _, i := range idx {
-		k := key{msgs[i].Topic, parts[i], msgs[i].putOld > 0}
+		k := key{msgs[i].Topic, parts[i], msgs[i].putOld > 0, res[i].Due.Sub(now) >= freshAhead}
 		if k.old {
 			k.p = msgs[i].putOld - 1
 		}
-		if groups[k] == nil {
+		if byKey[k] == nil {
 			order = append(order, k)
 		}
-		groups[k] = append(groups[k], i)
+		byKey[k] = append(byKey[k], i)
 	}
-	var moved []int // sent to their old partition and found gone
-	for _, k := range order {
-		g := groups[k]
+	groups := make([]store.PutGroup, len(order))
+	for gi, k := range order {
+		g := byKey[k]
 		puts := make([]store.Put, len(g))
 		for j, i := range g {
 			m := &msgs[i]
 			puts[j] = store.Put{ID: m.ID, Policy: string(m.OnDuplicate), Due: res[i].Due.UnixMilli(),
 				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Body: m.Body}
 		}
-		out, err := c.store.Puts(ctx, k.topic, k.p, puts, now.UnixMilli(), k.old)
-		if err != nil {
-			return fmt.Errorf("enqueue %d messages: %w", len(g), err)
-		}
-		for j, i := range g {
-			if out[j].Outcome == 0 {
+		groups[gi] = store.PutGroup{Topic: k.topic, P: k.p, Puts: puts, OnlyIfExists: k.old, Ahead: k.ahead}
+	}
+	out, err := c.store.Puts(ctx, groups, now.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("enqueue %d messages: %w", len(idx), err)
+	}
+	var moved []int // sent to their old partition and found gone
+	for gi, k := range order {
+		for j, i := range byKey[k] {
+			if out[gi][j].Outcome == 0 {
 				moved = append(moved, i)
 				continue
 			}
-			res[i].Due = time.UnixMilli(out[j].Due)
-			res[i].Outcome = putOutcomes[out[j].Outcome]
+			res[i].Due = time.UnixMilli(out[gi][j].Due)
+			res[i].Outcome = putOutcomes[out[gi][j].Outcome]
 		}
 	}
 	if len(moved) > 0 {

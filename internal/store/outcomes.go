@@ -78,7 +78,7 @@ for i = 1, #ARGV, 2 do
     redis.call('HDEL', KEYS[1], ARGV[i])
     out[#out + 1] = 0
   else
-    out[#out + 1] = readRecord(v).due
+    out[#out + 1] = readHeader(v).due
   end
 end
 return out
@@ -186,7 +186,7 @@ for i = 1, #ARGV, 3 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
-    out[#out + 1] = readRecord(v).due
+    out[#out + 1] = readHeader(v).due
   end
 end
 return out

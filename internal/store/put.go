@@ -47,8 +47,9 @@ type PutResult struct {
 }
 
 // recordLua declares, for the scripts that read or write a record in
-// Lua, its encoding (see Record.Encode): readRecord(v) returns a table of
-// its fields and body, writeRecord(r) encodes one.
+// Lua, its encoding (see Record.Encode): readHeader(v) returns a table of
+// its due and times (and where the rest begins), readRecord(v) of all its
+// fields and body, writeRecord(r) encodes one.
 var recordLua = fmt.Sprintf(`
 local V1, V2 = %d, %d
 local function uvar(n)
@@ -80,7 +81,7 @@ local function reads(v, pos)
   if u %% 2 == 0 then return u / 2, pos end
   return -(u + 1) / 2, pos
 end
-local function readRecord(v)
+local function readHeader(v)
   local r, pos, d = {}, 2, 0
   local ver = string.byte(v, 1)
   r.due, pos = reads(v, pos)
@@ -93,6 +94,10 @@ local function readRecord(v)
     d, pos = reads(v, pos)
     r.first = r.created + d
   end
+  return r, pos
+end
+local function readRecord(v)
+  local r, pos = readHeader(v)
   r.attempts, pos = readu(v, pos)
   r.maxAttempts, pos = readu(v, pos)
   local n
@@ -153,7 +158,7 @@ for i = 3, #ARGV, 6 do
     local r = {created = now, updated = now, first = 0, maxAttempts = maxAttempts, body = body}
     local outcome = 1
     if v then
-      local old = readRecord(v)
+      local old = readHeader(v)
       r.created = old.created
       r.updated = math.max(now, old.updated + 1)
       outcome = 2
@@ -196,86 +201,158 @@ end
 return 1
 `)
 
-// Puts sends messages to partition p of topic with a policy for ids that
-// exist (see putScript), in two round trips as an enqueue of given ids:
-// the decisions and records, then the index entries (indexEarlierScript)
-// and, for a dead message the send revives, the removal of its dead
-// entry. With onlyIfExists (the old partition of a change, where the id
-// may still live), messages without a record are left out: their
-// Outcome is 0. A message held in a segment has it exploded first.
-func (s *Store) Puts(ctx context.Context, topic string, p int, puts []Put, nowMS int64, onlyIfExists bool) ([]PutResult, error) {
-	res := make([]PutResult, len(puts))
-	todo := make([]int, len(puts))
-	for i := range todo {
-		todo[i] = i
+// PutGroup is the sends of one partition of a topic for Puts.
+type PutGroup struct {
+	Topic string
+	P     int
+	Puts  []Put
+	// OnlyIfExists: the old partition of a change, where the ids may
+	// still live: messages without a record are left out (Outcome 0).
+	OnlyIfExists bool
+	// Ahead: every message is due later than any consumer claims ahead
+	// (as Group.Ahead): its index entry goes with the decision, in one
+	// round trip, at the due asked; a second one lowers the entries of
+	// the sends a debounce window capped.
+	Ahead bool
+}
+
+// Puts sends messages with a policy for ids that exist (see putScript),
+// every partition's in one pipeline: the decisions and records, then the
+// index entries (indexEarlierScript) and, for a dead message a send
+// revives, the removal of its dead entry: two round trips, or one for
+// Ahead groups, as an enqueue of given ids. res[g][i] is the result of
+// groups[g].Puts[i]. A message held in a segment has it exploded first,
+// and its group is sent again.
+func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]PutResult, error) {
+	res := make([][]PutResult, len(groups))
+	type job struct {
+		g    int
+		idxs []int // the puts of groups[g] to send
 	}
-	mk := keys.Records(s.ns, topic, p)
+	var todo []job
+	for g := range groups {
+		res[g] = make([]PutResult, len(groups[g].Puts))
+		idxs := make([]int, len(groups[g].Puts))
+		for i := range idxs {
+			idxs[i] = i
+		}
+		todo = append(todo, job{g, idxs})
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("send to %d partitions: %w", len(groups), err)
+	}
+	defer c.Close()
 	for try := 0; len(todo) > 0; try++ {
-		args := []any{mk, nowMS, ""}
-		if onlyIfExists {
-			args[2] = "1"
+		if try > 1 {
+			return nil, fmt.Errorf("send to partition %d: an id still in a segment", groups[todo[0].g].P)
 		}
-		for _, i := range todo {
-			m := puts[i]
-			args = append(args, m.ID, m.Policy, m.Due, m.MaxWait, m.MaxAttempts, m.Body)
+		var cmds []cmd
+		at := make([]int, len(todo)) // the put script's reply of each job
+		for j, jb := range todo {
+			gr := groups[jb.g]
+			args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+6*len(jb.idxs))
+			only := ""
+			if gr.OnlyIfExists {
+				only = "1"
+			}
+			args = append(args, nowMS, only)
+			var index []any
+			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
+			for _, i := range jb.idxs {
+				m := gr.Puts[i]
+				args = append(args, m.ID, m.Policy, m.Due, m.MaxWait, m.MaxAttempts, m.Body)
+				index = append(index, m.Due, m.ID)
+				dead = append(dead, m.ID)
+			}
+			at[j] = len(cmds)
+			cmds = append(cmds, cmd{"EVALSHA", args})
+			if gr.Ahead && !gr.OnlyIfExists {
+				cmds = append(cmds, s.indexCmd(gr.Topic, gr.P, index), cmd{"ZREM", dead})
+			}
 		}
-		r, err := s.script(ctx, putScript, args...)
+		replies, err := pipeScripts(ctx, c, cmds)
+		if err == nil {
+			err = firstErr(replies)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("send %d to partition %d: %w", len(todo), p, err)
+			return nil, fmt.Errorf("send to %d partitions: %w", len(todo), err)
 		}
-		vals, err := redis.Int64s(r, nil)
-		if err != nil || len(vals) != 2*len(todo) {
-			return nil, fmt.Errorf("send %d to partition %d: bad reply %v (%v)", len(todo), p, r, err)
-		}
-		var segs []string
-		var again []int
-		for j, i := range todo {
-			switch o := vals[2*j]; o {
-			case putInSegment:
-				segs = append(segs, keys.SegmentField(puts[i].ID[:SegmentPrefixLen]))
-				again = append(again, i)
-			case putGone:
-			default:
-				res[i] = PutResult{Outcome: int(o), Due: vals[2*j+1]}
+		var again []job
+		var second []cmd
+		for j, jb := range todo {
+			gr := groups[jb.g]
+			vals, err := redis.Int64s(replies[at[j]], nil)
+			if err != nil || len(vals) != 2*len(jb.idxs) {
+				return nil, fmt.Errorf("send to partition %d: bad reply %v (%v)", gr.P, replies[at[j]], err)
+			}
+			var index []any
+			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
+			var held []int
+			for k, i := range jb.idxs {
+				m := gr.Puts[i]
+				switch o, due := vals[2*k], vals[2*k+1]; o {
+				case putInSegment:
+					held = append(held, i)
+				case putGone:
+				default:
+					res[jb.g][i] = PutResult{Outcome: int(o), Due: due}
+					// An Ahead group's entries went with the decision at
+					// the due asked: only those a window capped go lower.
+					if !gr.Ahead || gr.OnlyIfExists || due < m.Due {
+						index = append(index, due, m.ID)
+						dead = append(dead, m.ID)
+					}
+				}
+			}
+			if len(held) > 0 {
+				// Exploded, its messages back in scheduled under their
+				// own ids (see explode), then sent again.
+				if _, err := s.explodeFor(ctx, gr.Topic, gr.P, gr.Puts); err != nil {
+					return nil, err
+				}
+				again = append(again, job{jb.g, held})
+			}
+			if len(index) > 0 {
+				second = append(second, s.indexCmd(gr.Topic, gr.P, index), cmd{"ZREM", dead})
 			}
 		}
-		if len(segs) > 0 {
-			if try > 0 {
-				return nil, fmt.Errorf("send to partition %d: %q still in a segment", p, puts[again[0]].ID)
+		if len(second) > 0 {
+			replies, err := pipeScripts(ctx, c, second)
+			if err == nil {
+				err = firstErr(replies)
 			}
-			if _, err := s.explode(ctx, topic, p, segs, nil, 0, 0); err != nil {
-				return nil, err
+			if err != nil {
+				// The records are written: the reconciler indexes them.
+				return nil, fmt.Errorf("index the sends of %d partitions: %w", len(todo), err)
 			}
 		}
 		todo = again
 	}
-	index := []any{keys.Scheduled(s.ns, topic, p)}
-	dead := []any{keys.Dead(s.ns, topic, p)}
-	for i, r := range res {
-		if r.Outcome != 0 {
-			index = append(index, r.Due, puts[i].ID)
-			dead = append(dead, puts[i].ID)
+	return res, nil
+}
+
+// indexCmd is the pipelined call of indexEarlierScript on partition p's
+// scheduled set with args (due1, id1, ...).
+func (s *Store) indexCmd(topic string, p int, args []any) cmd {
+	return cmd{"EVALSHA", append(scriptCall(indexEarlierScript, keys.Scheduled(s.ns, topic, p), len(args)), args...)}
+}
+
+// explodeFor explodes the segments that may hold the ids of puts.
+func (s *Store) explodeFor(ctx context.Context, topic string, p int, puts []Put) ([]Claimed, error) {
+	var segs []string
+	seen := map[string]bool{}
+	for _, m := range puts {
+		if len(m.ID) != SegmentIDLen {
+			continue
+		}
+		f := keys.SegmentField(m.ID[:SegmentPrefixLen])
+		if !seen[f] {
+			seen[f] = true
+			segs = append(segs, f)
 		}
 	}
-	if len(index) == 1 {
-		return res, nil
-	}
-	ss := keys.Scheduled(s.ns, topic, p)
-	cmds := []cmd{{"EVALSHA", append(scriptCall(indexEarlierScript, ss, len(index)-1), index[1:]...)}, {"ZREM", dead}}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("index %d in partition %d: %w", len(index)/2, p, err)
-	}
-	defer c.Close()
-	replies, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(replies)
-	}
-	if err != nil {
-		// The records are written: the reconciler indexes them.
-		return nil, fmt.Errorf("index %d in partition %d: %w", len(index)/2, p, err)
-	}
-	return res, nil
+	return s.explode(ctx, topic, p, segs, nil, 0, 0)
 }
 
 // startScript marks the start of a delivery of a record a Put wrote (its
