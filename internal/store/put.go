@@ -49,7 +49,8 @@ type PutResult struct {
 // recordLua declares, for the scripts that read or write a record in
 // Lua, its encoding (see Record.Encode): readHeader(v) returns a table of
 // its due and times (and where the rest begins), readRecord(v) of all its
-// fields and body, writeRecord(r) encodes one.
+// fields and body; writeHeader(r) encodes a header, writeRecord(r) a
+// whole record.
 var recordLua = fmt.Sprintf(`
 local V1, V2 = %d, %d
 local function uvar(n)
@@ -106,6 +107,13 @@ local function readRecord(v)
   r.body = string.sub(v, pos + n)
   return r
 end
+local function writeHeader(r)
+  local ver, first = V1, ''
+  if r.first ~= 0 then
+    ver, first = V2, svar(r.first - r.created)
+  end
+  return string.char(ver) .. svar(r.due) .. svar(r.created - r.due) .. svar(r.updated - r.created) .. first
+end
 local function writeRecord(r)
   local ver, first = V1, ''
   if r.first ~= 0 then
@@ -120,10 +128,11 @@ end
 // record: one decision per message, atomic on the records HASH, whatever
 // other producers send for the same id at once.
 //
-//   - no record: the message is created (a debounced one with its window
-//     opening now);
+//   - no record: the message is created, with the record the caller
+//     encoded (its window opening now, its due capped by it);
 //   - PolicyReplace: the record takes the event's due, body and max
-//     attempts, its attempts reset; its created time stays;
+//     attempts, its attempts reset; its created time stays; a new window
+//     opens now;
 //   - PolicyDebounce: the same, with the due capped by the window: the
 //     window opened at the record's First (or its creation), unless a
 //     delivery of the record started (First is Started: see Start): the
@@ -133,52 +142,55 @@ end
 // delivery of the old record sees the change (see Record.Header).
 // KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
 // ids that have a record (the old partition of a change); then for each
-// message: id, policy, due, max wait, max attempts, body.
-// Returns {outcome, due} per message.
+// message: id, policy, due asked, max wait, and the record of the message
+// created (due capped by its window, created, updated and first now).
+// Returns {outcome, due} per message; the due of a message created is
+// its record's (0 in the reply).
 var putScript = newScript(segLua + recordLua + `
 local now, onlyIfExists = tonumber(ARGV[1]), ARGV[2] == '1'
 local out = {}
-for i = 3, #ARGV, 6 do
-  local id, policy = ARGV[i], ARGV[i + 1]
-  local due, maxWait, maxAttempts = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local body = ARGV[i + 5]
-  local v = redis.call('HGET', KEYS[1], id)
+for i = 3, #ARGV, 5 do
+  local id, policy, rec = ARGV[i], ARGV[i + 1], ARGV[i + 4]
   local held = false
-  if not v and #id == ID_LEN then
+  if #id == ID_LEN then
     local seg = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
-    held = seg and segFind(seg, string.sub(id, PREFIX_LEN + 1))
+    held = seg and segFind(seg, string.sub(id, PREFIX_LEN + 1)) and not redis.call('HGET', KEYS[1], id)
   end
+  local v = nil
   if held then
     out[#out + 1] = -2
     out[#out + 1] = 0
-  elseif not v and onlyIfExists then
-    out[#out + 1] = -1
+  elseif onlyIfExists then
+    v = redis.call('HGET', KEYS[1], id)
+    if not v then
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+    end
+  elseif redis.call('HSETNX', KEYS[1], id, rec) == 1 then
+    out[#out + 1] = 1
     out[#out + 1] = 0
   else
-    local r = {created = now, updated = now, first = 0, maxAttempts = maxAttempts, body = body}
-    local outcome = 1
-    if v then
-      local old = readHeader(v)
-      r.created = old.created
-      r.updated = math.max(now, old.updated + 1)
-      outcome = 2
-      r.first = now
-      if policy == 'debounce' then
-        outcome = 3
-        if old.first > 0 then
-          r.first = old.first
-        elseif old.first == 0 then
-          r.first = old.created
-        end
+    v = redis.call('HGET', KEYS[1], id)
+  end
+  if v then
+    local due, maxWait = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    local old = readHeader(v)
+    local new, pos = readHeader(rec)
+    local r = {created = old.created, updated = math.max(now, old.updated + 1), first = now}
+    local outcome = 2
+    if policy == 'debounce' then
+      outcome = 3
+      if old.first > 0 then
+        r.first = old.first
+      elseif old.first == 0 then
+        r.first = old.created
       end
-    else
-      r.first = now
-    end
-    if policy == 'debounce' and maxWait > 0 and r.first + maxWait < due then
-      due = r.first + maxWait
+      if maxWait > 0 and r.first + maxWait < due then
+        due = r.first + maxWait
+      end
     end
     r.due = due
-    redis.call('HSET', KEYS[1], id, writeRecord(r))
+    redis.call('HSET', KEYS[1], id, writeHeader(r) .. string.sub(rec, pos))
     out[#out + 1] = outcome
     out[#out + 1] = due
   end
@@ -219,8 +231,9 @@ type PutGroup struct {
 // Puts sends messages with a policy for ids that exist (see putScript),
 // every partition's in one pipeline: the decisions and records, then the
 // index entries (indexEarlierScript) and, for a dead message a send
-// revives, the removal of its dead entry: two round trips, or one for
-// Ahead groups, as an enqueue of given ids. res[g][i] is the result of
+// revives, the removal of its dead entry: two round trips, as an enqueue
+// of given ids; for an Ahead group whose ids are all new, one (the entries
+// go with the decisions, ZADD NX, as for Group.Ahead). res[g][i] is the result of
 // groups[g].Puts[i]. A message held in a segment has it exploded first,
 // and its group is sent again.
 func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]PutResult, error) {
@@ -249,26 +262,28 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 		}
 		var cmds []cmd
 		at := make([]int, len(todo)) // the put script's reply of each job
+		ahead := make([]bool, len(todo))
 		for j, jb := range todo {
 			gr := groups[jb.g]
-			args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+6*len(jb.idxs))
+			args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+5*len(jb.idxs))
 			only := ""
 			if gr.OnlyIfExists {
 				only = "1"
 			}
 			args = append(args, nowMS, only)
-			var index []any
-			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
+			zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
 			for _, i := range jb.idxs {
 				m := gr.Puts[i]
-				args = append(args, m.ID, m.Policy, m.Due, m.MaxWait, m.MaxAttempts, m.Body)
-				index = append(index, m.Due, m.ID)
-				dead = append(dead, m.ID)
+				rec := m.created(nowMS)
+				args = append(args, m.ID, m.Policy, m.Due, m.MaxWait, rec.Encode())
+				zadd = append(zadd, rec.Due, m.ID)
 			}
 			at[j] = len(cmds)
 			cmds = append(cmds, cmd{"EVALSHA", args})
-			if gr.Ahead && !gr.OnlyIfExists {
-				cmds = append(cmds, s.indexCmd(gr.Topic, gr.P, index), cmd{"ZREM", dead})
+			// Due past the claims' reach: the entry of a message created
+			// goes with the decision.
+			if ahead[j] = gr.Ahead && !gr.OnlyIfExists; ahead[j] {
+				cmds = append(cmds, cmd{"ZADD", zadd})
 			}
 		}
 		replies, err := pipeScripts(ctx, c, cmds)
@@ -286,22 +301,39 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			if err != nil || len(vals) != 2*len(jb.idxs) {
 				return nil, fmt.Errorf("send to partition %d: bad reply %v (%v)", gr.P, replies[at[j]], err)
 			}
+			added := 0
+			if ahead[j] {
+				added, _ = redis.Int(replies[at[j]+1], nil)
+			}
+			created := 0
+			for k := range jb.idxs {
+				if vals[2*k] == PutCreated {
+					created++
+				}
+			}
 			var index []any
 			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
 			var held []int
 			for k, i := range jb.idxs {
 				m := gr.Puts[i]
-				switch o, due := vals[2*k], vals[2*k+1]; o {
+				o, due := vals[2*k], vals[2*k+1]
+				if o == PutCreated {
+					due = m.created(nowMS).Due
+				}
+				switch o {
 				case putInSegment:
 					held = append(held, i)
 				case putGone:
 				default:
 					res[jb.g][i] = PutResult{Outcome: int(o), Due: due}
-					// An Ahead group's entries went with the decision at
-					// the due asked: only those a window capped go lower.
-					if !gr.Ahead || gr.OnlyIfExists || due < m.Due {
+					if o != PutCreated {
+						dead = append(dead, m.ID) // a dead message lives again
+					}
+					// Entries sent with the decision stand for the
+					// messages created, unless some id had an entry
+					// already (a stale one may be later).
+					if !ahead[j] || o != PutCreated || added < created {
 						index = append(index, due, m.ID)
-						dead = append(dead, m.ID)
 					}
 				}
 			}
@@ -314,7 +346,10 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 				again = append(again, job{jb.g, held})
 			}
 			if len(index) > 0 {
-				second = append(second, s.indexCmd(gr.Topic, gr.P, index), cmd{"ZREM", dead})
+				second = append(second, s.indexCmd(gr.Topic, gr.P, index))
+			}
+			if len(dead) > 1 {
+				second = append(second, cmd{"ZREM", dead})
 			}
 		}
 		if len(second) > 0 {
@@ -330,6 +365,16 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 		todo = again
 	}
 	return res, nil
+}
+
+// created is the record of m if its send creates it at nowMS: its window
+// opens now, and caps its due.
+func (m Put) created(nowMS int64) *Record {
+	due := m.Due
+	if m.Policy == PolicyDebounce && m.MaxWait > 0 {
+		due = min(due, nowMS+m.MaxWait)
+	}
+	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Body: m.Body}
 }
 
 // indexCmd is the pipelined call of indexEarlierScript on partition p's
