@@ -509,3 +509,50 @@ func TestReplaceDuringChange(t *testing.T) {
 		}
 	}
 }
+
+// A delivery that fails after its message was replaced is not retried:
+// the newer event replaced it, and is delivered once, at its first
+// attempt.
+func TestReplacedWhileFailing(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	topic := "replace-fail"
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	var attempts []int
+	h := func(ctx context.Context, d *Delivery) error {
+		mu.Lock()
+		got, attempts = append(got, string(d.Body)), append(attempts, d.Attempt)
+		mu.Unlock()
+		if string(d.Body) == "old" {
+			close(started)
+			<-release
+			return errors.New("downstream failed")
+		}
+		return nil
+	}
+	runConsumer(t, c, ConsumerOptions{Topic: topic, Backoff: []time.Duration{100 * time.Millisecond}}, h)
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f", Body: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if res, err := c.Send(ctx, Message{Topic: topic, ID: "f", Body: []byte("new"), OnDuplicate: Replace}); err != nil || res.Outcome != OutcomeReplaced {
+		t.Fatalf("replace: %+v, %v", res, err)
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "the newer event delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 2
+	})
+	time.Sleep(500 * time.Millisecond) // a retry of the old one would come after its 100 ms backoff
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[1] != "new" || attempts[1] != 1 {
+		t.Errorf("deliveries %q, attempts %v; want old then new, new at attempt 1, no retry", got, attempts)
+	}
+	if _, err := c.Get(ctx, topic, "f"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after the newer event's ack: %v, want gone", err)
+	}
+}
