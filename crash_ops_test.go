@@ -355,6 +355,23 @@ var crashOps = []*crashOp{
 		after: afterRescheduled,
 	},
 	{
+		// store.Puts of a Replace in an Ahead group: the decision script,
+		// ZADD NX of the entry and ZREM of a dead entry in one pipeline,
+		// then the index script where the entry may be later than the
+		// record (here: moved earlier).
+		name: "replace-ahead",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.enqueue(t, 900*time.Millisecond, 0, true)
+			cs.newDue = clock.CeilMS(time.Now().Add(300 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := fs.Puts(ctx, []store.PutGroup{{Topic: cs.topic, P: cs.p, Ahead: true,
+				Puts: []store.Put{{ID: cs.id, Policy: store.PolicyReplace, Due: cs.newDue, Body: []byte(crashMsgBody)}}}}, time.Now().UnixMilli())
+			return err
+		},
+		after: afterRescheduled,
+	},
+	{
 		// Client.Send with Debounce of a new id: the decision script
 		// creates the record (its window opening), then the index.
 		name:  "debounce-new",

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -20,6 +21,9 @@ const (
 	PutReplaced  = 2
 	PutDebounced = 3
 	putGone      = -1 // OnlyIfExists, and the id has no record
+	// putEarlier is added to the outcome of a send that moved its message
+	// earlier: its index entry may be later than its record.
+	putEarlier   = 10
 	putInSegment = -2 // the id is held by a segment: explode it first
 )
 
@@ -142,11 +146,13 @@ end
 // delivery of the old record sees the change (see Record.Header).
 // KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
 // ids that have a record (the old partition of a change); then for each
-// message: id, policy, due asked, max wait, and the record of the message
-// created (due capped by its window, created, updated and first now).
+// message: id, policy (its first letter, then the length of the header
+// of the record that follows), due asked, max wait, and the record of the
+// message created (due capped by its window, created, updated and first
+// now).
 // Returns {outcome, due} per message; the due of a message created is
 // its record's (0 in the reply).
-var putScript = newScript(segLua + recordLua + `
+var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER = %d\n", putEarlier) + `
 local now, onlyIfExists = tonumber(ARGV[1]), ARGV[2] == '1'
 local out = {}
 for i = 3, #ARGV, 5 do
@@ -175,10 +181,10 @@ for i = 3, #ARGV, 5 do
   if v then
     local due, maxWait = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
     local old = readHeader(v)
-    local new, pos = readHeader(rec)
+    local pos = tonumber(string.sub(policy, 2)) + 1 -- after the header of rec
     local r = {created = old.created, updated = math.max(now, old.updated + 1), first = now}
     local outcome = 2
-    if policy == 'debounce' then
+    if string.byte(policy, 1) == 100 then -- 'd'ebounce
       outcome = 3
       if old.first > 0 then
         r.first = old.first
@@ -191,6 +197,7 @@ for i = 3, #ARGV, 5 do
     end
     r.due = due
     redis.call('HSET', KEYS[1], id, writeHeader(r) .. string.sub(rec, pos))
+    if old.due > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due
   end
@@ -272,18 +279,25 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			}
 			args = append(args, nowMS, only)
 			zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
+			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
 			for _, i := range jb.idxs {
 				m := gr.Puts[i]
 				rec := m.created(nowMS)
-				args = append(args, m.ID, m.Policy, m.Due, m.MaxWait, rec.Encode())
+				// The policy's first letter, then the length of the
+				// record's header (the script appends the rest of rec to
+				// a header of its own).
+				args = append(args, m.ID, m.Policy[:1]+strconv.Itoa(len(rec.Header())), m.Due, m.MaxWait, rec.Encode())
 				zadd = append(zadd, rec.Due, m.ID)
+				dead = append(dead, m.ID)
 			}
 			at[j] = len(cmds)
 			cmds = append(cmds, cmd{"EVALSHA", args})
-			// Due past the claims' reach: the entry of a message created
-			// goes with the decision.
+			// Due past the claims' reach: the entries go with the
+			// decisions (an entry earlier than its record is harmless;
+			// the second round trip lowers those that may be later), and
+			// a dead message lives again.
 			if ahead[j] = gr.Ahead && !gr.OnlyIfExists; ahead[j] {
-				cmds = append(cmds, cmd{"ZADD", zadd})
+				cmds = append(cmds, cmd{"ZADD", zadd}, cmd{"ZREM", dead})
 			}
 		}
 		replies, err := pipeScripts(ctx, c, cmds)
@@ -305,20 +319,19 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			if ahead[j] {
 				added, _ = redis.Int(replies[at[j]+1], nil)
 			}
-			created := 0
-			for k := range jb.idxs {
-				if vals[2*k] == PutCreated {
-					created++
-				}
-			}
 			var index []any
 			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
 			var held []int
 			for k, i := range jb.idxs {
 				m := gr.Puts[i]
 				o, due := vals[2*k], vals[2*k+1]
+				earlier := o > putEarlier/2
+				if earlier {
+					o -= putEarlier
+				}
+				sent := m.created(nowMS).Due // the entry sent with the decision
 				if o == PutCreated {
-					due = m.created(nowMS).Due
+					due = sent
 				}
 				switch o {
 				case putInSegment:
@@ -326,13 +339,16 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 				case putGone:
 				default:
 					res[jb.g][i] = PutResult{Outcome: int(o), Due: due}
-					if o != PutCreated {
+					if !ahead[j] && o != PutCreated {
 						dead = append(dead, m.ID) // a dead message lives again
 					}
-					// Entries sent with the decision stand for the
-					// messages created, unless some id had an entry
-					// already (a stale one may be later).
-					if !ahead[j] || o != PutCreated || added < created {
+					// The entry sent with the decision stands unless it
+					// may be later than the record: the message moved
+					// earlier than its entry, its window capped it below
+					// the entry sent, or some id of the group had an
+					// entry already (a message created may have had a
+					// stale, later one).
+					if !ahead[j] || earlier || due < sent || (o == PutCreated && added < len(jb.idxs)) {
 						index = append(index, due, m.ID)
 					}
 				}
