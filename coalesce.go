@@ -33,7 +33,7 @@ type enqReq struct {
 	m    Message
 	res  EnqueueResult
 	done chan EnqueueResult         // Enqueue waits here...
-	cb   func(id string, err error) // ...or EnqueueAsync's callback is called
+	cb   func(EnqueueResult)        // ...or EnqueueAsync's or SendAsync's callback is called
 }
 
 // request validates m at the call (generating an empty id, turning a Delay
@@ -236,7 +236,7 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	go func() {
 		defer c.co.wg.Done()
 		for _, i := range cbs {
-			live[i].cb(res[i].ID, res[i].Err)
+			live[i].cb(res[i])
 		}
 	}()
 }
@@ -293,10 +293,26 @@ func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id strin
 	if err != nil {
 		return err
 	}
-	if done == nil {
-		done = func(string, error) {}
+	r.cb = func(EnqueueResult) {}
+	if done != nil {
+		r.cb = func(res EnqueueResult) { done(res.ID, res.Err) }
 	}
-	r.cb = done
+	return c.send(ctx, r)
+}
+
+// SendAsync is EnqueueAsync whose callback gets what the write did, as
+// Send returns it: the id, the due stored and the outcome (created,
+// replaced, debounced, or rejected with an error wrapping ErrDuplicate;
+// see Message.OnDuplicate).
+func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResult)) error {
+	r, err := c.request(context.WithoutCancel(ctx), m)
+	if err != nil {
+		return err
+	}
+	r.cb = func(EnqueueResult) {}
+	if done != nil {
+		r.cb = done
+	}
 	return c.send(ctx, r)
 }
 

@@ -556,3 +556,23 @@ func TestReplacedWhileFailing(t *testing.T) {
 		t.Errorf("after the newer event's ack: %v, want gone", err)
 	}
 }
+
+// SendAsync's callback says what the write did, as Send does.
+func TestSendAsyncOutcome(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	got := make(chan EnqueueResult, 1)
+	for _, tc := range []struct {
+		policy OnDuplicate
+		want   Outcome
+	}{{Debounce, OutcomeCreated}, {Debounce, OutcomeDebounced}, {Reject, OutcomeRejected}} {
+		m := Message{Topic: "async", ID: "a", Delay: time.Hour, OnDuplicate: tc.policy}
+		if err := c.SendAsync(ctx, m, func(r EnqueueResult) { got <- r }); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.Outcome != tc.want || r.Due.IsZero() || (tc.want == OutcomeRejected) != errors.Is(r.Err, ErrDuplicate) {
+			t.Errorf("%s: %+v, want %s", tc.policy, r, tc.want)
+		}
+	}
+}
