@@ -32,8 +32,8 @@ type enqReq struct {
 	ctx  context.Context
 	m    Message
 	res  EnqueueResult
-	done chan EnqueueResult         // Enqueue waits here...
-	cb   func(EnqueueResult)        // ...or EnqueueAsync's or SendAsync's callback is called
+	done chan EnqueueResult  // Enqueue waits here...
+	cb   func(EnqueueResult) // ...or EnqueueAsync's or SendAsync's callback is called
 }
 
 // request validates m at the call (generating an empty id, turning a Delay

@@ -25,7 +25,11 @@ type ExportedMessage struct {
 	LastError   string
 	Created     time.Time
 	Updated     time.Time // last transition
-	Body        []byte
+	// WindowOpened is when the message's debounce window opened (see
+	// Message.MaxWait): zero for a message no Replace or Debounce send
+	// wrote, or whose delivery started since.
+	WindowOpened time.Time
+	Body         []byte
 }
 
 // Defaults for ExportOptions.
@@ -257,6 +261,9 @@ func exportedOf(m store.Exported) *ExportedMessage {
 	e := &ExportedMessage{
 		ID: m.ID, State: StateScheduled, Due: msTime(r.Due), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Body: r.Body,
+	}
+	if r.First > 0 {
+		e.WindowOpened = msTime(r.First)
 	}
 	switch m.State {
 	case store.StateInFlight:

@@ -28,6 +28,7 @@ type exportJSON struct {
 	LastError   string  `json:"last_error,omitempty"`
 	Created     string  `json:"created,omitempty"`
 	Updated     string  `json:"updated,omitempty"`
+	Window      string  `json:"window_opened,omitempty"`
 	Body        *string `json:"body,omitempty"`
 	BodyBase64  *string `json:"body_base64,omitempty"`
 }
@@ -38,7 +39,8 @@ type exportJSON struct {
 //	 "attempts":0,"max_attempts":0,"created":"...","updated":"...","body":"..."}
 //
 // state is "scheduled", "inflight" or "dead"; times are RFC 3339 in UTC
-// with milliseconds; died_at is set when dead, last_error when not empty;
+// with milliseconds; died_at is set when dead, last_error when not empty,
+// window_opened when a debounce window is open (see Message.MaxWait);
 // the body is "body" when it is valid UTF-8 and "body_base64" (standard
 // base64) otherwise.
 func (m *ExportedMessage) MarshalJSON() ([]byte, error) {
@@ -51,7 +53,7 @@ func (m *ExportedMessage) appendJSON(b []byte) ([]byte, error) {
 	v := exportJSON{
 		ID: m.ID, State: string(m.State), Due: wire.Time(m.Due), DiedAt: wire.Time(m.DiedAt),
 		Attempts: &attempts, MaxAttempts: &maxAttempts, LastError: m.LastError,
-		Created: wire.Time(m.Created), Updated: wire.Time(m.Updated),
+		Created: wire.Time(m.Created), Updated: wire.Time(m.Updated), Window: wire.Time(m.WindowOpened),
 	}
 	v.Body, v.BodyBase64 = exportBody(m.Body)
 	out, err := appendLine(b, v)
@@ -124,7 +126,8 @@ func (m *ExportedMessage) UnmarshalJSON(line []byte) error {
 		name string
 		s    string
 		dst  *time.Time
-	}{{"due", v.Due, &out.Due}, {"died_at", v.DiedAt, &out.DiedAt}, {"created", v.Created, &out.Created}, {"updated", v.Updated, &out.Updated}} {
+	}{{"due", v.Due, &out.Due}, {"died_at", v.DiedAt, &out.DiedAt}, {"created", v.Created, &out.Created}, {"updated", v.Updated, &out.Updated},
+		{"window_opened", v.Window, &out.WindowOpened}} {
 		if f.s == "" {
 			continue
 		}
@@ -170,7 +173,7 @@ func (m *ExportedMessage) UnmarshalJSON(line []byte) error {
 // much again as the decoding).
 func (v *exportJSON) set() int {
 	n := 0
-	for _, s := range []string{v.ID, v.State, v.Due, v.DiedAt, v.LastError, v.Created, v.Updated} {
+	for _, s := range []string{v.ID, v.State, v.Due, v.DiedAt, v.LastError, v.Created, v.Updated, v.Window} {
 		if s != "" {
 			n++
 		}

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -76,5 +77,34 @@ func TestExportLineParse(t *testing.T) {
 		case err == nil && m.ID != "a":
 			t.Errorf("%s: id %q, want a", tt.line, m.ID)
 		}
+	}
+}
+
+// A debounce window's opening survives an export and an import.
+func TestExportWindowOpened(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	if _, err := c.Send(ctx, Message{Topic: "win", ID: "w", Delay: time.Hour, OnDuplicate: Debounce, MaxWait: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := c.ExportJSON(ctx, "win", &buf, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"window_opened":"`) {
+		t.Fatalf("export of a debounced message has no window_opened:\n%s", buf.String())
+	}
+	d := newClient(t, testAddr(t), Options{Partitions: 2})
+	if _, err := d.ImportJSON(ctx, "win", &buf, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The window opened at the first send: a debounce now is capped by
+	// it, not by the import's time.
+	res, err := d.Send(ctx, Message{Topic: "win", ID: "w", Delay: 3 * time.Hour, OnDuplicate: Debounce, MaxWait: 2 * time.Hour})
+	if err != nil || res.Outcome != OutcomeDebounced {
+		t.Fatalf("debounce after import: %+v, %v", res, err)
+	}
+	if lim := time.Now().Add(2 * time.Hour); res.Due.After(lim) {
+		t.Errorf("debounced to %v, past the window's end %v", res.Due, lim)
 	}
 }

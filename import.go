@@ -20,13 +20,14 @@ type importedFields struct {
 	attempts         int
 	lastError        string
 	created, updated int64 // unix ms; 0: the time of the write
+	first            int64 // unix ms: the debounce window's opening; 0: none
 	dead             bool
 	diedAt           int64 // unix ms, when dead
 }
 
 // fill sets the imported fields of rec, a record written now.
 func (f *importedFields) fill(rec *store.Record) {
-	rec.Attempts, rec.LastError = f.attempts, f.lastError
+	rec.Attempts, rec.LastError, rec.First = f.attempts, f.lastError, f.first
 	if f.created != 0 {
 		rec.Created = f.created
 	}
@@ -73,6 +74,9 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 		}
 		if e.Updated.IsZero() {
 			imps[i].updated = 0
+		}
+		if !e.WindowOpened.IsZero() {
+			imps[i].first = e.WindowOpened.UnixMilli()
 		}
 		if e.DiedAt.IsZero() {
 			imps[i].diedAt = imps[i].updated
