@@ -104,6 +104,19 @@ func (k *Consumer) Run(ctx context.Context) error {
 		stopFlow()
 		<-flowDone
 	}()
+	// Acks the loops could not write before they lost their leases are
+	// written once Redis answers, until the consumer stops.
+	kept := newKeptAcks(k)
+	keptCtx, stopKept := context.WithCancel(context.Background())
+	keptDone := make(chan struct{})
+	go func() {
+		defer close(keptDone)
+		kept.run(keptCtx)
+	}()
+	defer func() {
+		stopKept()
+		<-keptDone
+	}()
 	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
 	work, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
@@ -121,6 +134,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 			defer unwatch()
 			cfg := k.pollerConfig(p, l, d, work, abandon)
 			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, fl
+			cfg.Keep = func(ids []string, headers [][]byte) { kept.keep(p, ids, headers) }
 			return poller.Run(l.Ctx(), stop, cfg)
 		},
 		Stopping: func() {

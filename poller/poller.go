@@ -131,6 +131,12 @@ type Config struct {
 	// Gate, when set, holds the loop's claims to the topic's fleet-wide
 	// limits (see Gate). Optional.
 	Gate Gate
+	// Keep, when set, is given the acks a loop that lost its lease could
+	// not write (Redis could not be reached): deliveries that finished,
+	// whose messages the next owner would otherwise run again. An ack
+	// compares the record as claimed (see store.Ack), so it may be written
+	// by anyone, later. Optional: without it they are dropped.
+	Keep func(ids []string, headers [][]byte)
 }
 
 type result struct {

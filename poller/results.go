@@ -210,6 +210,29 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 	if len(p.pending) > 0 {
 		write(func(ctx context.Context) { p.apply(ctx, lost) })
 	}
+	p.keepAcks()
 	cfg.Logger.Debug("partition stopped", "err", runErr)
 	return runErr
+}
+
+// keepAcks hands the acks still pending at the loop's end (their write
+// failed) to Config.Keep, which writes them once Redis answers: the
+// deliveries finished, and a message whose ack is lost is run again by
+// the next owner.
+func (p *part) keepAcks() {
+	if p.cfg.Keep == nil {
+		return
+	}
+	var ids []string
+	var headers [][]byte
+	for _, r := range p.pending {
+		if r.outcome == Acked {
+			ids = append(ids, r.msg.ID)
+			headers = append(headers, r.msg.Record.Header())
+		}
+	}
+	if len(ids) > 0 {
+		p.cfg.Logger.Info("acks not written: kept to be written once redis answers", "n", len(ids))
+		p.cfg.Keep(ids, headers)
+	}
 }

@@ -182,3 +182,39 @@ func startSharing(t *testing.T, l *ledger, c *delayq.Client, addr, topic string,
 	})
 	return subs
 }
+
+// TestOutageLongerThanLease: two "delayq sub" processes with a lease of
+// 2 s (shorter than the outage, as a user who wants fast takeover sets
+// it), through Twemproxy, whose proxy is killed -9 for 5 s while 1000
+// messages fall due over 12 s. Deliveries that finished during the
+// outage keep their acks and write them after it, so their messages are
+// not run again by the next owners: duplicates at most 0.5%.
+func TestOutageLongerThanLease(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "e2e.outage.lease"
+	l := newLedger()
+	c := faultClient(t, addr, 16)
+	var subs []*sub
+	for i := range 2 {
+		subs = append(subs, startSub(t, l, i, handoverSubArgs(addr, topic, 16, fmt.Sprint("ol-", i), "--lease", "2s", "--concurrency", "32", "--work", "50ms")...))
+	}
+	waitOwners(t, c, topic, time.Now(), faultSettle, "a fair share", func(o ownership) bool {
+		return o.ownedFairlyBy(16, "ol-0", "ol-1")
+	})
+	const n = 1000
+	start := time.Now().Add(time.Second)
+	sendSpread(t, l, addr, topic, 0, "ol", n, start, 12*time.Second)
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	env.StopProxy(t)
+	time.Sleep(5 * time.Second)
+	env.StartProxy(t)
+	waitDrained(t, c, topic, l, subs)
+	stopAllSubs(t, subs)
+	rep := checkFaultLedger(t, l, topic)
+	if max := n / 200; rep.duplicates > max {
+		t.Errorf("%d duplicates of %d messages after an outage longer than the lease, want at most %d (0.5%%)", rep.duplicates, n, max)
+	}
+	testenv.Figure(t, "scenario=outage-proxy-5s-lease-2s messages=%d lost=%d duplicates=%d max_late_ms=%d",
+		rep.messages, rep.lost, rep.duplicates, rep.maxLate.Milliseconds())
+}
