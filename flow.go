@@ -96,6 +96,7 @@ func (f *flow) Take(ctx context.Context, n int, from time.Time) (poller.Grant, e
 			g.Wake, g.Retry = f.wakeCh(), retry
 		}
 		if err != nil || got == 0 {
+			f.Done(got) // slots reused here before the fleet's refused
 			g.N = 0
 			return g, err
 		}
@@ -109,19 +110,15 @@ func (f *flow) Take(ctx context.Context, n int, from time.Time) (poller.Grant, e
 		if t.N < g.N && g.Slots {
 			f.Done(g.N - t.N) // the slots taken for those
 		}
-		if t.N < g.N {
-			g.Retry = t.Next()
+		g.Retry = t.Next()
+		if t.N < g.N && asked {
+			// The bucket gave less than wanted: it is not asked again
+			// before a batch of tokens can come, however many loops
+			// want some.
 			f.mu.Lock()
-			if asked {
-				// The bucket gave less than wanted: it is not asked
-				// again before a batch of tokens can come, however many
-				// loops want some.
-				f.rateWait = g.Retry.Add(time.Duration(rand.Int64N(int64(rateHorizon / 10))))
-				g.Retry = f.rateWait
-			}
+			f.rateWait = g.Retry.Add(time.Duration(rand.Int64N(int64(rateHorizon / 10))))
+			g.Retry = f.rateWait
 			f.mu.Unlock()
-		} else if t.N > 0 {
-			g.Retry = t.Next()
 		}
 		g.N = t.N
 		if t.N > 0 {
@@ -146,19 +143,18 @@ func (f *flow) Reach() time.Duration {
 // takeTokens takes up to n starts from the bucket, unless it refused
 // lately (asked false: none taken, to ask again at Next()).
 func (f *flow) takeTokens(ctx context.Context, n int, now time.Time, lim store.Limits) (t store.Tokens, asked bool, err error) {
-	f.mu.Lock()
-	wait := f.rateWait
-	f.mu.Unlock()
-	if now.Before(wait) {
-		return store.Tokens{Base: wait, Before: 1, Rate: lim.Rate}, false, nil // Next() is wait
+	waiting := func() (store.Tokens, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return store.Tokens{Base: f.rateWait, Before: 1, Rate: lim.Rate}, now.Before(f.rateWait) // Next() is the wait's end
+	}
+	if t, ok := waiting(); ok {
+		return t, false, nil
 	}
 	f.takeMu.Lock()
 	defer f.takeMu.Unlock()
-	f.mu.Lock()
-	wait = f.rateWait // a take that held takeMu before may have set it
-	f.mu.Unlock()
-	if now.Before(wait) {
-		return store.Tokens{Base: wait, Before: 1, Rate: lim.Rate}, false, nil
+	if t, ok := waiting(); ok { // a take that held takeMu before may have set it
+		return t, false, nil
 	}
 	t, err = f.k.c.store.TakeTokens(ctx, f.topic(), lim.Rate, lim.BurstOrDefault(), n, minTake(lim.Rate), now, rateHorizon)
 	return t, true, err
@@ -339,8 +335,10 @@ func (f *flow) run(ctx context.Context) {
 func (f *flow) renew() {
 	f.mu.Lock()
 	names := make([]string, 0, len(f.idle)+len(f.busy))
-	for _, s := range append(append([]slot{}, f.idle...), f.busy...) {
-		names = append(names, s.name)
+	for _, ss := range [][]slot{f.idle, f.busy} {
+		for _, s := range ss {
+			names = append(names, s.name)
+		}
 	}
 	f.mu.Unlock()
 	if len(names) == 0 {

@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -145,26 +146,34 @@ func (l *Limits) UnmarshalJSON(b []byte) error {
 		Burst       int             `json:"burst"`
 		Concurrency int             `json:"concurrency"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("%w: limits: %v", ErrInvalid, err)
 	}
-	out := Limits{Burst: v.Burst, Concurrency: v.Concurrency}
-	if len(v.Rate) > 0 && string(v.Rate) != "null" {
-		var s string
-		if err := json.Unmarshal(v.Rate, &s); err == nil {
-			r, err := ParseRate(s)
-			if err != nil {
-				return err
-			}
-			out.Rate = r
-		} else if err := json.Unmarshal(v.Rate, &out.Rate); err != nil {
-			return fmt.Errorf("%w: limits: rate %s: want \"200/s\" or a number per second", ErrInvalid, v.Rate)
-		}
+	rate, err := decodeRate(v.Rate)
+	if err != nil {
+		return err
 	}
-	*l = out
+	*l = Limits{Rate: rate, Burst: v.Burst, Concurrency: v.Concurrency}
 	return nil
+}
+
+// decodeRate reads the "rate" of limits in JSON: a string ParseRate
+// reads, a number per second, or nothing (0).
+func decodeRate(raw json.RawMessage) (float64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return ParseRate(s)
+	}
+	var r float64
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return 0, fmt.Errorf("%w: limits: rate %s: want \"200/s\" or a number per second", ErrInvalid, raw)
+	}
+	return r, nil
 }
 
 // SetLimits replaces topic's fleet-wide limits with l (a zero l clears
@@ -268,19 +277,11 @@ func (s *LimitsState) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	lb, err := json.Marshal(struct {
-		Rate        json.RawMessage `json:"rate,omitempty"`
-		Burst       int             `json:"burst"`
-		Concurrency int             `json:"concurrency"`
-	}{v.Rate, v.Burst, v.Concurrency})
+	rate, err := decodeRate(v.Rate)
 	if err != nil {
 		return err
 	}
-	var l Limits
-	if err := l.UnmarshalJSON(lb); err != nil {
-		return err
-	}
-	*s = LimitsState{Limits: l, Started: v.Started, Running: v.Running}
+	*s = LimitsState{Limits: Limits{Rate: rate, Burst: v.Burst, Concurrency: v.Concurrency}, Started: v.Started, Running: v.Running}
 	return nil
 }
 

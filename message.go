@@ -290,12 +290,6 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		for gi := lo; gi < hi; gi++ {
 			for j, i := range members[gi] {
 				res[i].Err = errs[gi-lo][j]
-				res[i].Outcome = OutcomeCreated
-				if errors.Is(res[i].Err, ErrDuplicate) {
-					res[i].Outcome = OutcomeRejected
-				} else if res[i].Err != nil {
-					res[i].Outcome = ""
-				}
 			}
 		}
 		lo = hi
@@ -304,13 +298,40 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		if err := c.writePuts(ctx, now, msgs, parts, res, puts); err != nil {
 			return err
 		}
-		for _, i := range puts {
-			groups = append(groups, store.Group{Topic: msgs[i].Topic, P: parts[i]})
-			members = append(members, []int{i})
+		// The owners to wake: one group per partition of the sends.
+		slices.SortStableFunc(puts, func(a, b int) int {
+			return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(parts[a], parts[b]))
+		})
+		for lo := 0; lo < len(puts); {
+			hi := lo + 1
+			for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && parts[puts[hi]] == parts[puts[lo]] {
+				hi++
+			}
+			groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: parts[puts[lo]]})
+			members = append(members, puts[lo:hi])
+			lo = hi
+		}
+	}
+	for i := range res {
+		if res[i].Outcome == "" {
+			res[i].Outcome = outcomeOf(res[i].Err)
 		}
 	}
 	c.wake(ctx, now, groups, members, res)
 	return nil
+}
+
+// outcomeOf is the outcome of a message written without a policy (see
+// Message.OnDuplicate), whose write ended with err: created, rejected as
+// a duplicate, or none.
+func outcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeCreated
+	case errors.Is(err, ErrDuplicate):
+		return OutcomeRejected
+	}
+	return ""
 }
 
 // WakeAhead: a message due sooner than this when written may fall due
@@ -367,7 +388,6 @@ func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
 		if id := msgs[i].ID; id != "" { // a generated id is unique: only given ones can repeat
 			if seen[id] {
 				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
-				res[i].Outcome = OutcomeRejected
 				continue
 			}
 			seen[id] = true

@@ -56,9 +56,10 @@ func (p *part) gate(ctx context.Context, n int, from time.Time) (Grant, error) {
 	return g, nil
 }
 
-// gateDone tells Config.Gate that n claimed messages of grant g ended.
-func (p *part) gateDone(g Grant, n int) {
-	if p.cfg.Gate != nil && g.Slots && n > 0 {
+// gateDone tells Config.Gate that n claimed messages ended, when they
+// hold slots of the concurrency cap (see Grant.Slots).
+func (p *part) gateDone(slots bool, n int) {
+	if p.cfg.Gate != nil && slots && n > 0 {
 		p.cfg.Gate.Done(n)
 	}
 }

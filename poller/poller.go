@@ -563,7 +563,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 			// store.AddMany), which the claim removed.
 			stale++
 			cfg.Dispatch.release(1)
-			p.gateDone(grant, 1)
+			p.gateDone(grant.Slots, 1)
 			continue
 		}
 		due := c.Due
@@ -588,7 +588,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	}
 	if len(tomb) > 0 {
 		cfg.Dispatch.release(len(tomb))
-		p.gateDone(grant, len(tomb))
+		p.gateDone(grant.Slots, len(tomb))
 		p.count(EventTombstone, len(tomb))
 		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
 			p.logErr("drop tombstones", err)
@@ -600,7 +600,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	// the latter carry a record, so only they can be gone.
 	if moves := append(later, corrupt...); len(moves) > 0 {
 		cfg.Dispatch.release(len(moves))
-		p.gateDone(grant, len(moves))
+		p.gateDone(grant.Slots, len(moves))
 		if gone, err := p.writeMoves(ctx, moves); err != nil {
 			p.logErr("return messages claimed by stale entries, move undecodable records to dead", err) // still in flight: found again at the deadline
 		} else {

@@ -103,11 +103,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.pending = p.pending[:0]
 	p.finish(done)
 	if len(acks) > 0 {
-		headers := make([][]byte, len(acked))
-		for i, r := range acked {
-			headers[i] = r.msg.Record.Header()
-		}
-		if kept, err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks, headers); err != nil {
+		if kept, err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks, headersOf(acked)); err != nil {
 			p.logErr("ack", err)
 			p.pending = append(p.pending, acked...)
 		} else {
@@ -147,7 +143,7 @@ func (p *part) finish(rs []result) {
 		}
 	}
 	p.cfg.Dispatch.release(n)
-	p.gateDone(Grant{Slots: true}, slots)
+	p.gateDone(true, slots)
 }
 
 // exit ends the loop: see Run.
@@ -223,16 +219,25 @@ func (p *part) keepAcks() {
 	if p.cfg.Keep == nil {
 		return
 	}
+	var acked []result
 	var ids []string
-	var headers [][]byte
 	for _, r := range p.pending {
 		if r.outcome == Acked {
-			ids = append(ids, r.msg.ID)
-			headers = append(headers, r.msg.Record.Header())
+			acked, ids = append(acked, r), append(ids, r.msg.ID)
 		}
 	}
 	if len(ids) > 0 {
 		p.cfg.Logger.Info("acks not written: kept to be written once redis answers", "n", len(ids))
-		p.cfg.Keep(ids, headers)
+		p.cfg.Keep(ids, headersOf(acked))
 	}
+}
+
+// headersOf returns the headers of the records of rs as claimed, which
+// an ack compares (see store.Ack).
+func headersOf(rs []result) [][]byte {
+	h := make([][]byte, len(rs))
+	for i, r := range rs {
+		h[i] = r.msg.Record.Header()
+	}
+	return h
 }

@@ -195,10 +195,10 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 				rem = append(rem, m.ID)
 			}
 		}
-		if len(rem) == 1 {
-			// only ids running elsewhere
-		} else if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
-			return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
+		if len(rem) > 1 { // not only ids running elsewhere
+			if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
+				return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
+			}
 		}
 	}
 	if len(segs) == 0 {

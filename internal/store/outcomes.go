@@ -53,7 +53,7 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 	if len(index) == 0 {
 		return 0, nil
 	}
-	rr, err := pipeScripts(ctx, c, []cmd{{"EVALSHA", append(scriptCall(indexEarlierScript, keys.Scheduled(s.ns, topic, p), len(index)), index...)}})
+	rr, err := pipeScripts(ctx, c, []cmd{s.indexCmd(topic, p, index)})
 	if err == nil {
 		err = firstErr(rr)
 	}
@@ -139,7 +139,6 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 			status[id] = st[i]
 		}
 	}
-	ss := keys.Scheduled(s.ns, topic, p)
 	var sched []any
 	dead := []any{keys.Dead(s.ns, topic, p)}
 	rem := []any{keys.InFlight(s.ns, topic, p)}
@@ -160,7 +159,7 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 	var first []cmd
 	if len(sched) > 0 {
 		// Never later than an entry a send wrote meanwhile (see Puts).
-		first = append(first, cmd{"EVALSHA", append(scriptCall(indexEarlierScript, ss, len(sched)), sched...)})
+		first = append(first, s.indexCmd(topic, p, sched))
 	}
 	if len(dead) > 1 {
 		first = append(first, cmd{"ZADD", dead})
@@ -213,22 +212,13 @@ func (s *Store) updateIf(ctx context.Context, topic string, p int, ids []string,
 // update overwrites the records of ids that still exist and reports, per
 // id, whether it did.
 func (s *Store) update(ctx context.Context, topic string, p int, ids []string, recs []*Record) ([]bool, error) {
-	args := make([]any, 0, 1+2*len(ids))
-	args = append(args, keys.Records(s.ns, topic, p))
-	for i, id := range ids {
-		args = append(args, id, recs[i].Encode())
-	}
-	r, err := s.script(ctx, updateScript, args...)
+	st, err := s.updateIf(ctx, topic, p, ids, recs, make([][]byte, len(ids)))
 	if err != nil {
-		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
-	}
-	vals, err := intsOf(r, len(ids))
-	if err != nil {
-		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
+		return nil, err
 	}
 	ok := make([]bool, len(ids))
-	for i, v := range vals {
-		ok[i] = v == 1
+	for i, v := range st {
+		ok[i] = v == 0
 	}
 	return ok, nil
 }

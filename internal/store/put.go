@@ -270,6 +270,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 		var cmds []cmd
 		at := make([]int, len(todo)) // the put script's reply of each job
 		ahead := make([]bool, len(todo))
+		sent := make([][]int64, len(todo)) // the due of each message created: its entry sent with the decision
 		for j, jb := range todo {
 			gr := groups[jb.g]
 			args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+5*len(jb.idxs))
@@ -280,13 +281,15 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			args = append(args, nowMS, only)
 			zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
 			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
-			for _, i := range jb.idxs {
+			sent[j] = make([]int64, len(jb.idxs))
+			for k, i := range jb.idxs {
 				m := gr.Puts[i]
 				rec := m.created(nowMS)
+				sent[j][k] = rec.Due
 				// The policy's first letter, then the length of the
 				// record's header (the script appends the rest of rec to
 				// a header of its own).
-				args = append(args, m.ID, m.Policy[:1]+strconv.Itoa(len(rec.Header())), m.Due, m.MaxWait, rec.Encode())
+				args = append(args, m.ID, m.Policy[:1]+strconv.Itoa(rec.headerLen()), m.Due, m.MaxWait, rec.Encode())
 				zadd = append(zadd, rec.Due, m.ID)
 				dead = append(dead, m.ID)
 			}
@@ -329,7 +332,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 				if earlier {
 					o -= putEarlier
 				}
-				sent := m.created(nowMS).Due // the entry sent with the decision
+				sent := sent[j][k]
 				if o == PutCreated {
 					due = sent
 				}

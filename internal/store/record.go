@@ -45,12 +45,7 @@ func (r *Record) Encode() []byte {
 
 // encodedLen is the length of the record's encoding.
 func (r *Record) encodedLen() int {
-	n := 0
-	if r.First != 0 {
-		n = varintLen(r.First - r.Created)
-	}
-	return n + 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created) +
-		uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
+	return r.headerLen() + uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
 		uvarintLen(uint64(len(r.LastError))) + len(r.LastError) + len(r.Body)
 }
 
@@ -104,6 +99,15 @@ func (r *Record) appendHeader(b []byte) []byte {
 // an outcome compares it (see Ack and Move.Was) rather than the whole
 // record.
 func (r *Record) Header() []byte { return r.appendHeader(nil) }
+
+// headerLen is the length of the record's header (see Header).
+func (r *Record) headerLen() int {
+	n := 0
+	if r.First != 0 {
+		n = varintLen(r.First - r.Created)
+	}
+	return n + 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created)
+}
 
 // ErrBadRecord is wrapped by decoding errors.
 var ErrBadRecord = errors.New("delayq: bad record")

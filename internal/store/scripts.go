@@ -301,23 +301,6 @@ end
 return out
 `)
 
-// updateScript overwrites records that still exist, and only those: a
-// message deleted (or acked) meanwhile must not come back.
-// KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
-// Returns one integer per id: 1 written, 0 gone.
-var updateScript = newScript(`
-local out = {}
-for i = 1, #ARGV, 2 do
-  if redis.call('HGET', KEYS[1], ARGV[i]) then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out
-`)
-
 // Segments: the records HASH (see segment.go).
 
 // explodeScript turns a segment into ordinary records, one field per
