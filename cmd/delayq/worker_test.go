@@ -277,7 +277,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		json.NewDecoder(resp.Body).Decode(&reply)
 		return resp.StatusCode, reply
 	}
-	first := time.Now()
+	first := time.Now().Truncate(time.Millisecond) // due times are stored in milliseconds
 	if c, reply := postTo("jobs", `{"id":"o-1","body":"x","delay":"1h"}`); c != http.StatusCreated || reply["outcome"] != "created" {
 		t.Errorf("enqueue to jobs again: %d %v", c, reply)
 	}
