@@ -78,7 +78,7 @@ for i = 1, #ARGV, 2 do
     redis.call('HDEL', KEYS[1], ARGV[i])
     out[#out + 1] = 0
   else
-    out[#out + 1] = readHeader(v).due
+    out[#out + 1] = (readHeader(v))
   end
 end
 return out
@@ -185,7 +185,7 @@ for i = 1, #ARGV, 3 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
-    out[#out + 1] = readHeader(v).due
+    out[#out + 1] = (readHeader(v))
   end
 end
 return out

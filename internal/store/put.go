@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -51,82 +50,42 @@ type PutResult struct {
 }
 
 // recordLua declares, for the scripts that read or write a record in
-// Lua, its encoding (see Record.Encode): readHeader(v) returns a table of
-// its due and times (and where the rest begins), readRecord(v) of all its
-// fields and body; writeHeader(r) encodes a header, writeRecord(r) a
-// whole record.
+// Lua, its header (see Record.Encode): readHeader(v) returns its due,
+// created, updated and first times, and where the rest of the record
+// begins; writeHeader(due, created, updated, first) encodes the header of
+// a record with a First, fixed width (recordVersionFirst).
 var recordLua = fmt.Sprintf(`
-local V1, V2 = %d, %d
-local function uvar(n)
-  local t = {}
-  while n >= 128 do
-    t[#t + 1] = string.char(n %% 128 + 128)
-    n = math.floor(n / 128)
-  end
-  t[#t + 1] = string.char(n)
-  return table.concat(t)
-end
-local function svar(x)
-  if x >= 0 then return uvar(x * 2) end
-  return uvar(-x * 2 - 1)
-end
-local function readu(v, pos)
+local V2, HEADER2 = %d, '>Bi7i7i7i7'
+local function reads(v, pos)
   local n, mul = 0, 1
   while true do
     local b = string.byte(v, pos)
     pos = pos + 1
-    if b < 128 then return n + b * mul, pos end
+    if b < 128 then
+      n = n + b * mul
+      break
+    end
     n = n + (b - 128) * mul
     mul = mul * 128
   end
-end
-local function reads(v, pos)
-  local u
-  u, pos = readu(v, pos)
-  if u %% 2 == 0 then return u / 2, pos end
-  return -(u + 1) / 2, pos
+  if n %% 2 == 0 then return n / 2, pos end
+  return -(n + 1) / 2, pos
 end
 local function readHeader(v)
-  local r, pos, d = {}, 2, 0
-  local ver = string.byte(v, 1)
-  r.due, pos = reads(v, pos)
-  d, pos = reads(v, pos)
-  r.created = r.due + d
-  d, pos = reads(v, pos)
-  r.updated = r.created + d
-  r.first = 0
-  if ver == V2 then
-    d, pos = reads(v, pos)
-    r.first = r.created + d
+  if string.byte(v, 1) == V2 then
+    local _, due, created, updated, first, pos = struct.unpack(HEADER2, v)
+    return due, created, updated, first, pos
   end
-  return r, pos
+  local due, dc, du, pos
+  due, pos = reads(v, 2)
+  dc, pos = reads(v, pos)
+  du, pos = reads(v, pos)
+  return due, due + dc, due + dc + du, 0, pos
 end
-local function readRecord(v)
-  local r, pos = readHeader(v)
-  r.attempts, pos = readu(v, pos)
-  r.maxAttempts, pos = readu(v, pos)
-  local n
-  n, pos = readu(v, pos)
-  r.lastError = string.sub(v, pos, pos + n - 1)
-  r.body = string.sub(v, pos + n)
-  return r
+local function writeHeader(due, created, updated, first)
+  return struct.pack(HEADER2, V2, due, created, updated, first)
 end
-local function writeHeader(r)
-  local ver, first = V1, ''
-  if r.first ~= 0 then
-    ver, first = V2, svar(r.first - r.created)
-  end
-  return string.char(ver) .. svar(r.due) .. svar(r.created - r.due) .. svar(r.updated - r.created) .. first
-end
-local function writeRecord(r)
-  local ver, first = V1, ''
-  if r.first ~= 0 then
-    ver, first = V2, svar(r.first - r.created)
-  end
-  return string.char(ver) .. svar(r.due) .. svar(r.created - r.due) .. svar(r.updated - r.created) .. first ..
-    uvar(r.attempts or 0) .. uvar(r.maxAttempts) .. uvar(#(r.lastError or '')) .. (r.lastError or '') .. r.body
-end
-`, recordVersion, recordVersionFirst)
+`, recordVersionFirst)
 
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
@@ -146,13 +105,13 @@ end
 // delivery of the old record sees the change (see Record.Header).
 // KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
 // ids that have a record (the old partition of a change); then for each
-// message: id, policy (its first letter, then the length of the header
-// of the record that follows), due asked, max wait, and the record of the
-// message created (due capped by its window, created, updated and first
-// now).
+// message: id, policy (its first letter), due asked, max wait, and the
+// record of the message created (due capped by its window, created,
+// updated and first now; its header fixed-width, as every record with a
+// First).
 // Returns {outcome, due} per message; the due of a message created is
 // its record's (0 in the reply).
-var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER = %d\n", putEarlier) + `
+var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN = %d, %d\n", putEarlier, headerFirstLen) + `
 local now, onlyIfExists = tonumber(ARGV[1]), ARGV[2] == '1'
 local out = {}
 for i = 3, #ARGV, 5 do
@@ -166,38 +125,35 @@ for i = 3, #ARGV, 5 do
   if held then
     out[#out + 1] = -2
     out[#out + 1] = 0
-  elseif onlyIfExists then
-    v = redis.call('HGET', KEYS[1], id)
-    if not v then
-      out[#out + 1] = -1
-      out[#out + 1] = 0
-    end
-  elseif redis.call('HSETNX', KEYS[1], id, rec) == 1 then
-    out[#out + 1] = 1
-    out[#out + 1] = 0
   else
     v = redis.call('HGET', KEYS[1], id)
+    if v then
+    elseif onlyIfExists then
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+    else
+      redis.call('HSET', KEYS[1], id, rec)
+      out[#out + 1] = 1
+      out[#out + 1] = 0
+    end
   end
   if v then
     local due, maxWait = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-    local old = readHeader(v)
-    local pos = tonumber(string.sub(policy, 2)) + 1 -- after the header of rec
-    local r = {created = old.created, updated = math.max(now, old.updated + 1), first = now}
-    local outcome = 2
-    if string.byte(policy, 1) == 100 then -- 'd'ebounce
+    local oldDue, created, updated, first = readHeader(v)
+    local outcome, window = 2, now
+    if policy == 'd' then
       outcome = 3
-      if old.first > 0 then
-        r.first = old.first
-      elseif old.first == 0 then
-        r.first = old.created
+      if first > 0 then
+        window = first
+      elseif first == 0 then
+        window = created
       end
-      if maxWait > 0 and r.first + maxWait < due then
-        due = r.first + maxWait
+      if maxWait > 0 and window + maxWait < due then
+        due = window + maxWait
       end
     end
-    r.due = due
-    redis.call('HSET', KEYS[1], id, writeHeader(r) .. string.sub(rec, pos))
-    if old.due > due then outcome = outcome + EARLIER end
+    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window) .. string.sub(rec, HEADER_LEN + 1))
+    if oldDue > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due
   end
@@ -286,10 +242,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 				m := gr.Puts[i]
 				rec := m.created(nowMS)
 				sent[j][k] = rec.Due
-				// The policy's first letter, then the length of the
-				// record's header (the script appends the rest of rec to
-				// a header of its own).
-				args = append(args, m.ID, m.Policy[:1]+strconv.Itoa(rec.headerLen()), m.Due, m.MaxWait, rec.Encode())
+				args = append(args, m.ID, m.Policy[:1], m.Due, m.MaxWait, rec.Encode())
 				zadd = append(zadd, rec.Due, m.ID)
 				dead = append(dead, m.ID)
 			}
@@ -429,9 +382,8 @@ func (s *Store) explodeFor(ctx context.Context, topic string, p int, puts []Put)
 var startScript = newScript(recordLua + `
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v or string.sub(v, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
-local r = readRecord(v)
-r.first = -1
-redis.call('HSET', KEYS[1], ARGV[1], writeRecord(r))
+local due, created, updated, _, pos = readHeader(v)
+redis.call('HSET', KEYS[1], ARGV[1], writeHeader(due, created, updated, -1) .. string.sub(v, pos))
 return 1
 `)
 

@@ -26,19 +26,23 @@ type Record struct {
 	Corrupt error
 }
 
-// recordVersion is the first byte of every encoded record;
-// recordVersionFirst that of a record with a First, whose header has one
-// more varint: First-Created.
+// recordVersion is the first byte of a record without a First, whose
+// header is varints; recordVersionFirst that of a record with one, whose
+// header is fixed: Due, Created, Updated and First as 7-byte big-endian
+// signed integers (headerFirstLen bytes with the version), so that the
+// scripts that rewrite it (Put, Start) read and write it with one call of
+// Lua's struct library rather than a loop over its bytes.
 const (
 	recordVersion      = 1
 	recordVersionFirst = 2
+	headerFirstLen     = 1 + 4*7
 )
 
-// Encode returns the compact binary form: a version byte, then varints for
-// Due, Created-Due, Updated-Created (and First-Created in version 2),
-// Attempts and MaxAttempts, then the length-prefixed last error, then the
-// body. The version byte and the signed varints are the record's header
-// (see Header).
+// Encode returns the compact binary form: the header (a version byte,
+// then varints for Due, Created-Due and Updated-Created; or, for a record
+// with a First, fixed-width times: see recordVersionFirst), then varints
+// for Attempts and MaxAttempts, then the length-prefixed last error, then
+// the body.
 func (r *Record) Encode() []byte {
 	return r.AppendEncode(make([]byte, 0, r.encodedLen()))
 }
@@ -78,18 +82,17 @@ func (r *Record) AppendEncode(b []byte) []byte {
 }
 
 func (r *Record) appendHeader(b []byte) []byte {
-	v := byte(recordVersion)
 	if r.First != 0 {
-		v = recordVersionFirst
+		b = append(b, recordVersionFirst)
+		for _, t := range [4]int64{r.Due, r.Created, r.Updated, r.First} {
+			b = append(b, byte(t>>48), byte(t>>40), byte(t>>32), byte(t>>24), byte(t>>16), byte(t>>8), byte(t))
+		}
+		return b
 	}
-	b = append(b, v)
+	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Due)
 	b = binary.AppendVarint(b, r.Created-r.Due)
-	b = binary.AppendVarint(b, r.Updated-r.Created)
-	if r.First != 0 {
-		b = binary.AppendVarint(b, r.First-r.Created)
-	}
-	return b
+	return binary.AppendVarint(b, r.Updated-r.Created)
 }
 
 // Header returns the first bytes of the record's encoding: its version,
@@ -102,11 +105,10 @@ func (r *Record) Header() []byte { return r.appendHeader(nil) }
 
 // headerLen is the length of the record's header (see Header).
 func (r *Record) headerLen() int {
-	n := 0
 	if r.First != 0 {
-		n = varintLen(r.First - r.Created)
+		return headerFirstLen
 	}
-	return n + 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created)
+	return 1 + varintLen(r.Due) + varintLen(r.Created-r.Due) + varintLen(r.Updated-r.Created)
 }
 
 // ErrBadRecord is wrapped by decoding errors.
@@ -119,25 +121,31 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if len(b) == 0 || (b[0] != recordVersion && b[0] != recordVersionFirst) {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
 	}
-	nvals := 3
-	if b[0] == recordVersionFirst {
-		nvals = 4
-	}
-	b = b[1:]
 	var r Record
-	var vals [4]int64
-	for i := range nvals {
-		v, n := binary.Varint(b)
-		if n <= 0 {
+	if b[0] == recordVersionFirst {
+		if len(b) < headerFirstLen {
 			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
 		}
-		vals[i], b = v, b[n:]
-	}
-	r.Due = vals[0]
-	r.Created = r.Due + vals[1]
-	r.Updated = r.Created + vals[2]
-	if nvals == 4 {
-		r.First = r.Created + vals[3]
+		var t [4]int64
+		for i := range t {
+			f := b[1+7*i : 8+7*i]
+			t[i] = int64(f[0])<<56>>8 | int64(f[1])<<40 | int64(f[2])<<32 | int64(f[3])<<24 | int64(f[4])<<16 | int64(f[5])<<8 | int64(f[6])
+		}
+		r.Due, r.Created, r.Updated, r.First = t[0], t[1], t[2], t[3]
+		b = b[headerFirstLen:]
+	} else {
+		b = b[1:]
+		var vals [3]int64
+		for i := range vals {
+			v, n := binary.Varint(b)
+			if n <= 0 {
+				return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
+			}
+			vals[i], b = v, b[n:]
+		}
+		r.Due = vals[0]
+		r.Created = r.Due + vals[1]
+		r.Updated = r.Created + vals[2]
 	}
 	var uvals [3]uint64
 	for i := range uvals {

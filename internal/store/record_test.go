@@ -10,6 +10,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{},
 		{Due: 1700000000000, Created: 1699999990000, Updated: 1700000001000, Attempts: 3, MaxAttempts: 5, LastError: "boom", Body: []byte("hello")},
 		{Due: 1, Created: 2, Updated: 1, Body: bytes.Repeat([]byte{0, 0xff}, 1000)},
+		{Due: 1700000000000, Created: 1699999990000, Updated: 1700000001000, First: 1699999995000, MaxAttempts: 2, Body: []byte("debounced")},
+		{Due: -5, Created: 1 << 53, Updated: -(1 << 53), First: Started, Attempts: 1, LastError: "x"},
 	} {
 		b := r.Encode()
 		if len(b) != r.encodedLen() || cap(b) != len(b) {
@@ -19,7 +21,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
-		if got.Due != r.Due || got.Created != r.Created || got.Updated != r.Updated || got.Attempts != r.Attempts ||
+		if got.Due != r.Due || got.Created != r.Created || got.Updated != r.Updated || got.First != r.First || got.Attempts != r.Attempts ||
 			got.MaxAttempts != r.MaxAttempts || got.LastError != r.LastError || !bytes.Equal(got.Body, r.Body) {
 			t.Errorf("round trip: got %+v, want %+v", got, r)
 		}
@@ -35,6 +37,7 @@ func TestRecordSize(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Due: 5, Body: []byte("x"), LastError: "e"}).Encode())
+	f.Add((&Record{Due: 5, First: Started, Body: []byte("x")}).Encode())
 	f.Add([]byte{1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -49,7 +52,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode of %+v: %v", r, err)
 		}
-		if again.Due != r.Due || again.Created != r.Created || again.Updated != r.Updated || !bytes.Equal(again.Body, r.Body) || again.LastError != r.LastError {
+		if again.Due != r.Due || again.Created != r.Created || again.Updated != r.Updated || again.First != r.First || !bytes.Equal(again.Body, r.Body) || again.LastError != r.LastError {
 			t.Fatalf("not stable: %+v vs %+v", r, again)
 		}
 	})

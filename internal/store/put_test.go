@@ -1,0 +1,67 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/gomodule/redigo/redis"
+)
+
+// TestPutHeaders checks that the headers the scripts write (a Put that
+// creates, replaces and debounces, a Start) are the bytes Go encodes for
+// the same record, since an outcome compares a record's stored header
+// with the one Go encodes from its claim; and that each holds what the
+// policy says.
+func TestPutHeaders(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	s, err := Open(Options{Addr: env.Backends[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const now = int64(1_800_000_000_000)
+	stored := func(what string, want Record) *Record {
+		t.Helper()
+		r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), "x"}})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		raw, err := redis.Bytes(r[0], nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		rec, err := DecodeRecord(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if enc := rec.Encode(); !bytes.Equal(enc, raw) {
+			t.Errorf("%s: stored %x, Go encodes the record decoded as %x", what, raw, enc)
+		}
+		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || string(rec.Body) != string(want.Body) {
+			t.Errorf("%s: stored %+v, want %+v", what, rec, want)
+		}
+		return rec
+	}
+	put := func(at int64, p Put) {
+		t.Helper()
+		if _, err := s.Puts(ctx, []PutGroup{{Topic: "t", P: 0, Puts: []Put{p}}}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(now, Put{ID: "x", Policy: PolicyDebounce, Due: now + 5000, MaxWait: 60000, Body: []byte("a")})
+	stored("created", Record{Due: now + 5000, Created: now, Updated: now, First: now, Body: []byte("a")})
+	put(now+1000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 1000 + 70000, MaxWait: 60000, Body: []byte("b")})
+	stored("debounced, capped by its window", Record{Due: now + 60000, Created: now, Updated: now + 1000, First: now, Body: []byte("b")})
+	put(now+1000, Put{ID: "x", Policy: PolicyReplace, Due: now + 2000, Body: []byte("c")})
+	r := stored("replaced in the same millisecond", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: now + 1000, Body: []byte("c")})
+	if ok, err := s.Start(ctx, "t", 0, "x", r); !ok || err != nil {
+		t.Fatalf("start: %v %v", ok, err)
+	}
+	stored("started", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: Started, Body: []byte("c")})
+	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
+	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
+}
