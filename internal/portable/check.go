@@ -109,6 +109,23 @@ func refuse(cmd string, format string, a ...any) error {
 	return fmt.Errorf("%w: %s %s", ErrNotPortable, cmd, fmt.Sprintf(format, a...))
 }
 
+// Named reports whether cmd names a command of the portable set, in any
+// shape: a proxy's per-command counters name commands only.
+func Named(cmd string) bool {
+	name := strings.ToUpper(cmd)
+	if _, ok := fixed[name]; ok || keyless[name] {
+		return true
+	}
+	if _, ok := variadic[name]; ok {
+		return true
+	}
+	switch name {
+	case "SET", "HMSET", "HSCAN", "ZSCAN", "ZADD", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZRANGE", "EVALSHA", "EVAL":
+		return true
+	}
+	return false
+}
+
 // Check returns the shape of the command and nil if it is in the portable
 // set with exactly one key (none for PING and AUTH), or an error wrapping
 // ErrNotPortable that says why not. Safe for concurrent use.

@@ -56,6 +56,9 @@ func TestCheck(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("Check(%v) = %v, want ok=%v", tc.args, err, tc.ok)
 			}
+			if tc.ok && !Named(tc.args[0].(string)) {
+				t.Errorf("Named(%q) = false for a portable command", tc.args[0])
+			}
 			if err != nil && !errors.Is(err, ErrNotPortable) {
 				t.Errorf("error %v does not wrap ErrNotPortable", err)
 			}
@@ -99,6 +102,14 @@ func BenchmarkCheck(b *testing.B) {
 	for b.Loop() {
 		if _, err := Check("ZADD", args...); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestNamed(t *testing.T) {
+	for _, name := range []string{"KEYS", "BLPOP", "INFO", "MULTI", "SUBSCRIBE", "SCRIPT", "HELLO"} {
+		if Named(name) {
+			t.Errorf("Named(%q) = true", name)
 		}
 	}
 }
