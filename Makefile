@@ -64,12 +64,24 @@ build:
 # module proxy serves it).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# The Codis scenarios (test/codis_test.go) run Codis 3.2 from
+# $$DELAYQ_CODIS_BIN, or from what ../shared/codis/build.sh builds (about
+# 1.5 minutes the first time, then instant); without either they skip.
 test: test-deps build
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	rm -f $(AUDIT) $(FIGURES)
 	mkdir -p $(dir $(AUDIT))
-	DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) DELAYQ_FIGURES=$(FIGURES) \
+	codis="$${DELAYQ_CODIS_BIN:-}"; \
+	if [ -z "$$codis" ] && [ -x ../shared/codis/build.sh ]; then \
+		codis=$$(../shared/codis/build.sh) || exit 1; \
+	fi; \
+	if [ -n "$$codis" ]; then \
+		echo "Codis 3.2: $$codis"; \
+	else \
+		echo "Codis 3.2 not found: the Codis scenarios skip (set DELAYQ_CODIS_BIN to the folder of codis-server, codis-proxy, codis-dashboard and codis-admin)"; \
+	fi; \
+	DELAYQ_CODIS_BIN=$$codis DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) DELAYQ_FIGURES=$(FIGURES) \
 		$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 	$(GO) run ./internal/portable/auditcheck $(AUDIT)
 	@echo "figures measured by the tests (2 cores here; see README):"; cat $(FIGURES)

@@ -14,8 +14,9 @@ import (
 var ulidRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{26}$`)
 
 // TestCLIBasics drives send, get, delete, reschedule, stats and dead list
-// through the binary, directly against Redis and through Twemproxy, and
-// checks their outputs and exit statuses (0 ok, 1 error, 2 usage).
+// through the binary, directly against Redis, through Twemproxy and
+// through Codis, and checks their outputs and exit statuses (0 ok, 1
+// error, 2 usage).
 func TestCLIBasics(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	for _, tg := range env.Targets() {
@@ -27,6 +28,11 @@ func TestCLIBasics(t *testing.T) {
 		t.Errorf("nutcracker logged %d problems, first: %v", len(probs), probs[:min(5, len(probs))])
 	}
 	checkClientErr(t, env)
+	t.Run("codis", func(t *testing.T) {
+		c := testenv.StartCodis(t, testenv.CodisOptions{Groups: 2})
+		cliBasics(t, c.Proxies[0], "cli.codis")
+		checkCodis(t, c, []int{0}, false)
+	})
 }
 
 func cliBasics(t *testing.T, addr, topic string) {

@@ -33,7 +33,17 @@ const (
 // sees no unsupported command.
 func TestProxyEndToEnd(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 3})
-	addr, topic := env.Proxy, "e2e.accept"
+	endToEnd(t, env.Proxy, "e2e.accept")
+	// The proxy saw nothing it does not support.
+	if probs := env.ProxyLogProblems(); len(probs) > 0 {
+		t.Errorf("nutcracker logged %d problems, first: %v", len(probs), probs[:min(5, len(probs))])
+	}
+	checkClientErr(t, env)
+}
+
+// endToEnd runs the acceptance scenario of TestProxyEndToEnd through the
+// proxy at addr.
+func endToEnd(t *testing.T, addr, topic string) {
 	l := newLedger()
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 
@@ -282,12 +292,6 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Errorf("p99 lateness %v, want < %v", p99, e2eMaxP99)
 	}
 	t.Logf("deliveries per sub: sub0=%d sub1=%d", perSub[0], perSub[1])
-
-	// The proxy saw nothing it does not support.
-	if probs := env.ProxyLogProblems(); len(probs) > 0 {
-		t.Errorf("nutcracker logged %d problems, first: %v", len(probs), probs[:min(5, len(probs))])
-	}
-	checkClientErr(t, env)
 }
 
 // checkClientErr fails t when nutcracker closed any client connection on
