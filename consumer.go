@@ -82,6 +82,13 @@ type ConsumerOptions struct {
 	// rolling deploy with two versions of a file never flips them. nil:
 	// the consumer sets none.
 	Limits *Limits
+	// AutoPartitions turns on the topic's automatic partition count (see
+	// Client.SetAutoPartitions) if it was never set nor turned off; as
+	// with Limits, the stored settings win, and a different value is
+	// logged as a warning. nil: the consumer sets none. Every consumer
+	// of a topic whose count is automatic takes part in it, whatever its
+	// options.
+	AutoPartitions *AutoPartitions
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int
 	// Prefetch is how many messages may be claimed beyond the free handler
@@ -176,6 +183,8 @@ type ConsumerOptions struct {
 	// library that change the partition count; the end-to-end tests run
 	// with the default.
 	moveSettle time.Duration
+	// autoCheck shortens AutoCheckEvery in tests of the library.
+	autoCheck time.Duration
 }
 
 // Delivery is a message handed to a Handler.
@@ -225,6 +234,11 @@ func (o *ConsumerOptions) setDefaults() error {
 	if o.Limits != nil {
 		if err := o.Limits.Validate(); err != nil {
 			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
+		}
+	}
+	if o.AutoPartitions != nil {
+		if err := o.AutoPartitions.Validate(); err != nil {
+			return fmt.Errorf("ConsumerOptions.AutoPartitions: %w", err)
 		}
 	}
 	if o.Partitions != 0 {

@@ -83,14 +83,19 @@ func (k *Consumer) Run(ctx context.Context) error {
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
 	fctx, stopFollow := context.WithCancel(context.Background())
-	followed := make(chan struct{})
+	followed, autoDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(followed)
 		k.followControls(fctx)
 	}()
+	go func() {
+		defer close(autoDone)
+		k.followAuto(fctx)
+	}()
 	defer func() {
 		stopFollow()
 		<-followed
+		<-autoDone
 	}()
 	// The limits' slots held are given back once every loop returned.
 	fl := newFlow(k)
@@ -206,6 +211,9 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 		}
 		if err == nil && k.opts.Limits != nil {
 			err = k.proposeLimits(ctx)
+		}
+		if err == nil && k.opts.AutoPartitions != nil {
+			err = k.proposeAuto(ctx)
 		}
 		if err == nil {
 			// A paused topic's loops must not claim before the pause is known.

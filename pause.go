@@ -77,15 +77,6 @@ func pauseState(ctrl store.Controls, now time.Time) PauseState {
 	return ps
 }
 
-// readPause reads topic's pause.
-func (c *Client) readPause(ctx context.Context, topic string) (PauseState, error) {
-	ctrl, _, err := c.store.ReadControls(ctx, topic)
-	if err != nil {
-		return PauseState{}, err
-	}
-	return pauseState(ctrl, c.opts.Now()), nil
-}
-
 // controlsEvery is how often a consumer reads its topic's controls when
 // no change of them was signalled (a signal is seen within a ChangePoll):
 // a signal lost on the way (see store.SetPause), as a lost wake-up,
@@ -129,6 +120,13 @@ func (x *controls) limits() store.Limits {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.c.Limits
+}
+
+// auto returns the topic's automatic partition count.
+func (x *controls) auto() store.Auto {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.c.Auto
 }
 
 // pausedAt reports whether the topic is paused at now.

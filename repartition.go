@@ -57,6 +57,10 @@ type PartitionsInfo struct {
 	// Pause is the topic's pause (see Client.Pause); Partitions sets it,
 	// the Change of TopicStats leaves it to TopicStats.Pause.
 	Pause PauseState `json:"pause"`
+	// Auto is the topic's automatic count and what it wants (see
+	// Client.SetAutoPartitions); nil when the count is set by hand.
+	// Partitions sets it, the Change of TopicStats does not.
+	Auto *AutoState `json:"auto,omitempty"`
 }
 
 // Partitions returns topic's partition count and the progress of a
@@ -76,8 +80,15 @@ func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo,
 	if err != nil {
 		return nil, err
 	}
-	if info.Pause, err = c.readPause(ctx, topic); err != nil {
+	ctrl, _, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
 		return nil, err
+	}
+	info.Pause = pauseState(ctrl, c.opts.Now())
+	if a := autoFromStore(ctrl.Auto); a != nil {
+		if info.Auto, err = c.autoState(ctx, topic, a, l.Count); err != nil {
+			return nil, err
+		}
 	}
 	return info, nil
 }

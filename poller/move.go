@@ -128,7 +128,7 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		return m.next, nil
 	}
 	if m.clean && !m.from.Before(since.Add(settle)) {
-		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l)
+		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l, cfg.Now().UnixMilli())
 		if err != nil {
 			p.logErr("mark partition moved", err)
 		} else {

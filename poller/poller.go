@@ -30,7 +30,7 @@ type Store interface {
 	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
 	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
 	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
-	MarkMoved(ctx context.Context, topic string, p int, l store.Layout) (bool, error)
+	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
 	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
 	Changed(ctx context.Context, topic string) error
 }

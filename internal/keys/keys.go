@@ -174,6 +174,18 @@ const (
 	// store.Limits); "{}" once they were cleared, so that a worker's file
 	// sets them only on a topic whose limits were never decided.
 	MetaLimits = "limits"
+	// MetaAuto holds the settings of the topic's automatic partition count
+	// as JSON (see store.Auto); "{}" once it was turned off, so that a
+	// worker's file turns it on only on a topic where it was never
+	// decided.
+	MetaAuto = "auto"
+	// MetaAutoSignal is the change the automatic count wants, as
+	// "<count>:<target>:<since unix ms>", while every check since then
+	// wanted it (see store.AutoStep).
+	MetaAutoSignal = "auto_signal"
+	// MetaChanged is when the last change of the partition count ended
+	// (unix ms).
+	MetaChanged = "changed"
 )
 
 // Rate is a HASH: the token bucket of the topic's rate limit (see

@@ -20,6 +20,10 @@ type Controls struct {
 	// they were never set nor cleared.
 	Limits    Limits
 	LimitsSet bool
+	// Auto is the topic's automatic partition count; AutoSet is false
+	// while it was never set nor turned off.
+	Auto    Auto
+	AutoSet bool
 }
 
 // PausedAt reports whether the topic is paused at nowMS: a timed pause
@@ -69,12 +73,12 @@ func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS 
 // in one command.
 func (s *Store) ReadControls(ctx context.Context, topic string) (Controls, bool, error) {
 	meta := keys.Meta(s.ns, topic)
-	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaPaused, keys.MetaLimits}})
+	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaPaused, keys.MetaLimits, keys.MetaAuto}})
 	if err != nil {
 		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
 	}
 	vals, err := redis.Values(r[0], nil)
-	if err != nil || len(vals) != 3 {
+	if err != nil || len(vals) != 4 {
 		return Controls{}, false, fmt.Errorf("controls of %s: bad reply %v (%v)", topic, r[0], err)
 	}
 	var c Controls
@@ -85,6 +89,9 @@ func (s *Store) ReadControls(ctx context.Context, topic string) (Controls, bool,
 		}
 	}
 	if c.Limits, c.LimitsSet, err = decodeLimits(meta, vals[2]); err != nil {
+		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
+	}
+	if c.Auto, c.AutoSet, err = decodeAuto(meta, vals[3]); err != nil {
 		return Controls{}, false, fmt.Errorf("controls of %s: %w", topic, err)
 	}
 	return c, vals[0] != nil, nil

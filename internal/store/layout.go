@@ -166,13 +166,13 @@ func changeReply(topic string, r any) (Layout, error) {
 
 // MarkMoved records that partition p holds nothing left to move for the
 // change l runs, and ends the change when every source partition is
-// marked (the count becomes l.Next). It returns whether the change ended
+// marked (the count becomes l.Next; nowMS is recorded as its end). It returns whether the change ended
 // with this call; a mark for a change that is no longer running (ended,
 // or cancelled: another next or since) is ignored.
-func (s *Store) MarkMoved(ctx context.Context, topic string, p int, l Layout) (ended bool, err error) {
+func (s *Store) MarkMoved(ctx context.Context, topic string, p int, l Layout, nowMS int64) (ended bool, err error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.script(ctx, markMovedScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix,
-		p, l.Next, l.Since, keys.MetaMovedCount, keys.MetaReversed)
+		p, l.Next, l.Since, keys.MetaMovedCount, keys.MetaReversed, keys.MetaChanged, nowMS)
 	if err != nil {
 		return false, fmt.Errorf("mark partition %d of %s moved: %w", p, topic, err)
 	}

@@ -475,7 +475,8 @@ return {nxt, cur, tonumber(ARGV[9])}
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the prefix of the moved marks, ARGV[5]: the partition,
 // ARGV[6]: the count the change goes to, ARGV[7]: the change's since,
-// ARGV[8..9]: the fields moved count and reversed.
+// ARGV[8..9]: the fields moved count and reversed, ARGV[10..11]: the
+// field changed and now (unix ms), the end's time.
 // Returns 0 when no such change runs, 1 marked, 2 marked and ended.
 var markMovedScript = newScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
@@ -489,6 +490,7 @@ for p = lo, cur - 1 do
   if tonumber(redis.call('HGET', KEYS[1], ARGV[4] .. p)) ~= want then return 1 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
+redis.call('HSET', KEYS[1], ARGV[10], ARGV[11])
 local del = {ARGV[2], ARGV[3], ARGV[8], ARGV[9]}
 for p = lo, cur - 1 do del[#del + 1] = ARGV[4] .. p end
 redis.call('HDEL', KEYS[1], unpack(del))

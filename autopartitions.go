@@ -1,0 +1,307 @@
+package delayq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
+)
+
+// AutoPartitions makes a topic's partition count follow its consumers:
+// the count doubles (within Max) once the live consumers outnumber the
+// partitions for GrowAfter, so that every consumer owns one, and halves
+// (within Min) once they have been at most a quarter of the partitions
+// for ShrinkAfter, so that idle partitions stop costing their owners'
+// leases and polls. A shrink never leads to a grow: after it the
+// consumers are still at most half the count. Damping: a wish must hold
+// at every check for its time (any check that wants otherwise starts it
+// again), one change runs at a time, and none begins until Cooldown after
+// the last one ended. No leader: each consumer of the topic checks every
+// AutoCheckEvery, and the first to see a wish through begins the change
+// with one script, which begins at most one.
+type AutoPartitions struct {
+	// Min and Max bound the count (a topic below Min grows to it, one
+	// above Max shrinks to it, by halves and doublings). Defaults: 1 and
+	// MinPartitionsCeiling (64).
+	Min int
+	Max int
+	// GrowAfter is how long the live consumers must outnumber the
+	// partitions before the count doubles. Default DefaultAutoGrowAfter.
+	GrowAfter time.Duration
+	// ShrinkAfter is how long the live consumers must be at most a
+	// quarter of the partitions before the count halves. Default
+	// DefaultAutoShrinkAfter.
+	ShrinkAfter time.Duration
+	// Cooldown is the time after a change of the count ends before the
+	// automatic count begins another. Default DefaultAutoCooldown.
+	Cooldown time.Duration
+}
+
+// Defaults of AutoPartitions, and how often each consumer checks.
+const (
+	DefaultAutoGrowAfter   = 15 * time.Second
+	DefaultAutoShrinkAfter = 10 * time.Minute
+	DefaultAutoCooldown    = 30 * time.Second
+	AutoCheckEvery         = 5 * time.Second
+)
+
+// withDefaults returns a with its zero fields set to their defaults.
+func (a AutoPartitions) withDefaults() AutoPartitions {
+	if a.Min == 0 {
+		a.Min = 1
+	}
+	if a.Max == 0 {
+		a.Max = max(MinPartitionsCeiling, a.Min)
+	}
+	if a.GrowAfter == 0 {
+		a.GrowAfter = DefaultAutoGrowAfter
+	}
+	if a.ShrinkAfter == 0 {
+		a.ShrinkAfter = DefaultAutoShrinkAfter
+	}
+	if a.Cooldown == 0 {
+		a.Cooldown = DefaultAutoCooldown
+	}
+	return a
+}
+
+// Validate checks a, its defaults applied; the error wraps ErrInvalid and
+// names the offending value.
+func (a AutoPartitions) Validate() error {
+	a = a.withDefaults()
+	switch {
+	case a.Min < 1 || a.Min > partition.MaxPartitions:
+		return fmt.Errorf("%w: automatic partitions: min %d: want 1 to %d", ErrInvalid, a.Min, partition.MaxPartitions)
+	case a.Max < a.Min || a.Max > partition.MaxPartitions:
+		return fmt.Errorf("%w: automatic partitions: max %d: want min (%d) to %d", ErrInvalid, a.Max, a.Min, partition.MaxPartitions)
+	case a.GrowAfter < 0 || a.ShrinkAfter < 0 || a.Cooldown < 0:
+		return fmt.Errorf("%w: automatic partitions: grow after %v, shrink after %v, cooldown %v: none may be negative",
+			ErrInvalid, a.GrowAfter, a.ShrinkAfter, a.Cooldown)
+	}
+	return nil
+}
+
+// MarshalJSON encodes a with its durations as strings ("15s").
+func (a AutoPartitions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Min         int    `json:"min"`
+		Max         int    `json:"max"`
+		GrowAfter   string `json:"grow_after"`
+		ShrinkAfter string `json:"shrink_after"`
+		Cooldown    string `json:"cooldown"`
+	}{a.Min, a.Max, a.GrowAfter.String(), a.ShrinkAfter.String(), a.Cooldown.String()})
+}
+
+// String describes a, its defaults applied.
+func (a AutoPartitions) String() string {
+	a = a.withDefaults()
+	return fmt.Sprintf("auto %d-%d, grow after %v, shrink after %v, cooldown %v", a.Min, a.Max, a.GrowAfter, a.ShrinkAfter, a.Cooldown)
+}
+
+func (a AutoPartitions) toStore() store.Auto {
+	a = a.withDefaults()
+	return store.Auto{Min: a.Min, Max: a.Max, GrowAfterMS: a.GrowAfter.Milliseconds(),
+		ShrinkAfterMS: a.ShrinkAfter.Milliseconds(), CooldownMS: a.Cooldown.Milliseconds()}
+}
+
+func autoFromStore(a store.Auto) *AutoPartitions {
+	if !a.On() {
+		return nil
+	}
+	return &AutoPartitions{Min: a.Min, Max: a.Max, GrowAfter: time.Duration(a.GrowAfterMS) * time.Millisecond,
+		ShrinkAfter: time.Duration(a.ShrinkAfterMS) * time.Millisecond, Cooldown: time.Duration(a.CooldownMS) * time.Millisecond}
+}
+
+// SetAutoPartitions turns on topic's automatic partition count with the
+// settings a (zero fields take their defaults), or turns it off (a nil).
+// Every consumer of the topic follows it within a second. The stored
+// settings are the truth: a worker's file turns it on only on a topic
+// where it was never set nor turned off (see
+// ConsumerOptions.AutoPartitions). It fails with ErrNoTopic for a topic
+// that does not exist and ErrInvalid for bad settings, and writes nothing
+// then.
+func (c *Client) SetAutoPartitions(ctx context.Context, topic string, a *AutoPartitions) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	var st store.Auto
+	if a != nil {
+		if err := a.Validate(); err != nil {
+			return err
+		}
+		st = a.toStore()
+	}
+	_, err := c.store.SetAuto(ctx, topic, st, false)
+	return err
+}
+
+// AutoPartitionsOf returns topic's automatic partition count, its
+// defaults applied; nil when it is off. It fails with ErrNoTopic for a
+// topic that does not exist.
+func (c *Client) AutoPartitionsOf(ctx context.Context, topic string) (*AutoPartitions, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	ctrl, ok, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, store.NoTopic(topic)
+	}
+	return autoFromStore(ctrl.Auto), nil
+}
+
+// AutoState is what a topic's automatic count sees and wants, as
+// Partitions reports it.
+type AutoState struct {
+	// Settings are the automatic count's, its defaults applied.
+	Settings AutoPartitions `json:"settings"`
+	// Target is the count it wants (0: none), wanted at every check
+	// since Since; the change begins at Due at the earliest (its
+	// GrowAfter or ShrinkAfter after Since, and its Cooldown after the
+	// last change ended), while the wish holds.
+	Target int        `json:"target,omitempty"`
+	Since  *time.Time `json:"since,omitempty"`
+	Due    *time.Time `json:"due,omitempty"`
+	// LastChange is when the last change of the count ended.
+	LastChange *time.Time `json:"last_change,omitempty"`
+}
+
+// autoState reads the state of the automatic count a of topic whose
+// count is count.
+func (c *Client) autoState(ctx context.Context, topic string, a *AutoPartitions, count int) (*AutoState, error) {
+	st, err := c.store.ReadAutoState(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := &AutoState{Settings: *a}
+	if st.Changed > 0 {
+		t := time.UnixMilli(st.Changed).UTC()
+		out.LastChange = &t
+	}
+	if st.Signal.Target > 0 && st.Signal.Count == count {
+		out.Target = st.Signal.Target
+		since := time.UnixMilli(st.Signal.Since).UTC()
+		after := a.GrowAfter
+		if out.Target < count {
+			after = a.ShrinkAfter
+		}
+		due := since.Add(after)
+		if st.Changed > 0 {
+			due = maxTime(due, time.UnixMilli(st.Changed).Add(a.Cooldown).UTC())
+		}
+		out.Since, out.Due = &since, &due
+	}
+	return out, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// autoTarget is the count an automatic count a wants for a topic of
+// count partitions and live consumers, and how long the wish must hold;
+// 0 when it wants none.
+func autoTarget(a AutoPartitions, count, live int) (int, time.Duration) {
+	grow := count*2 <= a.Max && count*2 <= partition.MaxPartitions
+	shrink := count%2 == 0 && count/2 >= a.Min
+	switch {
+	case count < a.Min && grow:
+		return count * 2, a.GrowAfter
+	case count > a.Max && count%2 == 0:
+		return count / 2, a.ShrinkAfter
+	case live > count && grow:
+		return count * 2, a.GrowAfter
+	case live*4 <= count && shrink:
+		return count / 2, a.ShrinkAfter
+	}
+	return 0, 0
+}
+
+// followAuto checks the topic's automatic partition count every
+// AutoCheckEvery (jittered), while it is on: the live consumers against
+// the count, and a change begun when a wish held long enough (see
+// AutoPartitions).
+func (k *Consumer) followAuto(ctx context.Context) {
+	every := AutoCheckEvery
+	if k.opts.autoCheck > 0 {
+		every = k.opts.autoCheck
+	}
+	for {
+		t := time.NewTimer(clock.Jitter(every))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		a := autoFromStore(k.ctrl.auto())
+		if a == nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+		if err := k.autoCheck(rctx, *a); err != nil {
+			k.c.errLog.Log("check the automatic partition count", err, "component", "consumer", "topic", k.opts.Topic)
+		}
+		cancel()
+	}
+}
+
+// autoCheck is one check of the automatic count a.
+func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
+	topic := k.opts.Topic
+	l, err := k.c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return err
+	}
+	live, err := k.c.liveConsumers(ctx, topic)
+	if err != nil {
+		return err
+	}
+	target, after := 0, time.Duration(0)
+	if !l.Changing() {
+		target, after = autoTarget(a, l.Count, live)
+	}
+	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(), k.c.opts.Now().UnixMilli())
+	if err != nil || !begun {
+		return err
+	}
+	k.log.Info("automatic partition count: change begun", "from", l.Count, "to", target, "live_consumers", live)
+	k.c.changed(ctx, topic)
+	return nil
+}
+
+// proposeAuto stores ConsumerOptions.AutoPartitions as the topic's
+// automatic count when it was never set nor turned off, and warns when
+// the stored one differs.
+func (k *Consumer) proposeAuto(ctx context.Context) error {
+	want := k.opts.AutoPartitions.withDefaults()
+	written, err := k.c.store.SetAuto(ctx, k.opts.Topic, want.toStore(), true)
+	if err != nil || written {
+		if written {
+			k.log.Info("automatic partition count set", "auto", want.String())
+		}
+		return err
+	}
+	stored, err := k.c.AutoPartitionsOf(ctx, k.opts.Topic)
+	if err != nil {
+		return err
+	}
+	if stored == nil || *stored != want {
+		desc := "off"
+		if stored != nil {
+			desc = stored.String()
+		}
+		k.log.Warn("the topic's stored automatic partition count differs from this consumer's; the stored one applies (change it with delayq partitions --auto)",
+			"stored", desc, "configured", want.String())
+	}
+	return nil
+}

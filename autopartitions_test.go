@@ -1,0 +1,168 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+func TestAutoTarget(t *testing.T) {
+	a := AutoPartitions{Min: 4, Max: 64}.withDefaults()
+	for _, tc := range []struct {
+		count, live, want int
+		after             time.Duration
+	}{
+		{4, 2, 0, 0},                           // within the count, not far below it
+		{4, 4, 0, 0},                           // one each
+		{4, 5, 8, DefaultAutoGrowAfter},        // more consumers than partitions
+		{8, 16, 16, DefaultAutoGrowAfter},      // doubling, one step at a time
+		{64, 100, 0, 0},                        // at max
+		{16, 4, 8, DefaultAutoShrinkAfter},     // a quarter or fewer
+		{16, 5, 0, 0},                          // more than a quarter
+		{8, 2, 4, DefaultAutoShrinkAfter},      // down to min
+		{4, 0, 0, 0},                           // at min
+		{2, 1, 4, DefaultAutoGrowAfter},        // below min
+		{128, 200, 64, DefaultAutoShrinkAfter}, // above max
+	} {
+		got, after := autoTarget(a, tc.count, tc.live)
+		if got != tc.want || after != tc.after {
+			t.Errorf("autoTarget(%d partitions, %d live) = %d after %v, want %d after %v", tc.count, tc.live, got, after, tc.want, tc.after)
+		}
+		// A change never leads to its reverse: the fair share after it
+		// does not want the count back.
+		if got != 0 && got >= a.Min && got <= a.Max && tc.count >= a.Min && tc.count <= a.Max {
+			if back, _ := autoTarget(a, got, tc.live); back == tc.count {
+				t.Errorf("%d partitions, %d live: %d, which wants %d again", tc.count, tc.live, got, back)
+			}
+		}
+	}
+}
+
+func TestAutoPartitionsValidate(t *testing.T) {
+	for _, a := range []AutoPartitions{{Min: -1}, {Min: 8, Max: 4}, {Max: 100000}, {Cooldown: -time.Second}} {
+		if err := a.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", a, err)
+		}
+	}
+	if err := (AutoPartitions{}).Validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+}
+
+// A topic of 2 partitions on an automatic count (min 2, max 8) follows
+// its consumers: 3 consumers grow it to 4, 5 to 8; down to 1 consumer
+// it shrinks to 4, then to 2. Every change is one the settings allow,
+// and messages falling due meanwhile are each delivered once.
+func TestAutoPartitionsFollowConsumers(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 2})
+	const topic = "auto"
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	h := func(_ context.Context, d *Delivery) error {
+		mu.Lock()
+		delivered[d.ID]++
+		mu.Unlock()
+		return nil
+	}
+	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
+		moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond,
+		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 500 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: time.Second}}
+	start := func(id string) (*Consumer, context.CancelFunc) {
+		o := opts
+		o.ID = id
+		k, err := c.NewConsumer(o, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			k.Run(kctx)
+		}()
+		stop := func() {
+			k.Shutdown(context.Background())
+			cancel()
+			<-done
+		}
+		t.Cleanup(stop)
+		return k, stop
+	}
+	var changes []string
+	var chMu sync.Mutex
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		last := ""
+		for watchCtx.Err() == nil {
+			if info, err := c.Partitions(watchCtx, topic); err == nil {
+				now := fmt.Sprintf("%d->%d", info.Count, info.Next)
+				if info.Next != 0 && now != last {
+					chMu.Lock()
+					changes = append(changes, now)
+					chMu.Unlock()
+				}
+				last = now
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	count := func(n int) func() bool {
+		return func() bool {
+			info, err := c.Partitions(ctx, topic)
+			return err == nil && info.Count == n && info.Next == 0
+		}
+	}
+	var msgs []Message
+	for i := range 300 {
+		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("m-%d", i), Delay: time.Duration(i) * 10 * time.Millisecond})
+	}
+	var stops []context.CancelFunc
+	for i := range 3 {
+		_, stop := start(fmt.Sprint("k", i))
+		stops = append(stops, stop)
+	}
+	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", count(4))
+	for i := 3; i < 5; i++ {
+		_, stop := start(fmt.Sprint("k", i))
+		stops = append(stops, stop)
+	}
+	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", count(8))
+	info, err := c.Partitions(ctx, topic)
+	if err != nil || info.Auto == nil || info.Auto.Settings.Max != 8 || info.Auto.LastChange == nil {
+		t.Fatalf("Partitions: %+v, %v; want the auto settings and the last change", info, err)
+	}
+	for _, stop := range stops[1:] {
+		stop()
+	}
+	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", count(2))
+	waitFor(t, 30*time.Second, "every message delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == len(msgs)
+	})
+	stopWatch()
+	chMu.Lock()
+	got := fmt.Sprint(changes)
+	chMu.Unlock()
+	if want := "[2->4 4->8 8->4 4->2]"; got != want {
+		t.Errorf("changes %s, want %s", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range delivered {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", id, n)
+		}
+	}
+}

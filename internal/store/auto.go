@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// Auto is the stored form of a topic's automatic partition count (the
+// MetaAuto field, JSON): the bounds of the count and the damping of its
+// changes, in milliseconds. The zero value is off.
+type Auto struct {
+	Min         int   `json:"min,omitempty"`
+	Max         int   `json:"max,omitempty"`
+	GrowAfterMS int64 `json:"grow_after_ms,omitempty"`
+	// ShrinkAfterMS is how long the signal to shrink must hold.
+	ShrinkAfterMS int64 `json:"shrink_after_ms,omitempty"`
+	// CooldownMS is the time after a change ends before the automatic
+	// count begins another.
+	CooldownMS int64 `json:"cooldown_ms,omitempty"`
+}
+
+// On reports whether a is an automatic count (Max is always set then).
+func (a Auto) On() bool { return a.Max > 0 }
+
+// SetAuto stores topic's automatic partition count (a zero Auto turns it
+// off, stored as "{}"); with ifUnset, only if it was never set nor turned
+// off, and it reports whether it wrote. It fails with ErrNoTopic for a
+// topic that does not exist. The topic's consumers read it with the
+// controls (see ReadControls).
+func (s *Store) SetAuto(ctx context.Context, topic string, a Auto, ifUnset bool) (written bool, err error) {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return false, err
+	}
+	mode := ""
+	if ifUnset {
+		mode = "nx"
+	}
+	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaAuto, string(b), mode)
+	if err != nil {
+		return false, fmt.Errorf("automatic partition count of %s: %w", topic, err)
+	}
+	switch n, _ := redis.Int(r, nil); n {
+	case -1:
+		return false, NoTopic(topic)
+	case 0:
+		return false, nil
+	}
+	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
+		return true, fmt.Errorf("automatic partition count of %s is stored; its consumers follow it at their next read of the controls (telling them at once failed: %w)", topic, err)
+	}
+	return true, nil
+}
+
+// decodeAuto reads the MetaAuto field of meta: the settings, and whether
+// they were ever set (or turned off).
+func decodeAuto(meta string, v any) (Auto, bool, error) {
+	if v == nil {
+		return Auto{}, false, nil
+	}
+	b, err := redis.Bytes(v, nil)
+	if err != nil {
+		return Auto{}, false, fmt.Errorf("field %q of %s: %w", keys.MetaAuto, meta, err)
+	}
+	var a Auto
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Auto{}, false, fmt.Errorf("field %q of %s: %q: %w", keys.MetaAuto, meta, b, err)
+	}
+	return a, true, nil
+}
+
+// AutoSignal is what the automatic count of a topic wants, as its
+// checks stored it: a change from Count to Target partitions, wanted by
+// every check since Since (unix ms). Target 0: none.
+type AutoSignal struct {
+	Count, Target int
+	Since         int64
+}
+
+// AutoState is the stored state of a topic's automatic count: the end of
+// its last change (unix ms, 0 if none ended yet) and its signal.
+type AutoState struct {
+	Changed int64
+	Signal  AutoSignal
+}
+
+// ReadAutoState reads topic's AutoState.
+func (s *Store) ReadAutoState(ctx context.Context, topic string) (AutoState, error) {
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.do(ctx, cmd{"HMGET", []any{meta, keys.MetaChanged, keys.MetaAutoSignal}})
+	if err != nil {
+		return AutoState{}, fmt.Errorf("automatic partition count of %s: %w", topic, err)
+	}
+	vals, err := redis.Values(r[0], nil)
+	if err != nil || len(vals) != 2 {
+		return AutoState{}, fmt.Errorf("automatic partition count of %s: bad reply %v (%v)", topic, r[0], err)
+	}
+	var st AutoState
+	if vals[0] != nil {
+		st.Changed, _ = redis.Int64(vals[0], nil)
+	}
+	if vals[1] != nil {
+		sig, _ := redis.String(vals[1], nil)
+		if _, err := fmt.Sscanf(sig, "%d:%d:%d", &st.Signal.Count, &st.Signal.Target, &st.Signal.Since); err != nil {
+			return AutoState{}, fmt.Errorf("field %q of %s: %q: %w", keys.MetaAutoSignal, meta, sig, err)
+		}
+	}
+	return st, nil
+}
+
+// autoStepScript is one check of a topic's automatic partition count, by
+// whichever consumer makes it: the count it saw, and the change it wants
+// (target 0: none). A change is begun only when every check for at least
+// after wanted the same one (the signal, "<count>:<target>:<since>"), at
+// least cooldown after the last change ended, and while no change runs
+// and the count is still the one seen: checks of many consumers at once
+// begin one change at most. Any check that wants none, or another,
+// starts the signal again.
+// KEYS[1]: meta HASH. ARGV[1..5]: the fields partitions, next, since,
+// moved count and reversed; ARGV[6..7]: the fields signal and changed;
+// ARGV[8]: now (unix ms), ARGV[9]: the count seen, ARGV[10]: the target,
+// ARGV[11]: after (ms), ARGV[12]: cooldown (ms).
+// Returns {state, since}: state -1 for a topic that does not exist, 0
+// no signal, 1 a signal held since since, 2 the change begun.
+var autoStepScript = newScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur then return {-1, 0} end
+local now, target = tonumber(ARGV[8]), tonumber(ARGV[10])
+if target == 0 or redis.call('HGET', KEYS[1], ARGV[2]) or cur ~= tonumber(ARGV[9]) then
+  redis.call('HDEL', KEYS[1], ARGV[6])
+  return {0, 0}
+end
+local want = cur .. ':' .. target .. ':'
+local sig = redis.call('HGET', KEYS[1], ARGV[6])
+if not sig or string.sub(sig, 1, #want) ~= want then
+  redis.call('HSET', KEYS[1], ARGV[6], want .. ARGV[8])
+  return {1, now}
+end
+local since = tonumber(string.sub(sig, #want + 1))
+local changed = tonumber(redis.call('HGET', KEYS[1], ARGV[7])) or 0
+if now - since < tonumber(ARGV[11]) or now - changed < tonumber(ARGV[12]) then return {1, since} end
+redis.call('HDEL', KEYS[1], ARGV[4], ARGV[5], ARGV[6])
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[8])
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[10])
+return {2, since}
+`)
+
+// AutoStep runs one check of topic's automatic partition count (see
+// autoStepScript): count is the count the caller saw, target the count
+// it wants (0: none), after how long the wish must have held and
+// cooldown the time since the last change's end. It returns whether it
+// began the change, and since when the signal holds (0: none). The
+// caller tells the consumers of a change begun (Changed).
+func (s *Store) AutoStep(ctx context.Context, topic string, count, target int, afterMS, cooldownMS, nowMS int64) (begun bool, since int64, err error) {
+	r, err := s.script(ctx, autoStepScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaNext, keys.MetaSince,
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS)
+	if err != nil {
+		return false, 0, fmt.Errorf("automatic partition count of %s: %w", topic, err)
+	}
+	vals, err := redis.Int64s(r, nil)
+	if err != nil || len(vals) != 2 {
+		return false, 0, fmt.Errorf("automatic partition count of %s: bad reply %v (%v)", topic, r, err)
+	}
+	if vals[0] == -1 {
+		return false, 0, NoTopic(topic)
+	}
+	return vals[0] == 2, vals[1], nil
+}

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// TestAutoStep checks the damping of the automatic count's script: a
+// change begins only after a wish held at every check for its time, and
+// the cooldown after the last change ended; a contrary check starts the
+// wish again; a running change, or a count other than the one seen,
+// clears it.
+func TestAutoStep(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	s, err := Open(Options{Addr: env.Backends[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const topic, t0 = "auto", int64(1_800_000_000_000)
+	if _, err := s.EnsureTopic(ctx, topic, 4, t0); err != nil {
+		t.Fatal(err)
+	}
+	step := func(at int64, count, target int, wantBegun bool, wantSince int64) {
+		t.Helper()
+		begun, since, err := s.AutoStep(ctx, topic, count, target, 1000, 500, at)
+		if err != nil || begun != wantBegun || since != wantSince {
+			t.Fatalf("step at t0+%d (%d -> %d): begun %v since %d, %v; want begun %v since %d", at-t0, count, target, begun, since, err, wantBegun, wantSince)
+		}
+	}
+	step(t0, 4, 8, false, t0)
+	step(t0+500, 4, 8, false, t0)
+	step(t0+600, 4, 0, false, 0)        // a check that wants nothing
+	step(t0+700, 4, 8, false, t0+700)   // starts the wish again
+	step(t0+1500, 4, 2, false, t0+1500) // another wish starts it again too
+	step(t0+1600, 4, 8, false, t0+1600)
+	step(t0+2600, 8, 16, false, 0) // a count other than stored
+	step(t0+2700, 4, 8, false, t0+2700)
+	step(t0+3700, 4, 8, true, t0+2700)
+	l, err := s.ReadLayout(ctx, topic)
+	if err != nil || l.Count != 4 || l.Next != 8 || l.Since != t0+3700 {
+		t.Fatalf("layout after the step: %+v, %v; want a change from 4 to 8 since t0+3700", l, err)
+	}
+	step(t0+3800, 4, 8, false, 0) // a change runs: no wish
+	st, err := s.ReadAutoState(ctx, topic)
+	if err != nil || st.Signal.Target != 0 {
+		t.Fatalf("state while the change runs: %+v, %v", st, err)
+	}
+	// The change ends (every source marked) at t0+10000: the cooldown
+	// counts from there.
+	for p := range 4 {
+		if _, err := s.MarkMoved(ctx, topic, p, l, t0+10000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err = s.ReadAutoState(ctx, topic); err != nil || st.Changed != t0+10000 {
+		t.Fatalf("state after the change: %+v, %v; want changed at t0+10000", st, err)
+	}
+	step(t0+9000, 8, 16, false, t0+9000)
+	step(t0+10200, 8, 16, false, t0+9000) // held long enough, but cooling down
+	step(t0+10500, 8, 16, true, t0+9000)
+}
