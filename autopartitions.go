@@ -45,7 +45,7 @@ type AutoPartitions struct {
 const (
 	DefaultAutoGrowAfter   = 15 * time.Second
 	DefaultAutoShrinkAfter = 10 * time.Minute
-	DefaultAutoCooldown    = 30 * time.Second
+	DefaultAutoCooldown    = 15 * time.Second
 	AutoCheckEvery         = 5 * time.Second
 )
 

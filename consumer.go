@@ -87,7 +87,8 @@ type ConsumerOptions struct {
 	// with Limits, the stored settings win, and a different value is
 	// logged as a warning. nil: the consumer sets none. Every consumer
 	// of a topic whose count is automatic takes part in it, whatever its
-	// options.
+	// options. Without Partitions, a topic this consumer creates starts
+	// with the client's count brought within Min and Max.
 	AutoPartitions *AutoPartitions
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int

@@ -202,6 +202,11 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 	if !set {
 		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
 	}
+	if a := k.opts.AutoPartitions; a != nil && k.opts.Partitions == 0 {
+		// A topic created on an automatic count starts within its bounds.
+		b := a.withDefaults()
+		proposed, set = min(max(proposed, b.Min), b.Max), false
+	}
 	wait := startRetryMin
 	for {
 		l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)

@@ -19,7 +19,7 @@ var partitionsPoll = time.Second
 // partition count and the progress of a change of it, with --set starts
 // one and with --cancel cancels it.
 func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("partitions", "--topic T [--set N [--force] | --cancel] [--wait] [--json]",
+	cmd := newCommand("partitions", "--topic T [--set N [--force] | --cancel | --auto [on|off] [--min N] [--max M] [--grow-after D] [--shrink-after D] [--cooldown D]] [--wait] [--json]",
 		"Prints the topic's partition count, as stored in Redis: the count every\n"+
 			"producer, consumer and command of the topic uses, whatever their --partitions\n"+
 			"flag or config says, and the progress of a change of it: the source partitions\n"+
@@ -33,6 +33,13 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 			"a polling loop (see README).\n\n"+
 			"--cancel cancels the running change: the consumers move the messages moved\n"+
 			"already back, and the topic ends at its old count; no message is lost.\n\n"+
+			"--auto lets the count follow the live consumers (--auto off gives it back to\n"+
+			"--set): doubled, up to --max (default 64), once the consumers outnumber the\n"+
+			"partitions for --grow-after (15s); halved, down to --min (default 1), once\n"+
+			"they are at most a quarter of them for --shrink-after (10m); never within\n"+
+			"--cooldown (15s) of the end of the last change. The topic's consumers check\n"+
+			"every 5s and begin the change; the settings are stored, and --auto again\n"+
+			"replaces them (flags not given take their defaults).\n\n"+
 			"--wait follows the change until it ends: one updating line on a terminal, a\n"+
 			"line per change of state otherwise. With no consumer running on the topic,\n"+
 			"nothing would end it: --wait then says so and exits with status 1 at once,\n"+
@@ -43,8 +50,25 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 	force := cmd.fs.Bool("force", false, "with --set, allow a count past max(64, 32 per live consumer)")
 	wait := cmd.fs.Bool("wait", false, "follow the change until it ends")
 	asJSON := cmd.fs.Bool("json", false, "print the delayq.PartitionsInfo value as JSON")
-	if err := cmd.parse(args); err != nil {
+	var auto onOff
+	cmd.fs.Var(&auto, "auto", "let the count follow the live consumers (on, the default with no value), or stop it (off)")
+	var a delayq.AutoPartitions
+	cmd.fs.IntVar(&a.Min, "min", 0, "with --auto, the smallest `count` (default 1)")
+	cmd.fs.IntVar(&a.Max, "max", 0, "with --auto, the largest `count` (default 64)")
+	cmd.fs.DurationVar(&a.GrowAfter, "grow-after", delayq.DefaultAutoGrowAfter, "with --auto, how long the consumers must outnumber the partitions before the count doubles")
+	cmd.fs.DurationVar(&a.ShrinkAfter, "shrink-after", delayq.DefaultAutoShrinkAfter, "with --auto, how long the consumers must be at most a quarter of the partitions before the count halves")
+	cmd.fs.DurationVar(&a.Cooldown, "cooldown", delayq.DefaultAutoCooldown, "with --auto, the time after a change ends before the next may begin")
+	if err := cmd.parse(autoValue(args)); err != nil {
 		return err
+	}
+	autoFlags := []string{"min", "max", "grow-after", "shrink-after", "cooldown"}
+	for _, f := range autoFlags {
+		if cmd.isSet(f) && (!cmd.isSet("auto") || !auto.on) {
+			return cmd.usageErr("--%s applies to --auto (on) only", f)
+		}
+	}
+	if cmd.isSet("auto") && (cmd.isSet("set") || *cancel) {
+		return cmd.usageErr("--auto excludes --set and --cancel: the count is automatic or set by hand")
 	}
 	if cmd.isSet("partitions") {
 		return cmd.usageErr("--partitions does not apply: use --set N to change the count")
@@ -70,6 +94,14 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	case *cancel:
 		info, err = client.CancelPartitions(ctx, topic)
+	case cmd.isSet("auto"):
+		var set *delayq.AutoPartitions
+		if auto.on {
+			set = &a
+		}
+		if err = client.SetAutoPartitions(ctx, topic, set); err == nil {
+			info, err = client.Partitions(ctx, topic)
+		}
 	default:
 		info, err = client.Partitions(ctx, topic)
 	}
@@ -223,10 +255,73 @@ func (w *progressWriter) final(info *delayq.PartitionsInfo) error {
 		return err
 	}
 	if l := pauseLine(info.Pause); l != "" {
-		_, err := fmt.Fprintf(w.out, "%s: %s\n", info.Topic, l)
+		if _, err := fmt.Fprintf(w.out, "%s: %s\n", info.Topic, l); err != nil {
+			return err
+		}
+	}
+	if info.Auto != nil {
+		_, err := fmt.Fprintf(w.out, "%s: %s\n", info.Topic, autoLine(info.Auto, time.Now()))
 		return err
 	}
 	return nil
+}
+
+// autoLine says what an automatic count is set to and wants.
+func autoLine(a *delayq.AutoState, now time.Time) string {
+	line := a.Settings.String()
+	if a.LastChange != nil {
+		line += "; last change ended " + wire.Time(*a.LastChange)
+	}
+	if a.Target == 0 {
+		return line + "; wants no change"
+	}
+	line += fmt.Sprintf("; wants %d since %s", a.Target, wire.Time(*a.Since))
+	if d := a.Due.Sub(now); d > 0 {
+		return line + fmt.Sprintf(", in %s at the earliest", d.Round(time.Second))
+	}
+	return line + ", at the next check"
+}
+
+// onOff is a flag that is on when given alone (--auto), or set to on or
+// off (--auto=off; autoValue lets "--auto off" mean it too).
+type onOff struct{ on bool }
+
+func (f *onOff) String() string {
+	if f == nil || !f.on {
+		return "off"
+	}
+	return "on"
+}
+
+func (f *onOff) Set(s string) error {
+	switch s {
+	case "on", "true":
+		f.on = true
+	case "off", "false":
+		f.on = false
+	default:
+		return fmt.Errorf("%q: want on or off", s)
+	}
+	return nil
+}
+
+// IsBoolFlag lets --auto be given without a value.
+func (f *onOff) IsBoolFlag() bool { return true }
+
+// autoValue joins "--auto on" and "--auto off" into "--auto=on" and
+// "--auto=off", which the flag package reads.
+func autoValue(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if (a == "--auto" || a == "-auto") && i+1 < len(args) && (args[i+1] == "on" || args[i+1] == "off") {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // stateKey is what a line per change of state compares: all but the

@@ -232,3 +232,49 @@ func TestStatsTableChange(t *testing.T) {
 		}
 	}
 }
+
+// "partitions --auto" stores an automatic count (the flags not given at
+// their defaults) and prints it; "--auto off" turns it off; the auto
+// flags without --auto, --auto beside --set and a bad value are usage
+// errors.
+func TestPartitionsAuto(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	partitionsTopic(t, addr, "auto", "4")
+	base := []string{"partitions", "--addr", addr, "--topic", "auto"}
+	stdout, stderr, err := runArgs(t, append(base, "--auto", "--min", "4", "--max", "32", "--grow-after", "20s")...)
+	if err != nil {
+		t.Fatalf("--auto: %v %s", err, stderr)
+	}
+	if want := "auto: auto 4-32, grow after 20s, shrink after 10m0s, cooldown 15s; wants no change"; !strings.Contains(stdout, want) {
+		t.Errorf("--auto printed %q, want a line %q", stdout, want)
+	}
+	c, err := delayq.New(delayq.Options{Addr: addr, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := c.AutoPartitionsOf(context.Background(), "auto")
+	if err != nil || a == nil || a.Min != 4 || a.Max != 32 || a.GrowAfter != 20*time.Second || a.Cooldown != delayq.DefaultAutoCooldown {
+		t.Fatalf("stored: %+v, %v", a, err)
+	}
+	if stdout, stderr, err = runArgs(t, append(base, "--auto", "off")...); err != nil || stdout != "auto: 4 partitions\n" {
+		t.Fatalf("--auto off: %q %v %s", stdout, err, stderr)
+	}
+	if a, err = c.AutoPartitionsOf(context.Background(), "auto"); err != nil || a != nil {
+		t.Fatalf("after --auto off: %+v, %v", a, err)
+	}
+	for _, args := range [][]string{
+		{"--min", "2"},
+		{"--auto", "off", "--max", "8"},
+		{"--auto", "--set", "8"},
+		{"--auto=maybe"},
+		{"--auto", "--min", "8", "--max", "4"},
+	} {
+		_, _, err := runArgs(t, append(base, args...)...)
+		var ue *usageError
+		if err == nil || (!errors.As(err, &ue) && !errors.Is(err, delayq.ErrInvalid)) {
+			t.Errorf("%v: %v, want a usage error or ErrInvalid", args, err)
+		}
+	}
+}

@@ -205,7 +205,8 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			IdlePollInterval: cfg.Worker.IdlePollInterval,
 			ShutdownTimeout:  cfg.Worker.ShutdownTimeout,
 			Schedules:        workerSchedules(tc.Schedules),
-			Limits:           tc.Limits, // nil without [topic.limits]
+			Limits:           tc.Limits,         // nil without [topic.limits]
+			AutoPartitions:   tc.AutoPartitions, // nil without partitions = "auto"
 		}, w.observe(tc.Name, h))
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)

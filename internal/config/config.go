@@ -97,8 +97,15 @@ type Topic struct {
 	// change them with "delayq limits" (a worker whose file differs
 	// warns), so a rolling deploy with two versions of the file never
 	// flips them.
-	Limits    *delayq.Limits
-	Schedules []Schedule // the [[topic.schedule]] tables, in file order
+	Limits *delayq.Limits
+	// AutoPartitions is set by partitions = "auto", with the optional
+	// [topic.auto_partitions] table (min, max, grow_after, shrink_after,
+	// cooldown): the topic's count then follows its live consumers (see
+	// delayq.ConsumerOptions.AutoPartitions). As with Limits, the stored
+	// settings are the truth once set; change them with "delayq
+	// partitions --auto". nil with a count, or no key.
+	AutoPartitions *delayq.AutoPartitions
+	Schedules      []Schedule // the [[topic.schedule]] tables, in file order
 	// OnDuplicate is what an enqueue of the worker's HTTP API to this
 	// topic does with an id that exists when its body does not say
 	// (delayq.Message.OnDuplicate). Default delayq.Reject (a 409).

@@ -45,7 +45,7 @@ func schemaKeys() map[string][]string {
 // out ("# key = ...") or not, as config.toml and README's examples write
 // them.
 func exampleKeys(text string, into map[string]map[string]bool) {
-	header := regexp.MustCompile(`^#?\s*\[\[?([a-z.]+)\]\]?\s*(#.*)?$`)
+	header := regexp.MustCompile(`^#?\s*\[\[?([a-z._]+)\]\]?\s*(#.*)?$`)
 	key := regexp.MustCompile(`^#?\s*([a-z_]+)\s*=`)
 	table := ""
 	for _, line := range strings.Split(text, "\n") {
@@ -73,7 +73,7 @@ func readmeKeys(t *testing.T) map[string]map[string]bool {
 		t.Fatal(err)
 	}
 	keys := map[string]map[string]bool{}
-	row := regexp.MustCompile("(?m)^\\| `\\[\\[?([a-z.]+)\\]\\]?` \\|(.*)\\|$")
+	row := regexp.MustCompile("(?m)^\\| `\\[\\[?([a-z._]+)\\]\\]?` \\|(.*)\\|$")
 	word := regexp.MustCompile("`([a-z_]+)")
 	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
 		if keys[m[1]] == nil {

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/delayq/delayq/partition"
 )
 
 // Load reads and parses the file at path (see Parse). Errors name the
@@ -267,6 +265,7 @@ type (
 		MaxWait     value       `toml:"max_wait"`
 		Handler     *rawHandler `toml:"handler"`
 		Limits      *rawLimits  `toml:"limits"`
+		Auto        *rawAuto    `toml:"auto_partitions"`
 		Schedule    schedTables `toml:"schedule"`
 	}
 	rawHandler struct {
@@ -309,10 +308,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 		path := fmt.Sprintf("topic[%d]", i)
 		c.str(rt.Name, &t.Name, child(path, topicTable("", i), "name"))
 		table := topicTable(t.Name, i)
-		c.integer(rt.Partitions, &t.Partitions, child(path, table, "partitions"))
-		if rt.Partitions.set && t.Partitions == 0 {
-			c.ps.add(child(path, table, "partitions"), "partition count 0 is out of range 1..%d; want a count such as 16, or no key for the default", partition.MaxPartitions)
-		}
+		c.partitions(rt.Partitions, rt.Auto, &t, path, table, i)
 		c.integer(rt.Concurrency, &t.Concurrency, child(path, table, "concurrency"))
 		c.duration(rt.Timeout, &t.Timeout, child(path, table, "timeout"))
 		c.integer(rt.MaxAttempts, &t.MaxAttempts, child(path, table, "max_attempts"))

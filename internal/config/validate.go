@@ -109,6 +109,7 @@ func (t *Topic) validate(ps *problems, i int, first map[string]int) {
 	t.validateDuplicates(ps, at)
 	t.Handler.validate(ps, path+".handler", "[topic.handler] of "+topicName(t.Name, i))
 	t.validateLimits(ps, i)
+	t.validateAuto(ps, i)
 	t.validateSchedules(ps, i)
 }
 
