@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,119 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 	for id, n := range delivered {
 		if n != 1 {
 			t.Errorf("%s delivered %d times", id, n)
+		}
+	}
+}
+
+// A schedule firing every second through automatic changes of the count
+// (2 -> 4 -> 8 -> 4 -> 2) as consumers join and leave, half of its
+// occurrences failing their first attempt so that they are delivered
+// again, across a change: every occurrence comes once (one id per time,
+// one success), none is skipped. The schedule's mark moves with each
+// change, and a chain step during one also reads it in its old place.
+func TestAutoPartitionsSchedule(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 2})
+	const topic = "auto-sched"
+	var mu sync.Mutex
+	ids := map[int64]map[string]bool{} // occurrence time -> ids delivered
+	ok := map[int64]int{}              // occurrence time -> successful deliveries
+	h := func(_ context.Context, d *Delivery) error {
+		_, _, at, isOcc := ParseScheduleID(d.ID)
+		if !isOcc {
+			return nil
+		}
+		ms := at.UnixMilli()
+		mu.Lock()
+		defer mu.Unlock()
+		if ids[ms] == nil {
+			ids[ms] = map[string]bool{}
+		}
+		ids[ms][d.ID] = true
+		if d.Attempt == 1 && ms/1000%2 == 0 {
+			return errors.New("first attempt fails")
+		}
+		ok[ms]++
+		return nil
+	}
+	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
+		Backoff: []time.Duration{1500 * time.Millisecond}, moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond,
+		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: 500 * time.Millisecond}}
+	var stops []func()
+	start := func(id string) {
+		o := opts
+		o.ID = id
+		k, err := c.NewConsumer(o, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			k.Run(kctx)
+		}()
+		stop := sync.OnceFunc(func() {
+			k.Shutdown(context.Background())
+			cancel()
+			<-done
+		})
+		t.Cleanup(stop)
+		stops = append(stops, stop)
+	}
+	count := func(n int) func() bool {
+		return func() bool {
+			info, err := c.Partitions(ctx, topic)
+			return err == nil && info.Count == n && info.Next == 0
+		}
+	}
+	start("k0")
+	waitFor(t, 10*time.Second, "the topic", func() bool { _, err := c.Partitions(ctx, topic); return err == nil })
+	if _, err := c.AddSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s"}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	start("k1")
+	start("k2")
+	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", count(4))
+	start("k3")
+	start("k4")
+	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", count(8))
+	for _, stop := range stops[1:] {
+		stop()
+	}
+	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", count(2))
+	ended := time.Now()
+	// The occurrences up to the end of the changes, their retries done.
+	waitFor(t, 10*time.Second, "the retries of the occurrences due before the end", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for ms := range ids {
+			if ms < ended.UnixMilli() && ok[ms] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var times []int64
+	for ms := range ids {
+		if ms >= began.UnixMilli() && ms < ended.UnixMilli() {
+			times = append(times, ms)
+		}
+	}
+	slices.Sort(times)
+	if len(times) < 10 {
+		t.Fatalf("%d occurrences between the first change and the last, want a dozen or more", len(times))
+	}
+	for i, ms := range times {
+		if len(ids[ms]) != 1 || ok[ms] != 1 {
+			t.Errorf("occurrence at %v: ids %v, %d successful deliveries; want one id and one success", time.UnixMilli(ms).UTC(), ids[ms], ok[ms])
+		}
+		if i > 0 && ms-times[i-1] != 1000 {
+			t.Errorf("occurrences at %v and %v: one skipped", time.UnixMilli(times[i-1]).UTC(), time.UnixMilli(ms).UTC())
 		}
 	}
 }

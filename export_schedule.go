@@ -54,7 +54,7 @@ func (c *Client) ExportSchedules(ctx context.Context, topic string) ([]ExportedS
 	for _, s := range all {
 		e := ExportedSchedule{Schedule: s.Schedule, Paused: s.Paused, Created: s.Created, Updated: s.Updated}
 		if !s.Paused && l.Count > 0 {
-			mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(s.Name, l.PlaceCount()), s.Name)
+			mark, live, err := c.scheduleMarkLive(ctx, topic, s.Name, l)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +139,7 @@ func (c *Client) importChain(ctx context.Context, topic, name string, r *schedRe
 	default:
 		l, lerr := c.ensureTopic(ctx, topic)
 		if err = lerr; err == nil {
-			_, err = c.writeOccurrence(ctx, topic, name, r, time.UnixMilli(next.UnixMilli()), l.PlaceCount(), now)
+			_, err = c.writeOccurrence(ctx, topic, name, r, time.UnixMilli(next.UnixMilli()), l, now)
 		}
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 	_ "time/tzdata" // every process computes the same occurrences, whatever zone files its host has
 
+	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/robfig/cron/v3"
 )
@@ -49,7 +50,7 @@ const (
 	MaxCatchUp = 100
 	// ScheduleIDPrefix begins the id of every occurrence; ids given to
 	// Enqueue cannot begin with it.
-	ScheduleIDPrefix = "@sched:"
+	ScheduleIDPrefix = keys.ScheduleIDPrefix
 	// maxScheduleName is the longest schedule name.
 	maxScheduleName = 100
 )
@@ -557,7 +558,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
 	// A version above the deleted one: the mark's pending occurrence is
 	// removed with the mark.
 	v := max(old.Version+1, c.opts.Now().UnixMilli())
-	_, _, err = c.store.ChainSchedule(ctx, topic, schedulePartition(name, l.PlaceCount()), name, v, 0, "", nil, store.ChainForget)
+	_, _, err = c.store.ChainSchedule(ctx, topic, schedulePartition(name, l.PlaceCount()), name, v, 0, "", nil, store.ChainForget, "")
 	return err
 }
 

@@ -66,11 +66,14 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 	if err != nil {
 		return err
 	}
-	n := l.PlaceCount()
-	p := schedulePartition(name, n)
+	p := schedulePartition(name, l.PlaceCount())
 	if cur.Paused {
+		floor, err := c.markFloor(ctx, topic, name, l)
+		if err != nil {
+			return err
+		}
 		mark := ScheduleIDPrefix + name + ":" + strconv.FormatInt(cur.Version, 10) + ":0:"
-		_, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, 0, mark, nil, store.ChainRetire)
+		_, _, err = c.store.ChainSchedule(ctx, topic, p, name, cur.Version, 0, mark, nil, store.ChainRetire, floor)
 		return err
 	}
 	cs, err := parseSpec(name, cur.Spec, cur.TZ)
@@ -87,7 +90,7 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 		}
 		at = nx[0]
 	}
-	_, err = c.writeOccurrence(ctx, topic, name, cur, at, n, c.opts.Now())
+	_, err = c.writeOccurrence(ctx, topic, name, cur, at, l, c.opts.Now())
 	return err
 }
 
@@ -105,7 +108,7 @@ func (c *Client) ensureChain(ctx context.Context, topic, name string, def *sched
 	if err != nil {
 		return err
 	}
-	mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.PlaceCount()), name)
+	mark, live, err := c.scheduleMarkLive(ctx, topic, name, l)
 	if err != nil {
 		return err
 	}
@@ -127,11 +130,16 @@ func (c *Client) ensureChain(ctx context.Context, topic, name string, def *sched
 // writeOccurrence writes the occurrence at of version cur of a schedule
 // (once ever: see store.ChainSchedule) and wakes its partition's owner
 // when it is due soon.
-func (c *Client) writeOccurrence(ctx context.Context, topic, name string, cur *schedRecord, at time.Time, n int, now time.Time) (int, error) {
+func (c *Client) writeOccurrence(ctx context.Context, topic, name string, cur *schedRecord, at time.Time, l store.Layout, now time.Time) (int, error) {
+	n := l.PlaceCount()
 	p := schedulePartition(name, n)
 	id := ScheduleID(name, cur.Version, at, n)
 	rec := &store.Record{Due: at.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(), MaxAttempts: cur.MaxAttempts, Body: cur.Body}
-	outcome, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, at.UnixMilli(), id, rec, store.ChainOccurrence)
+	floor, err := c.markFloor(ctx, topic, name, l)
+	if err != nil {
+		return 0, err
+	}
+	outcome, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, at.UnixMilli(), id, rec, store.ChainOccurrence, floor)
 	if err != nil {
 		return outcome, err
 	}
@@ -188,7 +196,7 @@ func (c *Client) occurrence(ctx context.Context, topic, id string, attempt int) 
 	if err != nil {
 		return false, err
 	}
-	if _, err := c.writeOccurrence(ctx, topic, name, def, nxt, l.PlaceCount(), now); err != nil {
+	if _, err := c.writeOccurrence(ctx, topic, name, def, nxt, l, now); err != nil {
 		return false, err
 	}
 	return run, nil
@@ -225,4 +233,55 @@ func catchUp(cs cron.Schedule, at, now time.Time, policy Policy) (run bool, nxt 
 		return true, ring[0]
 	}
 	return false, ring[count%limit] // the oldest of the latest limit
+}
+
+// markFloor returns, while l's change of the partition count runs, the
+// schedule's mark in its partition of the old count when that is not its
+// partition of the new one: the change moves it (store.MoveScan), and
+// until it has, a chain step in the new place must not write what the
+// old mark says was written (see store.ChainSchedule). "" otherwise.
+func (c *Client) markFloor(ctx context.Context, topic, name string, l store.Layout) (string, error) {
+	if !l.Changing() {
+		return "", nil
+	}
+	old := schedulePartition(name, l.Count)
+	if old == schedulePartition(name, l.Next) {
+		return "", nil
+	}
+	return c.store.ScheduleMark(ctx, topic, old, name)
+}
+
+// scheduleMarkLive returns the schedule's mark and whether its occurrence
+// still has its record (see store.ScheduleMarkLive), from its partition
+// in l's placing count, or during a change from its partition of the old
+// count when the mark there is the newer (not moved yet).
+func (c *Client) scheduleMarkLive(ctx context.Context, topic, name string, l store.Layout) (string, bool, error) {
+	mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.PlaceCount()), name)
+	if err != nil || !l.Changing() || schedulePartition(name, l.Count) == schedulePartition(name, l.Next) {
+		return mark, live, err
+	}
+	oldMark, oldLive, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.Count), name)
+	if err != nil {
+		return "", false, err
+	}
+	if newerMark(oldMark, mark) {
+		return oldMark, oldLive, nil
+	}
+	return mark, live, nil
+}
+
+// newerMark reports whether schedule mark a is newer than b: of a later
+// version, or of the same version and a later occurrence.
+func newerMark(a, b string) bool {
+	_, av, at, aok := ParseScheduleID(a)
+	_, bv, bt, bok := ParseScheduleID(b)
+	switch {
+	case !aok:
+		return false
+	case !bok:
+		return true
+	case av != bv:
+		return av > bv
+	}
+	return at.After(bt)
 }

@@ -53,6 +53,11 @@ const (
 	ScheduleMark = "\x06"
 )
 
+// ScheduleIDPrefix begins the id of every occurrence of a schedule; the
+// schedule's occurrences and mark live in partition
+// murmur3(ScheduleIDPrefix + name) % count (see SchedulePartition).
+const ScheduleIDPrefix = "@sched:"
+
 // ScheduleMarkField is the field of the records HASH, in the partition
 // every occurrence of the schedule lands in, whose value is the id of the
 // newest occurrence ever written for the schedule: the chain refuses to

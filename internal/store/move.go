@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/partition"
@@ -73,8 +74,13 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	var ids []string
 	var recs [][]byte
 	var segs []string
+	var marks []markMove
 	for i := 0; i+1 < len(kv); i += 2 {
 		switch f := string(kv[i]); {
+		case strings.HasPrefix(f, keys.ScheduleMark):
+			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
+				marks = append(marks, markMove{field: f, mark: kv[i+1], to: to})
+			}
 		case keys.IsIDField(f):
 			if partition.For(f, l.Next) == p {
 				continue // stays
@@ -88,6 +94,13 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 		case keys.IsSegmentField(f):
 			segs = append(segs, f)
 		}
+	}
+	if len(marks) > 0 {
+		n, err := s.moveMarks(ctx, topic, p, marks)
+		if err != nil {
+			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		}
+		pass.Left += n
 	}
 	if len(segs) > 0 {
 		n, err := s.explodeAll(ctx, topic, p, segs)
@@ -153,6 +166,53 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	}
 	pass.Next = next
 	return pass, nil
+}
+
+// markMove is a schedule's mark a pass moves: its field and value in
+// the source partition, and the schedule's partition in the new count.
+type markMove struct {
+	field string
+	mark  []byte
+	to    int
+}
+
+// moveMarks moves schedules' marks out of source partition p into their
+// partitions in the new count: each is merged there (mergeMarkScript:
+// the newer stays), then removed from p if it is still the one read
+// (casDeleteScript). It returns how many changed meanwhile and stay for
+// a later pass. A chain step during the change reads the mark in the old
+// place too (see ChainSchedule), so an occurrence written before the
+// change is not written again after it.
+func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []markMove) (left int, err error) {
+	var merges []cmd
+	del := []any{}
+	for _, m := range marks {
+		merges = append(merges, cmd{"EVALSHA", append(scriptCall(mergeMarkScript, keys.Records(s.ns, topic, m.to), 2), m.field, m.mark)})
+		del = append(del, m.field, m.mark)
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
+	}
+	replies, err := pipeScripts(ctx, c, merges)
+	c.Close()
+	if err == nil {
+		err = firstErr(replies)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
+	}
+	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, topic, p)}, del...)...)
+	if err != nil {
+		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
+	}
+	done, _ := redis.Ints(r, nil)
+	for _, d := range done {
+		if d == 0 {
+			left++
+		}
+	}
+	return left, nil
 }
 
 // sortUnindexed decides what to do with messages of other partitions

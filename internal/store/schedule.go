@@ -45,6 +45,9 @@ return 1
 //	ARGV[6] mode: 'chain' writes the occurrence; 'retire' writes no
 //	        occurrence but the mark ARGV[4], so that no chain of an older
 //	        version writes one after it; 'forget' removes the mark.
+//	ARGV[7] while the partition count changes, the schedule's mark in its
+//	        partition of the old count ('' for none), which the change
+//	        moves here (see MoveScan): the newer of the two guards.
 //
 // A mark of a newer version refuses everything (stale: 0). A mark of the
 // same version at or past ARGV[3] refuses the chain (written already: 1).
@@ -52,13 +55,17 @@ return 1
 // whose record is removed (its id is returned second, for the caller to
 // remove its index entries). It returns {2, old} when the occurrence was
 // written, {3, old} for retire and forget.
-var schedChainScript = newScript(`
+var schedChainScript = newScript(markLua + `
 local mark = redis.call('HGET', KEYS[1], ARGV[1])
 local old = ''
+local v = tonumber(ARGV[2])
+local fv, fms = markOf(ARGV[7])
+if fv and (fv > v or fv == v and ARGV[6] == 'chain' and fms >= tonumber(ARGV[3])) then
+  if fv > v then return {0, ''} end
+  return {1, ''}
+end
 if mark then
-  local mv, mms = string.match(mark, ':(%d+):(%d+):[^:]*$')
-  mv, mms = tonumber(mv), tonumber(mms)
-  local v = tonumber(ARGV[2])
+  local mv, mms = markOf(mark)
   if mv and mv > v then return {0, ''} end
   if mv and mv == v and ARGV[6] == 'chain' and mms >= tonumber(ARGV[3]) then return {1, ''} end
   if (not mv) or mv < v then
@@ -138,6 +145,31 @@ const (
 	ChainForget     ChainMode = "forget" // remove the mark
 )
 
+// markLua declares markOf(mark): the version and time of a schedule's
+// mark (an occurrence id "...:<version>:<ms>:<suffix>"), nil for an empty one.
+const markLua = `
+local function markOf(mark)
+  local mv, mms = string.match(mark, ':(%d+):(%d+):[^:]*$')
+  return tonumber(mv), tonumber(mms)
+end
+`
+
+// mergeMarkScript writes a schedule's mark moved from the schedule's
+// partition in the old count of a change into its partition in the new
+// one, unless the mark there is as new or newer.
+// KEYS[1]: records HASH. ARGV[1]: the mark's field, ARGV[2]: the mark.
+// Returns 1 written, 0 left.
+var mergeMarkScript = newScript(markLua + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local cv, cms = markOf(cur)
+  local mv, mms = markOf(ARGV[2])
+  if cv and (not mv or cv > mv or cv == mv and cms >= mms) then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
 // ChainSchedule runs one step of a schedule's chain in partition p, where
 // every occurrence of the schedule lands (see schedChainScript): it
 // writes the occurrence id due at dueMS with rec (mode ChainOccurrence),
@@ -145,15 +177,19 @@ const (
 // version still pending is removed from the records and then from every
 // index, and an occurrence written is indexed in the scheduled ZSET
 // after its record, as any message. A crash between the two leaves a
-// record the reconciler indexes. It returns the outcome and the id of the
-// older occurrence removed, if any.
-func (s *Store) ChainSchedule(ctx context.Context, topic string, p int, name string, version, dueMS int64, id string, rec *Record, mode ChainMode) (int, string, error) {
+// record the reconciler indexes. While the partition count changes, floor
+// is the schedule's mark in its partition of the old count, read before
+// (it only moves forward, and no chain writes there once every client
+// places messages in the new count): the newer of it and p's own guards
+// the step. It returns the outcome and the id of the older occurrence
+// removed, if any.
+func (s *Store) ChainSchedule(ctx context.Context, topic string, p int, name string, version, dueMS int64, id string, rec *Record, mode ChainMode, floor string) (int, string, error) {
 	mk := keys.Records(s.ns, topic, p)
 	var body []byte
 	if rec != nil {
 		body = rec.Encode()
 	}
-	r, err := s.script(ctx, schedChainScript, mk, keys.ScheduleMarkField(name), itoa(version), itoa(dueMS), id, body, string(mode))
+	r, err := s.script(ctx, schedChainScript, mk, keys.ScheduleMarkField(name), itoa(version), itoa(dueMS), id, body, string(mode), floor)
 	if err != nil {
 		return 0, "", fmt.Errorf("schedule %q of topic %s: chain %q: %w", name, topic, id, err)
 	}
