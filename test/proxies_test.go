@@ -61,7 +61,7 @@ func TestProxyFailover(t *testing.T) {
 		rest = append(rest, late)
 	}
 	sort.Slice(rest, func(i, j int) bool { return rest[i] < rest[j] })
-	p99 := percentile(rest, 0.99)
+	p99 := percentile(rest, 99)
 	if worstDown > proxyDownLate {
 		t.Errorf("a message due while a proxy was down started %v late, want within %v", worstDown, proxyDownLate)
 	}

@@ -113,7 +113,7 @@ func TestRepartitionLive(t *testing.T) {
 		}
 	}
 	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
-	p99, worst := percentile(lates, 0.99), lates[len(lates)-1]
+	p99, worst := percentile(lates, 99), lates[len(lates)-1]
 	if p99 > repartP99 || worst > repartMax {
 		t.Errorf("lateness p99 %v, max %v; want within %v and %v", p99, worst, repartP99, repartMax)
 	}

@@ -1,0 +1,136 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// Bounds of TestAutoPartitionsFleet.
+const (
+	autoGrowBound  = 2 * time.Minute // from the 14 joins to 16 partitions, each owned
+	autoShrinkWait = 30 * time.Second
+)
+
+// TestAutoPartitionsFleet runs a topic on an automatic count (min 4, max
+// 64, the default grow_after and cooldown, shrink_after 30 s) through
+// Twemproxy with the defaults: 2 subs, then 14 more: within 2 minutes
+// the count is 16 and every sub owns a partition, reached in two
+// doublings no closer than the cooldown; then 12 leave: the count halves
+// to 8 once the 4 left have been a quarter of it for shrink_after, and
+// stays. Messages fall due all along: none lost, early or delivered
+// twice.
+func TestAutoPartitionsFleet(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "e2e.auto"
+	c := faultClient(t, addr, 4)
+	l := newLedger()
+	args := func(i int) []string {
+		return handoverSubArgs(addr, topic, 4, fmt.Sprint("au-", i), "--concurrency", "8")
+	}
+	subs := []*sub{startSub(t, l, 0, args(0)...), startSub(t, l, 1, args(1)...)}
+	waitOwners(t, c, topic, time.Now(), faultSettle, "2 subs owning 2 of 4 partitions each", func(o ownership) bool {
+		return o.ownedExactlyBy(4, 2, 2, "au-0", "au-1")
+	})
+	mustCLI(t, "", "partitions", "--addr", addr, "--topic", topic, "--auto", "--min", "4", "--max", "64", "--shrink-after", autoShrinkWait.String())
+
+	// Every change, as Partitions shows it (a change lasts 30 s at least).
+	type change struct {
+		from, to    int
+		began, done time.Time
+	}
+	var mu sync.Mutex
+	var changes []change
+	wctx, stopWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for wctx.Err() == nil {
+			info, err := c.Partitions(wctx, topic)
+			if err == nil {
+				mu.Lock()
+				n := len(changes)
+				switch {
+				case info.Next != 0 && (n == 0 || !changes[n-1].done.IsZero()):
+					changes = append(changes, change{from: info.Count, to: info.Next, began: *info.Since})
+				case info.Next == 0 && n > 0 && changes[n-1].done.IsZero():
+					changes[n-1].done = time.Now()
+				}
+				mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	defer func() {
+		stopWatch()
+		<-watched
+	}()
+
+	const n = 4000
+	start := time.Now().Add(time.Second)
+	span := autoGrowBound + autoShrinkWait + 90*time.Second
+	sendSpread(t, l, addr, topic, 0, "au", n, start, span)
+
+	joined := time.Now()
+	var ids []string
+	for i := range 16 {
+		ids = append(ids, fmt.Sprint("au-", i))
+		if i >= 2 {
+			subs = append(subs, startSub(t, l, i, args(i)...))
+		}
+	}
+	took := waitOwners(t, c, topic, joined, autoGrowBound, "16 partitions, one owned by each of 16 subs", func(o ownership) bool {
+		return len(o.owner) == 16 && o.ownedExactlyBy(16, 1, 1, ids...)
+	})
+	t.Logf("16 subs own one of 16 partitions each %v after 14 joined", took.Round(time.Second))
+
+	left := time.Now()
+	stopAllSubs(t, subs[4:])
+	subs = subs[:4]
+	shrunk := waitOwners(t, c, topic, left, autoShrinkWait+2*time.Minute, "8 partitions, 2 owned by each of 4 subs", func(o ownership) bool {
+		return len(o.owner) == 8 && o.ownedExactlyBy(8, 2, 2, ids[:4]...)
+	})
+	waitFor(t, faultDrain+span, func() bool { return len(l.missing()) == 0 }, "every message delivered")
+	stopWatch()
+	<-watched
+	stopAllSubs(t, subs)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var desc []string
+	for _, ch := range changes {
+		desc = append(desc, fmt.Sprintf("%d->%d", ch.from, ch.to))
+	}
+	if got := fmt.Sprint(desc); got != "[4->8 8->16 16->8]" {
+		t.Errorf("changes %s, want [4->8 8->16 16->8]", got)
+	}
+	for i := 1; i < len(changes); i++ {
+		if gap := changes[i].began.Sub(changes[i-1].done); gap < 15*time.Second-time.Second { // the watch sees an end up to 100 ms late
+			t.Errorf("change %d->%d began %v after the end of the one before, within the cooldown of 15s", changes[i].from, changes[i].to, gap)
+		}
+	}
+	if len(changes) == 3 && changes[2].began.Sub(left) < autoShrinkWait {
+		t.Errorf("the shrink began %v after 12 subs left, before shrink_after (%v)", changes[2].began.Sub(left), autoShrinkWait)
+	}
+	rep := checkFaultLedger(t, l, topic)
+	if rep.duplicates > 0 {
+		t.Errorf("%d duplicates", rep.duplicates)
+	}
+	var lates []time.Duration
+	for _, d := range l.snapshot() {
+		if d.Attempt == 1 {
+			lates = append(lates, d.at.Sub(d.due))
+		}
+	}
+	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
+	p99, worst := percentile(lates, 99), lates[len(lates)-1]
+	testenv.Figure(t, "scenario=auto-partitions grow_4_16_s=%.1f shrink_16_8_s=%.1f changes=%d messages=%d lost=%d duplicates=%d lateness_ms p99=%.1f max=%.1f",
+		took.Seconds(), shrunk.Seconds(), len(changes), rep.messages, rep.lost, rep.duplicates,
+		float64(p99.Microseconds())/1000, float64(worst.Microseconds())/1000)
+}
