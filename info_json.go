@@ -76,3 +76,28 @@ func (p PartitionsInfo) MarshalJSON() ([]byte, error) {
 		SettleUntil string `json:"settle_until,omitempty"`
 	}{plain(p), wireTime(p.Since), wireTime(p.SettleUntil)})
 }
+
+// MarshalJSON encodes the topic's snapshot with its lag as "lag_ms", in
+// whole milliseconds (as the API's "delay_ms"), and its times as
+// PartitionStats.MarshalJSON does.
+func (s TopicStats) MarshalJSON() ([]byte, error) {
+	type plain TopicStats
+	return json.Marshal(struct {
+		plain
+		LagMS int64 `json:"lag_ms"`
+	}{plain(s), s.Lag.Milliseconds()})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (s *TopicStats) UnmarshalJSON(b []byte) error {
+	type plain TopicStats
+	v := struct {
+		*plain
+		LagMS int64 `json:"lag_ms"`
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	s.Lag = time.Duration(v.LagMS) * time.Millisecond
+	return nil
+}

@@ -181,6 +181,7 @@ func places(l store.Layout, id string) []int {
 type PartitionStats struct {
 	Partition int        `json:"partition"`
 	Scheduled int64      `json:"scheduled"`
+	DueNow    int64      `json:"due_now"` // of Scheduled, those due when read (see TopicStats.DueNow)
 	InFlight  int64      `json:"inflight"`
 	Dead      int64      `json:"dead"`
 	OldestDue *time.Time `json:"oldest_due,omitempty"` // earliest scheduled due time; nil if none
@@ -198,10 +199,26 @@ type TopicStats struct {
 	ChangingTo int `json:"changing_to,omitempty"`
 	// Change is the progress of the running change (as Partitions
 	// reports it); nil when none runs.
-	Change     *PartitionsInfo  `json:"change,omitempty"`
-	Scheduled  int64            `json:"scheduled"`
-	InFlight   int64            `json:"inflight"`
-	Dead       int64            `json:"dead"`
+	Change    *PartitionsInfo `json:"change,omitempty"`
+	Scheduled int64           `json:"scheduled"`
+	InFlight  int64           `json:"inflight"`
+	Dead      int64           `json:"dead"`
+	// DueNow counts the scheduled messages whose due time has come when
+	// Stats read them and that no consumer has claimed yet: the backlog
+	// more consumers would drain. It is 0 while the consumers keep up
+	// (they claim messages a little ahead of their due time), and grows
+	// while the topic is paused or they fall behind. A segment (up to 16
+	// messages of one write, due a minute or more after it; see
+	// docs/architecture.md, Segments) counts once until a consumer claims
+	// it.
+	DueNow int64 `json:"due_now"`
+	// Lag is how long the oldest of those messages has waited past its
+	// due time (to the millisecond); 0 when DueNow is 0. JSON: "lag_ms".
+	Lag time.Duration `json:"-"`
+	// Consumers counts the topic's live consumers: members whose
+	// heartbeat is current and that are not leaving. A consumer past the
+	// partition count owns no partition.
+	Consumers  int              `json:"consumers"`
 	Partitions []PartitionStats `json:"partitions"`
 	// Pause is the topic's pause (see Client.Pause).
 	Pause PauseState `json:"pause"`
@@ -219,11 +236,13 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := c.store.Stats(ctx, topic, l.Span())
+	now := c.opts.Now().UnixMilli()
+	st, err := c.store.StatsAt(ctx, topic, l.Span(), now)
 	if err != nil {
 		return nil, err
 	}
-	ts := &TopicStats{Topic: topic, Count: l.Count}
+	all := st.Partitions
+	ts := &TopicStats{Topic: topic, Count: l.Count, Consumers: int(st.Live)}
 	ctrl, _, err := c.store.ReadControls(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -238,19 +257,27 @@ func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
 			return nil, err
 		}
 	}
+	var oldest int64 // the earliest due of the messages due now
 	for p, s := range all {
 		ps := PartitionStats{
-			Partition: p, Scheduled: s.Scheduled, InFlight: s.InFlight, Dead: s.Dead,
+			Partition: p, Scheduled: s.Scheduled, DueNow: s.DueNow, InFlight: s.InFlight, Dead: s.Dead,
 			Owner: s.Owner, Token: s.Token,
 		}
 		if s.OldestDue != 0 {
 			t := msTime(s.OldestDue).UTC()
 			ps.OldestDue = &t
 		}
+		if s.DueNow > 0 && s.OldestDue > 0 && (oldest == 0 || s.OldestDue < oldest) {
+			oldest = s.OldestDue
+		}
 		ts.Partitions = append(ts.Partitions, ps)
 		ts.Scheduled += s.Scheduled
+		ts.DueNow += s.DueNow
 		ts.InFlight += s.InFlight
 		ts.Dead += s.Dead
+	}
+	if oldest > 0 {
+		ts.Lag = time.Duration(max(0, now-oldest)) * time.Millisecond
 	}
 	return ts, nil
 }

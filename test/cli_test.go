@@ -124,11 +124,12 @@ func cliBasics(t *testing.T, addr, topic string) {
 	// stats: a table with a total line, and JSON.
 	r = must("", "stats")
 	tbl := lines(r.stdout)
-	if len(tbl) != 19 || !strings.HasPrefix(tbl[0], "partition") || strings.Join(strings.Fields(tbl[17]), " ") != "total 3 0 0" || tbl[18] != "partitions 16" {
-		t.Errorf("stats table: want a header, 16 partitions, \"total 3 0 0\" and \"partitions 16\", got:\n%s", r.stdout)
+	if len(tbl) != 20 || !strings.HasPrefix(tbl[0], "partition") || strings.Join(strings.Fields(tbl[17]), " ") != "total 3 0 0 0" ||
+		tbl[18] != "lag 0s, consumers 0" || tbl[19] != "partitions 16" {
+		t.Errorf("stats table: want a header, 16 partitions, \"total 3 0 0 0\", \"lag 0s, consumers 0\" and \"partitions 16\", got:\n%s", r.stdout)
 	}
 	ts := stats(t, addr, topic)
-	if ts.Scheduled != 3 || ts.InFlight != 0 || ts.Dead != 0 || len(ts.Partitions) != 16 || ts.Topic != topic || ts.Count != 16 {
+	if ts.Scheduled != 3 || ts.DueNow != 0 || ts.LagMS != 0 || ts.Consumers != 0 || ts.InFlight != 0 || ts.Dead != 0 || len(ts.Partitions) != 16 || ts.Topic != topic || ts.Count != 16 {
 		t.Errorf("stats --json: %+v", ts)
 	}
 	for i, p := range ts.Partitions {

@@ -477,11 +477,15 @@ type topicStats struct {
 	Topic      string `json:"topic"`
 	Count      int    `json:"partition_count"`
 	Scheduled  int64  `json:"scheduled"`
+	DueNow     int64  `json:"due_now"`
+	LagMS      int64  `json:"lag_ms"`
+	Consumers  int    `json:"consumers"`
 	InFlight   int64  `json:"inflight"`
 	Dead       int64  `json:"dead"`
 	Partitions []struct {
 		Partition int        `json:"partition"`
 		Scheduled int64      `json:"scheduled"`
+		DueNow    int64      `json:"due_now"`
 		InFlight  int64      `json:"inflight"`
 		Dead      int64      `json:"dead"`
 		OldestDue *time.Time `json:"oldest_due"`

@@ -112,8 +112,11 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 // runStats implements "delayq stats".
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("stats", "--topic T [--json]",
-		"Prints the counters of every partition of the topic and their totals. With\n"+
-			"--json, prints the delayq.TopicStats value as JSON.", stdout)
+		"Prints the counters of every partition of the topic and their totals: due_now\n"+
+			"counts the scheduled messages whose due time has come and that no consumer\n"+
+			"claimed yet; lag is how long the oldest of them has waited; consumers counts\n"+
+			"the live consumers of the topic. With --json, prints the delayq.TopicStats\n"+
+			"value as JSON (lag as lag_ms).", stdout)
 	asJSON := cmd.fs.Bool("json", false, "print JSON")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -134,18 +137,20 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // writeStatsTable prints ts as an aligned table with a total line, then
-// the pause, the limits, the partition count and a running change of it.
+// the lag and the live consumers, the pause, the limits, the partition
+// count and a running change of it.
 func writeStatsTable(w io.Writer, ts *delayq.TopicStats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "partition\tscheduled\tinflight\tdead\toldest_due\towner\ttoken")
+	fmt.Fprintln(tw, "partition\tscheduled\tdue_now\tinflight\tdead\toldest_due\towner\ttoken")
 	for _, p := range ts.Partitions {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
-			p.Partition, p.Scheduled, p.InFlight, p.Dead, orDash(formatTimePtr(p.OldestDue)), orDash(p.Owner), p.Token)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
+			p.Partition, p.Scheduled, p.DueNow, p.InFlight, p.Dead, orDash(formatTimePtr(p.OldestDue)), orDash(p.Owner), p.Token)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\n", ts.Scheduled, ts.InFlight, ts.Dead)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\n", ts.Scheduled, ts.DueNow, ts.InFlight, ts.Dead)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "lag %v, consumers %d\n", ts.Lag, ts.Consumers)
 	if l := pauseLine(ts.Pause); l != "" {
 		fmt.Fprintln(w, l)
 	}

@@ -29,19 +29,21 @@ func TestInfoJSON(t *testing.T) {
 
 func TestStatsTable(t *testing.T) {
 	due := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	ts := &delayq.TopicStats{Topic: "t", Count: 2, Scheduled: 3, InFlight: 1, Dead: 2, Partitions: []delayq.PartitionStats{
-		{Partition: 0, Scheduled: 3, InFlight: 1, OldestDue: &due, Owner: "host-1", Token: 9},
-		{Partition: 1, Dead: 2},
-	}}
+	ts := &delayq.TopicStats{Topic: "t", Count: 2, Scheduled: 3, DueNow: 2, Lag: 1500 * time.Millisecond, Consumers: 4, InFlight: 1, Dead: 2,
+		Partitions: []delayq.PartitionStats{
+			{Partition: 0, Scheduled: 3, DueNow: 2, InFlight: 1, OldestDue: &due, Owner: "host-1", Token: 9},
+			{Partition: 1, Dead: 2},
+		}}
 	var buf bytes.Buffer
 	if err := writeStatsTable(&buf, ts); err != nil {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"partition", "scheduled", "inflight", "dead", "oldest_due", "owner", "token"},
-		{"0", "3", "1", "0", "2030-01-02T03:04:05.000Z", "host-1", "9"},
-		{"1", "0", "0", "2", "-", "-", "0"},
-		{"total", "3", "1", "2"},
+		{"partition", "scheduled", "due_now", "inflight", "dead", "oldest_due", "owner", "token"},
+		{"0", "3", "2", "1", "0", "2030-01-02T03:04:05.000Z", "host-1", "9"},
+		{"1", "0", "0", "0", "2", "-", "-", "0"},
+		{"total", "3", "2", "1", "2"},
+		{"lag", "1.5s,", "consumers", "4"},
 		{"partitions", "2"},
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")

@@ -46,17 +46,50 @@ func init() {
 	for _, d := range counterDefs {
 		d.desc = desc(d.name, d.help)
 	}
+	for _, g := range topicGauges {
+		g.desc = desc(g.name, g.help+fleetWide)
+	}
 }
 
 func desc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc("delayq_"+name, help, []string{"topic"}, nil)
 }
 
+// fleetWide ends the help of every topic gauge read from Redis: each
+// worker that exports a topic reports the same value, so a sum over
+// workers would count it once per worker.
+const fleetWide = " Fleet-wide, read from Redis: every worker reports the same value; aggregate with max(), never sum()."
+
+// topicGauge is one fleet-wide gauge of a topic: its name and how to read
+// it from the topic's stats.
+type topicGauge struct {
+	name, help string
+	get        func(ts *delayq.TopicStats) float64
+	desc       *prometheus.Desc
+}
+
+// topicGauges are the gauges read from Client.Stats, one Redis read per
+// topic and scrape.
+var topicGauges = []*topicGauge{
+	{name: "scheduled", help: "Messages waiting for their due time.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Scheduled) }},
+	{name: "due_now", help: "Scheduled messages whose due time has come and that no consumer has claimed yet: the backlog more consumers would drain (0 while they keep up; a segment of messages written together counts once until claimed).", get: func(ts *delayq.TopicStats) float64 { return float64(ts.DueNow) }},
+	{name: "lag_seconds", help: "How long the oldest message due now has waited past its due time; 0 when none is due.", get: func(ts *delayq.TopicStats) float64 { return ts.Lag.Seconds() }},
+	{name: "inflight", help: "Messages claimed by a consumer and not yet acked, retried or dead.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.InFlight) }},
+	{name: "dead_messages", help: "Messages in the dead set.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Dead) }},
+	{name: "consumers", help: "Live consumers of the topic (heartbeat current, not leaving), in every process; those past the partition count own no partition.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Consumers) }},
+	{name: "partitions", help: "The topic's partition count: the most consumers that can own a partition.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Count) }},
+	{name: "rate_limit", help: "The topic's rate limit, in deliveries per second the whole fleet starts; 0 when none.", get: func(ts *delayq.TopicStats) float64 { return ts.Limits.Rate }},
+	{name: "concurrency_limit", help: "The topic's concurrency cap, deliveries running at once across the fleet; 0 when none.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Limits.Concurrency) }},
+	{name: "paused", help: "1 while the topic is paused (no delivery starts, and due_now grows), else 0.", get: func(ts *delayq.TopicStats) float64 {
+		if ts.Pause.Paused {
+			return 1
+		}
+		return 0
+	}},
+}
+
 var (
-	ownedDesc        = desc("partitions_owned", "Partitions whose lease this process holds.")
-	scheduledDesc    = desc("scheduled", "Messages waiting for their due time.")
-	inflightDesc     = desc("inflight", "Messages claimed by a consumer and not yet acked, retried or dead.")
-	deadDesc         = desc("dead_messages", "Messages in the dead set.")
+	ownedDesc        = desc("partitions_owned", "Partitions whose lease this process holds (sum() over workers: the partitions owned).")
 	scrapeErrorsDesc = desc("scrape_errors_total", "Scrapes that could not read the topic's gauges from Redis.")
 	proxyUpDesc      = prometheus.NewDesc("delayq_proxy_up", "1 while the Redis address (a proxy) answered its last connection attempt, 0 while it is skipped as down.", []string{"addr"}, nil)
 )
@@ -99,7 +132,10 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range counterDefs {
 		ch <- d.desc
 	}
-	for _, d := range []*prometheus.Desc{ownedDesc, scheduledDesc, inflightDesc, deadDesc, scrapeErrorsDesc, proxyUpDesc} {
+	for _, g := range topicGauges {
+		ch <- g.desc
+	}
+	for _, d := range []*prometheus.Desc{ownedDesc, scrapeErrorsDesc, proxyUpDesc} {
 		ch <- d
 	}
 }
@@ -153,7 +189,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(ownedDesc, prometheus.GaugeValue, float64(sm.owned), topic)
 	}
 
-	// Gauges, one Redis read per topic, all topics at once.
+	// Gauges, one Redis read per topic (Client.Stats: one pipeline over
+	// the partitions and the members, and the topic's layout and
+	// controls), all topics at once.
 	topics := make([]string, 0, len(clients))
 	for t := range clients {
 		topics = append(topics, t)
@@ -185,9 +223,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	wg.Wait()
 	for i, t := range topics {
 		if ts := stats[i]; ts != nil {
-			ch <- prometheus.MustNewConstMetric(scheduledDesc, prometheus.GaugeValue, float64(ts.Scheduled), t)
-			ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(ts.InFlight), t)
-			ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(ts.Dead), t)
+			for _, g := range topicGauges {
+				ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(ts), t)
+			}
 		}
 	}
 	c.mu.Lock()

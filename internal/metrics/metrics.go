@@ -82,7 +82,8 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error)
 // scrape and delayq_scrape_errors_total{topic} is incremented; a topic that
 // does not exist has gauges of 0). Either c or
 // k may be nil to export only the other part. Several consumers of one
-// topic are summed; adding the same consumer twice has no effect.
+// topic are summed; their topic's gauges are read once, with the client
+// added first; adding the same consumer twice has no effect.
 func (m *Metrics) AddConsumer(topic string, c *delayq.Client, k *delayq.Consumer) {
 	m.coll.add(source{topic: topic, client: c, consumer: k})
 }

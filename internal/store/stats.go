@@ -12,17 +12,53 @@ import (
 // PartitionStats is a snapshot of one partition.
 type PartitionStats struct {
 	Scheduled, InFlight, Dead int64
-	OldestDue                 int64  // unix ms of the earliest scheduled message, 0 if none
-	Owner                     string // worker id in the lease, "" if unowned
-	Token                     int64  // newest fencing token (the owner's, while the lease is held)
-	Fence                     int64  // token the fence holds
+	// DueNow counts the scheduled index entries due at or before the
+	// time StatsAt was given (a segment counts once); 0 from Stats.
+	DueNow    int64
+	OldestDue int64  // unix ms of the earliest scheduled message, 0 if none
+	Owner     string // worker id in the lease, "" if unowned
+	Token     int64  // newest fencing token (the owner's, while the lease is held)
+	Fence     int64  // token the fence holds
+}
+
+// TopicStats is a snapshot of a topic at a time: its partitions, and its
+// live members.
+type TopicStats struct {
+	Partitions []PartitionStats
+	// Live counts the members whose heartbeat expires after the time
+	// StatsAt was given and that are not leaving (their score is
+	// negative).
+	Live int64
 }
 
 // Stats reads the counters of partitions 0..n-1 of topic, all in one
-// pipelined round trip.
+// pipelined round trip. It leaves DueNow 0 (see StatsAt).
 func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStats, error) {
-	const per = 8 // commands per partition, in the order read below
-	cmds := make([]cmd, 0, per*n)
+	st, err := s.stats(ctx, topic, n, 0)
+	if err != nil {
+		return nil, err
+	}
+	return st.Partitions, nil
+}
+
+// StatsAt is Stats at now (unix ms, > 0) that also counts each
+// partition's entries due by now and the topic's live members, in the
+// same round trip: one ZCOUNT more per partition, and one for the topic.
+func (s *Store) StatsAt(ctx context.Context, topic string, n int, now int64) (*TopicStats, error) {
+	if now <= 0 {
+		return nil, fmt.Errorf("stats of %s at %d: want a time after 1970", topic, now)
+	}
+	return s.stats(ctx, topic, n, now)
+}
+
+// stats reads the counters of partitions 0..n-1 of topic and, when now > 0,
+// the entries due by now and the live members.
+func (s *Store) stats(ctx context.Context, topic string, n int, now int64) (*TopicStats, error) {
+	per := 8 // commands per partition, in the order read below
+	if now > 0 {
+		per++
+	}
+	cmds := make([]cmd, 0, per*n+1)
 	for p := range n {
 		sk := keys.Scheduled(s.ns, topic, p)
 		cmds = append(cmds,
@@ -35,14 +71,21 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 			cmd{"GET", []any{keys.Epoch(s.ns, topic, p)}},
 			cmd{"HGET", []any{keys.Records(s.ns, topic, p), keys.SegmentExtraField}},
 		)
+		if now > 0 {
+			cmds = append(cmds, cmd{"ZCOUNT", []any{sk, 0, now}}) // from 0: not the marks either
+		}
+	}
+	if now > 0 {
+		// Leaving members are scored minus their expiry: not counted.
+		cmds = append(cmds, cmd{"ZCOUNT", []any{keys.Members(s.ns, topic), "(" + itoa(now), "+inf"}})
 	}
 	all, err := s.do(ctx, cmds...)
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", topic, err)
 	}
-	out := make([]PartitionStats, n)
+	out := &TopicStats{Partitions: make([]PartitionStats, n)}
 	for p := range n {
-		r, st := all[per*p:per*(p+1)], &out[p]
+		r, st := all[per*p:per*(p+1)], &out.Partitions[p]
 		st.Scheduled, _ = redis.Int64(r[0], nil)
 		if r[1] != nil {
 			f, _ := redis.Float64(r[1], nil)
@@ -64,6 +107,12 @@ func (s *Store) Stats(ctx context.Context, topic string, n int) ([]PartitionStat
 		// Each segment is one index entry for all its messages.
 		extra, _ := redis.Int64(r[7], nil)
 		st.Scheduled += extra
+		if now > 0 {
+			st.DueNow, _ = redis.Int64(r[8], nil)
+		}
+	}
+	if now > 0 {
+		out.Live, _ = redis.Int64(all[per*n], nil)
 	}
 	return out, nil
 }
