@@ -60,6 +60,7 @@ func TestAutoPartitionsValidate(t *testing.T) {
 // it shrinks to 4, then to 2. Every change is one the settings allow,
 // and messages falling due meanwhile are each delivered once.
 func TestAutoPartitionsFollowConsumers(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 2})
@@ -175,6 +176,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 // one success), none is skipped. The schedule's mark moves with each
 // change, and a chain step during one also reads it in its old place.
 func TestAutoPartitionsSchedule(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 2})

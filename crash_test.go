@@ -277,6 +277,7 @@ func crashConsumerOptions(topic string) ConsumerOptions {
 // operation after the crash gives the same result). All cases of a target
 // run their fresh consumers at once; checks then run one by one.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		port := portOf(t, addr)

@@ -68,6 +68,7 @@ func cancelCheck(t *testing.T, c *Client, topic string, n int, due map[string]ti
 // after the cancel (moved to 8 partitions, then back) are each delivered
 // once, at their due time.
 func TestRepartitionCancelAfterMoves(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 4})
