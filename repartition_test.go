@@ -31,6 +31,7 @@ func waitChange(t *testing.T, c *Client, topic string, n int) {
 // the consumers own exactly the new count's partitions; the messages due
 // are each delivered once, never early.
 func TestRepartitionGrowShrink(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 4})

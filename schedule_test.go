@@ -194,6 +194,7 @@ func (r *scheduleRecorder) since(from time.Time) []Delivery {
 // occurrence, due at its time; a replace, a pause, a resume and a delete
 // apply to the next occurrence.
 func TestScheduleLifecycle(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 4})

@@ -21,6 +21,7 @@ import (
 // consumer delivers each exactly once, never early; the segment itself is
 // gone once it was claimed.
 func TestSegments(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		const n = 2

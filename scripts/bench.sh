@@ -19,7 +19,8 @@
 # Env:   DELAYQ     path of the delayq binary (default: bin/delayq of the repo)
 #        PEER=0     skip the comparison with asynq (../shared/peerbench)
 #        WORKLOADS  the workloads to run, of: enqueue ceiling burst spread
-#                   duenow limited (default all of them), as in
+#                   duenow limited (default all of them) and autoscale (only
+#                   when named: 10 minutes through the proxy), as in
 #                   WORKLOADS=limited PEER=0 scripts/bench.sh
 set -euo pipefail
 
@@ -100,6 +101,11 @@ for target in direct twemproxy; do
 	# bucket's and the reconciler's (docs/benchmarks.md).
 	if wants limited; then
 		"$DELAYQ" bench --addr "$addr" --backends "$mem" --workload limited "$@" | sed "s/^/target=$target /"
+	fi
+	# A fleet that comes and goes on an automatic partition count: through
+	# the proxy only, it is about the count's damping, not the target.
+	if wants autoscale && [[ $target == twemproxy ]]; then
+		"$DELAYQ" bench --addr "$addr" --workload autoscale "$@" | sed "s/^/target=$target /"
 	fi
 done
 

@@ -343,6 +343,7 @@ func enqueueFar(t *testing.T, c *delayq.Client, topic string, n int) ([]string, 
 // ends at the old count with every message, those written during it
 // included, in its partition of 4, once.
 func TestRepartitionNoConsumerCancel(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	addr, topic := env.Proxy, "e2e.repart.cancel"
 	ctx := context.Background()

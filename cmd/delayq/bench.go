@@ -39,7 +39,8 @@ type benchConfig struct {
 	bodySize    int
 	poll        time.Duration
 	backends    []string
-	limited     limitedConfig // the limited workload's flags
+	limited     limitedConfig   // the limited workload's flags
+	autoscale   autoscaleConfig // the autoscale workload's flags
 	stderr      io.Writer
 }
 
@@ -56,7 +57,7 @@ func (m enqueueMode) String() string { return [...]string{"single", "async", "ba
 
 // benchWorkloads are the values --workload accepts: "all" runs every
 // one but export and limited, which take long.
-var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "limited", "all"}
+var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale", "all"}
 
 // runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
@@ -87,7 +88,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           backends ran, scripts' included, while the topic is empty; then\n"+
 			"           the same and the deliveries/s with n messages (default 100000)\n"+
 			"           all due at once, at the rate and at twice it (not part of all:\n"+
-			"           about 75 s a run).\n"+
+			"           about 75 s a run);\n"+
+			"  autoscale: a topic on an automatic partition count whose consumers join and\n"+
+			"           leave at random for --duration (1 to --max-consumers, 1 to 4 every\n"+
+			"           5 to 40 s) while 20 messages a second fall due: the changes of the\n"+
+			"           count against the most its damping allows, and the deliveries\n"+
+			"           (not part of all).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
@@ -102,7 +108,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stdout)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
-	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export and limited)")
+	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export, limited and autoscale)")
 	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000, limited 100000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
@@ -128,11 +134,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&warmup, "warmup", "limited: the `duration` at each rate before its window")
 	window := durationFlag{d: defaultLimitedWindow}
 	fs.Var(&window, "window", "limited: the `duration` measured at each rate")
+	duration := durationFlag{d: defaultAutoscaleDuration}
+	fs.Var(&duration, "duration", "autoscale: the `duration` of the run")
+	fs.IntVar(&cfg.autoscale.maxFleet, "max-consumers", defaultAutoscaleFleet, "autoscale: the most `consumers` at once")
+	shrinkAfter := durationFlag{d: delayq.DefaultAutoShrinkAfter}
+	fs.Var(&shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
 	cmd.addLogLevel()
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	cfg.c, cfg.poll = cmd.c, poll.d
+	cfg.autoscale.duration, cfg.autoscale.shrinkAfter = duration.d, shrinkAfter.d
+	if duration.d <= 0 || shrinkAfter.d <= 0 {
+		return cmd.usageErr("--duration and --shrink-after must be positive")
+	}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -144,7 +159,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}, {"consumers", cfg.limited.consumers}} {
+	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}, {"consumers", cfg.limited.consumers}, {"max-consumers", cfg.autoscale.maxFleet}} {
 		if f.v <= 0 {
 			return cmd.usageErr("invalid value %d for flag --%s: must be positive", f.v, f.name)
 		}
@@ -188,7 +203,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch cfg.workload {
 	case "all":
 		workloads = []string{"enqueue", "burst", "spread", "duenow"}
-	case "enqueue", "burst", "spread", "duenow", "export", "limited":
+	case "enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale":
 		workloads = []string{cfg.workload}
 	default:
 		return cmd.usageErr("invalid value %q for flag --workload: want one of %s", cfg.workload, strings.Join(benchWorkloads, ", "))
@@ -228,6 +243,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				line, err = benchExport(ctx, run)
 			case "limited":
 				line, err = benchLimited(ctx, run)
+			case "autoscale":
+				line, err = benchAutoscale(ctx, run)
 			}
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", w, err)
