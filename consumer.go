@@ -206,7 +206,11 @@ type Delivery struct {
 // Handler processes one delivery. Returning nil acks the message; an error
 // retries it along the backoff ladder, or moves it to the dead set once its
 // attempts are exhausted. ctx is cancelled at the handler timeout and when
-// the partition's lease is lost.
+// the partition's lease is lost. ctx carries the delivery's span
+// (trace.SpanFromContext), a child of the enqueue's when the message was
+// enqueued under one (see the README's "Tracing"): spans the handler
+// starts from ctx, and requests it propagates ctx to, join the message's
+// trace.
 type Handler func(ctx context.Context, d *Delivery) error
 
 func (o *ConsumerOptions) setDefaults() error {

@@ -346,10 +346,12 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
 		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
 	}
+	hctx, span := k.startDelivery(hctx, m, k.c.opts.Now())
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
+		k.endDelivery(span, m, err, k.c.opts.Now())
 	}()
 	err = k.h(hctx, d)
 	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
