@@ -210,7 +210,11 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		}
 	}
 	res, err := c.enqueueBatch(ctx, msgs)
-	span.endErr(err)
+	if err == nil && len(res) == 1 {
+		span.end(res[0], res[0].Err) // as Send's
+	} else {
+		span.endErr(err)
+	}
 	return res, err
 }
 
