@@ -80,9 +80,11 @@ type Options struct {
 	// (otel.GetTracerProvider), which follows whatever an application
 	// sets with otel.SetTracerProvider, before or after New: a program
 	// that has set up OpenTelemetry traces with no change here, and one
-	// that has not pays a look-up per enqueue. Set it to trace with a
-	// provider of its own, as the worker does, or to keep delayq's spans
-	// out of the global one.
+	// that has not pays a look-up per enqueue and a non-recording span
+	// per delivery. Set it to trace with a provider of its own, as the
+	// worker does, or to keep delayq's spans out of the global one; a
+	// noop.TracerProvider starts no span at all (the trace context of
+	// messages enqueued under one is still stored and passed on).
 	TracerProvider trace.TracerProvider
 
 	// hook injects faults in tests (see portable.DialOptions.Hook).
@@ -103,10 +105,11 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co     coalescer
-	watch  watcher        // the change counters of the consumers' topics
-	errLog *poller.ErrLog // the errors of the consumers' partition loops
-	tracer trace.Tracer   // of Options.TracerProvider
+	co      coalescer
+	watch   watcher        // the change counters of the consumers' topics
+	errLog  *poller.ErrLog // the errors of the consumers' partition loops
+	tracer  trace.Tracer   // of Options.TracerProvider
+	tracing bool           // the provider may record: spans are started (see newTracer)
 
 	// exportRead, set only by tests before an export, is called by Export
 	// after each read of partition p in its scan number scan (1, or 2 when
@@ -200,7 +203,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
-	c.tracer = newTracer(opts.TracerProvider)
+	c.tracer, c.tracing = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
 }

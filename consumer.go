@@ -62,6 +62,8 @@ type Consumer struct {
 	mgr    atomic.Pointer[lease.Manager] // set by Run
 	layout atomic.Pointer[store.Layout]  // the topic's, as last read
 	ctrl   *controls                     // the topic's controls, as last read (see followControls)
+
+	deliverName string // the name of its deliveries' spans
 }
 
 // ConsumerOptions configures a Consumer. The zero value of each field

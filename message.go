@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message is a message to enqueue.
@@ -202,8 +203,10 @@ func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 		return nil, fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
-	span, tp := c.startSend(ctx, batchTopic(msgs), len(msgs))
-	if tp != "" {
+	var span *sendSpan
+	if trace.SpanContextFromContext(ctx).IsValid() { // before batchTopic's loop
+		var tp string
+		span, tp = c.startSend(ctx, batchTopic(msgs), len(msgs))
 		msgs = slices.Clone(msgs) // the caller's are left as they are
 		for i := range msgs {
 			msgs[i].trace = tp

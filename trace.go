@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Traces. An enqueue made under a span (a valid span context in its ctx)
@@ -42,14 +43,18 @@ const (
 )
 
 // newTracer returns the tracer of delayq's spans from tp, or from the
-// global provider when tp is nil. The global provider delegates to the
-// one an application sets later (otel.SetTracerProvider), so a client
-// made before that set-up traces too.
-func newTracer(tp trace.TracerProvider) trace.Tracer {
+// global provider when tp is nil, and whether it may record: a no-op
+// provider (noop.TracerProvider, as the worker's without an endpoint)
+// never does, and then no span is started at all; the context stored
+// with messages is still passed on. The global provider delegates to
+// the one an application sets later (otel.SetTracerProvider), so a
+// client made before that set-up traces too.
+func newTracer(tp trace.TracerProvider) (trace.Tracer, bool) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tp.Tracer(tracerName)
+	_, off := tp.(noop.TracerProvider)
+	return tp.Tracer(tracerName), !off
 }
 
 // traceCarrier is the propagation carrier of a record's trace: it holds
@@ -101,10 +106,14 @@ type sendSpan struct {
 // startSend starts the producer span of an enqueue of n messages to
 // topic ("" for several topics), when ctx carries a span context, and
 // returns the traceparent its messages store. Outside a trace it returns
-// nil and "" and costs one look-up in ctx.
+// nil and "" and costs one look-up in ctx; with a no-op provider, the
+// traceparent is ctx's, without a span.
 func (c *Client) startSend(ctx context.Context, topic string, n int) (*sendSpan, string) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, ""
+	}
+	if !c.tracing {
+		return nil, traceparent(ctx)
 	}
 	name := "delayq.send"
 	if topic != "" {
@@ -152,23 +161,35 @@ func (s *sendSpan) endErr(err error) {
 	s.span.End()
 }
 
+// deliverOpts are the options of the span of a delivery of a message
+// enqueued outside a trace: shared, so that starting it allocates no
+// options.
+var deliverOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
 // startDelivery starts the consumer span a delivery's handler runs in,
 // and returns ctx with it. The span is a child of the context stored at
 // the enqueue (rec.Trace), so that a message's enqueue, its attempts
 // and their outcomes make one trace, and it links to that context too,
 // as the messaging semantic conventions ask of a consumer, for the tools
 // that follow links. A message enqueued outside a trace gets a root span
-// (or none without a tracer provider). With a no-op provider, the
-// handler's ctx still carries the stored context, so that a handler
-// passes it on (the http handler's traceparent header).
-func (k *Consumer) startDelivery(ctx context.Context, m *poller.Msg, start time.Time) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start)}
-	if sc := parseTraceparent(m.Record.Trace); sc.IsValid() {
+// (or a non-recording one without an SDK). With a no-op provider no span
+// is started (nil), and ctx only carries the stored context, so that a
+// handler passes it on (the http handler's traceparent header).
+func (k *Consumer) startDelivery(ctx context.Context, m *poller.Msg) (context.Context, trace.Span) {
+	sc := parseTraceparent(m.Record.Trace)
+	if sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	ctx, span := k.c.tracer.Start(ctx, "delayq.deliver "+k.opts.Topic, opts...)
+	if !k.c.tracing {
+		return ctx, nil
+	}
+	opts := deliverOpts
+	if sc.IsValid() {
+		opts = []trace.SpanStartOption{deliverOpts[0], trace.WithLinks(trace.Link{SpanContext: sc})}
+	}
+	ctx, span := k.c.tracer.Start(ctx, k.deliverName, opts...)
 	if span.IsRecording() {
+		start := k.c.opts.Now() // the client's clock, as the due's
 		span.SetAttributes(
 			semconv.MessagingSystemKey.String(messagingSystem),
 			semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("deliver"),
@@ -183,19 +204,24 @@ func (k *Consumer) startDelivery(ctx context.Context, m *poller.Msg, start time.
 	return ctx, span
 }
 
-// endDelivery ends the span of a delivery whose handler returned err at
-// end, and, when the span records, has the partition's loop record the
-// write of its outcome in a child span (see poller.Msg.Settled).
-func (k *Consumer) endDelivery(span trace.Span, m *poller.Msg, err error, end time.Time) {
-	recording := span.IsRecording()
-	if err != nil && recording {
+// endDelivery ends the span of a delivery (nil: none) whose handler
+// returned err, and, when the span records, has the partition's loop
+// record the write of its outcome in a child span, from now to the
+// write (see poller.Msg.Settled).
+func (k *Consumer) endDelivery(span trace.Span, m *poller.Msg, err error) {
+	if span == nil {
+		return
+	}
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End(trace.WithTimestamp(end))
-	if !recording {
-		return
-	}
+	span.End()
+	end := time.Now()
 	topic := k.opts.Topic
 	ctx := trace.ContextWithSpan(context.Background(), span)
 	m.Settled = func(s poller.Settlement) {

@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // storedRecord returns the bytes stored for id in a topic of n
@@ -265,4 +266,42 @@ func TestTracesBatchAndAsync(t *testing.T) {
 			t.Errorf("record of a1: trace %q (%v), want %q", rec.Trace, err, want)
 		}
 	})
+}
+
+// TestTracesWithoutSDK: with a no-op provider (the worker's without
+// [tracing] endpoint) no span is started, yet a message enqueued under a
+// span context stores it, and its handler's ctx carries it, for the
+// handler to pass on; one enqueued outside a trace carries none.
+func TestTracesWithoutSDK(t *testing.T) {
+	addr := testAddr(t)
+	c := newClient(t, addr, Options{Partitions: 2, TracerProvider: noop.NewTracerProvider()})
+	const topic = "untraced"
+	sc := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if _, err := c.Enqueue(trace.ContextWithRemoteSpanContext(context.Background(), sc), Message{Topic: topic, ID: "in-trace"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: "outside"}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]trace.SpanContext{}
+	runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: time.Second}, func(ctx context.Context, d *Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[d.ID] = trace.SpanContextFromContext(ctx)
+		return nil
+	})
+	waitFor(t, 10*time.Second, "both delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if g := got["in-trace"]; g.TraceID() != sc.TraceID() || g.SpanID() != sc.SpanID() {
+		t.Errorf("the handler's ctx holds %v/%v, want the stored context %v/%v", g.TraceID(), g.SpanID(), sc.TraceID(), sc.SpanID())
+	}
+	if g := got["outside"]; g.IsValid() {
+		t.Errorf("a message enqueued outside a trace: the handler's ctx holds %v", g.TraceID())
+	}
 }
