@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/testenv"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // The hot paths against a real redis-server (and through Twemproxy):
@@ -55,6 +56,41 @@ func BenchmarkEnqueue(b *testing.B) {
 				for pb.Next() {
 					id := idOf(n.Add(1))
 					if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(c.Commands())/float64(b.N), "cmds/msg")
+		})
+	})
+}
+
+// BenchmarkEnqueueTraced: BenchmarkEnqueue with each call under a
+// sampled span of an OpenTelemetry SDK provider (which exports nothing):
+// the cost of the producer span and of the trace stored with the message.
+func BenchmarkEnqueueTraced(b *testing.B) {
+	benchTargets(b, func(b *testing.B, addr string) {
+		benchIDs(b, func(b *testing.B, idOf func(int64) string) {
+			tp := sdktrace.NewTracerProvider()
+			b.Cleanup(func() { tp.Shutdown(context.Background()) })
+			c, err := New(Options{Addr: addr, Logger: quiet, TracerProvider: tp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close() })
+			ctx, span := tp.Tracer("bench").Start(context.Background(), "produce")
+			defer span.End()
+			topic := fmt.Sprintf("bt%d", benchSeq.Add(1))
+			body := make([]byte, 256)
+			at := time.Now().Add(time.Hour)
+			var n atomic.Int64
+			b.SetParallelism(8) // 16 producers on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := idOf(n.Add(1))
+					if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -12,6 +12,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 	"github.com/delayq/delayq/poller"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for Options.
@@ -74,6 +75,17 @@ type Options struct {
 	// retried (see Enqueue). The last dial may add up to DialTimeout.
 	// Default DefaultRetryFor (5s); negative: no retry.
 	RetryFor time.Duration
+	// TracerProvider makes the spans of enqueues and deliveries (see the
+	// README's "Tracing"). Default the global provider
+	// (otel.GetTracerProvider), which follows whatever an application
+	// sets with otel.SetTracerProvider, before or after New: a program
+	// that has set up OpenTelemetry traces with no change here, and one
+	// that has not pays a look-up per enqueue and a non-recording span
+	// per delivery. Set it to trace with a provider of its own, as the
+	// worker does, or to keep delayq's spans out of the global one; a
+	// noop.TracerProvider starts no span at all (the trace context of
+	// messages enqueued under one is still stored and passed on).
+	TracerProvider trace.TracerProvider
 
 	// hook injects faults in tests (see portable.DialOptions.Hook).
 	hook func(cmd string, args []any) error
@@ -93,9 +105,11 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co     coalescer
-	watch  watcher        // the change counters of the consumers' topics
-	errLog *poller.ErrLog // the errors of the consumers' partition loops
+	co      coalescer
+	watch   watcher        // the change counters of the consumers' topics
+	errLog  *poller.ErrLog // the errors of the consumers' partition loops
+	tracer  trace.Tracer   // of Options.TracerProvider
+	tracing bool           // the provider may record: spans are started (see newTracer)
 
 	// exportRead, set only by tests before an export, is called by Export
 	// after each read of partition p in its scan number scan (1, or 2 when
@@ -189,6 +203,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.watch.c = c
+	c.tracer, c.tracing = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
 }

@@ -288,16 +288,15 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 // m.Body is written as it is at the write, not copied: do not change it
 // before done is called. Close writes every queued message before it
 // returns.
+//
+// Made under a span, the call has a producer span, as Send has, which
+// ends when the write did.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
-	r, err := c.request(context.WithoutCancel(ctx), m)
-	if err != nil {
-		return err
-	}
-	r.cb = func(EnqueueResult) {}
+	var cb func(EnqueueResult)
 	if done != nil {
-		r.cb = func(res EnqueueResult) { done(res.ID, res.Err) }
+		cb = func(res EnqueueResult) { done(res.ID, res.Err) }
 	}
-	return c.send(ctx, r)
+	return c.SendAsync(ctx, m, cb)
 }
 
 // SendAsync is EnqueueAsync whose callback gets what the write did, as
@@ -305,15 +304,29 @@ func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id strin
 // replaced, debounced, or rejected with an error wrapping ErrDuplicate;
 // see Message.OnDuplicate).
 func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResult)) error {
+	span, tp := c.startSend(ctx, m.Topic, 1)
+	m.trace = tp
 	r, err := c.request(context.WithoutCancel(ctx), m)
 	if err != nil {
+		span.endErr(err)
 		return err
 	}
 	r.cb = func(EnqueueResult) {}
 	if done != nil {
 		r.cb = done
 	}
-	return c.send(ctx, r)
+	if span != nil {
+		cb := r.cb
+		r.cb = func(res EnqueueResult) {
+			span.end(res, res.Err)
+			cb(res)
+		}
+	}
+	if err := c.send(ctx, r); err != nil {
+		span.endErr(err)
+		return err
+	}
+	return nil
 }
 
 // enqueueOne is Enqueue through the coalescer. (Recycling its requests

@@ -62,6 +62,8 @@ type Consumer struct {
 	mgr    atomic.Pointer[lease.Manager] // set by Run
 	layout atomic.Pointer[store.Layout]  // the topic's, as last read
 	ctrl   *controls                     // the topic's controls, as last read (see followControls)
+
+	deliverName string // the name of its deliveries' spans
 }
 
 // ConsumerOptions configures a Consumer. The zero value of each field
@@ -206,7 +208,11 @@ type Delivery struct {
 // Handler processes one delivery. Returning nil acks the message; an error
 // retries it along the backoff ladder, or moves it to the dead set once its
 // attempts are exhausted. ctx is cancelled at the handler timeout and when
-// the partition's lease is lost.
+// the partition's lease is lost. ctx carries the delivery's span
+// (trace.SpanFromContext), a child of the enqueue's when the message was
+// enqueued under one (see the README's "Tracing"): spans the handler
+// starts from ctx, and requests it propagates ctx to, join the message's
+// trace.
 type Handler func(ctx context.Context, d *Delivery) error
 
 func (o *ConsumerOptions) setDefaults() error {

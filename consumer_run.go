@@ -30,7 +30,7 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 		return nil, fmt.Errorf("ConsumerOptions.Schedules: %w", err)
 	}
 	return &Consumer{
-		c: c, opts: opts, h: h,
+		c: c, opts: opts, h: h, deliverName: "delayq.deliver " + opts.Topic,
 		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
 		stopCh: make(chan struct{}),
 		doneCh: make(chan struct{}),
@@ -346,10 +346,12 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
 		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
 	}
+	hctx, span := k.startDelivery(hctx, m)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
+		k.endDelivery(span, m, err)
 	}()
 	err = k.h(hctx, d)
 	if err != nil && hctx.Err() != nil && ctx.Err() == nil {

@@ -111,7 +111,7 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, p
 		for j, i := range g {
 			m := &msgs[i]
 			puts[j] = store.Put{ID: m.ID, Policy: string(m.OnDuplicate), Due: res[i].Due.UnixMilli(),
-				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Body: m.Body}
+				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Trace: m.trace, Body: m.Body}
 		}
 		groups[gi] = store.PutGroup{Topic: k.topic, P: k.p, Puts: puts, OnlyIfExists: k.old, Ahead: k.ahead}
 	}

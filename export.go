@@ -29,7 +29,12 @@ type ExportedMessage struct {
 	// Message.MaxWait): zero for a message no Replace or Debounce send
 	// wrote, or whose delivery started since.
 	WindowOpened time.Time
-	Body         []byte
+	// Traceparent is the W3C trace context stored with the message by
+	// an enqueue made under a span (see Client.Send), empty for none:
+	// an import keeps it, so that the message's deliveries stay in its
+	// trace.
+	Traceparent string
+	Body        []byte
 }
 
 // Defaults for ExportOptions.
@@ -260,7 +265,7 @@ func exportedOf(m store.Exported) *ExportedMessage {
 	r := m.Record
 	e := &ExportedMessage{
 		ID: m.ID, State: StateScheduled, Due: msTime(r.Due), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
-		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Body: r.Body,
+		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Traceparent: r.Trace, Body: r.Body,
 	}
 	if r.First > 0 {
 		e.WindowOpened = msTime(r.First)

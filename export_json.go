@@ -29,6 +29,7 @@ type exportJSON struct {
 	Created     string  `json:"created,omitempty"`
 	Updated     string  `json:"updated,omitempty"`
 	Window      string  `json:"window_opened,omitempty"`
+	Traceparent string  `json:"traceparent,omitempty"`
 	Body        *string `json:"body,omitempty"`
 	BodyBase64  *string `json:"body_base64,omitempty"`
 }
@@ -40,8 +41,8 @@ type exportJSON struct {
 //
 // state is "scheduled", "inflight" or "dead"; times are RFC 3339 in UTC
 // with milliseconds; died_at is set when dead, last_error when not empty,
-// window_opened when a debounce window is open (see Message.MaxWait);
-// the body is "body" when it is valid UTF-8 and "body_base64" (standard
+// window_opened when a debounce window is open (see Message.MaxWait),
+// traceparent when the message was enqueued under a span; the body is "body" when it is valid UTF-8 and "body_base64" (standard
 // base64) otherwise.
 func (m *ExportedMessage) MarshalJSON() ([]byte, error) {
 	return m.appendJSON(nil)
@@ -54,6 +55,7 @@ func (m *ExportedMessage) appendJSON(b []byte) ([]byte, error) {
 		ID: m.ID, State: string(m.State), Due: wire.Time(m.Due), DiedAt: wire.Time(m.DiedAt),
 		Attempts: &attempts, MaxAttempts: &maxAttempts, LastError: m.LastError,
 		Created: wire.Time(m.Created), Updated: wire.Time(m.Updated), Window: wire.Time(m.WindowOpened),
+		Traceparent: m.Traceparent,
 	}
 	v.Body, v.BodyBase64 = exportBody(m.Body)
 	out, err := appendLine(b, v)
@@ -111,7 +113,7 @@ func (m *ExportedMessage) UnmarshalJSON(line []byte) error {
 			return errors.New("invalid JSON: more than one value on the line")
 		}
 	}
-	out := ExportedMessage{ID: v.ID, State: State(v.State), LastError: v.LastError}
+	out := ExportedMessage{ID: v.ID, State: State(v.State), LastError: v.LastError, Traceparent: v.Traceparent}
 	switch {
 	case v.ID == "":
 		return errors.New(`"id" is missing`)
@@ -121,6 +123,8 @@ func (m *ExportedMessage) UnmarshalJSON(line []byte) error {
 		return fmt.Errorf(`"state" %q: want %q, %q or %q`, v.State, StateScheduled, StateInFlight, StateDead)
 	case v.Due == "":
 		return errors.New(`"due" is missing`)
+	case v.Traceparent != "" && !parseTraceparent(v.Traceparent).IsValid():
+		return fmt.Errorf(`"traceparent" %q: want a W3C traceparent such as "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`, v.Traceparent)
 	}
 	for _, f := range []struct {
 		name string
@@ -173,7 +177,7 @@ func (m *ExportedMessage) UnmarshalJSON(line []byte) error {
 // much again as the decoding).
 func (v *exportJSON) set() int {
 	n := 0
-	for _, s := range []string{v.ID, v.State, v.Due, v.DiedAt, v.LastError, v.Created, v.Updated, v.Window} {
+	for _, s := range []string{v.ID, v.State, v.Due, v.DiedAt, v.LastError, v.Created, v.Updated, v.Window, v.Traceparent} {
 		if s != "" {
 			n++
 		}

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // TestExportLineRoundTrip: what MarshalJSON writes, UnmarshalJSON reads
@@ -18,6 +22,7 @@ func TestExportLineRoundTrip(t *testing.T) {
 		{ID: "b ☃", State: StateDead, Due: at, DiedAt: at.Add(time.Second), Attempts: 3, MaxAttempts: 5, LastError: "boom: \"x\"", Created: at, Updated: at, Body: []byte{0xff, 0, 1}},
 		{ID: "c", State: StateInFlight, Due: at, Created: at, Updated: at, Body: []byte{}},
 		{ID: "d", State: StateScheduled, Due: at, Body: []byte("<&>")},
+		{ID: "e", State: StateScheduled, Due: at, Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Body: []byte("traced")},
 	} {
 		line, err := m.MarshalJSON()
 		if err != nil {
@@ -65,6 +70,9 @@ func TestExportLineParse(t *testing.T) {
 		{`{"id":"a","state":"scheduled",` + due + `,"died_at":"2026-11-25T21:00:00Z"}`, `"died_at" is set`},
 		{`{"id":"a","state":"dead",` + due + `,"body":"x","body_base64":"eA=="}`, `both "body" and "body_base64"`},
 		{`{"id":"a","state":"dead",` + due + `,"body_base64":"!"}`, `"body_base64"`},
+		{`{"id":"a","state":"scheduled",` + due + `,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"traceparent":"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}`, `"traceparent" "00-0000`},
+		{`{"id":"a","state":"scheduled",` + due + `,"traceparent":"trace me"}`, `"traceparent" "trace me": want a W3C traceparent`},
 		{`["a"]`, "not an object"},
 	} {
 		var m ExportedMessage
@@ -106,5 +114,39 @@ func TestExportWindowOpened(t *testing.T) {
 	}
 	if lim := time.Now().Add(2 * time.Hour); res.Due.After(lim) {
 		t.Errorf("debounced to %v, past the window's end %v", res.Due, lim)
+	}
+}
+
+// A message's trace survives an export and an import. It is stored
+// without any tracer provider too: an enqueue under a span context
+// (here a remote one, as a request's) stores it.
+func TestExportTraceparent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	sc := parseTraceparent(tp)
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), sc)
+	c := newClient(t, testAddr(t), Options{Partitions: 2, TracerProvider: noop.NewTracerProvider()})
+	if _, err := c.Enqueue(ctx, Message{Topic: "tr", ID: "t", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(context.Background(), Message{Topic: "tr", ID: "u", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := c.ExportJSON(context.Background(), "tr", &buf, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), `"traceparent":"`+tp+`"`); n != 1 {
+		t.Fatalf("export has %d lines with the traceparent %s, want 1:\n%s", n, tp, buf.String())
+	}
+	if _, err := c.ImportJSON(context.Background(), "tr2", &buf, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := exportAll(t, c, "tr2", ExportOptions{})
+	if got["t"] == nil || got["t"].Traceparent != tp || got["u"] == nil || got["u"].Traceparent != "" {
+		t.Errorf("imported: t %+v, u %+v; want t with traceparent %s, u without", got["t"], got["u"], tp)
+	}
+	res, err := c.Import(context.Background(), "tr3", []ExportedMessage{{ID: "v", State: StateScheduled, Due: time.Now(), Traceparent: "nope"}})
+	if err != nil || !errors.Is(res[0].Err, ErrInvalid) {
+		t.Errorf("import of a bad traceparent: %+v, %v; want ErrInvalid", res, err)
 	}
 }

@@ -58,6 +58,9 @@ func sameExported(a, b *ExportedMessage) string {
 	if a.Attempts != b.Attempts || a.MaxAttempts != b.MaxAttempts || a.LastError != b.LastError {
 		diffs = append(diffs, fmt.Sprintf("attempts %d/%d %q != %d/%d %q", a.Attempts, a.MaxAttempts, a.LastError, b.Attempts, b.MaxAttempts, b.LastError))
 	}
+	if a.Traceparent != b.Traceparent {
+		diffs = append(diffs, fmt.Sprintf("traceparent %q != %q", a.Traceparent, b.Traceparent))
+	}
 	if !bytes.Equal(a.Body, b.Body) {
 		diffs = append(diffs, fmt.Sprintf("body %q != %q", a.Body, b.Body))
 	}

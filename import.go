@@ -37,7 +37,8 @@ func (f *importedFields) fill(rec *store.Record) {
 }
 
 // Import writes exported messages into topic, each with its id, due time,
-// attempts, max attempts, last error, created and updated times and body:
+// attempts, max attempts, last error, created and updated times, trace
+// and body:
 // a scheduled message stays scheduled at its due, one in flight becomes
 // scheduled at its due (its delivery in progress did not end where it was
 // exported), and a dead one is written dead, with its time of death. A
@@ -84,7 +85,7 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 				imps[i].diedAt = now.UnixMilli()
 			}
 		}
-		ms[i] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, imported: &imps[i]}
+		ms[i] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, trace: e.Traceparent, imported: &imps[i]}
 		res[i].ID = e.ID
 		switch {
 		case e.ID == "":
@@ -95,6 +96,8 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 			res[i].Err = fmt.Errorf("%w: %q has no due time", ErrInvalid, e.ID)
 		case e.Attempts < 0:
 			res[i].Err = fmt.Errorf("%w: attempts %d of %q is negative", ErrInvalid, e.Attempts, e.ID)
+		case e.Traceparent != "" && !parseTraceparent(e.Traceparent).IsValid():
+			res[i].Err = fmt.Errorf("%w: traceparent %q of %q is not a W3C traceparent", ErrInvalid, e.Traceparent, e.ID)
 		}
 		if res[i].Err != nil {
 			continue

@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message is a message to enqueue.
@@ -53,6 +54,10 @@ type Message struct {
 	// the latest MaxWait after the first event of its window, however
 	// many events push it back. 0: no bound.
 	MaxWait time.Duration
+
+	// trace is the traceparent the message stores (see startSend), ""
+	// outside a trace.
+	trace string
 
 	// putOld is 1 + the old partition of the id during a change of the
 	// partition count, when the id was found there (see writePuts).
@@ -160,7 +165,20 @@ func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
 // id, the due time stored (for Debounce, capped by MaxWait) and the
 // outcome: created, replaced, debounced, or rejected (with an error
 // wrapping ErrDuplicate). See Message.OnDuplicate.
+//
+// Made under a span (see Options.TracerProvider), the send has a
+// producer span, whose context the message stores: its deliveries' spans
+// belong to that trace (see the README's "Tracing").
 func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
+	span, tp := c.startSend(ctx, m.Topic, 1)
+	m.trace = tp
+	res, err := c.send1(ctx, m)
+	span.end(res, err)
+	return res, err
+}
+
+// send1 is Send without its span.
+func (c *Client) send1(ctx context.Context, m Message) (EnqueueResult, error) {
 	if !c.opts.DisableCoalescing {
 		return c.enqueueOne(ctx, m)
 	}
@@ -176,13 +194,44 @@ func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
 // its slot of the result; the error is for failures of the whole call
 // (after which some messages may have been accepted: enqueue them again and
 // treat ErrDuplicate as success).
+//
+// Made under a span, the batch has one producer span, whose context
+// every message of the batch stores.
 func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
 	select {
 	case <-c.co.closed:
 		return nil, fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
-	return c.enqueueBatch(ctx, msgs)
+	var span *sendSpan
+	if trace.SpanContextFromContext(ctx).IsValid() { // before batchTopic's loop
+		var tp string
+		span, tp = c.startSend(ctx, batchTopic(msgs), len(msgs))
+		msgs = slices.Clone(msgs) // the caller's are left as they are
+		for i := range msgs {
+			msgs[i].trace = tp
+		}
+	}
+	res, err := c.enqueueBatch(ctx, msgs)
+	if err == nil && len(res) == 1 {
+		span.end(res[0], res[0].Err) // as Send's
+	} else {
+		span.endErr(err)
+	}
+	return res, err
+}
+
+// batchTopic is the topic of msgs, or "" when they have several.
+func batchTopic(msgs []Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	for _, m := range msgs[1:] {
+		if m.Topic != msgs[0].Topic {
+			return ""
+		}
+	}
+	return msgs[0].Topic
 }
 
 func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
@@ -262,7 +311,7 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		for j, i := range group {
 			recs[j] = store.Record{
 				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
-				MaxAttempts: msgs[i].MaxAttempts, Body: msgs[i].Body,
+				MaxAttempts: msgs[i].MaxAttempts, Trace: msgs[i].trace, Body: msgs[i].Body,
 			}
 			news[j] = store.NewMessage{ID: res[i].ID, Record: &recs[j]}
 			if imp := msgs[i].imported; imp != nil {

@@ -30,7 +30,30 @@ type Msg struct {
 	// slot: the message holds a slot of the topic's concurrency cap
 	// until its outcome is settled (see Gate.Done).
 	slot bool
+	// Settled, when the HandleFunc sets it, is called once the outcome
+	// of the delivery it started is settled: written, or left unwritten
+	// as the loop ended (see Settlement). It is called at most once, by
+	// the partition's loop, after the HandleFunc returned.
+	Settled func(Settlement)
 }
+
+// Settlement is how the outcome of a delivery was settled, as
+// Msg.Settled reports it.
+type Settlement string
+
+// Settlements.
+const (
+	SettledAck   Settlement = "ack"   // acked: the record removed
+	SettledRetry Settlement = "retry" // back to scheduled, after its backoff
+	SettledDead  Settlement = "dead"  // moved to the dead set
+	// SettledKept: an ack the loop could not write before it ended,
+	// handed to Config.Keep to be written once Redis answers.
+	SettledKept Settlement = "kept"
+	// SettledLeft: not written (the lease was lost, or the writes failed
+	// until the loop ended): the message stays in flight, and the
+	// partition's next owner delivers it again.
+	SettledLeft Settlement = "left"
+)
 
 // at is when the message may start: its due, or later if the rate limit
 // says so.

@@ -143,6 +143,7 @@ type result struct {
 	msg     *Msg
 	outcome Outcome
 	err     error
+	settled Settlement // set by apply, reported by finish to Msg.Settled
 }
 
 type part struct {

@@ -77,12 +77,14 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		m := r.msg
 		switch {
 		case r.outcome == Acked:
+			r.settled = SettledAck
 			acks = append(acks, m.ID)
 			acked = append(acked, r)
 		case lost:
 			if r.outcome == Dropped {
 				p.count(EventFenced, 1)
 			}
+			r.settled = SettledLeft
 			done = append(done, r)
 		case r.outcome == Returned || r.outcome == Dropped:
 			// Dropped under a lease still trusted here: a worker saw it
@@ -93,8 +95,10 @@ func (p *part) apply(ctx context.Context, lost bool) {
 			mv := p.failMove(m.ID, m.Record, now, r.err.Error())
 			if mv.Dead {
 				dead++
+				r.settled = SettledDead
 			} else {
 				retried++
+				r.settled = SettledRetry
 			}
 			moves = append(moves, mv)
 			movedRes = append(movedRes, r)
@@ -134,6 +138,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 func (p *part) finish(rs []result) {
 	n, slots := 0, 0
 	for _, r := range rs {
+		r.settle(r.settled)
 		delete(p.mine, r.msg.ID)
 		if !r.msg.revoked {
 			n++
@@ -207,8 +212,20 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 		write(func(ctx context.Context) { p.apply(ctx, lost) })
 	}
 	p.keepAcks()
+	for _, r := range p.pending {
+		r.settle(SettledLeft) // its write failed to the end
+	}
 	cfg.Logger.Debug("partition stopped", "err", runErr)
 	return runErr
+}
+
+// settle reports s to the message's Settled, if it has one and s is
+// a settlement (a result that needed no write has none).
+func (r result) settle(s Settlement) {
+	if r.msg.Settled != nil && s != "" {
+		r.msg.Settled(s)
+		r.msg.Settled = nil // once
+	}
 }
 
 // keepAcks hands the acks still pending at the loop's end (their write
@@ -229,6 +246,9 @@ func (p *part) keepAcks() {
 	if len(ids) > 0 {
 		p.cfg.Logger.Info("acks not written: kept to be written once redis answers", "n", len(ids))
 		p.cfg.Keep(ids, headersOf(acked))
+		for _, r := range acked {
+			r.settle(SettledKept)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/delayq/delayq/internal/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Timeouts of the worker's HTTP server and of its shutdown.
@@ -146,6 +147,10 @@ type worker struct {
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 	web     *http.Client // shared by the http handlers
+	// tracer makes the spans of the deliveries and of the API's
+	// enqueues ([tracing]); stopTracer flushes it at close.
+	tracer     trace.TracerProvider
+	stopTracer func(context.Context) error
 	// client is shared by every consumer, the API and the metrics: one
 	// pool, and one read of the topics' change counters per tick.
 	client   *delayq.Client
@@ -178,6 +183,9 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	}()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if w.metrics, err = metrics.New(w.reg); err != nil {
+		return nil, err
+	}
+	if w.tracer, w.stopTracer, err = newTracerProvider(cfg.Tracing, cfg.Worker.ID); err != nil {
 		return nil, err
 	}
 	if w.client, err = w.newClient(log); err != nil {
@@ -252,7 +260,7 @@ func (w *worker) newClient(log *slog.Logger) (*delayq.Client, error) {
 		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
 		MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
-		Logger: log,
+		Logger: log, TracerProvider: w.tracer,
 	})
 }
 
@@ -347,10 +355,10 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	var srv *http.Server
 	if ln != nil {
-		var h http.Handler = httpapi.New(httpapi.Options{
+		var h http.Handler = withTraceContext(httpapi.New(httpapi.Options{
 			Client: w.clientOf, Duplicates: w.duplicates, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
 			Ready: w.ready, Gatherer: w.reg, Logger: w.base,
-		})
+		}))
 		if w.ui != nil {
 			h = withUI(w.ui, h)
 		}
@@ -380,7 +388,11 @@ func (w *worker) run(ctx context.Context) error {
 	if len(w.topics) == 0 {
 		w.log.Warn("no [[topic]] in the config: this worker delivers nothing; it serves the HTTP API, /metrics and the dashboard only")
 	}
-	attrs := []any{"id", w.cfg.Worker.ID, "redis", w.cfg.Redis.Addr, "topics", names, "listen", ""}
+	attrs := []any{"id", w.cfg.Worker.ID, "redis", w.cfg.Redis.Addr, "topics", names}
+	if w.cfg.Tracing.Endpoint != "" {
+		attrs = append(attrs, "tracing", w.cfg.Tracing.Endpoint)
+	}
+	attrs = append(attrs, "listen", "")
 	if ln != nil {
 		attrs[len(attrs)-1] = ln.Addr().String()
 		if w.ui != nil {
@@ -430,11 +442,18 @@ func withUI(dashboard, api http.Handler) http.Handler {
 	})
 }
 
-// close releases the clients and idle webhook connections. The
-// consumers must have stopped.
+// close releases the clients and idle webhook connections, and flushes
+// the spans not yet exported. The consumers must have stopped.
 func (w *worker) close() {
 	if w.client != nil {
 		w.client.Close()
+	}
+	if w.stopTracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdown)
+		if err := w.stopTracer(ctx); err != nil {
+			w.log.Warn("spans not exported", "endpoint", w.cfg.Tracing.Endpoint, "err", err)
+		}
+		cancel()
 	}
 	if w.ui != nil {
 		w.ui.Close()

@@ -35,7 +35,10 @@ type Config struct {
 	Worker Worker
 	HTTP   HTTP
 	Log    Log
-	Topics []Topic // the [[topic]] tables, in file order
+	// Tracing is the [tracing] table: OpenTelemetry traces, exported when
+	// it has an endpoint.
+	Tracing Tracing
+	Topics  []Topic // the [[topic]] tables, in file order
 	// Source is the file name the config was read from, used in errors.
 	Source string
 }
@@ -147,8 +150,9 @@ func Default() *Config {
 			IdlePollInterval: delayq.DefaultIdlePollInterval,
 			ShutdownTimeout:  delayq.DefaultShutdownTimeout,
 		},
-		HTTP: HTTP{MaxBodyBytes: DefaultMaxBodyBytes},
-		Log:  Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
+		HTTP:    HTTP{MaxBodyBytes: DefaultMaxBodyBytes},
+		Log:     Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
+		Tracing: Tracing{ServiceName: DefaultServiceName, SampleRatio: DefaultSampleRatio},
 	}
 }
 

@@ -118,6 +118,11 @@ max_body_bytes = 10
 [log]
 format = "json"
 level = "debug"
+[tracing]
+endpoint = "http://collector:4318"
+service_name = "w"
+sample_ratio = 0.5
+headers = { "X-Key" = "k" }
 [[topic]]
 name = "web"
 partitions = 4
@@ -144,6 +149,8 @@ handler = { type = "exec", command = ["/bin/echo", "hi"] }
 		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollInterval: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
 		HTTP:   HTTP{Listen: ":0", Token: "t0k3n", MaxBodyBytes: 10},
 		Log:    Log{Format: "json", Level: "debug"},
+		Tracing: Tracing{Endpoint: "http://collector:4318", ServiceName: "w", SampleRatio: 0.5,
+			Headers: map[string]string{"X-Key": "k"}},
 		Topics: []Topic{
 			{Name: "web", Partitions: 4, Concurrency: 2, Timeout: 3 * time.Second, MaxAttempts: 3,
 				Backoff: []time.Duration{time.Second, 0},
@@ -186,9 +193,9 @@ func TestUnknownKeys(t *testing.T) {
 		{"worker typo", "[worker]\nid = \"w\"\npolll_interval = \"1s\"\n", "polll_interval", 3,
 			`unknown key "polll_interval" in [worker] at c.toml line 3; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout`},
 		{"unknown table", "[redis]\naddr = \"h:1\"\n\n[wroker]\nid = \"x\"\nlease = \"1s\"\n", "wroker", 4,
-			`unknown key "wroker" at c.toml line 4; known keys: redis, worker, http, log, topic`},
+			`unknown key "wroker" at c.toml line 4; known keys: redis, worker, http, log, tracing, topic`},
 		{"top-level key", "debug = true\n", "debug", 1,
-			`unknown key "debug" at c.toml line 1; known keys: redis, worker, http, log, topic`},
+			`unknown key "debug" at c.toml line 1; known keys: redis, worker, http, log, tracing, topic`},
 		{"case differs", "[worker]\nLease = \"1s\"\n", "Lease", 2,
 			`unknown key "Lease" in [worker] at c.toml line 2; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout`},
 		{"second topic", minimal + "\n[[topic]]\nname = \"b\"\nconcurency = 3\n[topic.handler]\ntype = \"exec\"\ncommand = [\"x\"]\n",

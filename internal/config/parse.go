@@ -223,11 +223,12 @@ func (x *value) UnmarshalTOML(v any) error {
 // The file's schema. Field order is the order of "known keys" in errors.
 type (
 	rawConfig struct {
-		Redis  rawRedis   `toml:"redis"`
-		Worker rawWorker  `toml:"worker"`
-		HTTP   rawHTTP    `toml:"http"`
-		Log    rawLog     `toml:"log"`
-		Topic  []rawTopic `toml:"topic"`
+		Redis   rawRedis   `toml:"redis"`
+		Worker  rawWorker  `toml:"worker"`
+		HTTP    rawHTTP    `toml:"http"`
+		Log     rawLog     `toml:"log"`
+		Tracing rawTracing `toml:"tracing"`
+		Topic   []rawTopic `toml:"topic"`
 	}
 	rawRedis struct {
 		Addr         value `toml:"addr"`
@@ -302,6 +303,8 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 
 	c.str(r.Log.Format, &cfg.Log.Format, at("log", "format"))
 	c.str(r.Log.Level, &cfg.Log.Level, at("log", "level"))
+
+	c.tracing(&r.Tracing, &cfg.Tracing)
 
 	for i, rt := range r.Topic {
 		t := defaultTopic()

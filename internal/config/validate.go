@@ -71,6 +71,8 @@ func (c *Config) validate() problems {
 		ps.add(at("log", "level"), "%q is not a log level; want \"debug\", \"info\", \"warn\" or \"error\"", c.Log.Level)
 	}
 
+	c.Tracing.validate(&ps)
+
 	first := map[string]int{} // topic name -> index of its first table
 	for i := range c.Topics {
 		c.Topics[i].validate(&ps, i, first)

@@ -27,8 +27,8 @@ const waitDelay = 2 * time.Second
 
 // Exec returns a handler that runs argv (program and arguments, no shell)
 // for each delivery in a process group of its own, with the body on
-// stdin and EnvTopic, EnvID, EnvAttempt and EnvDue added to the
-// environment. Exit status 0 acks; otherwise the error is "exit status N:
+// stdin and EnvTopic, EnvID, EnvAttempt and EnvDue (and, in a trace,
+// EnvTraceparent) added to the environment. Exit status 0 acks; otherwise the error is "exit status N:
 // <last KiB of stderr>". When the delivery's context ends first, the whole
 // process group is killed and the error says "timed out" (or
 // "cancelled"). Stdout is logged to log at debug level.
@@ -60,6 +60,7 @@ func (x *command) handle(ctx context.Context, d *delayq.Delivery) error {
 		EnvAttempt+"="+formatAttempt(d.Attempt),
 		EnvDue+"="+formatDue(d.Due),
 	)
+	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	stderr := &tail{max: stderrTail}
 	cmd.Stderr = stderr
 	var stdout *tail

@@ -45,6 +45,27 @@ func TestExecAckAndEnv(t *testing.T) {
 	}
 }
 
+// TestExecTraceparent: a delivery in a trace sets TRACEPARENT; one
+// outside a trace leaves it as the worker's environment has it.
+func TestExecTraceparent(t *testing.T) {
+	t.Setenv(EnvTraceparent, "")
+	out := filepath.Join(t.TempDir(), "out")
+	h := mustExec(t, "sh", "-c", `printf '%s|' "$TRACEPARENT" >>"$1"`, "sh", out)
+	if err := h(inTrace(t, context.Background()), "t", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h(context.Background(), "u", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := testTraceparent + "||"; string(got) != want {
+		t.Errorf("TRACEPARENT of a delivery in a trace, then of one outside: %q, want %q", got, want)
+	}
+}
+
 func TestExecExitStatus(t *testing.T) {
 	h := mustExec(t, "sh", "-c", "cat >/dev/null; echo some output; echo 'it went wrong' >&2; exit 3")
 	err := h(context.Background(), "x", 1, strings.Repeat("b", 1<<20)) // more than a pipe holds

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Request headers of the http handler, and the variables the exec
@@ -25,6 +28,32 @@ const (
 	EnvAttempt = "DELAYQ_ATTEMPT"
 	EnvDue     = "DELAYQ_DUE"
 )
+
+// The trace context of the delivery's span (see delayq.Handler), when
+// the delivery has one: the http handler sends the W3C Trace Context
+// headers (traceparent, and tracestate when not empty); the exec handler
+// sets EnvTraceparent and EnvTracestate, the names OpenTelemetry gives
+// them as environment variables.
+const (
+	HeaderTraceparent = "traceparent"
+	EnvTraceparent    = "TRACEPARENT"
+	EnvTracestate     = "TRACESTATE"
+)
+
+// traceEnv returns the environment variables of the trace context of
+// the span in ctx: none when it has none.
+func traceEnv(ctx context.Context) []string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	env := []string{EnvTraceparent + "=" + c.Get("traceparent")}
+	if ts := c.Get("tracestate"); ts != "" {
+		env = append(env, EnvTracestate+"="+ts)
+	}
+	return env
+}
 
 // Options are what the handlers New returns share.
 type Options struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // errBodyLimit is how much of a response body the http handler reads:
@@ -63,7 +64,8 @@ func Sign(secret string, body []byte) string {
 // client: 2xx acks, anything else is an error "http 503: <start of the
 // response body>". headers are added to (and may override the
 // Content-Type of) each request; when secret is not empty the body is
-// signed (see Sign).
+// signed (see Sign); the delivery's trace context goes in the
+// traceparent header (see HeaderTraceparent).
 func HTTP(client *http.Client, rawURL, secret string, headers map[string]string) (delayq.Handler, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -100,6 +102,8 @@ func (w *webhook) handle(ctx context.Context, d *delayq.Delivery) error {
 	if w.secret != "" {
 		req.Header.Set(HeaderSignature, Sign(w.secret, d.Body))
 	}
+	// The delivery's span is the parent of whatever the receiver traces.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -18,6 +18,8 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestMain fails the run when goroutines outlive the tests.
@@ -125,6 +127,45 @@ func TestHTTPHeaders(t *testing.T) {
 	}
 	if r.header.Get("X-Delayq-Attempt") != "1" {
 		t.Errorf("attempt %q", r.header.Get("X-Delayq-Attempt"))
+	}
+}
+
+// testTraceparent is the trace context of the deliveries of the tests
+// that run in a trace.
+const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// inTrace returns ctx with the span context of testTraceparent, as a
+// delivery's span puts it in its handler's ctx.
+func inTrace(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": testTraceparent})
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		t.Fatalf("%s: no span context", testTraceparent)
+	}
+	return ctx
+}
+
+// TestHTTPTraceparent: the POST of a delivery in a trace carries its
+// context in the traceparent header, whatever the configured headers
+// say; one outside a trace has none but what is configured.
+func TestHTTPTraceparent(t *testing.T) {
+	srv, reqs := recorder(t, http.StatusOK, "")
+	h, err := HTTP(srv.Client(), srv.URL, "", map[string]string{"X-Extra": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h(inTrace(t, context.Background()), delivery("t", 1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h(context.Background(), delivery("u", 1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	rs := reqs()
+	if got := rs[0].header.Get(HeaderTraceparent); got != testTraceparent {
+		t.Errorf("traceparent %q, want %q", got, testTraceparent)
+	}
+	if got, ok := rs[1].header[http.CanonicalHeaderKey(HeaderTraceparent)]; ok {
+		t.Errorf("a delivery outside a trace sent traceparent %q", got)
 	}
 }
 

@@ -39,7 +39,10 @@ type Put struct {
 	Due         int64
 	MaxWait     int64
 	MaxAttempts int
-	Body        []byte
+	// Trace is the event's traceparent (see Record.Trace), "" for none:
+	// a replaced or debounced message takes the latest event's.
+	Trace string
+	Body  []byte
 }
 
 // PutResult is what a Put did: PutCreated, PutReplaced or PutDebounced,
@@ -52,10 +55,16 @@ type PutResult struct {
 // recordLua declares, for the scripts that read or write a record in
 // Lua, its header (see Record.Encode): readHeader(v) returns its due,
 // created, updated and first times, and where the rest of the record
-// begins; writeHeader(due, created, updated, first) encodes the header of
-// a record with a First, fixed width (recordVersionFirst).
+// begins; flagsOf(v) the flags of its version byte (recordTraced);
+// writeHeader(due, created, updated, first, flags) encodes the header of
+// a record with a First, fixed width (recordVersionFirst), with flags,
+// which must be those of the record whose rest follows it.
 var recordLua = fmt.Sprintf(`
-local V2, HEADER2 = %d, '>Bi7i7i7i7'
+local V2, HEADER2, VERSIONS = %d, '>Bi7i7i7i7', %d
+local function flagsOf(v)
+  local b = string.byte(v, 1)
+  return b - b %% VERSIONS
+end
 local function reads(v, pos)
   local n, mul = 0, 1
   while true do
@@ -72,7 +81,7 @@ local function reads(v, pos)
   return -(n + 1) / 2, pos
 end
 local function readHeader(v)
-  if string.byte(v, 1) == V2 then
+  if string.byte(v, 1) %% VERSIONS == V2 then
     local _, due, created, updated, first, pos = struct.unpack(HEADER2, v)
     return due, created, updated, first, pos
   end
@@ -82,10 +91,10 @@ local function readHeader(v)
   du, pos = reads(v, pos)
   return due, due + dc, due + dc + du, 0, pos
 end
-local function writeHeader(due, created, updated, first)
-  return struct.pack(HEADER2, V2, due, created, updated, first)
+local function writeHeader(due, created, updated, first, flags)
+  return struct.pack(HEADER2, V2 + flags, due, created, updated, first)
 end
-`, recordVersionFirst)
+`, recordVersionFirst, recordVersionMask+1)
 
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
@@ -93,9 +102,9 @@ end
 //
 //   - no record: the message is created, with the record the caller
 //     encoded (its window opening now, its due capped by it);
-//   - PolicyReplace: the record takes the event's due, body and max
-//     attempts, its attempts reset; its created time stays; a new window
-//     opens now;
+//   - PolicyReplace: the record takes the event's due, body, max
+//     attempts and trace (with the trace flag of its version byte), its
+//     attempts reset; its created time stays; a new window opens now;
 //   - PolicyDebounce: the same, with the due capped by the window: the
 //     window opened at the record's First (or its creation), unless a
 //     delivery of the record started (First is Started: see Start): the
@@ -152,7 +161,7 @@ for i = 3, #ARGV, 5 do
         due = window + maxWait
       end
     end
-    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window) .. string.sub(rec, HEADER_LEN + 1))
+    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec)) .. string.sub(rec, HEADER_LEN + 1))
     if oldDue > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due
@@ -346,7 +355,7 @@ func (m Put) created(nowMS int64) *Record {
 	if m.Policy == PolicyDebounce && m.MaxWait > 0 {
 		due = min(due, nowMS+m.MaxWait)
 	}
-	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Body: m.Body}
+	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Trace: m.Trace, Body: m.Body}
 }
 
 // indexCmd is the pipelined call of indexEarlierScript on partition p's
@@ -383,7 +392,7 @@ var startScript = newScript(recordLua + `
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v or string.sub(v, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
 local due, created, updated, _, pos = readHeader(v)
-redis.call('HSET', KEYS[1], ARGV[1], writeHeader(due, created, updated, -1) .. string.sub(v, pos))
+redis.call('HSET', KEYS[1], ARGV[1], writeHeader(due, created, updated, -1, flagsOf(v)) .. string.sub(v, pos))
 return 1
 `)
 

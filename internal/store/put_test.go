@@ -41,7 +41,7 @@ func TestPutHeaders(t *testing.T) {
 		if enc := rec.Encode(); !bytes.Equal(enc, raw) {
 			t.Errorf("%s: stored %x, Go encodes the record decoded as %x", what, raw, enc)
 		}
-		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || string(rec.Body) != string(want.Body) {
+		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || rec.Trace != want.Trace || string(rec.Body) != string(want.Body) {
 			t.Errorf("%s: stored %+v, want %+v", what, rec, want)
 		}
 		return rec
@@ -64,4 +64,28 @@ func TestPutHeaders(t *testing.T) {
 	stored("started", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: Started, Body: []byte("c")})
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
 	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
+
+	// A trace: the flag of the version byte follows the event written
+	// (the trace comes with the rest of the record), and a start keeps it.
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	put(now+4000, Put{ID: "x", Policy: PolicyReplace, Due: now + 9000, Trace: tp, Body: []byte("e")})
+	r = stored("replaced by a traced event", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: now + 4000, Trace: tp, Body: []byte("e")})
+	if ok, err := s.Start(ctx, "t", 0, "x", r); !ok || err != nil {
+		t.Fatalf("start a traced record: %v %v", ok, err)
+	}
+	stored("traced, started", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Trace: tp, Body: []byte("e")})
+	put(now+5000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9500, MaxWait: 60000, Body: []byte("f")})
+	stored("debounced by an untraced event", Record{Due: now + 9500, Created: now, Updated: now + 5000, First: now + 5000, Body: []byte("f")})
+	put(now+6000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9600, MaxWait: 60000, Trace: tp, Body: []byte("g")})
+	r = stored("debounced by a traced event", Record{Due: now + 9600, Created: now, Updated: now + 6000, First: now + 5000, Trace: tp, Body: []byte("g")})
+	// The outcome of its delivery compares the header Go encodes with
+	// the stored one: the ack removes it.
+	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 0 {
+		t.Fatalf("ack a traced record: kept %d, %v", kept, err)
+	}
+	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), "x"}}); err != nil || r[0] != nil {
+		t.Errorf("the traced record acked by its header is still there (%v, %v)", r, err)
+	}
+	put(now+7000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9700, MaxWait: 60000, Trace: tp, Body: []byte("h")})
+	stored("created traced", Record{Due: now + 9700, Created: now + 7000, Updated: now + 7000, First: now + 7000, Trace: tp, Body: []byte("h")})
 }

@@ -19,6 +19,10 @@ type Record struct {
 	// last started, or Started once one did (see Start). 0 for a message
 	// no Replace or Debounce send wrote.
 	First int64
+	// Trace is the W3C traceparent of the enqueue that wrote the message
+	// ("00-<trace id>-<span id>-<flags>"), empty for a message enqueued
+	// outside a trace: its delivery's span is linked to it.
+	Trace string
 	Body  []byte
 	// Corrupt is set, by the readers that return every record they find,
 	// on a record that could not be decoded: its Body is then the raw
@@ -32,9 +36,17 @@ type Record struct {
 // signed integers (headerFirstLen bytes with the version), so that the
 // scripts that rewrite it (Put, Start) read and write it with one call of
 // Lua's struct library rather than a loop over its bytes.
+//
+// recordTraced is a flag of the version byte: a record with a Trace has
+// it set, and its trace (a uvarint length, then the bytes) follows the
+// last error. Every reader masks it off the version (recordVersionMask),
+// and every script that rewrites a header keeps it (see recordLua). A
+// record without a trace is encoded as it was before traces existed.
 const (
 	recordVersion      = 1
 	recordVersionFirst = 2
+	recordTraced       = 0x10
+	recordVersionMask  = 0x0f
 	headerFirstLen     = 1 + 4*7
 )
 
@@ -42,15 +54,20 @@ const (
 // then varints for Due, Created-Due and Updated-Created; or, for a record
 // with a First, fixed-width times: see recordVersionFirst), then varints
 // for Attempts and MaxAttempts, then the length-prefixed last error, then
-// the body.
+// the length-prefixed trace when the record has one (see recordTraced),
+// then the body.
 func (r *Record) Encode() []byte {
 	return r.AppendEncode(make([]byte, 0, r.encodedLen()))
 }
 
 // encodedLen is the length of the record's encoding.
 func (r *Record) encodedLen() int {
-	return r.headerLen() + uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
+	n := r.headerLen() + uvarintLen(uint64(r.Attempts)) + uvarintLen(uint64(r.MaxAttempts)) +
 		uvarintLen(uint64(len(r.LastError))) + len(r.LastError) + len(r.Body)
+	if r.Trace != "" {
+		n += uvarintLen(uint64(len(r.Trace))) + len(r.Trace)
+	}
+	return n
 }
 
 // uvarintLen is the length of binary.AppendUvarint's encoding of x.
@@ -78,25 +95,40 @@ func (r *Record) AppendEncode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(r.MaxAttempts))
 	b = binary.AppendUvarint(b, uint64(len(r.LastError)))
 	b = append(b, r.LastError...)
+	if r.Trace != "" {
+		b = binary.AppendUvarint(b, uint64(len(r.Trace)))
+		b = append(b, r.Trace...)
+	}
 	return append(b, r.Body...)
 }
 
-func (r *Record) appendHeader(b []byte) []byte {
+// versionByte is the first byte of the record's encoding.
+func (r *Record) versionByte() byte {
+	v := byte(recordVersion)
 	if r.First != 0 {
-		b = append(b, recordVersionFirst)
+		v = recordVersionFirst
+	}
+	if r.Trace != "" {
+		v |= recordTraced
+	}
+	return v
+}
+
+func (r *Record) appendHeader(b []byte) []byte {
+	b = append(b, r.versionByte())
+	if r.First != 0 {
 		for _, t := range [4]int64{r.Due, r.Created, r.Updated, r.First} {
 			b = append(b, byte(t>>48), byte(t>>40), byte(t>>32), byte(t>>24), byte(t>>16), byte(t>>8), byte(t))
 		}
 		return b
 	}
-	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Due)
 	b = binary.AppendVarint(b, r.Created-r.Due)
 	return binary.AppendVarint(b, r.Updated-r.Created)
 }
 
-// Header returns the first bytes of the record's encoding: its version,
-// due and times. Every write that replaces a record while it may be in
+// Header returns the first bytes of the record's encoding: its version
+// (with its flags), due and times. Every write that replaces a record while it may be in
 // flight (Put) moves its Updated forward, so a record whose stored bytes
 // still begin with the header read at its claim is the record claimed:
 // an outcome compares it (see Ack and Move.Was) rather than the whole
@@ -118,11 +150,13 @@ var ErrBadRecord = errors.New("delayq: bad record")
 // of b, not a copy: b must not be changed or reused afterwards (a reply's
 // bytes are not).
 func DecodeRecord(b []byte) (*Record, error) {
-	if len(b) == 0 || (b[0] != recordVersion && b[0] != recordVersionFirst) {
+	if len(b) == 0 || b[0]&^(recordVersionMask|recordTraced) != 0 ||
+		(b[0]&recordVersionMask != recordVersion && b[0]&recordVersionMask != recordVersionFirst) {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
 	}
 	var r Record
-	if b[0] == recordVersionFirst {
+	traced := b[0]&recordTraced != 0
+	if b[0]&recordVersionMask == recordVersionFirst {
 		if len(b) < headerFirstLen {
 			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
 		}
@@ -162,8 +196,15 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if uvals[2] > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: last error of %d bytes past the end", ErrBadRecord, uvals[2])
 	}
-	r.LastError = string(b[:uvals[2]])
-	r.Body = b[uvals[2]:len(b):len(b)] // full: an append to Body copies
+	r.LastError, b = string(b[:uvals[2]]), b[uvals[2]:]
+	if traced {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: trace past the end", ErrBadRecord)
+		}
+		r.Trace, b = string(b[k:k+int(n)]), b[k+int(n):]
+	}
+	r.Body = b[:len(b):len(b)] // full: an append to Body copies
 	return &r, nil
 }
 
