@@ -43,9 +43,9 @@ type AutoPartitions struct {
 
 // Defaults of AutoPartitions, and how often each consumer checks.
 const (
-	DefaultAutoGrowAfter   = 15 * time.Second
+	DefaultAutoGrowAfter   = 10 * time.Second
 	DefaultAutoShrinkAfter = 10 * time.Minute
-	DefaultAutoCooldown    = 15 * time.Second
+	DefaultAutoCooldown    = 10 * time.Second
 	AutoCheckEvery         = 5 * time.Second
 )
 

@@ -86,16 +86,20 @@ func TestAutoPartitionsFleet(t *testing.T) {
 			subs = append(subs, startSub(t, l, i, args(i)...))
 		}
 	}
+	// The count is 16 (the change ended: while it runs, the subs own the
+	// partitions of both counts) and each sub owns one.
 	took := waitOwners(t, c, topic, joined, autoGrowBound, "16 partitions, one owned by each of 16 subs", func(o ownership) bool {
-		return len(o.owner) == 16 && o.ownedExactlyBy(16, 1, 1, ids...)
+		info, err := c.Partitions(context.Background(), topic)
+		return err == nil && info.Count == 16 && info.Next == 0 && len(o.owner) == 16 && o.ownedExactlyBy(16, 1, 1, ids...)
 	})
-	t.Logf("16 subs own one of 16 partitions each %v after 14 joined", took.Round(time.Second))
+	t.Logf("16 partitions, one owned by each of 16 subs, %v after 14 joined", took.Round(time.Second))
 
 	left := time.Now()
 	stopAllSubs(t, subs[4:])
 	subs = subs[:4]
 	shrunk := waitOwners(t, c, topic, left, autoShrinkWait+2*time.Minute, "8 partitions, 2 owned by each of 4 subs", func(o ownership) bool {
-		return len(o.owner) == 8 && o.ownedExactlyBy(8, 2, 2, ids[:4]...)
+		info, err := c.Partitions(context.Background(), topic)
+		return err == nil && info.Count == 8 && info.Next == 0 && len(o.owner) == 8 && o.ownedExactlyBy(8, 2, 2, ids[:4]...)
 	})
 	waitFor(t, faultDrain+span, func() bool { return len(l.missing()) == 0 }, "every message delivered")
 	stopWatch()
@@ -112,8 +116,8 @@ func TestAutoPartitionsFleet(t *testing.T) {
 		t.Errorf("changes %s, want [4->8 8->16 16->8]", got)
 	}
 	for i := 1; i < len(changes); i++ {
-		if gap := changes[i].began.Sub(changes[i-1].done); gap < 15*time.Second-time.Second { // the watch sees an end up to 100 ms late
-			t.Errorf("change %d->%d began %v after the end of the one before, within the cooldown of 15s", changes[i].from, changes[i].to, gap)
+		if gap := changes[i].began.Sub(changes[i-1].done); gap < 10*time.Second-time.Second { // the watch sees an end up to 100 ms late
+			t.Errorf("change %d->%d began %v after the end of the one before, within the cooldown of 10s", changes[i].from, changes[i].to, gap)
 		}
 	}
 	if len(changes) == 3 && changes[2].began.Sub(left) < autoShrinkWait {

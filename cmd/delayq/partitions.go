@@ -35,9 +35,9 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 			"already back, and the topic ends at its old count; no message is lost.\n\n"+
 			"--auto lets the count follow the live consumers (--auto off gives it back to\n"+
 			"--set): doubled, up to --max (default 64), once the consumers outnumber the\n"+
-			"partitions for --grow-after (15s); halved, down to --min (default 1), once\n"+
+			"partitions for --grow-after (10s); halved, down to --min (default 1), once\n"+
 			"they are at most a quarter of them for --shrink-after (10m); never within\n"+
-			"--cooldown (15s) of the end of the last change. The topic's consumers check\n"+
+			"--cooldown (10s) of the end of the last change. The topic's consumers check\n"+
 			"every 5s and begin the change; the settings are stored, and --auto again\n"+
 			"replaces them (flags not given take their defaults).\n\n"+
 			"--wait follows the change until it ends: one updating line on a terminal, a\n"+

@@ -246,7 +246,7 @@ func TestPartitionsAuto(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--auto: %v %s", err, stderr)
 	}
-	if want := "auto: auto 4-32, grow after 20s, shrink after 10m0s, cooldown 15s; wants no change"; !strings.Contains(stdout, want) {
+	if want := "auto: auto 4-32, grow after 20s, shrink after 10m0s, cooldown 10s; wants no change"; !strings.Contains(stdout, want) {
 		t.Errorf("--auto printed %q, want a line %q", stdout, want)
 	}
 	c, err := delayq.New(delayq.Options{Addr: addr, Logger: slog.New(slog.DiscardHandler)})
