@@ -145,7 +145,7 @@ func TestTraces(t *testing.T) {
 		}
 		for i, d := range delivers {
 			if att, _ := spanAttr(d, "delayq.attempt"); att.AsInt64() != int64(i+1) {
-				t.Errorf("delivery span %d: attempt %v, want %d", i, att.Emit(), i+1)
+				t.Errorf("delivery span %d: attempt %v, want %d", i, att.String(), i+1)
 			}
 			if d.SpanKind() != trace.SpanKindConsumer || d.SpanContext().TraceID() != tid || d.Parent().SpanID() != send.SpanContext().SpanID() {
 				t.Errorf("delivery span %d: kind %v, trace %v, parent %v; want a consumer, child of the send %v in trace %v",
@@ -160,7 +160,7 @@ func TestTraces(t *testing.T) {
 				}
 			}
 			if p, _ := spanAttr(d, "delayq.partition"); p.AsInt64() != int64(partition.For("traced", n)) {
-				t.Errorf("delivery span %d: partition %v, want %d", i, p.Emit(), partition.For("traced", n))
+				t.Errorf("delivery span %d: partition %v, want %d", i, p.String(), partition.For("traced", n))
 			}
 		}
 		if s := delivers[0].Status(); s.Code != codes.Error || s.Description != "first attempt fails" {
@@ -241,7 +241,7 @@ func TestTracesBatchAndAsync(t *testing.T) {
 			t.Fatalf("%d send spans for a batch, want 1", len(batch))
 		}
 		if v, _ := spanAttr(batch[0], "messaging.batch.message_count"); v.AsInt64() != 3 {
-			t.Errorf("batch span's message count %v, want 3", v.Emit())
+			t.Errorf("batch span's message count %v, want 3", v.String())
 		}
 		want := fmt.Sprintf("00-%s-%s-01", batch[0].SpanContext().TraceID(), batch[0].SpanContext().SpanID())
 		for _, id := range []string{"b1", "b2", "b3"} {
