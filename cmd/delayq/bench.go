@@ -89,11 +89,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"           the same and the deliveries/s with n messages (default 100000)\n"+
 			"           all due at once, at the rate and at twice it (not part of all:\n"+
 			"           about 75 s a run);\n"+
-			"  autoscale: a topic on an automatic partition count whose consumers join and\n"+
-			"           leave at random for --duration (1 to --max-consumers, 1 to 4 every\n"+
-			"           5 to 40 s) while 20 messages a second fall due: the changes of the\n"+
-			"           count against the most its damping allows, and the deliveries\n"+
-			"           (not part of all).\n"+
+			"  autoscale: a topic of 4 partitions on an automatic count (--shrink-after\n"+
+			"           1m) whose consumers join and leave at random for --duration (1 to\n"+
+			"           --max-consumers of them, 1 to 4 every 5 to 40 s) while 20 messages\n"+
+			"           a second fall due: the changes of the count against the most its\n"+
+			"           damping allows, and the deliveries (not part of all).\n"+
 			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
 			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
 			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
@@ -137,7 +137,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	duration := durationFlag{d: defaultAutoscaleDuration}
 	fs.Var(&duration, "duration", "autoscale: the `duration` of the run")
 	fs.IntVar(&cfg.autoscale.maxFleet, "max-consumers", defaultAutoscaleFleet, "autoscale: the most `consumers` at once")
-	shrinkAfter := durationFlag{d: delayq.DefaultAutoShrinkAfter}
+	shrinkAfter := durationFlag{d: defaultAutoscaleShrinkAfter}
 	fs.Var(&shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
 	cmd.addLogLevel()
 	if err := cmd.parse(args); err != nil {

@@ -23,13 +23,19 @@ type autoscaleConfig struct {
 const (
 	defaultAutoscaleDuration = 10 * time.Minute
 	defaultAutoscaleFleet    = 16
+	// defaultAutoscalePartitions is the count the topic starts at.
+	defaultAutoscalePartitions = 4
+	// defaultAutoscaleShrinkAfter is the topic's shrink_after: a minute,
+	// so that a 10-minute run can shrink as well as grow.
+	defaultAutoscaleShrinkAfter = time.Minute
 	// autoscaleMinChange is the shortest change of the count: its settle
 	// time (the library's default, 30 s).
 	autoscaleMinChange = 30 * time.Second
 )
 
-// benchAutoscale is the autoscale workload: a topic on an automatic count
-// (min 1, max 64, the default grow_after and cooldown, --shrink-after)
+// benchAutoscale is the autoscale workload: a topic of 4 partitions (or
+// --partitions) on an automatic count (min 1, max 64, the default
+// grow_after and cooldown, --shrink-after, default 1 minute)
 // whose consumers join and leave at random for --duration: every 5 to 40
 // s, 1 to 4 of them join or leave, between 1 and --max-consumers, each
 // consumer on a client of its own, while messages fall due (20 a second,
@@ -47,6 +53,10 @@ func benchAutoscale(ctx context.Context, cfg benchConfig) (line string, err erro
 	}
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after every Close
 	defer c.Close()
+	// A fleet of 1 to 16 crosses both thresholds of a topic of 4.
+	if cfg.c.partitions == 0 {
+		cfg.c.partitions = defaultAutoscalePartitions
+	}
 	if err := createTopic(ctx, cfg, c, topic); err != nil {
 		return "", err
 	}
