@@ -53,11 +53,14 @@ func benchAutoscale(ctx context.Context, cfg benchConfig) (line string, err erro
 	}
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after every Close
 	defer c.Close()
-	// A fleet of 1 to 16 crosses both thresholds of a topic of 4.
-	if cfg.c.partitions == 0 {
-		cfg.c.partitions = defaultAutoscalePartitions
+	// A fleet of 1 to 16 crosses both thresholds of a topic of 4; the
+	// consumers' clients propose no count, so that none warns when the
+	// count has changed.
+	create := cfg
+	if create.c.partitions == 0 {
+		create.c.partitions = defaultAutoscalePartitions
 	}
-	if err := createTopic(ctx, cfg, c, topic); err != nil {
+	if err := createTopic(ctx, create, c, topic); err != nil {
 		return "", err
 	}
 	auto := delayq.AutoPartitions{ShrinkAfter: ac.shrinkAfter}
