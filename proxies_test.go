@@ -18,7 +18,6 @@ import (
 // itself and logs the outage once, not once per command, and its end
 // once, with what it cost: nothing, as it was shorter than the lease.
 func TestProxiesDeadAndBack(t *testing.T) {
-	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
 	ctx := context.Background()
 
