@@ -284,24 +284,14 @@ func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
 // the stored one differs.
 func (k *Consumer) proposeAuto(ctx context.Context) error {
 	want := k.opts.AutoPartitions.withDefaults()
-	written, err := k.c.store.SetAuto(ctx, k.opts.Topic, want.toStore(), true)
-	if err != nil || written {
-		if written {
-			k.log.Info("automatic partition count set", "auto", want.String())
-		}
-		return err
-	}
-	stored, err := k.c.AutoPartitionsOf(ctx, k.opts.Topic)
-	if err != nil {
-		return err
-	}
-	if stored == nil || *stored != want {
-		desc := "off"
-		if stored != nil {
-			desc = stored.String()
-		}
-		k.log.Warn("the topic's stored automatic partition count differs from this consumer's; the stored one applies (change it with delayq partitions --auto)",
-			"stored", desc, "configured", want.String())
-	}
-	return nil
+	return k.propose(ctx, "automatic partition count set", "the topic's stored automatic partition count differs from this consumer's; the stored one applies (change it with delayq partitions --auto)",
+		want.String(), func(ctx context.Context) (bool, error) {
+			return k.c.store.SetAuto(ctx, k.opts.Topic, want.toStore(), true)
+		}, func(ctx context.Context) (string, error) {
+			stored, err := k.c.AutoPartitionsOf(ctx, k.opts.Topic)
+			if err != nil || stored == nil {
+				return "off", err
+			}
+			return stored.String(), nil
+		})
 }

@@ -217,20 +217,35 @@ func (c *Client) Limits(ctx context.Context, topic string) (Limits, error) {
 // they were never set nor cleared, and warns when the stored ones differ.
 func (k *Consumer) proposeLimits(ctx context.Context) error {
 	want := *k.opts.Limits
-	written, err := k.c.store.SetLimits(ctx, k.opts.Topic, storeLimits(want), true)
+	return k.propose(ctx, "topic limits set", "the topic's stored limits differ from this consumer's; the stored ones apply (change them with delayq limits)",
+		want.String(), func(ctx context.Context) (bool, error) {
+			return k.c.store.SetLimits(ctx, k.opts.Topic, storeLimits(want), true)
+		}, func(ctx context.Context) (string, error) {
+			stored, err := k.c.Limits(ctx, k.opts.Topic)
+			return stored.String(), err
+		})
+}
+
+// propose writes a setting of this consumer's options into its topic's
+// controls with set, which writes only where the topic never had one
+// (logging set when it did), else reads the stored one and warns with
+// differ when it is not want: the stored setting is the truth, and a
+// rolling deploy with two versions of a file must not flip it. Settings
+// compare by their String, which says what applies.
+func (k *Consumer) propose(ctx context.Context, set, differ, want string, write func(context.Context) (bool, error), stored func(context.Context) (string, error)) error {
+	written, err := write(ctx)
 	if err != nil || written {
 		if written {
-			k.log.Info("topic limits set", "limits", want.String())
+			k.log.Info(set, "setting", want)
 		}
 		return err
 	}
-	stored, err := k.c.Limits(ctx, k.opts.Topic)
+	got, err := stored(ctx)
 	if err != nil {
 		return err
 	}
-	if stored != want {
-		k.log.Warn("the topic's stored limits differ from this consumer's; the stored ones apply (change them with delayq limits)",
-			"stored", stored.String(), "configured", want.String())
+	if got != want {
+		k.log.Warn(differ, "stored", got, "configured", want)
 	}
 	return nil
 }

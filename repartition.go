@@ -119,17 +119,7 @@ func (c *Client) changeInfo(ctx context.Context, topic string, l store.Layout, s
 // liveConsumers counts topic's members whose heartbeat is current and
 // that are not leaving.
 func (c *Client) liveConsumers(ctx context.Context, topic string) (int, error) {
-	ms, err := c.store.Members(ctx, topic, 10000)
-	if err != nil {
-		return 0, err
-	}
-	now, n := c.opts.Now().UnixMilli(), 0
-	for _, m := range ms {
-		if !m.Leaving && m.Expires > now {
-			n++
-		}
-	}
-	return n, nil
+	return c.store.LiveMembers(ctx, topic, c.opts.Now().UnixMilli())
 }
 
 // Partition count ceiling: SetPartitions refuses to grow a topic past

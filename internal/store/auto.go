@@ -36,24 +36,7 @@ func (s *Store) SetAuto(ctx context.Context, topic string, a Auto, ifUnset bool)
 	if err != nil {
 		return false, err
 	}
-	mode := ""
-	if ifUnset {
-		mode = "nx"
-	}
-	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaAuto, string(b), mode)
-	if err != nil {
-		return false, fmt.Errorf("automatic partition count of %s: %w", topic, err)
-	}
-	switch n, _ := redis.Int(r, nil); n {
-	case -1:
-		return false, NoTopic(topic)
-	case 0:
-		return false, nil
-	}
-	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
-		return true, fmt.Errorf("automatic partition count of %s is stored; its consumers follow it at their next read of the controls (telling them at once failed: %w)", topic, err)
-	}
-	return true, nil
+	return s.setControl(ctx, topic, keys.MetaAuto, "automatic partition count", string(b), ifUnset)
 }
 
 // decodeAuto reads the MetaAuto field of meta: the settings, and whether

@@ -49,24 +49,42 @@ return 1
 // (pause false), then bumps its controls' counter of the changes hash
 // (keys.ControlsField) for its consumers to read the controls at once.
 // It fails with ErrNoTopic for a topic that does not exist, and writes
-// nothing then. Consumers read the controls every second besides, so a
-// bump lost on the way only delays the change by that.
+// nothing then. Consumers read the controls every few seconds besides,
+// so a bump lost on the way only delays the change by that.
 func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS int64) error {
 	val := ""
 	if pause {
 		val = strconv.FormatInt(max(untilMS, 0), 10)
 	}
-	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaPaused, val, "")
-	if err != nil {
-		return fmt.Errorf("pause of %s: %w", topic, err)
+	_, err := s.setControl(ctx, topic, keys.MetaPaused, "pause", val, false)
+	return err
+}
+
+// setControl sets field of topic's meta HASH to val (deletes it for ""),
+// only if the field is unset with ifUnset, and reports whether it wrote;
+// then bumps the topic's controls' counter of the changes hash
+// (keys.ControlsField) for its consumers to read the controls at once. It
+// fails with ErrNoTopic for a topic that does not exist, and writes
+// nothing then. what names the control in errors.
+func (s *Store) setControl(ctx context.Context, topic, field, what, val string, ifUnset bool) (written bool, err error) {
+	mode := ""
+	if ifUnset {
+		mode = "nx"
 	}
-	if n, _ := redis.Int(r, nil); n == -1 {
-		return NoTopic(topic)
+	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, field, val, mode)
+	if err != nil {
+		return false, fmt.Errorf("%s of %s: %w", what, topic, err)
+	}
+	switch n, _ := redis.Int(r, nil); n {
+	case -1:
+		return false, NoTopic(topic)
+	case 0:
+		return false, nil
 	}
 	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
-		return fmt.Errorf("pause of %s is stored; its consumers follow it within a second (telling them at once failed: %w)", topic, err)
+		return true, fmt.Errorf("%s of %s: stored; its consumers follow it at their next read of the controls (telling them at once failed: %w)", what, topic, err)
 	}
-	return nil
+	return true, nil
 }
 
 // ReadControls returns topic's controls, and whether the topic exists,

@@ -49,24 +49,7 @@ func (s *Store) SetLimits(ctx context.Context, topic string, l Limits, ifUnset b
 	if err != nil {
 		return false, err
 	}
-	mode := ""
-	if ifUnset {
-		mode = "nx"
-	}
-	r, err := s.script(ctx, controlsScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaLimits, string(b), mode)
-	if err != nil {
-		return false, fmt.Errorf("limits of %s: %w", topic, err)
-	}
-	switch n, _ := redis.Int(r, nil); n {
-	case -1:
-		return false, NoTopic(topic)
-	case 0:
-		return false, nil
-	}
-	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
-		return true, fmt.Errorf("limits of %s are stored; its consumers follow them at their next read of the controls (telling them at once failed: %w)", topic, err)
-	}
-	return true, nil
+	return s.setControl(ctx, topic, keys.MetaLimits, "limits", string(b), ifUnset)
 }
 
 // decodeLimits reads the keys.MetaLimits field v (nil: never set).

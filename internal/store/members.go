@@ -58,6 +58,17 @@ func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, n
 	return live, nil
 }
 
+// LiveMembers counts topic's members whose heartbeat is current at nowMS
+// (unix ms), leaving ones not counted (they are scored minus their
+// expiry): one ZCOUNT, whatever the number of members.
+func (s *Store) LiveMembers(ctx context.Context, topic string, nowMS int64) (int, error) {
+	r, err := s.do(ctx, cmd{"ZCOUNT", []any{keys.Members(s.ns, topic), "(" + itoa(nowMS), "+inf"}})
+	if err != nil {
+		return 0, fmt.Errorf("live members of %s: %w", topic, err)
+	}
+	return redis.Int(r[0], nil)
+}
+
 // Leave removes consumer id from topic's members.
 func (s *Store) Leave(ctx context.Context, topic, id string) error {
 	if _, err := s.do(ctx, cmd{"ZREM", []any{keys.Members(s.ns, topic), id}}); err != nil {
