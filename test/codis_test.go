@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -126,30 +127,61 @@ func codisFleet(t *testing.T, l *ledger, addr, topic, prefix string, parts int, 
 	return subs
 }
 
+// codisRun is a scenario through Codis: 2 subs of topic on parts
+// partitions, with the defaults and extra flags, through the first proxy
+// (every proxy with allProxies); n messages falling due evenly over spread from a
+// second after the start; and fault, run faultAt after that start.
+type codisRun struct {
+	opts            testenv.CodisOptions
+	allProxies      bool
+	topic, prefix   string
+	parts, n        int
+	spread, faultAt time.Duration
+	extra           []string
+	fault           func(t *testing.T, cl *testenv.Codis, addr string, c *delayq.Client)
+}
+
+// run starts the cluster and the fleet, sends the messages, runs the
+// fault, waits until every message was delivered and the subs stopped,
+// and returns the cluster and the ledger's report.
+func (r codisRun) run(t *testing.T) (*testenv.Codis, ledgerReport) {
+	t.Helper()
+	cl := testenv.StartCodis(t, r.opts)
+	addr := cl.Proxies[0]
+	if r.allProxies {
+		addr = strings.Join(cl.Proxies, ",")
+	}
+	l := newLedger()
+	c := faultClient(t, addr, r.parts)
+	subs := codisFleet(t, l, addr, r.topic, r.prefix, r.parts, r.extra...)
+	start := time.Now().Add(time.Second)
+	sendSpread(t, l, addr, r.topic, 0, r.prefix, r.n, start, r.spread)
+	time.Sleep(time.Until(start.Add(r.faultAt)))
+	r.fault(t, cl, addr, c)
+	waitDrained(t, c, r.topic, l, subs)
+	stopAllSubs(t, subs)
+	return cl, checkFaultLedger(t, l, r.topic)
+}
+
 // TestCodisSlotMigration moves half of the slots (0-511) from group 1 to
 // group 2 while 3000 messages fall due over 15 s to 2 subs with the
 // defaults: nothing lost, early or delivered twice.
 func TestCodisSlotMigration(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCodis(t, testenv.CodisOptions{Groups: 2})
-	addr, topic := cl.Proxies[0], "e2e.codis.migrate"
-	l := newLedger()
-	c := faultClient(t, addr, 16)
-	subs := codisFleet(t, l, addr, topic, "cm", 16)
-	const n = 3000
-	start := time.Now().Add(time.Second)
-	sendSpread(t, l, addr, topic, 0, "cm", n, start, 15*time.Second)
-	time.Sleep(time.Until(start.Add(3 * time.Second)))
-	began := time.Now()
-	cl.MigrateSlots(t, 0, 511, 2)
-	testenv.WaitFor(t, 60*time.Second, "slots 0-511 in group 2", func() bool {
-		serving, pending, err := cl.SlotsOf(2)
-		return err == nil && serving == 1024 && pending == 0
-	})
-	took := time.Since(began)
-	waitDrained(t, c, topic, l, subs)
-	stopAllSubs(t, subs)
-	rep := checkFaultLedger(t, l, topic)
+	var took time.Duration
+	cl, rep := codisRun{
+		opts: testenv.CodisOptions{Groups: 2}, topic: "e2e.codis.migrate", prefix: "cm",
+		parts: 16, n: 3000, spread: 15 * time.Second, faultAt: 3 * time.Second,
+		fault: func(t *testing.T, cl *testenv.Codis, _ string, _ *delayq.Client) {
+			began := time.Now()
+			cl.MigrateSlots(t, 0, 511, 2)
+			testenv.WaitFor(t, 60*time.Second, "slots 0-511 in group 2", func() bool {
+				serving, pending, err := cl.SlotsOf(2)
+				return err == nil && serving == 1024 && pending == 0
+			})
+			took = time.Since(began)
+		},
+	}.run(t)
 	if rep.duplicates > 0 {
 		t.Errorf("%d duplicates during a slot migration", rep.duplicates)
 	}
@@ -162,21 +194,16 @@ func TestCodisSlotMigration(t *testing.T) {
 // Codis while 2000 messages fall due over 10 s to 2 subs.
 func TestCodisPartitionChange(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCodis(t, testenv.CodisOptions{Groups: 2})
-	addr, topic := cl.Proxies[0], "e2e.codis.repart"
-	l := newLedger()
-	c := faultClient(t, addr, 4)
-	subs := codisFleet(t, l, addr, topic, "cp", 4)
-	const n = 2000
-	start := time.Now().Add(time.Second)
-	sendSpread(t, l, addr, topic, 0, "cp", n, start, 10*time.Second)
-	time.Sleep(time.Until(start.Add(3 * time.Second)))
-	began := time.Now()
-	mustCLI(t, "", "partitions", "--addr", addr, "--topic", topic, "--set", "8")
-	took := waitPartitions(t, c, topic, 8, began)
-	waitDrained(t, c, topic, l, subs)
-	stopAllSubs(t, subs)
-	rep := checkFaultLedger(t, l, topic)
+	var took time.Duration
+	cl, rep := codisRun{
+		opts: testenv.CodisOptions{Groups: 2}, topic: "e2e.codis.repart", prefix: "cp",
+		parts: 4, n: 2000, spread: 10 * time.Second, faultAt: 3 * time.Second,
+		fault: func(t *testing.T, _ *testenv.Codis, addr string, c *delayq.Client) {
+			began := time.Now()
+			mustCLI(t, "", "partitions", "--addr", addr, "--topic", "e2e.codis.repart", "--set", "8")
+			took = waitPartitions(t, c, "e2e.codis.repart", 8, began)
+		},
+	}.run(t)
 	if rep.duplicates > 0 {
 		t.Errorf("%d duplicates during a partition change", rep.duplicates)
 	}
@@ -203,25 +230,20 @@ func TestCodisFailover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cl := testenv.StartCodis(t, testenv.CodisOptions{Groups: 2, Replicas: true})
-			addr, topic := cl.Proxies[0], "e2e.codis.failover"
-			l := newLedger()
-			c := faultClient(t, addr, 16)
 			var extra []string
 			if tc.lease != "" {
 				extra = []string{"--lease", tc.lease}
 			}
-			subs := codisFleet(t, l, addr, topic, "cf", 16, extra...)
 			const n = 4000
-			start := time.Now().Add(time.Second)
-			sendSpread(t, l, addr, topic, 0, "cf", n, start, 20*time.Second)
-			time.Sleep(time.Until(start.Add(5 * time.Second)))
-			cl.Kill(t, cl.Groups[0][0])
-			time.Sleep(2 * time.Second)
-			cl.Promote(t, 1, cl.Groups[0][1])
-			waitDrained(t, c, topic, l, subs)
-			stopAllSubs(t, subs)
-			rep := checkFaultLedger(t, l, topic)
+			cl, rep := codisRun{
+				opts: testenv.CodisOptions{Groups: 2, Replicas: true}, topic: "e2e.codis.failover", prefix: "cf",
+				parts: 16, n: n, spread: 20 * time.Second, faultAt: 5 * time.Second, extra: extra,
+				fault: func(t *testing.T, cl *testenv.Codis, _ string, _ *delayq.Client) {
+					cl.Kill(t, cl.Groups[0][0])
+					time.Sleep(2 * time.Second)
+					cl.Promote(t, 1, cl.Groups[0][1])
+				},
+			}.run(t)
 			if rep.duplicates > tc.maxDup {
 				for id, ds := range rep.dups {
 					t.Logf("duplicate %s: %s", id, describe(ds))
@@ -241,19 +263,13 @@ func TestCodisFailover(t *testing.T) {
 // clients go on through the other, nothing lost or delivered twice.
 func TestCodisProxyLoss(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCodis(t, testenv.CodisOptions{Groups: 2, Proxies: 2})
-	addr, topic := strings.Join(cl.Proxies, ","), "e2e.codis.proxyloss"
-	l := newLedger()
-	c := faultClient(t, addr, 16)
-	subs := codisFleet(t, l, addr, topic, "cx", 16)
-	const n = 2000
-	start := time.Now().Add(time.Second)
-	sendSpread(t, l, addr, topic, 0, "cx", n, start, 10*time.Second)
-	time.Sleep(time.Until(start.Add(3 * time.Second)))
-	cl.Kill(t, cl.Proxies[0])
-	waitDrained(t, c, topic, l, subs)
-	stopAllSubs(t, subs)
-	rep := checkFaultLedger(t, l, topic)
+	cl, rep := codisRun{
+		opts: testenv.CodisOptions{Groups: 2, Proxies: 2}, allProxies: true, topic: "e2e.codis.proxyloss", prefix: "cx",
+		parts: 16, n: 2000, spread: 10 * time.Second, faultAt: 3 * time.Second,
+		fault: func(t *testing.T, cl *testenv.Codis, _ string, _ *delayq.Client) {
+			cl.Kill(t, cl.Proxies[0])
+		},
+	}.run(t)
 	if rep.duplicates > 0 {
 		t.Errorf("%d duplicates after the loss of one of two proxies", rep.duplicates)
 	}

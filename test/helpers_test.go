@@ -585,6 +585,22 @@ func mustTime(t testing.TB, s string) time.Time {
 	return tm
 }
 
+// firstLateness returns the 99th percentile and the largest lateness of
+// the first attempts in l, each from its message's own due.
+func (l *ledger) firstLateness() (p99, worst time.Duration) {
+	var lates []time.Duration
+	for _, d := range l.snapshot() {
+		if d.Attempt == 1 {
+			lates = append(lates, d.at.Sub(d.due))
+		}
+	}
+	if len(lates) == 0 {
+		return 0, 0
+	}
+	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
+	return percentile(lates, 99), lates[len(lates)-1]
+}
+
 // percentile returns the p-th percentile (0 < p <= 100, nearest rank) of
 // sorted ds.
 func percentile(ds []time.Duration, p float64) time.Duration {

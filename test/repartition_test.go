@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -106,14 +105,7 @@ func TestRepartitionLive(t *testing.T) {
 		}
 		t.Errorf("%d duplicates", rep.duplicates)
 	}
-	var lates []time.Duration
-	for _, d := range l.snapshot() {
-		if d.Attempt == 1 {
-			lates = append(lates, d.at.Sub(d.due))
-		}
-	}
-	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
-	p99, worst := percentile(lates, 99), lates[len(lates)-1]
+	p99, worst := l.firstLateness()
 	if p99 > repartP99 || worst > repartMax {
 		t.Errorf("lateness p99 %v, max %v; want within %v and %v", p99, worst, repartP99, repartMax)
 	}
