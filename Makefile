@@ -88,7 +88,7 @@ test: test-deps build
 	$(GO) test -race -count=1 -p 1 -timeout 20m $$($(GO) list ./... | grep -v '/test$$') && \
 	$(GO) test -race -count=1 -parallel 8 -timeout 20m ./test
 	$(GO) run ./internal/portable/auditcheck $(AUDIT)
-	@echo "figures measured by the tests (2 cores here; see README):"; cat $(FIGURES)
+	@echo "figures measured by the tests (2 cores here; see docs/testing.md):"; cat $(FIGURES)
 
 demo: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/demo.sh

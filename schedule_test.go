@@ -65,7 +65,7 @@ func TestScheduleSpecErrors(t *testing.T) {
 }
 
 // Time zones: fields are read in the schedule's zone. Daylight saving
-// (America/New_York, 2026): robfig/cron's rules, which the README states.
+// (America/New_York, 2026): robfig/cron's rules, which docs/schedules.md states.
 func TestScheduleTimeZonesAndDST(t *testing.T) {
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {

@@ -62,11 +62,11 @@ func readExport(t *testing.T, data string) map[string]exportLine {
 }
 
 // TestMoveBetweenClusters moves a topic from one Twemproxy cluster to
-// another as README describes: 10,000 messages, scheduled (in segments
-// and with given ids), in flight (a consumer holds them) and dead, with
-// UTF-8 and binary bodies, are exported from the first cluster while its
-// consumer runs and imported into the second, which has another partition
-// count. Every message comes out of the second cluster as it went in,
+// another as docs/export-import.md describes: 10,000 messages, scheduled
+// (in segments and with given ids), in flight (a consumer holds them)
+// and dead, with UTF-8 and binary bodies, are exported from the first
+// cluster while its consumer runs and imported into the second, which has
+// another partition count. Every message comes out of the second cluster as it went in,
 // field by field (in flight becomes scheduled at its due); importing
 // again changes nothing and exits 1 with the count of duplicates; and the
 // second cluster's consumer delivers the imported messages at their

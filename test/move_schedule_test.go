@@ -11,9 +11,10 @@ import (
 )
 
 // TestMoveBetweenClustersWithSchedule moves a topic with a schedule from
-// one Twemproxy cluster to another by README's procedure: consumers on
-// both clusters (1), the old cluster's stopped (3), export (4), import
-// into another partition count (5), delete from the old cluster (6). The
+// one Twemproxy cluster to another by the procedure of
+// docs/export-import.md: consumers on both clusters (1), the old
+// cluster's stopped (3), export (4), import into another partition count
+// (5), delete from the old cluster (6). The
 // schedule, in America/New_York with max attempts 3, fires every 2 s
 // throughout: each occurrence is delivered once, by one cluster, the old
 // one's up to the switch and the new one's from the next occurrence on,

@@ -16,8 +16,8 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// The log lines of an outage (README, "Proxy outages"), as the CLI's
-// default level (warn) shows them.
+// The log lines of an outage (docs/proxies.md, "Proxy outages"), as the
+// CLI's default level (warn) shows them.
 const (
 	outageStartMsg = `msg="outage: no address answers; waiting for one"`
 	outageEndMsg   = `msg="outage over"`

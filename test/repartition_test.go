@@ -18,7 +18,7 @@ import (
 )
 
 // Bounds of a change of the partition count, asserted below with the
-// defaults (lease 10 s, handler timeout 30 s) and stated in the README.
+// defaults (lease 10 s, handler timeout 30 s) and stated in docs/partitions.md.
 const (
 	repartP99 = 100 * time.Millisecond
 	repartMax = time.Second

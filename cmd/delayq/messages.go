@@ -53,9 +53,9 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd := newCommand("delete", "--topic T (--id ID | --in FILE)",
 		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".\n"+
 			"With --in, deletes every message whose id is on a line of FILE (the JSON lines\n"+
-			"of \"delayq export\": what a move to another cluster took, see README), then the\n"+
-			"schedules of its schedule lines, and prints how many it deleted and how many\n"+
-			"were gone already.", stdout)
+			"of \"delayq export\": what a move to another cluster took, see\n"+
+			"docs/export-import.md), then the schedules of its schedule lines, and prints\n"+
+			"how many it deleted and how many were gone already.", stdout)
 	id := cmd.fs.String("id", "", "message `id`")
 	in := cmd.fs.String("in", "", "delete the ids of the JSON lines of `file`")
 	if err := cmd.parse(args); err != nil {

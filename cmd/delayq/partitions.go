@@ -30,7 +30,7 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 			"the same N is harmless; another N is refused while a change runs, except the\n"+
 			"count it started from, which cancels it. A count past max(64, 32 per live\n"+
 			"consumer) is refused unless --force: each partition costs its owner a lease and\n"+
-			"a polling loop (see README).\n\n"+
+			"a polling loop (see docs/partitions.md).\n\n"+
 			"--cancel cancels the running change: the consumers move the messages moved\n"+
 			"already back, and the topic ends at its old count; no message is lost.\n\n"+
 			"--auto lets the count follow the live consumers (--auto off gives it back to\n"+

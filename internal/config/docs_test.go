@@ -42,8 +42,8 @@ func schemaKeys() map[string][]string {
 }
 
 // exampleKeys collects the keys each table of the TOML text holds, commented
-// out ("# key = ...") or not, as config.toml and README's examples write
-// them.
+// out ("# key = ...") or not, as config.toml and docs/worker.md's
+// examples write them.
 func exampleKeys(text string, into map[string]map[string]bool) {
 	header := regexp.MustCompile(`^#?\s*\[\[?([a-z._]+)\]\]?\s*(#.*)?$`)
 	key := regexp.MustCompile(`^#?\s*([a-z_]+)\s*=`)
@@ -63,12 +63,15 @@ func exampleKeys(text string, into map[string]map[string]bool) {
 	}
 }
 
-// readmeKeys returns the keys README.md documents by table: those of its
-// table of the worker's config (rows "| `[worker]` | `id` (...), ... |")
-// and those of its TOML examples.
-func readmeKeys(t *testing.T) map[string]map[string]bool {
+// workerDoc is the page that documents every key of the worker's file.
+const workerDoc = "docs/worker.md"
+
+// docKeys returns the keys docs/worker.md documents by table: those of
+// its table of the worker's config (rows "| `[worker]` | `id` (...), ...
+// |") and those of its TOML examples.
+func docKeys(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../" + workerDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +92,15 @@ func readmeKeys(t *testing.T) map[string]map[string]bool {
 	return keys
 }
 
-// TestEveryKeyDocumented: each key the config file takes is in README's
-// tables (or TOML examples) and in the shipped config.toml.
+// TestEveryKeyDocumented: each key the config file takes is in
+// docs/worker.md's table (or TOML examples) and in the shipped
+// config.toml.
 func TestEveryKeyDocumented(t *testing.T) {
 	schema := schemaKeys()
 	if len(schema["worker"]) < 5 || len(schema["topic.handler"]) < 5 || len(schema["topic.schedule"]) < 5 {
 		t.Fatalf("schema keys not found: %v", schema)
 	}
-	readme := readmeKeys(t)
+	documented := docKeys(t)
 	data, err := os.ReadFile("../../config.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -114,8 +118,8 @@ func TestEveryKeyDocumented(t *testing.T) {
 			continue
 		}
 		for _, k := range schema[table] {
-			if !readme[table][k] {
-				t.Errorf("README.md does not document [%s] %s", table, k)
+			if !documented[table][k] {
+				t.Errorf("%s does not document [%s] %s", workerDoc, table, k)
 			}
 			if !sample[table][k] {
 				t.Errorf("config.toml does not show [%s] %s", table, k)
@@ -124,17 +128,19 @@ func TestEveryKeyDocumented(t *testing.T) {
 	}
 }
 
-// readmeSection returns the text of README.md's section whose heading
-// is title, up to the next heading of its level or above.
-func readmeSection(t *testing.T, title string) string {
+// docSection returns the text of the section of doc (a path from the
+// repository's root) whose heading is title, up to the next heading of
+// its level or above (for a page's "# " title: its introduction, up to
+// its first "## ").
+func docSection(t *testing.T, doc, title string) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../" + doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(data), "\n"+title+"\n")
+	_, after, ok := strings.Cut("\n"+string(data), "\n"+title+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", title)
+		t.Fatalf("%s has no section %q", doc, title)
 	}
 	level := title[:strings.IndexByte(title, ' ')+1]
 	for _, h := range []string{"\n## ", "\n" + level} {
@@ -145,21 +151,21 @@ func readmeSection(t *testing.T, title string) string {
 	return after
 }
 
-// TestBodyCapDocumented: where README shows how to enqueue (the library,
-// send, the HTTP API), it states the default body cap and how to change
-// it.
+// TestBodyCapDocumented: where the documents show how to enqueue (the
+// library and send in README.md, the HTTP API in docs/http-api.md), they
+// state the default body cap and how to change it.
 func TestBodyCapDocumented(t *testing.T) {
 	if delayq.DefaultMaxBodyBytes != 1<<20 || DefaultMaxBodyBytes != delayq.DefaultMaxBodyBytes {
-		t.Fatalf("the default body cap is %d bytes (HTTP: %d): update README.md and this test", delayq.DefaultMaxBodyBytes, DefaultMaxBodyBytes)
+		t.Fatalf("the default body cap is %d bytes (HTTP: %d): update README.md, docs/http-api.md and this test", delayq.DefaultMaxBodyBytes, DefaultMaxBodyBytes)
 	}
-	for _, tc := range []struct{ section, how string }{
-		{"## The library", "Options.MaxBodyBytes"},
-		{"## The command line", "1 MiB"},
-		{"### HTTP API", "max_body_bytes"},
+	for _, tc := range []struct{ doc, section, how string }{
+		{"README.md", "## The library", "Options.MaxBodyBytes"},
+		{"README.md", "## The command line", "1 MiB"},
+		{"docs/http-api.md", "# The HTTP API", "max_body_bytes"},
 	} {
-		text := strings.Join(strings.Fields(readmeSection(t, tc.section)), " ")
+		text := strings.Join(strings.Fields(docSection(t, tc.doc, tc.section)), " ")
 		if !strings.Contains(text, "1 MiB") || !strings.Contains(text, tc.how) {
-			t.Errorf("README's %q does not state the body cap (1 MiB) and %s", tc.section, tc.how)
+			t.Errorf("%s's %q does not state the body cap (1 MiB) and %s", tc.doc, tc.section, tc.how)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func (x *proxyServer) addr() string { return "127.0.0.1:" + strconv.Itoa(x.port)
 
 // config renders the pool. No hash_tag on purpose: the design must be
 // correct when the keys of one partition live on different backends.
-// auto_eject_hosts is false as the README requires of deployments.
+// auto_eject_hosts is false as docs/proxies.md requires of deployments.
 func (x *proxyServer) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:\n", PoolName)
