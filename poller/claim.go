@@ -11,6 +11,15 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
+// ClaimStore is what a loop's poll needs from storage: an idle
+// partition's look at its earliest message, the claim, and the fence
+// raised again when the claim finds it missing or older.
+type ClaimStore interface {
+	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
+	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
+	RaiseFence(ctx context.Context, topic string, p int, token int64) error
+}
+
 // poll claims what is due within the next poll interval, and requeues
 // expired in-flight messages. It returns when to poll next: at once while
 // claims come back full, a poll interval later after a claim, and, when

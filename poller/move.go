@@ -40,6 +40,16 @@ const (
 	movePause = time.Second
 )
 
+// MoveStore is what the moves of a change of the partition count need
+// from storage (move): the passes that move messages, the count of those
+// moved, the mark of a partition moved and the signal of a change.
+type MoveStore interface {
+	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
+	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
+	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
+	Changed(ctx context.Context, topic string) error
+}
+
 // mover is a partition loop's state in a change of the count.
 type mover struct {
 	change int64     // the since of the change the state below is for

@@ -14,25 +14,17 @@ import (
 	"github.com/delayq/delayq/partition"
 )
 
-// Store is what a partition loop needs from storage.
+// Store is what a partition loop needs from storage: the parts its claim,
+// outcomes, repairs, changes of owner and moves need, each declared beside
+// the code that uses it. The loops of a process share one Store and call
+// it at once: an implementation must be safe for concurrent use. The root
+// package gives the loops internal/store's Store.
 type Store interface {
-	RaiseFence(ctx context.Context, topic string, p int, token int64) error
-	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
-	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
-	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
-	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
-	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
-	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
-	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
-	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
-	Drop(ctx context.Context, topic string, p int, ids []string) error
-	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
-	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
-	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
-	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
-	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
-	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
-	Changed(ctx context.Context, topic string) error
+	ClaimStore
+	OutcomeStore
+	RepairStore
+	TakeoverStore
+	MoveStore
 }
 
 var _ Store = (*store.Store)(nil)
@@ -411,6 +403,15 @@ func (p *part) dispatchDue(now time.Time) {
 		m := heap.Pop(&p.held).(*Msg)
 		p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
 	}
+}
+
+// RepairStore is what the loop's repairs of what a fault left behind need
+// from storage: the in-flight messages whose visibility deadline passed
+// (requeueExpired, from poll) and the reconciler's passes over the
+// records (reconcile, from Run).
+type RepairStore interface {
+	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
+	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
 }
 
 // requeueExpired moves in-flight messages whose visibility deadline passed

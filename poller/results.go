@@ -18,6 +18,17 @@ const ackLinger = time.Millisecond
 // than one round trip per message.
 const claimLinger = time.Millisecond
 
+// OutcomeStore is what writing outcomes needs from storage: the acks
+// (apply), the moves back to scheduled or to dead (writeMoves: apply's
+// retries, deaths and returns, and every other message the loop sends
+// back), and the drops of tombstones' in-flight entries (poll,
+// requeueExpired, writeRecovered).
+type OutcomeStore interface {
+	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
+	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
+	Drop(ctx context.Context, topic string, p int, ids []string) error
+}
+
 // collect takes r and every other result already waiting, and applies them
 // unless they should linger.
 func (p *part) collect(ctx context.Context, r result) {

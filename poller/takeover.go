@@ -15,6 +15,19 @@ const (
 	recoverPages = 64
 )
 
+// TakeoverStore is what a change of owner needs from storage: the
+// takeover that starts a loop (Run), the watch on the consumers that
+// handed the partition over (watchGivers), the return of a lost owner's
+// in-flight messages (recoverLost) and the mark of a graceful handover
+// (handOver).
+type TakeoverStore interface {
+	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
+	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
+	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
+	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
+	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
+}
+
 // watchGivers runs the recovery of a lost owner's messages when one is
 // pending, and otherwise checks, every poll interval, the consumers that
 // handed the partition over with deliveries still running: when one of
