@@ -230,3 +230,20 @@ func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
 	}
 	return p.lingerFrom.Add(claimLinger), true
 }
+
+// slotsFreed returns, for a loop whose last claim was cut short by the
+// dispatcher's bound and that is not paused, a channel closed when claim
+// slots come back, and brings the next poll forward to claimAt when some
+// are free already; nil otherwise.
+func (p *part) slotsFreed(now time.Time, paused bool) <-chan struct{} {
+	if !p.starved || paused {
+		return nil
+	}
+	freed := p.cfg.Dispatch.whenFreed()
+	// Slots freed between the claim and the line above would not close
+	// the channel: look once more now that it is armed.
+	if at, ok := p.claimAt(now); ok {
+		p.nextPoll = minTime(p.nextPoll, at)
+	}
+	return freed
+}

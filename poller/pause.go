@@ -13,6 +13,24 @@ func (p *part) pause(now time.Time) (paused bool, until time.Time, changed <-cha
 	return p.cfg.Pause(now)
 }
 
+// pauseOrDispatch is a turn's look at the topic's pause: a paused loop
+// holds back (see holdBack); otherwise, when a pause just ended, the loop
+// polls at once (what fell due meanwhile is claimed, whatever the last
+// look before it said), and it hands what is due to the dispatcher. It
+// returns what Config.Pause said.
+func (p *part) pauseOrDispatch(ctx context.Context, now time.Time) (paused bool, until time.Time, changed <-chan struct{}) {
+	paused, until, changed = p.pause(now)
+	if paused {
+		p.holdBack(ctx)
+		return paused, until, changed
+	}
+	if p.paused {
+		p.paused, p.nextPoll = false, now
+	}
+	p.dispatchDue(now)
+	return paused, until, changed
+}
+
 // holdBack is a paused loop's turn. When the loop first sees the pause,
 // every message it holds and no worker started (claimed ahead and held
 // until due, or due and still queued for a worker) goes back to

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -227,7 +226,8 @@ func (p *part) logErr(msg string, err error) {
 // for running handlers; on a lost lease it drops held messages without
 // delivering them (the next owner returns them) and waits for running
 // handlers. It returns nil after a stop, ErrFenced when another owner
-// took over, or ctx's cause.
+// took over, or ctx's cause. Its steps: takeOver, the turns of loop, and
+// exit.
 func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	cfg.Logger = cfg.Logger.With("component", "poller", "topic", cfg.Topic, "partition", cfg.Partition, "token", cfg.Token)
 	p := &part{
@@ -243,141 +243,150 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	p.detach = context.AfterFunc(ctx, cancel)
 	p.workCtx = workCtx
 
-	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
-	if err != nil {
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			return fmt.Errorf("%w: %v", ErrFenced, err)
-		}
+	if err := p.takeOver(ctx); err != nil {
 		return err
 	}
-	if take.Graceful {
-		p.givers = take.Givers
-	} else {
-		p.recovering = true // as the first act, below
-	}
-	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
+	return p.exit(ctx, p.loop(ctx, stop))
+}
 
+// loop turns until the lease's context ends, the lease can no longer be
+// trusted, stop closes or another owner fenced the loop out, and returns
+// why (see ended; ErrFenced from a claim or a move). A turn writes the
+// outcomes whose linger is over, holds back under a pause or dispatches
+// what is due, watches the givers, polls when a poll is due, runs the
+// reconciler and the moves when theirs are, and sleeps until the next of
+// these or a wake-up.
+func (p *part) loop(ctx context.Context, stop <-chan struct{}) error {
+	cfg := p.cfg
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	now := cfg.Now()
 	p.nextPoll = now
 	nextReconcile := now.Add(clock.Jitter(cfg.ReconcileInterval))
-	var runErr error
-loop:
 	for {
-		if ctx.Err() != nil {
-			runErr = context.Cause(ctx)
-			break
-		}
-		if !cfg.Valid() { // before the keep-alive noticed: requeues and re-indexing are not fenced
-			runErr = ErrExpired
-			break
-		}
-		select {
-		case <-stop:
-			break loop
-		default:
+		if ended, err := p.ended(ctx, stop); ended {
+			return err
 		}
 		p.applyPending(ctx)
 		now = cfg.Now()
-		paused, pausedUntil, controls := p.pause(now)
-		if paused {
-			p.holdBack(ctx)
-		} else {
-			if p.paused {
-				// The pause ended: what fell due meanwhile is claimed at
-				// once, whatever the last look before it said.
-				p.paused, p.nextPoll = false, now
-			}
-			p.dispatchDue(now)
-		}
+		paused, pausedUntil, controls := p.pauseOrDispatch(ctx, now)
 		if p.watchGivers(ctx, now) {
 			p.nextPoll = now // what was returned is due
 		}
-		// A paused loop does not poll: it polls at once when the pause
-		// ends (above).
-		if !paused && !now.Before(p.nextPoll) {
-			p.nextPoll = farAway // lowered by what the poll itself schedules
-			next, err := p.poll(ctx, now)
-			if errors.Is(err, ErrFenced) {
-				runErr = err
-				break
-			}
-			p.nextPoll = minTime(p.nextPoll, next)
+		if err := p.pollWhenDue(ctx, now, paused); err != nil {
+			return err
 		}
-		if !now.Before(nextReconcile) && cfg.Valid() {
-			p.reconcile(ctx)
-			pause := cfg.ReconcileInterval
-			if p.cursor == "0" { // a sweep of every record ended: rest before the next
-				pause = sweepPause(cfg.ReconcileInterval)
-			}
-			nextReconcile = now.Add(clock.Jitter(pause))
-		}
+		nextReconcile = p.reconcileWhenDue(ctx, now, nextReconcile)
 		moveAt, err := p.move(ctx, now)
 		if err != nil {
-			runErr = err
-			break
+			return err
 		}
-		var freed <-chan struct{}
-		if p.starved && !paused {
-			freed = cfg.Dispatch.whenFreed()
-			// Slots freed between the claim and the line above would not
-			// close the channel: look once more now that it is armed.
-			if at, ok := p.claimAt(now); ok {
-				p.nextPoll = minTime(p.nextPoll, at)
-			}
-		}
+		freed := p.slotsFreed(now, paused)
 		p.tellIdle()
-		wake := p.nextPoll
-		if paused {
-			wake = farAway
-			if !pausedUntil.IsZero() {
-				wake = pausedUntil // a timed pause ends by itself
-			}
-		}
-		if !moveAt.IsZero() {
-			wake = minTime(wake, moveAt)
-		}
-		if len(p.givers) > 0 {
-			wake = minTime(wake, p.nextWatch)
-		}
-		if p.recovering {
-			wake = minTime(wake, now.Add(100*time.Millisecond))
-		}
-		if len(p.held) > 0 && p.held.peek().at().Before(wake) {
-			wake = p.held.peek().at()
-		}
-		if len(p.pending) > 0 {
-			// Coalescing outcomes: write them when the linger ends; after
-			// a failed write, try again within 100 ms.
-			w := now.Add(100 * time.Millisecond)
-			if end := p.since.Add(ackLinger); end.After(now) {
-				w = end
-			}
-			wake = minTime(wake, w)
-		}
-		timer.Reset(wake.Sub(cfg.Now()))
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		case r := <-p.results:
-			p.collect(ctx, r)
-		case <-cfg.Wake:
-			p.nextPoll = cfg.Now()
-		case <-controls:
-		case <-p.gateWake:
-			p.gateWake, p.nextPoll = nil, cfg.Now()
-		case <-freed:
-			// Slots came back: claim what the bound left behind.
-			if at, ok := p.claimAt(cfg.Now()); ok {
-				p.nextPoll = minTime(p.nextPoll, at)
-			}
-		case <-timer.C:
+		wake := p.wakeAt(now, paused, pausedUntil, moveAt)
+		p.sleep(ctx, stop, timer, wake, controls, freed)
+	}
+}
+
+// ended reports, at the start of a turn, whether the loop ends, and why:
+// the lease's context ended (its cause), the lease can no longer be
+// trusted before its keep-alive noticed (ErrExpired: requeues and
+// re-indexing are not fenced), or stop closed (nil).
+func (p *part) ended(ctx context.Context, stop <-chan struct{}) (bool, error) {
+	if ctx.Err() != nil {
+		return true, context.Cause(ctx)
+	}
+	if !p.cfg.Valid() {
+		return true, ErrExpired
+	}
+	select {
+	case <-stop:
+		return true, nil
+	default:
+		return false, nil
+	}
+}
+
+// pollWhenDue polls when the next poll is due and the loop is not paused
+// (a paused loop polls at once when the pause ends: see
+// pauseOrDispatch). Its error is ErrFenced when another owner took over.
+func (p *part) pollWhenDue(ctx context.Context, now time.Time, paused bool) error {
+	if paused || now.Before(p.nextPoll) {
+		return nil
+	}
+	p.nextPoll = farAway // lowered by what the poll itself schedules
+	next, err := p.poll(ctx, now)
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	p.nextPoll = minTime(p.nextPoll, next)
+	return nil
+}
+
+// wakeAt returns when the loop's sleep ends unless something wakes it
+// sooner: at the next poll (for a paused loop, at the pause's end if it
+// is timed), or sooner at the next pass of the moves (moveAt, unless
+// zero), the next watch of the givers, the next try of a recovery, the
+// start of the first held message, or the end of the pending outcomes'
+// linger.
+func (p *part) wakeAt(now time.Time, paused bool, pausedUntil, moveAt time.Time) time.Time {
+	wake := p.nextPoll
+	if paused {
+		wake = farAway
+		if !pausedUntil.IsZero() {
+			wake = pausedUntil // a timed pause ends by itself
 		}
 	}
-	return p.exit(ctx, runErr)
+	if !moveAt.IsZero() {
+		wake = minTime(wake, moveAt)
+	}
+	if len(p.givers) > 0 {
+		wake = minTime(wake, p.nextWatch)
+	}
+	if p.recovering {
+		wake = minTime(wake, now.Add(100*time.Millisecond))
+	}
+	if len(p.held) > 0 && p.held.peek().at().Before(wake) {
+		wake = p.held.peek().at()
+	}
+	if len(p.pending) > 0 {
+		// Coalescing outcomes: write them when the linger ends; after
+		// a failed write, try again within 100 ms.
+		w := now.Add(100 * time.Millisecond)
+		if end := p.since.Add(ackLinger); end.After(now) {
+			w = end
+		}
+		wake = minTime(wake, w)
+	}
+	return wake
+}
+
+// sleep ends a turn: it waits until wake, or until the lease's context
+// ends, stop closes, a delivery's result comes (collected, and written
+// unless it lingers), a wake-up comes (the loop polls at once), the
+// topic's controls change (controls), the gate may grant again what it
+// refused (the loop polls at once) or claim slots come back (freed: the
+// loop claims what the bound left behind).
+func (p *part) sleep(ctx context.Context, stop <-chan struct{}, timer *time.Timer, wake time.Time, controls, freed <-chan struct{}) {
+	cfg := p.cfg
+	timer.Reset(wake.Sub(cfg.Now()))
+	select {
+	case <-ctx.Done():
+	case <-stop:
+	case r := <-p.results:
+		p.collect(ctx, r)
+	case <-cfg.Wake:
+		p.nextPoll = cfg.Now()
+	case <-controls:
+	case <-p.gateWake:
+		p.gateWake, p.nextPoll = nil, cfg.Now()
+	case <-freed:
+		// Slots came back: claim what the bound left behind.
+		if at, ok := p.claimAt(cfg.Now()); ok {
+			p.nextPoll = minTime(p.nextPoll, at)
+		}
+	case <-timer.C:
+	}
 }
 
 // farAway is a time no loop waits for.
@@ -509,6 +518,27 @@ func (p *part) maxAttempts(rec *store.Record) int {
 // index is repaired within sweepPause + ceil(records/ReconcileBatch) passes.
 func sweepPause(interval time.Duration) time.Duration { return 12 * interval }
 
+// reconcileWhenDue runs a pass of the reconciler when one is due (next)
+// and the lease is trusted, and returns when the next pass is due: a
+// reconcile interval later, or a sweep pause after a sweep of every
+// record ended (both with jitter).
+func (p *part) reconcileWhenDue(ctx context.Context, now, next time.Time) time.Time {
+	if now.Before(next) || !p.cfg.Valid() {
+		return next
+	}
+	p.reconcile(ctx)
+	pause := p.cfg.ReconcileInterval
+	if p.cursor == "0" { // a sweep of every record ended: rest before the next
+		pause = sweepPause(p.cfg.ReconcileInterval)
+	}
+	return now.Add(clock.Jitter(pause))
+}
+
+// reconcile runs a pass of the reconciler over the partition's records
+// (store.Reconcile): it indexes again those a crash left out of every
+// index, but the loop's own and, during a change of the partition count,
+// those that belong elsewhere, and brings the next poll forward when it
+// found some.
 func (p *part) reconcile(ctx context.Context) {
 	cfg := p.cfg
 	// During a change of the partition count, the records that belong

@@ -2,6 +2,8 @@ package poller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
@@ -26,6 +28,31 @@ type TakeoverStore interface {
 	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
 	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
+}
+
+// takeOver is a loop's first act: it raises the fence and takes the
+// marks of a graceful handover (store.TakeOver). After a graceful
+// handover the loop watches the givers (see watchGivers); otherwise it
+// returns every in-flight message to scheduled as its first act (see
+// recoverLost). Its error is ErrFenced when the fence holds a newer token.
+func (p *part) takeOver(ctx context.Context) error {
+	cfg := p.cfg
+	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
+	if err != nil {
+		var fe *store.FencedError
+		if errors.As(err, &fe) {
+			p.count(EventFenced, 1)
+			return fmt.Errorf("%w: %v", ErrFenced, err)
+		}
+		return err
+	}
+	if take.Graceful {
+		p.givers = take.Givers
+	} else {
+		p.recovering = true // as the loop's first act
+	}
+	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
+	return nil
 }
 
 // watchGivers runs the recovery of a lost owner's messages when one is
