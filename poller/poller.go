@@ -423,6 +423,20 @@ type RepairStore interface {
 	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
 }
 
+// requeueExpiredWhenDue requeues the in-flight messages whose visibility
+// deadline passed (requeueExpired) when a look for them is due. Expired
+// visibility deadlines are at least a second (the margin) past a
+// handler's timeout: looking every few polls is soon enough. Once a look
+// found none with nothing of the loop's own in flight, there is nothing
+// to look for until the loop claims again.
+func (p *part) requeueExpiredWhenDue(ctx context.Context, now time.Time) {
+	if now.Before(p.nextExpired) || p.expiredSeen {
+		return
+	}
+	p.requeueExpired(ctx, now)
+	p.nextExpired = now.Add(expiredEvery(p.cfg.PollInterval))
+}
+
 // requeueExpired moves in-flight messages whose visibility deadline passed
 // (a handler overran at a consumer that handed the partition over, or a
 // write of its outcome failed) back to scheduled at their own due time,
