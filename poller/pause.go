@@ -46,22 +46,9 @@ func (p *part) holdBack(ctx context.Context) {
 	}
 	p.paused = true
 	p.idle = true // the first poll after the pause looks before it claims
-	n := len(p.pending)
-	for _, m := range p.held {
-		p.pending = append(p.pending, result{msg: m, outcome: Returned})
-	}
-	p.held = p.held[:0]
-	settled := map[*Msg]bool{}
-	for _, r := range p.pending {
-		settled[r.msg] = true
-	}
-	for _, m := range p.mine {
-		if !settled[m] && !m.revoked && m.state.CompareAndSwap(msgQueued, msgRevoked) {
-			m.revoked = true // its slot is freed by the worker that dequeues it
-			p.pending = append(p.pending, result{msg: m, outcome: Returned})
-		}
-	}
-	if back := len(p.pending) - n; back > 0 {
+	// No worker takes a message back before the loop stops: only what
+	// the loop takes back itself is taken.
+	if back := p.takeBack(Returned, false); back > 0 {
 		p.cfg.Logger.Debug("topic paused: held messages go back to scheduled", "n", back)
 	}
 	p.apply(ctx, !p.valid())
