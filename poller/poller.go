@@ -479,19 +479,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		}
 	}
 	if len(moves) > 0 {
-		gone, err := p.writeMoves(ctx, moves)
-		if err != nil {
-			p.logErr("requeue expired", err)
-			return
-		}
-		p.count(EventTombstone, gone)
-		for _, m := range moves {
-			if m.Dead {
-				p.count(EventDead, 1)
-			} else {
-				p.count(EventRedelivered, 1)
-			}
-		}
+		p.writeReturns(ctx, moves, EventRedelivered, "requeue expired")
 	}
 }
 
@@ -594,6 +582,28 @@ func (p *part) writeMoves(ctx context.Context, moves []store.Move) (gone int, er
 		}
 	}
 	return gone, nil
+}
+
+// writeReturns writes the moves of in-flight messages that are not the
+// loop's own deliveries (expired, or a lost owner's) and counts them:
+// those that went back to scheduled as ev, those that went to dead, and
+// records gone meanwhile as tombstones. It logs a failed write as what,
+// and reports whether the moves landed.
+func (p *part) writeReturns(ctx context.Context, moves []store.Move, ev, what string) bool {
+	gone, err := p.writeMoves(ctx, moves)
+	if err != nil {
+		p.logErr(what, err)
+		return false
+	}
+	p.count(EventTombstone, gone)
+	for _, m := range moves {
+		if m.Dead {
+			p.count(EventDead, 1)
+		} else {
+			p.count(ev, 1)
+		}
+	}
+	return true
 }
 
 // tellIdle tells Config.Idle when the loop became idle or busy.

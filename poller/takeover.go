@@ -161,20 +161,7 @@ func (p *part) writeRecovered(ctx context.Context, tomb []string, moves []store.
 	if len(moves) == 0 {
 		return true
 	}
-	gone, err := p.writeMoves(ctx, moves)
-	if err != nil {
-		p.logErr("recover in-flight messages", err)
-		return false
-	}
-	p.count(EventTombstone, gone)
-	for _, m := range moves {
-		if m.Dead {
-			p.count(EventDead, 1)
-		} else {
-			p.count(EventRecovered, 1)
-		}
-	}
-	return true
+	return p.writeReturns(ctx, moves, EventRecovered, "recover in-flight messages")
 }
 
 // corruptMove moves a message whose record cannot be decoded to the dead
