@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
@@ -110,10 +109,8 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		}
 	}
 	if err != nil {
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			return time.Time{}, fmt.Errorf("%w: %v", ErrFenced, err)
+		if ferr := p.fenced(err); ferr != nil {
+			return time.Time{}, ferr
 		}
 		if errors.Is(err, store.ErrChangeReplaced) {
 			// Cancelled or ended: the loop reads the layout again.

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -216,6 +217,17 @@ func (p *part) logErr(msg string, err error) {
 	}
 	p.lastErr = time.Now()
 	p.cfg.Logger.Warn(msg, "err", err)
+}
+
+// fenced returns ErrFenced, wrapping err, when err is the fence's refusal
+// (store.FencedError), and counts it; nil otherwise.
+func (p *part) fenced(err error) error {
+	var fe *store.FencedError
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	p.count(EventFenced, 1)
+	return fmt.Errorf("%w: %v", ErrFenced, err)
 }
 
 // Run works partition cfg.Partition until ctx (the lease's) is done or stop

@@ -2,8 +2,6 @@ package poller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
@@ -39,10 +37,8 @@ func (p *part) takeOver(ctx context.Context) error {
 	cfg := p.cfg
 	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
 	if err != nil {
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			return fmt.Errorf("%w: %v", ErrFenced, err)
+		if ferr := p.fenced(err); ferr != nil {
+			return ferr
 		}
 		return err
 	}
