@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
@@ -39,6 +38,16 @@ const (
 	// movePause is the rest between two sweeps of a partition.
 	movePause = time.Second
 )
+
+// MoveStore is what the moves of a change of the partition count need
+// from storage (move): the passes that move messages, the count of those
+// moved, the mark of a partition moved and the signal of a change.
+type MoveStore interface {
+	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
+	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
+	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
+	Changed(ctx context.Context, topic string) error
+}
 
 // mover is a partition loop's state in a change of the count.
 type mover struct {
@@ -100,10 +109,8 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		}
 	}
 	if err != nil {
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			return time.Time{}, fmt.Errorf("%w: %v", ErrFenced, err)
+		if ferr := p.fenced(err); ferr != nil {
+			return time.Time{}, ferr
 		}
 		if errors.Is(err, store.ErrChangeReplaced) {
 			// Cancelled or ended: the loop reads the layout again.

@@ -13,6 +13,24 @@ func (p *part) pause(now time.Time) (paused bool, until time.Time, changed <-cha
 	return p.cfg.Pause(now)
 }
 
+// pauseOrDispatch is a turn's look at the topic's pause: a paused loop
+// holds back (see holdBack); otherwise, when a pause just ended, the loop
+// polls at once (what fell due meanwhile is claimed, whatever the last
+// look before it said), and it hands what is due to the dispatcher. It
+// returns what Config.Pause said.
+func (p *part) pauseOrDispatch(ctx context.Context, now time.Time) (paused bool, until time.Time, changed <-chan struct{}) {
+	paused, until, changed = p.pause(now)
+	if paused {
+		p.holdBack(ctx)
+		return paused, until, changed
+	}
+	if p.paused {
+		p.paused, p.nextPoll = false, now
+	}
+	p.dispatchDue(now)
+	return paused, until, changed
+}
+
 // holdBack is a paused loop's turn. When the loop first sees the pause,
 // every message it holds and no worker started (claimed ahead and held
 // until due, or due and still queued for a worker) goes back to
@@ -28,22 +46,9 @@ func (p *part) holdBack(ctx context.Context) {
 	}
 	p.paused = true
 	p.idle = true // the first poll after the pause looks before it claims
-	n := len(p.pending)
-	for _, m := range p.held {
-		p.pending = append(p.pending, result{msg: m, outcome: Returned})
-	}
-	p.held = p.held[:0]
-	settled := map[*Msg]bool{}
-	for _, r := range p.pending {
-		settled[r.msg] = true
-	}
-	for _, m := range p.mine {
-		if !settled[m] && !m.revoked && m.state.CompareAndSwap(msgQueued, msgRevoked) {
-			m.revoked = true // its slot is freed by the worker that dequeues it
-			p.pending = append(p.pending, result{msg: m, outcome: Returned})
-		}
-	}
-	if back := len(p.pending) - n; back > 0 {
+	// No worker takes a message back before the loop stops: only what
+	// the loop takes back itself is taken.
+	if back := p.takeBack(Returned, false); back > 0 {
 		p.cfg.Logger.Debug("topic paused: held messages go back to scheduled", "n", back)
 	}
 	p.apply(ctx, !p.valid())

@@ -14,25 +14,17 @@ import (
 	"github.com/delayq/delayq/partition"
 )
 
-// Store is what a partition loop needs from storage.
+// Store is what a partition loop needs from storage: the parts its claim,
+// outcomes, repairs, changes of owner and moves need, each declared beside
+// the code that uses it. The loops of a process share one Store and call
+// it at once: an implementation must be safe for concurrent use. The root
+// package gives the loops internal/store's Store.
 type Store interface {
-	RaiseFence(ctx context.Context, topic string, p int, token int64) error
-	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
-	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
-	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
-	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
-	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
-	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
-	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
-	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
-	Drop(ctx context.Context, topic string, p int, ids []string) error
-	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
-	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
-	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
-	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
-	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
-	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
-	Changed(ctx context.Context, topic string) error
+	ClaimStore
+	OutcomeStore
+	RepairStore
+	TakeoverStore
+	MoveStore
 }
 
 var _ Store = (*store.Store)(nil)
@@ -227,6 +219,17 @@ func (p *part) logErr(msg string, err error) {
 	p.cfg.Logger.Warn(msg, "err", err)
 }
 
+// fenced returns ErrFenced, wrapping err, when err is the fence's refusal
+// (store.FencedError), and counts it; nil otherwise.
+func (p *part) fenced(err error) error {
+	var fe *store.FencedError
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	p.count(EventFenced, 1)
+	return fmt.Errorf("%w: %v", ErrFenced, err)
+}
+
 // Run works partition cfg.Partition until ctx (the lease's) is done or stop
 // is closed. It starts by raising the fence and, unless the previous owner
 // handed the partition over gracefully, returning every in-flight message
@@ -235,7 +238,8 @@ func (p *part) logErr(msg string, err error) {
 // for running handlers; on a lost lease it drops held messages without
 // delivering them (the next owner returns them) and waits for running
 // handlers. It returns nil after a stop, ErrFenced when another owner
-// took over, or ctx's cause.
+// took over, or ctx's cause. Its steps: takeOver, the turns of loop, and
+// exit.
 func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	cfg.Logger = cfg.Logger.With("component", "poller", "topic", cfg.Topic, "partition", cfg.Partition, "token", cfg.Token)
 	p := &part{
@@ -251,161 +255,150 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	p.detach = context.AfterFunc(ctx, cancel)
 	p.workCtx = workCtx
 
-	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
-	if err != nil {
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			return fmt.Errorf("%w: %v", ErrFenced, err)
-		}
+	if err := p.takeOver(ctx); err != nil {
 		return err
 	}
-	if take.Graceful {
-		p.givers = take.Givers
-	} else {
-		p.recovering = true // as the first act, below
-	}
-	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
+	return p.exit(ctx, p.loop(ctx, stop))
+}
 
+// loop turns until the lease's context ends, the lease can no longer be
+// trusted, stop closes or another owner fenced the loop out, and returns
+// why (see ended; ErrFenced from a claim or a move). A turn writes the
+// outcomes whose linger is over, holds back under a pause or dispatches
+// what is due, watches the givers, polls when a poll is due, runs the
+// reconciler and the moves when theirs are, and sleeps until the next of
+// these or a wake-up.
+func (p *part) loop(ctx context.Context, stop <-chan struct{}) error {
+	cfg := p.cfg
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	now := cfg.Now()
 	p.nextPoll = now
 	nextReconcile := now.Add(clock.Jitter(cfg.ReconcileInterval))
-	var runErr error
-loop:
 	for {
-		if ctx.Err() != nil {
-			runErr = context.Cause(ctx)
-			break
-		}
-		if !cfg.Valid() { // before the keep-alive noticed: requeues and re-indexing are not fenced
-			runErr = ErrExpired
-			break
-		}
-		select {
-		case <-stop:
-			break loop
-		default:
+		if ended, err := p.ended(ctx, stop); ended {
+			return err
 		}
 		p.applyPending(ctx)
 		now = cfg.Now()
-		paused, pausedUntil, controls := p.pause(now)
-		if paused {
-			p.holdBack(ctx)
-		} else {
-			if p.paused {
-				// The pause ended: what fell due meanwhile is claimed at
-				// once, whatever the last look before it said.
-				p.paused, p.nextPoll = false, now
-			}
-			p.dispatchDue(now)
-		}
+		paused, pausedUntil, controls := p.pauseOrDispatch(ctx, now)
 		if p.watchGivers(ctx, now) {
 			p.nextPoll = now // what was returned is due
 		}
-		// A paused loop does not poll: it polls at once when the pause
-		// ends (above).
-		if !paused && !now.Before(p.nextPoll) {
-			p.nextPoll = farAway // lowered by what the poll itself schedules
-			next, err := p.poll(ctx, now)
-			if errors.Is(err, ErrFenced) {
-				runErr = err
-				break
-			}
-			p.nextPoll = minTime(p.nextPoll, next)
+		if err := p.pollWhenDue(ctx, now, paused); err != nil {
+			return err
 		}
-		if !now.Before(nextReconcile) && cfg.Valid() {
-			p.reconcile(ctx)
-			pause := cfg.ReconcileInterval
-			if p.cursor == "0" { // a sweep of every record ended: rest before the next
-				pause = sweepPause(cfg.ReconcileInterval)
-			}
-			nextReconcile = now.Add(clock.Jitter(pause))
-		}
+		nextReconcile = p.reconcileWhenDue(ctx, now, nextReconcile)
 		moveAt, err := p.move(ctx, now)
 		if err != nil {
-			runErr = err
-			break
+			return err
 		}
-		var freed <-chan struct{}
-		if p.starved && !paused {
-			freed = cfg.Dispatch.whenFreed()
-			// Slots freed between the claim and the line above would not
-			// close the channel: look once more now that it is armed.
-			if at, ok := p.claimAt(now); ok {
-				p.nextPoll = minTime(p.nextPoll, at)
-			}
-		}
+		freed := p.slotsFreed(now, paused)
 		p.tellIdle()
-		wake := p.nextPoll
-		if paused {
-			wake = farAway
-			if !pausedUntil.IsZero() {
-				wake = pausedUntil // a timed pause ends by itself
-			}
-		}
-		if !moveAt.IsZero() {
-			wake = minTime(wake, moveAt)
-		}
-		if len(p.givers) > 0 {
-			wake = minTime(wake, p.nextWatch)
-		}
-		if p.recovering {
-			wake = minTime(wake, now.Add(100*time.Millisecond))
-		}
-		if len(p.held) > 0 && p.held.peek().at().Before(wake) {
-			wake = p.held.peek().at()
-		}
-		if len(p.pending) > 0 {
-			// Coalescing outcomes: write them when the linger ends; after
-			// a failed write, try again within 100 ms.
-			w := now.Add(100 * time.Millisecond)
-			if end := p.since.Add(ackLinger); end.After(now) {
-				w = end
-			}
-			wake = minTime(wake, w)
-		}
-		timer.Reset(wake.Sub(cfg.Now()))
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		case r := <-p.results:
-			p.collect(ctx, r)
-		case <-cfg.Wake:
-			p.nextPoll = cfg.Now()
-		case <-controls:
-		case <-p.gateWake:
-			p.gateWake, p.nextPoll = nil, cfg.Now()
-		case <-freed:
-			// Slots came back: claim what the bound left behind.
-			if at, ok := p.claimAt(cfg.Now()); ok {
-				p.nextPoll = minTime(p.nextPoll, at)
-			}
-		case <-timer.C:
-		}
+		wake := p.wakeAt(now, paused, pausedUntil, moveAt)
+		p.sleep(ctx, stop, timer, wake, controls, freed)
 	}
-	return p.exit(ctx, runErr)
 }
 
-// claimAt returns when a loop whose last claim was cut short by the
-// dispatcher's bound should claim again: at once when a batch's worth of
-// slots is free, claimLinger after it first saw some free otherwise (so
-// that slots coming back one by one are claimed together), and never (ok
-// false) while none is free.
-func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
-	d := p.cfg.Dispatch
-	free := d.free()
-	switch {
-	case free <= 0:
-		return time.Time{}, false
-	case free >= d.lowWater(p.cfg.ClaimBatch):
-		return now, true
+// ended reports, at the start of a turn, whether the loop ends, and why:
+// the lease's context ended (its cause), the lease can no longer be
+// trusted before its keep-alive noticed (ErrExpired: requeues and
+// re-indexing are not fenced), or stop closed (nil).
+func (p *part) ended(ctx context.Context, stop <-chan struct{}) (bool, error) {
+	if ctx.Err() != nil {
+		return true, context.Cause(ctx)
 	}
-	if p.lingerFrom.IsZero() {
-		p.lingerFrom = now
+	if !p.cfg.Valid() {
+		return true, ErrExpired
 	}
-	return p.lingerFrom.Add(claimLinger), true
+	select {
+	case <-stop:
+		return true, nil
+	default:
+		return false, nil
+	}
+}
+
+// pollWhenDue polls when the next poll is due and the loop is not paused
+// (a paused loop polls at once when the pause ends: see
+// pauseOrDispatch). Its error is ErrFenced when another owner took over.
+func (p *part) pollWhenDue(ctx context.Context, now time.Time, paused bool) error {
+	if paused || now.Before(p.nextPoll) {
+		return nil
+	}
+	p.nextPoll = farAway // lowered by what the poll itself schedules
+	next, err := p.poll(ctx, now)
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	p.nextPoll = minTime(p.nextPoll, next)
+	return nil
+}
+
+// wakeAt returns when the loop's sleep ends unless something wakes it
+// sooner: at the next poll (for a paused loop, at the pause's end if it
+// is timed), or sooner at the next pass of the moves (moveAt, unless
+// zero), the next watch of the givers, the next try of a recovery, the
+// start of the first held message, or the end of the pending outcomes'
+// linger.
+func (p *part) wakeAt(now time.Time, paused bool, pausedUntil, moveAt time.Time) time.Time {
+	wake := p.nextPoll
+	if paused {
+		wake = farAway
+		if !pausedUntil.IsZero() {
+			wake = pausedUntil // a timed pause ends by itself
+		}
+	}
+	if !moveAt.IsZero() {
+		wake = minTime(wake, moveAt)
+	}
+	if len(p.givers) > 0 {
+		wake = minTime(wake, p.nextWatch)
+	}
+	if p.recovering {
+		wake = minTime(wake, now.Add(100*time.Millisecond))
+	}
+	if len(p.held) > 0 && p.held.peek().at().Before(wake) {
+		wake = p.held.peek().at()
+	}
+	if len(p.pending) > 0 {
+		// Coalescing outcomes: write them when the linger ends; after
+		// a failed write, try again within 100 ms.
+		w := now.Add(100 * time.Millisecond)
+		if end := p.since.Add(ackLinger); end.After(now) {
+			w = end
+		}
+		wake = minTime(wake, w)
+	}
+	return wake
+}
+
+// sleep ends a turn: it waits until wake, or until the lease's context
+// ends, stop closes, a delivery's result comes (collected, and written
+// unless it lingers), a wake-up comes (the loop polls at once), the
+// topic's controls change (controls), the gate may grant again what it
+// refused (the loop polls at once) or claim slots come back (freed: the
+// loop claims what the bound left behind).
+func (p *part) sleep(ctx context.Context, stop <-chan struct{}, timer *time.Timer, wake time.Time, controls, freed <-chan struct{}) {
+	cfg := p.cfg
+	timer.Reset(wake.Sub(cfg.Now()))
+	select {
+	case <-ctx.Done():
+	case <-stop:
+	case r := <-p.results:
+		p.collect(ctx, r)
+	case <-cfg.Wake:
+		p.nextPoll = cfg.Now()
+	case <-controls:
+	case <-p.gateWake:
+		p.gateWake, p.nextPoll = nil, cfg.Now()
+	case <-freed:
+		// Slots came back: claim what the bound left behind.
+		if at, ok := p.claimAt(cfg.Now()); ok {
+			p.nextPoll = minTime(p.nextPoll, at)
+		}
+	case <-timer.C:
+	}
 }
 
 // farAway is a time no loop waits for.
@@ -433,195 +426,27 @@ func (p *part) dispatchDue(now time.Time) {
 	}
 }
 
-// poll claims what is due within the next poll interval, and requeues
-// expired in-flight messages. It returns when to poll next: at once while
-// claims come back full, a poll interval later after a claim, and, when
-// an idle partition's look found nothing within reach, when its earliest
-// message comes within reach or an idle poll interval later.
-func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err error) {
-	cfg := p.cfg
-	next = now.Add(clock.Jitter(cfg.PollInterval))
-	// Expired visibility deadlines are at least a second (the margin)
-	// past a handler's timeout: looking every few polls is soon enough.
-	// Once a look found none with nothing of the loop's own in flight,
-	// there is nothing to look for until the loop claims again.
-	if !now.Before(p.nextExpired) && !p.expiredSeen {
-		p.requeueExpired(ctx, now)
-		p.nextExpired = now.Add(expiredEvery(cfg.PollInterval))
+// RepairStore is what the loop's repairs of what a fault left behind need
+// from storage: the in-flight messages whose visibility deadline passed
+// (requeueExpired, from poll) and the reconciler's passes over the
+// records (reconcile, from Run).
+type RepairStore interface {
+	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
+	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
+}
+
+// requeueExpiredWhenDue requeues the in-flight messages whose visibility
+// deadline passed (requeueExpired) when a look for them is due. Expired
+// visibility deadlines are at least a second (the margin) past a
+// handler's timeout: looking every few polls is soon enough. Once a look
+// found none with nothing of the loop's own in flight, there is nothing
+// to look for until the loop claims again.
+func (p *part) requeueExpiredWhenDue(ctx context.Context, now time.Time) {
+	if now.Before(p.nextExpired) || p.expiredSeen {
+		return
 	}
-	p.lingerFrom = time.Time{}
-	n := cfg.Dispatch.reserve(cfg.ClaimBatch)
-	p.starved = n < cfg.ClaimBatch
-	if n == 0 {
-		return next, nil
-	}
-	// Claim ahead: everything due before the next poll (which comes after
-	// PollInterval plus up to 10% jitter) is taken now and held until due;
-	// under a rate limit, only what is due within the gate's reach, and
-	// the loop looks again in time for the rest (see Gate.Reach).
-	reach, lead := p.reach()
-	maxDue := now.Add(reach).UnixMilli()
-	nowMS := now.UnixMilli()
-	from := now // the earliest due of what the claim takes, when a look saw it
-	if p.idle {
-		// An idle partition costs a plain ZRANGEBYSCORE a look instead of
-		// the claim's fenced scripts (three commands for the server), and
-		// looks again when its earliest message comes within reach, at a
-		// wake-up, or after an idle poll interval (what a producer wrote
-		// without waking the owner: see Client.wake); a lost lease still
-		// shows at its next extension.
-		due, ok, err := cfg.Store.NextDue(ctx, cfg.Topic, cfg.Partition)
-		if err == nil && (!ok || due > maxDue) {
-			cfg.Dispatch.release(n)
-			idle := cfg.IdlePollInterval
-			if idle <= 0 {
-				idle = cfg.PollInterval
-			}
-			next = now.Add(clock.Jitter(idle))
-			if ok {
-				next = minTime(next, time.UnixMilli(due).Add(-lead))
-			}
-			return next, nil
-		}
-		if err == nil && due > nowMS {
-			from = time.UnixMilli(due)
-		}
-	}
-	// Something is due within reach: the topic's limits say how much of
-	// it may be claimed. What they hold back stays scheduled.
-	p.idle = false
-	reserved := n
-	grant, err := p.gate(ctx, n, from)
-	if err != nil {
-		cfg.Dispatch.release(n)
-		p.logErr("flow limits", err)
-		return next, nil
-	}
-	if grant.N < n {
-		cfg.Dispatch.release(n - grant.N)
-		n = grant.N
-		if !grant.Retry.IsZero() {
-			next = maxTime(now, grant.Retry)
-		}
-		if n == 0 {
-			return next, nil
-		}
-	}
-	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
-	claimed, recs, err := cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n,
-		func(due int64) int64 { return max(due, nowMS) + visibility })
-	if err != nil {
-		cfg.Dispatch.release(n)
-		p.gateUnused(grant, n)
-		var fe *store.FencedError
-		if errors.As(err, &fe) {
-			p.count(EventFenced, 1)
-			if fe.Newest > cfg.Token {
-				return next, fmt.Errorf("%w: %v", ErrFenced, err)
-			}
-			// The fence is missing or older (a backend lost data): raise it again.
-			if rerr := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); rerr != nil {
-				if errors.As(rerr, &fe) {
-					return next, fmt.Errorf("%w: %v", ErrFenced, rerr)
-				}
-				p.logErr("raise fence", rerr)
-			}
-			return next, nil
-		}
-		// Some ids may be in flight and unknown to this loop: return
-		// them, with any other in-flight message not its own.
-		p.recovering = true
-		p.logErr("claim", err)
-		return next, nil
-	}
-	cfg.Dispatch.release(n - len(claimed))
-	p.gateUnused(grant, n-len(claimed))
-	p.idle = len(claimed) == 0
-	if len(claimed) > 0 {
-		p.expiredSeen = false
-	}
-	if len(claimed) < n {
-		p.starved = false // took everything there was
-	}
-	if len(claimed) == 0 {
-		return next, nil
-	}
-	var tomb []string
-	var corrupt, later []store.Move
-	stale, started := 0, 0
-	for i, c := range claimed {
-		if recs[i] == nil {
-			tomb = append(tomb, c.ID)
-			continue
-		}
-		if recs[i].Corrupt != nil {
-			corrupt = append(corrupt, p.corruptMove(c.ID, recs[i], now))
-			continue
-		}
-		if p.mine[c.ID] != nil {
-			// Held or running here already: the claim met a second index
-			// entry of it (an enqueue of its id cut short, see
-			// store.AddMany), which the claim removed.
-			stale++
-			cfg.Dispatch.release(1)
-			p.gateDone(grant.Slots, 1)
-			continue
-		}
-		due := c.Due
-		if recs[i].Due > due {
-			// A stale index entry (see store.AddMany, or a reschedule cut
-			// short): the record's due is the message's. Never early.
-			due = recs[i].Due
-			stale++
-			if due > maxDue {
-				later = append(later, store.Move{ID: c.ID, Score: due})
-				continue
-			}
-		}
-		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
-		if grant.Start != nil {
-			m.start = grant.Start(started) // the limits' time for it, if after its due
-		}
-		m.slot = grant.Slots
-		started++
-		p.mine[m.ID] = m
-		heap.Push(&p.held, m)
-	}
-	if len(tomb) > 0 {
-		cfg.Dispatch.release(len(tomb))
-		p.gateDone(grant.Slots, len(tomb))
-		p.count(EventTombstone, len(tomb))
-		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
-			p.logErr("drop tombstones", err)
-		}
-	}
-	p.count(EventStale, stale)
-	// Messages claimed by a stale entry go back to scheduled at their
-	// record's due, undecodable records to dead: one Moves for both. Only
-	// the latter carry a record, so only they can be gone.
-	if moves := append(later, corrupt...); len(moves) > 0 {
-		cfg.Dispatch.release(len(moves))
-		p.gateDone(grant.Slots, len(moves))
-		if gone, err := p.writeMoves(ctx, moves); err != nil {
-			p.logErr("return messages claimed by stale entries, move undecodable records to dead", err) // still in flight: found again at the deadline
-		} else {
-			p.count(EventTombstone, gone)
-			p.count(EventDead, len(corrupt)-gone)
-		}
-	}
-	p.dispatchDue(cfg.Now())
-	if len(claimed) == n && n == cfg.ClaimBatch {
-		next = now // full: there may be more
-	}
-	if len(claimed) == n && n < reserved && !grant.Retry.IsZero() {
-		next = maxTime(now, grant.Retry) // the limits cut it short: more when they allow
-	}
-	if len(claimed) < n && reach < cfg.PollInterval {
-		// Everything within the gate's short reach is claimed: look at
-		// once for the next due, and come back in time for it.
-		p.idle, next = true, now
-	}
-	return next, nil
+	p.requeueExpired(ctx, now)
+	p.nextExpired = now.Add(expiredEvery(p.cfg.PollInterval))
 }
 
 // requeueExpired moves in-flight messages whose visibility deadline passed
@@ -666,19 +491,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		}
 	}
 	if len(moves) > 0 {
-		gone, err := p.writeMoves(ctx, moves)
-		if err != nil {
-			p.logErr("requeue expired", err)
-			return
-		}
-		p.count(EventTombstone, gone)
-		for _, m := range moves {
-			if m.Dead {
-				p.count(EventDead, 1)
-			} else {
-				p.count(EventRedelivered, 1)
-			}
-		}
+		p.writeReturns(ctx, moves, EventRedelivered, "requeue expired")
 	}
 }
 
@@ -719,6 +532,27 @@ func (p *part) maxAttempts(rec *store.Record) int {
 // index is repaired within sweepPause + ceil(records/ReconcileBatch) passes.
 func sweepPause(interval time.Duration) time.Duration { return 12 * interval }
 
+// reconcileWhenDue runs a pass of the reconciler when one is due (next)
+// and the lease is trusted, and returns when the next pass is due: a
+// reconcile interval later, or a sweep pause after a sweep of every
+// record ended (both with jitter).
+func (p *part) reconcileWhenDue(ctx context.Context, now, next time.Time) time.Time {
+	if now.Before(next) || !p.cfg.Valid() {
+		return next
+	}
+	p.reconcile(ctx)
+	pause := p.cfg.ReconcileInterval
+	if p.cursor == "0" { // a sweep of every record ended: rest before the next
+		pause = sweepPause(p.cfg.ReconcileInterval)
+	}
+	return now.Add(clock.Jitter(pause))
+}
+
+// reconcile runs a pass of the reconciler over the partition's records
+// (store.Reconcile): it indexes again those a crash left out of every
+// index, but the loop's own and, during a change of the partition count,
+// those that belong elsewhere, and brings the next poll forward when it
+// found some.
 func (p *part) reconcile(ctx context.Context) {
 	cfg := p.cfg
 	// During a change of the partition count, the records that belong
@@ -760,6 +594,28 @@ func (p *part) writeMoves(ctx context.Context, moves []store.Move) (gone int, er
 		}
 	}
 	return gone, nil
+}
+
+// writeReturns writes the moves of in-flight messages that are not the
+// loop's own deliveries (expired, or a lost owner's) and counts them:
+// those that went back to scheduled as ev, those that went to dead, and
+// records gone meanwhile as tombstones. It logs a failed write as what,
+// and reports whether the moves landed.
+func (p *part) writeReturns(ctx context.Context, moves []store.Move, ev, what string) bool {
+	gone, err := p.writeMoves(ctx, moves)
+	if err != nil {
+		p.logErr(what, err)
+		return false
+	}
+	p.count(EventTombstone, gone)
+	for _, m := range moves {
+		if m.Dead {
+			p.count(EventDead, 1)
+		} else {
+			p.count(ev, 1)
+		}
+	}
+	return true
 }
 
 // tellIdle tells Config.Idle when the loop became idle or busy.

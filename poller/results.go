@@ -18,6 +18,17 @@ const ackLinger = time.Millisecond
 // than one round trip per message.
 const claimLinger = time.Millisecond
 
+// OutcomeStore is what writing outcomes needs from storage: the acks
+// (apply), the moves back to scheduled or to dead (writeMoves: apply's
+// retries, deaths and returns, and every other message the loop sends
+// back), and the drops of tombstones' in-flight entries (poll,
+// requeueExpired, writeRecovered).
+type OutcomeStore interface {
+	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
+	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
+	Drop(ctx context.Context, topic string, p int, ids []string) error
+}
+
 // collect takes r and every other result already waiting, and applies them
 // unless they should linger.
 func (p *part) collect(ctx context.Context, r result) {
@@ -177,23 +188,10 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 	if lost {
 		outcome = Dropped // ...unless the partition may have a new owner
 	}
-	for _, m := range p.held {
-		p.pending = append(p.pending, result{msg: m, outcome: outcome})
-	}
-	p.held = p.held[:0]
 	// Due messages still queued for a worker, behind running handlers,
-	// are taken back rather than left to wait for one.
-	settled := map[*Msg]bool{}
-	for _, r := range p.pending {
-		settled[r.msg] = true
-	}
-	for _, m := range p.mine {
-		// Taken back here, or by a worker that saw stopping first.
-		if !settled[m] && (m.state.CompareAndSwap(msgQueued, msgRevoked) || m.state.Load() == msgRevoked) {
-			m.revoked = true
-			p.pending = append(p.pending, result{msg: m, outcome: outcome})
-		}
-	}
+	// are taken back rather than left to wait for one: here, or by a
+	// worker that saw stopping first.
+	p.takeBack(outcome, true)
 	write(func(ctx context.Context) { p.apply(ctx, lost) })
 	if !lost {
 		write(p.handOver)
@@ -217,6 +215,34 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 	}
 	cfg.Logger.Debug("partition stopped", "err", runErr)
 	return runErr
+}
+
+// takeBack gives up what the loop holds and no worker started, as a
+// pause begins (holdBack) or the loop stops (exit): every held message,
+// and every message still queued for a worker, which it takes back from
+// the dispatcher's queue (the worker that dequeues it frees its slot).
+// Each gets a pending result of outcome: Returned goes back to scheduled
+// at its due, Dropped stays in flight for the next owner. A message with
+// a result pending already is left alone; with revoked, one that a worker
+// took back already (it saw the loop stopping first) is taken too. It
+// returns how many results it added.
+func (p *part) takeBack(outcome Outcome, revoked bool) int {
+	n := len(p.pending)
+	for _, m := range p.held {
+		p.pending = append(p.pending, result{msg: m, outcome: outcome})
+	}
+	p.held = p.held[:0]
+	settled := map[*Msg]bool{}
+	for _, r := range p.pending {
+		settled[r.msg] = true
+	}
+	for _, m := range p.mine {
+		if !settled[m] && (m.state.CompareAndSwap(msgQueued, msgRevoked) || revoked && m.state.Load() == msgRevoked) {
+			m.revoked = true
+			p.pending = append(p.pending, result{msg: m, outcome: outcome})
+		}
+	}
+	return len(p.pending) - n
 }
 
 // settle reports s to the message's Settled, if it has one and s is

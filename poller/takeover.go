@@ -15,6 +15,42 @@ const (
 	recoverPages = 64
 )
 
+// TakeoverStore is what a change of owner needs from storage: the
+// takeover that starts a loop (Run), the watch on the consumers that
+// handed the partition over (watchGivers), the return of a lost owner's
+// in-flight messages (recoverLost) and the mark of a graceful handover
+// (handOver).
+type TakeoverStore interface {
+	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
+	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
+	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
+	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
+	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
+}
+
+// takeOver is a loop's first act: it raises the fence and takes the
+// marks of a graceful handover (store.TakeOver). After a graceful
+// handover the loop watches the givers (see watchGivers); otherwise it
+// returns every in-flight message to scheduled as its first act (see
+// recoverLost). Its error is ErrFenced when the fence holds a newer token.
+func (p *part) takeOver(ctx context.Context) error {
+	cfg := p.cfg
+	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
+	if err != nil {
+		if ferr := p.fenced(err); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	if take.Graceful {
+		p.givers = take.Givers
+	} else {
+		p.recovering = true // as the loop's first act
+	}
+	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
+	return nil
+}
+
 // watchGivers runs the recovery of a lost owner's messages when one is
 // pending, and otherwise checks, every poll interval, the consumers that
 // handed the partition over with deliveries still running: when one of
@@ -121,20 +157,7 @@ func (p *part) writeRecovered(ctx context.Context, tomb []string, moves []store.
 	if len(moves) == 0 {
 		return true
 	}
-	gone, err := p.writeMoves(ctx, moves)
-	if err != nil {
-		p.logErr("recover in-flight messages", err)
-		return false
-	}
-	p.count(EventTombstone, gone)
-	for _, m := range moves {
-		if m.Dead {
-			p.count(EventDead, 1)
-		} else {
-			p.count(EventRecovered, 1)
-		}
-	}
-	return true
+	return p.writeReturns(ctx, moves, EventRecovered, "recover in-flight messages")
 }
 
 // corruptMove moves a message whose record cannot be decoded to the dead
