@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	mrand "math/rand/v2"
 	"os"
@@ -105,7 +106,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"hypervisor took during the run, or the clock tick after a shorter run\n"+
 			"(Linux: /proc/stat), and procs=, the\n"+
 			"GOMAXPROCS the run had (--procs).",
-		stdout)
+		stdout, stderr)
 	cfg := benchConfig{stderr: stderr}
 	fs := cmd.fs
 	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export, limited and autoscale)")
@@ -139,7 +140,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.autoscale.maxFleet, "max-consumers", defaultAutoscaleFleet, "autoscale: the most `consumers` at once")
 	shrinkAfter := durationFlag{d: defaultAutoscaleShrinkAfter}
 	fs.Var(&shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
-	cmd.addLogLevel()
+	cmd.addLogLevel(slog.LevelWarn)
 	if err := cmd.parse(args); err != nil {
 		return err
 	}

@@ -59,7 +59,8 @@ type common struct {
 	retryFor time.Duration
 }
 
-// command is one subcommand's flag set together with the common flags.
+// command is one command's flag set, with the common flags it takes, and
+// where it writes.
 type command struct {
 	name  string // as typed after "delayq", e.g. "dead list"
 	args  string // synopsis of the arguments, shown by -h
@@ -69,30 +70,35 @@ type command struct {
 	// needsTopic makes parse require --topic.
 	needsTopic bool
 	// id, when set (idCommand), is a --id flag parse requires.
-	id     *string
-	stdout io.Writer // where -h prints the usage
+	id *string
+	// createsNoTopic makes parse refuse --partitions, which says the
+	// count of a topic the command would create.
+	createsNoTopic bool
+	stdout         io.Writer // where -h prints the usage
+	stderr         io.Writer // where the client logs
 }
 
 // newCommand returns a command whose flag set already has the common
-// flags. The usage printed by -h goes to stdout.
-func newCommand(name, args, about string, stdout io.Writer) *command {
-	cmd := newConnCommand(name, args, about, stdout)
+// flags. The usage printed by -h goes to stdout; the client's logs go to
+// stderr.
+func newCommand(name, args, about string, stdout, stderr io.Writer) *command {
+	cmd := newConnCommand(name, args, about, stdout, stderr)
 	cmd.needsTopic = true
 	cmd.fs.StringVar(&cmd.c.topic, "topic", "", "`topic` name (required)")
 	cmd.fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of a topic that send, sub, import or schedule add creates (default 16); a topic that exists keeps its stored count, and another count only warns")
-	cmd.addLogLevel()
+	cmd.addLogLevel(slog.LevelWarn)
 	return cmd
 }
 
-// addLogLevel registers --log-level (default warn) on cmd.
-func (cmd *command) addLogLevel() {
-	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", slog.LevelWarn, "log `level`: debug, info, warn or error")
+// addLogLevel registers --log-level, whose default is def, on cmd.
+func (cmd *command) addLogLevel(def slog.Level) {
+	cmd.fs.TextVar(&cmd.c.logLevel, "log-level", def, "log `level`: debug, info, warn or error")
 }
 
 // newConnCommand returns a command with only the flags that say where
 // Redis is: --addr, --password and --namespace.
-func newConnCommand(name, args, about string, stdout io.Writer) *command {
-	cmd := &command{name: name, args: args, about: about, fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+func newConnCommand(name, args, about string, stdout, stderr io.Writer) *command {
+	cmd := newBareCommand(name, args, about, stdout, stderr)
 	fs := cmd.fs
 	addr := defaultAddr
 	if v, ok := os.LookupEnv(envAddr); ok && v != "" {
@@ -101,10 +107,15 @@ func newConnCommand(name, args, about string, stdout io.Writer) *command {
 	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (env "+envAddr+")")
 	fs.StringVar(&cmd.c.password, "password", "", "Redis `password` (default $"+envPassword+")")
 	fs.StringVar(&cmd.c.namespace, "namespace", delayq.DefaultNamespace, "key `prefix`")
+	return cmd
+}
+
+// newBareCommand returns a command with no flags yet.
+func newBareCommand(name, args, about string, stdout, stderr io.Writer) *command {
+	cmd := &command{name: name, args: args, about: about, fs: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
 	// Parse errors are returned, not printed; -h prints the usage to stdout.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	cmd.stdout = stdout
+	cmd.fs.SetOutput(io.Discard)
+	cmd.fs.Usage = func() {}
 	return cmd
 }
 
@@ -117,7 +128,8 @@ func (cmd *command) printUsage() {
 }
 
 // parse parses args. It returns errHelp after printing the usage for -h,
-// and a usageError for bad flags, stray arguments or a missing --topic.
+// and a usageError for bad flags, stray arguments, a missing --topic or
+// --id, or a --partitions the command refuses.
 func (cmd *command) parse(args []string) error {
 	if err := cmd.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,6 +146,9 @@ func (cmd *command) parse(args []string) error {
 	}
 	if cmd.id != nil && *cmd.id == "" {
 		return usagef(cmd.name, "--id is required")
+	}
+	if cmd.createsNoTopic && cmd.isSet("partitions") {
+		return usagef(cmd.name, "--partitions does not apply: %s creates no topic", cmd.name)
 	}
 	if cmd.c.password == "" {
 		cmd.c.password = os.Getenv(envPassword)
@@ -157,16 +172,42 @@ func (cmd *command) isSet(name string) bool {
 	return set
 }
 
+// run parses args, then connects (see connect): the whole of a command
+// whose flags need no check beyond parse's.
+func (cmd *command) run(args []string, do func(*delayq.Client) error) error {
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	return cmd.connect(do)
+}
+
+// connect makes a Client configured by the common flags, logging to the
+// command's stderr, runs do with it and closes it. Every command that
+// talks to Redis through a Client does so once its flags are parsed and
+// checked.
+func (cmd *command) connect(do func(*delayq.Client) error) error {
+	client, err := cmd.c.client(cmd.stderr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	return do(client)
+}
+
+// logger returns a logger writing text to w at --log-level.
+func (c *common) logger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: c.logLevel}))
+}
+
 // client returns a Client configured by the common flags, logging text
 // to stderr at --log-level. The caller closes it.
 func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
 	return delayq.New(delayq.Options{
 		Addr:       c.addr,
 		Password:   c.password,
 		Namespace:  c.namespace,
 		Partitions: c.partitions,
-		Logger:     log,
+		Logger:     c.logger(stderr),
 		RetryFor:   c.retryFor,
 	})
 }

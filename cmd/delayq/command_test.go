@@ -27,7 +27,7 @@ func TestCommonFlagDefaults(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			cmd := newCommand("x", "", "", io.Discard)
+			cmd := newCommand("x", "", "", io.Discard, io.Discard)
 			if err := cmd.parse(append(tt.args, "--topic", "t")); err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestCommonFlagDefaults(t *testing.T) {
 func TestHelpHidesPassword(t *testing.T) {
 	t.Setenv(envPassword, "s3cret")
 	var out strings.Builder
-	cmd := newCommand("x", "", "", &out)
+	cmd := newCommand("x", "", "", &out, io.Discard)
 	if err := cmd.parse([]string{"-h"}); err != errHelp {
 		t.Fatalf("err = %v, want errHelp", err)
 	}
@@ -68,7 +68,7 @@ func TestLogLevelFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
-			cmd := newCommand("x", "", "", io.Discard)
+			cmd := newCommand("x", "", "", io.Discard, io.Discard)
 			err := cmd.parse([]string{"--topic", "t", "--log-level", tt.value})
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "log-level") || !strings.Contains(err.Error(), tt.value) {

@@ -35,7 +35,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"maxmemory-policy and appendonly, and warns with the fix when one puts messages at risk.\n"+
 			"With several proxies in --addr (separated by commas) it checks each in turn, and\n"+
 			"--json prints a list of reports. Exit status 1 when a check fails (warnings do not fail).",
-		stdout)
+		stdout, stderr)
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers behind the proxy, to check their settings")

@@ -28,7 +28,7 @@ func TestDurationAndTimeFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := newCommand("x", "", "", io.Discard)
+			cmd := newCommand("x", "", "", io.Discard, io.Discard)
 			var due dueFlags
 			due.add(cmd, "")
 			err := cmd.parse(append(tt.args, "--topic", "t"))
@@ -59,7 +59,7 @@ func TestDurationAndTimeFlags(t *testing.T) {
 }
 
 func TestStringsFlagRepeats(t *testing.T) {
-	cmd := newCommand("x", "", "", io.Discard)
+	cmd := newCommand("x", "", "", io.Discard, io.Discard)
 	var ids stringsFlag
 	cmd.fs.Var(&ids, "id", "")
 	if err := cmd.parse([]string{"--id", "a", "-id", "b", "--id=c", "--topic", "t"}); err != nil {

@@ -60,7 +60,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			"name is replaced (a paused one stays paused; fields not given take their\n"+
 			"defaults), and \"replaced\" is printed with each field that changed\n"+
 			"(field: old -> new). A replace applies at once: the replaced schedule's\n"+
-			"pending occurrence is removed and the next one of the new definition written.", stdout)
+			"pending occurrence is removed and the next one of the new definition written.", stdout, stderr)
 	name := cmd.fs.String("name", "", "schedule `name`, [A-Za-z0-9._-] (required)")
 	spec := cmd.fs.String("spec", "", "cron `spec`, e.g. \"*/10 * * * *\", \"0 3 * * *\", @hourly, \"@every 30s\" (required)")
 	tz := cmd.fs.String("tz", "", "IANA time `zone` the spec is read in, e.g. Asia/Shanghai (default UTC)")
@@ -87,12 +87,10 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		}
 		s.Body = b
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	if !*replace {
+	return cmd.connect(func(client *delayq.Client) error {
+		if *replace {
+			return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
+		}
 		in, err := client.AddSchedule(ctx, cmd.c.topic, s)
 		if errors.Is(err, delayq.ErrExists) {
 			return fmt.Errorf("%w: use --replace to replace it", err)
@@ -100,12 +98,17 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return writeJSON(stdout, in)
-		}
-		return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
+		return writeSchedule(stdout, in, *asJSON)
+	})
+}
+
+// writeSchedule prints the schedule "schedule add" wrote: as JSON, or as
+// a table of one row.
+func writeSchedule(w io.Writer, in *delayq.ScheduleInfo, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, in)
 	}
-	return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
+	return writeSchedules(w, []delayq.ScheduleInfo{*in})
 }
 
 // runScheduleList implements "delayq schedule list".
@@ -113,33 +116,32 @@ func runScheduleList(ctx context.Context, args []string, stdout, stderr io.Write
 	cmd := newCommand("schedule list", "--topic T [--json]",
 		"Prints the topic's schedules, sorted by name: a table of name, spec, time zone,\n"+
 			"policy, state and next occurrence, or with --json one JSON object per line\n"+
-			"(with the next three occurrences and the body).", stdout)
+			"(with the next three occurrences and the body).", stdout, stderr)
 	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
-	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	all, err := client.Schedules(ctx, cmd.c.topic)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		for i := range all {
-			b, err := all[i].MarshalJSON()
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
-				return err
-			}
+	return cmd.run(args, func(client *delayq.Client) error {
+		all, err := client.Schedules(ctx, cmd.c.topic)
+		if err != nil {
+			return err
 		}
-		return nil
+		if *asJSON {
+			return writeScheduleLines(stdout, all)
+		}
+		return writeSchedules(stdout, all)
+	})
+}
+
+// writeScheduleLines prints schedules as JSON lines.
+func writeScheduleLines(w io.Writer, all []delayq.ScheduleInfo) error {
+	for i := range all {
+		b, err := all[i].MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+			return err
+		}
 	}
-	return writeSchedules(stdout, all)
+	return nil
 }
 
 // writeSchedules prints schedules as an aligned table: the next
@@ -178,7 +180,7 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 		"resume": "Resumes a paused schedule from its next occurrence after now (those of the pause\nare not delivered). Prints \"resumed NAME\".",
 		"delete": "Deletes the schedule and its pending occurrence. Prints \"deleted NAME\".",
 	}[op]
-	cmd := newCommand("schedule "+op, "--topic T --name NAME", about, stdout)
+	cmd := newCommand("schedule "+op, "--topic T --name NAME", about, stdout, stderr)
 	name := cmd.fs.String("name", "", "schedule `name` (required)")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -186,24 +188,22 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 	if *name == "" {
 		return cmd.usageErr("--name is required")
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		var err error
+		switch op {
+		case "pause":
+			err = client.PauseSchedule(ctx, cmd.c.topic, *name)
+		case "resume":
+			err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
+		default:
+			err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
 		return err
-	}
-	defer client.Close()
-	switch op {
-	case "pause":
-		err = client.PauseSchedule(ctx, cmd.c.topic, *name)
-	case "resume":
-		err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
-	default:
-		err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
-	return err
+	})
 }
 
 // workerSchedules returns a topic's [[topic.schedule]] tables as the

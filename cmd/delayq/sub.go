@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,7 +24,7 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			`"body_base64" instead of "body" when the body is not UTF-8. Deliveries are acked,`+"\n"+
 			"except those failed on purpose by --fail-attempts or --fail. Stops gracefully on\n"+
 			"SIGINT/SIGTERM, after --count deliveries or after --timeout.",
-		stdout)
+		stdout, stderr)
 	fs := cmd.fs
 	var (
 		concurrency  = fs.Int("concurrency", delayq.DefaultConcurrency, "handlers run at once")
@@ -83,63 +82,59 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		failRE = re
 	}
-
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	pr := &deliveryPrinter{w: stdout}
-	handler := func(ctx context.Context, d *delayq.Delivery) error {
-		if err := pr.print(d, time.Now()); err != nil {
-			return fmt.Errorf("print delivery of %q: %w", d.ID, err)
-		}
-		err := simulateWork(ctx, work.d)
-		if *ends {
-			if perr := pr.printEnd(d, time.Now()); perr != nil {
-				return fmt.Errorf("print end of %q: %w", d.ID, perr)
+	return cmd.connect(func(client *delayq.Client) error {
+		pr := &deliveryPrinter{w: stdout}
+		handler := func(ctx context.Context, d *delayq.Delivery) error {
+			if err := pr.print(d, time.Now()); err != nil {
+				return fmt.Errorf("print delivery of %q: %w", d.ID, err)
 			}
+			err := simulateWork(ctx, work.d)
+			if *ends {
+				if perr := pr.printEnd(d, time.Now()); perr != nil {
+					return fmt.Errorf("print end of %q: %w", d.ID, perr)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if d.Attempt <= *failAttempts {
+				return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, *failAttempts)
+			}
+			if failRE != nil && failRE.Match(d.Body) {
+				return fmt.Errorf("body matches --fail %q: failed on purpose", failRE)
+			}
+			return nil
 		}
+		consumer, err := client.NewConsumer(delayq.ConsumerOptions{
+			Topic:        cmd.c.topic,
+			ID:           *consumerID,
+			Concurrency:  *concurrency,
+			Prefetch:     *prefetch,
+			Limit:        *count,
+			Lease:        lease.d,
+			Timeout:      handlerTO.d,
+			PollInterval: poll.d, IdlePollInterval: idlePoll.d,
+			MaxAttempts: *maxAttempts,
+			Backoff:     backoff,
+		}, handler)
 		if err != nil {
 			return err
 		}
-		if d.Attempt <= *failAttempts {
-			return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, *failAttempts)
+		if timeout.d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout.d)
+			defer cancel()
 		}
-		if failRE != nil && failRE.Match(d.Body) {
-			return fmt.Errorf("body matches --fail %q: failed on purpose", failRE)
+		// Run returns nil after a graceful stop (ctx done or --count reached).
+		if err := consumer.Run(ctx); err != nil {
+			return err
 		}
+		st := consumer.Stats()
+		cmd.c.logger(stderr).Info("consumer stats",
+			"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
+			"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "stale", st.Stale, "moved", st.Moved, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
 		return nil
-	}
-	consumer, err := client.NewConsumer(delayq.ConsumerOptions{
-		Topic:        cmd.c.topic,
-		ID:           *consumerID,
-		Concurrency:  *concurrency,
-		Prefetch:     *prefetch,
-		Limit:        *count,
-		Lease:        lease.d,
-		Timeout:      handlerTO.d,
-		PollInterval: poll.d, IdlePollInterval: idlePoll.d,
-		MaxAttempts: *maxAttempts,
-		Backoff:     backoff,
-	}, handler)
-	if err != nil {
-		return err
-	}
-	if timeout.d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout.d)
-		defer cancel()
-	}
-	// Run returns nil after a graceful stop (ctx done or --count reached).
-	if err := consumer.Run(ctx); err != nil {
-		return err
-	}
-	st := consumer.Stats()
-	slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmd.c.logLevel})).Info("consumer stats",
-		"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
-		"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "stale", st.Stale, "moved", st.Moved, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
-	return nil
+	})
 }
 
 // simulateWork waits d (--work), the time a handler takes, and returns
