@@ -26,21 +26,14 @@ Run "delayq dead <subcommand> -h" for the flags of one.
 
 // runDead implements "delayq dead": it dispatches to list, requeue or purge.
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, deadUsage)
-		return usagef("dead", "missing subcommand: list, requeue or purge")
+	op := func(name string) subcommand {
+		return subcommand{name, func(args []string) error { return runDeadOp(ctx, name, args, stdout, stderr) }}
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, deadUsage)
-		return errHelp
-	case "list":
-		return runDeadList(ctx, args[1:], stdout, stderr)
-	case "requeue", "purge":
-		return runDeadOp(ctx, args[0], args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, deadUsage)
-	return usagef("dead", "unknown subcommand %q", args[0])
+	return runSubcommand("dead", deadUsage, []subcommand{
+		{"list", func(args []string) error { return runDeadList(ctx, args, stdout, stderr) }},
+		op("requeue"),
+		op("purge"),
+	}, args, stdout, stderr)
 }
 
 // runDeadList implements "delayq dead list".

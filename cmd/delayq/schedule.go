@@ -31,23 +31,16 @@ with seconds first, or @yearly, @monthly, @weekly, @daily, @hourly,
 
 // runSchedule implements "delayq schedule".
 func runSchedule(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, scheduleUsage)
-		return usagef("schedule", "missing subcommand: add, list, pause, resume or delete")
+	op := func(name string) subcommand {
+		return subcommand{name, func(args []string) error { return runScheduleOp(ctx, name, args, stdout, stderr) }}
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, scheduleUsage)
-		return errHelp
-	case "add":
-		return runScheduleAdd(ctx, args[1:], stdin, stdout, stderr)
-	case "list":
-		return runScheduleList(ctx, args[1:], stdout, stderr)
-	case "pause", "resume", "delete":
-		return runScheduleOp(ctx, args[0], args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, scheduleUsage)
-	return usagef("schedule", "unknown subcommand %q", args[0])
+	return runSubcommand("schedule", scheduleUsage, []subcommand{
+		{"add", func(args []string) error { return runScheduleAdd(ctx, args, stdin, stdout, stderr) }},
+		{"list", func(args []string) error { return runScheduleList(ctx, args, stdout, stderr) }},
+		op("pause"),
+		op("resume"),
+		op("delete"),
+	}, args, stdout, stderr)
 }
 
 // runScheduleAdd implements "delayq schedule add".

@@ -19,19 +19,9 @@ Run "delayq topic <subcommand> -h" for the flags of one.
 
 // runTopic implements "delayq topic": it dispatches to delete.
 func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicUsage)
-		return usagef("topic", "missing subcommand: delete")
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, topicUsage)
-		return errHelp
-	case "delete":
-		return runTopicDelete(ctx, args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, topicUsage)
-	return usagef("topic", "unknown subcommand %q", args[0])
+	return runSubcommand("topic", topicUsage, []subcommand{
+		{"delete", func(args []string) error { return runTopicDelete(ctx, args, stdout, stderr) }},
+	}, args, stdout, stderr)
 }
 
 // runTopicDelete implements "delayq topic delete".
