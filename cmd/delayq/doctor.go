@@ -50,55 +50,48 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	opts := portable.DialOptions{
 		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
 	}
-	// Each proxy of a list in turn: any of them may serve a process.
-	var reps []*doctorReport
-	failed, checks := 0, 0
-	for _, addr := range addrs {
-		d, err := newDoctor(ctx, addr, cmd.c.namespace, opts)
-		if err != nil {
-			if len(addrs) == 1 {
-				return fmt.Errorf("doctor: %w", err)
-			}
-			rep := &doctorReport{Addr: addr, Hints: []string{}}
-			rep.add(checkResult{Name: "connect", Error: err.Error()})
-			reps = append(reps, rep)
-		} else {
-			reps = append(reps, d.run(ctx, *samples))
-		}
-		rep := reps[len(reps)-1]
-		failed, checks = failed+rep.Failed, checks+rep.Failed+rep.Passed
+	reps, err := checkAddrs(ctx, addrs, cmd.c.namespace, opts, *samples)
+	if err != nil {
+		return err
 	}
 	if *backends != "" {
 		for _, b := range strings.Split(*backends, ",") {
 			reps[0].addBackend(ctx, strings.TrimSpace(b), cmd.c.password)
 		}
-		failed, checks = 0, 0
-		for _, rep := range reps {
-			failed, checks = failed+rep.Failed, checks+rep.Failed+rep.Passed
-		}
 	}
-	for i, rep := range reps {
-		switch {
-		case *asJSON && len(reps) == 1:
-			err = writeJSON(stdout, rep)
-		case *asJSON:
-			if i == 0 {
-				err = writeJSON(stdout, reps) // one report per address
-			}
-		default:
-			if i > 0 {
-				fmt.Fprintln(stdout)
-			}
-			err = writeDoctorText(stdout, rep)
-		}
-		if err != nil {
-			return err
-		}
+	if err := writeDoctorReports(stdout, reps, *asJSON); err != nil {
+		return err
+	}
+	failed, checks := 0, 0
+	for _, rep := range reps {
+		failed, checks = failed+rep.Failed, checks+rep.Failed+rep.Passed
 	}
 	if failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed on %s", failed, checks, strings.Join(addrs, ", "))
 	}
 	return nil
+}
+
+// checkAddrs runs the checks on each address of a list in turn (any
+// proxy of a list may serve a process) and returns a report per address.
+// One that cannot be reached is a report of a failed connect, or the
+// error when it is the only address.
+func checkAddrs(ctx context.Context, addrs []string, namespace string, opts portable.DialOptions, samples int) ([]*doctorReport, error) {
+	var reps []*doctorReport
+	for _, addr := range addrs {
+		d, err := newDoctor(ctx, addr, namespace, opts)
+		if err != nil {
+			if len(addrs) == 1 {
+				return nil, fmt.Errorf("doctor: %w", err)
+			}
+			rep := &doctorReport{Addr: addr, Hints: []string{}}
+			rep.add(checkResult{Name: "connect", Error: err.Error()})
+			reps = append(reps, rep)
+			continue
+		}
+		reps = append(reps, d.run(ctx, samples))
+	}
+	return reps, nil
 }
 
 // doctor holds a portable connection and the scratch keys of one run.

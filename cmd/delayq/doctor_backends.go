@@ -26,13 +26,11 @@ func (rep *doctorReport) addBackend(ctx context.Context, addr, password string) 
 	bi, err := portable.BackendSettings(ctx, addr, password)
 	if err != nil {
 		br.Error = err.Error()
-		rep.Failed++
-		rep.Checks = append(rep.Checks, checkResult{Name: "backend " + addr, Error: err.Error()})
+		rep.add(checkResult{Name: "backend " + addr, Error: err.Error()})
 		rep.Backends = append(rep.Backends, br)
 		return
 	}
-	rep.Passed++
-	rep.Checks = append(rep.Checks, checkResult{Name: "backend " + addr, OK: true})
+	rep.add(checkResult{Name: "backend " + addr, OK: true})
 	br.Version, br.MaxmemoryPolicy, br.AppendOnly = bi.Version, bi.MaxmemoryPolicy, bi.AOF
 	br.Warnings = backendWarnings(bi)
 	rep.Backends = append(rep.Backends, br)

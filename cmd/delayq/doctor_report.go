@@ -48,6 +48,26 @@ func (r *doctorReport) find(name string) *checkResult {
 	return nil
 }
 
+// writeDoctorReports prints the reports as text, or as JSON: the report
+// of a single address alone, those of several as a list.
+func writeDoctorReports(w io.Writer, reps []*doctorReport, asJSON bool) error {
+	switch {
+	case asJSON && len(reps) == 1:
+		return writeJSON(w, reps[0])
+	case asJSON:
+		return writeJSON(w, reps)
+	}
+	for i, rep := range reps {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := writeDoctorText(w, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeDoctorText prints the report: a line per check, round trips,
 // hints and the summary.
 func writeDoctorText(w io.Writer, rep *doctorReport) error {
