@@ -42,205 +42,286 @@ type benchConfig struct {
 // one but export and limited, which take long.
 var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale", "all"}
 
+// benchAbout is the description "delayq bench -h" prints.
+const benchAbout = "Runs a benchmark workload against --addr and prints one line per run:\n" +
+	"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n" +
+	"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n" +
+	"           EnqueueBatch (--batch), with ids the client generates or, with\n" +
+	"           --ids given, ids the bench chooses; the line gives the rate, and the\n" +
+	"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n" +
+	"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n" +
+	"           every message has that policy, and the n ids are sent twice: new\n" +
+	"           (pass=create), then again, each replacing its message (pass=replace);\n" +
+	"  burst:   n messages all due at one instant, consumers running before it:\n" +
+	"           drain rate from that instant and lateness (handler start - due);\n" +
+	"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n" +
+	"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n" +
+	"           topic that two consumers run: lateness;\n" +
+	"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n" +
+	"           exported to a file unpaced, exported again paced, then imported\n" +
+	"           into another topic, and deleted as delete --in does: the rates,\n" +
+	"           peak heap and (--backends) the\n" +
+	"           backends' CPU (not part of all);\n" +
+	"  limited: a topic with a rate limit of --rate that --consumers consumers run\n" +
+	"           (each on a client of its own): after --warmup, over --window, the\n" +
+	"           commands/s the consumers sent and (--backends) the commands/s the\n" +
+	"           backends ran, scripts' included, while the topic is empty; then\n" +
+	"           the same and the deliveries/s with n messages (default 100000)\n" +
+	"           all due at once, at the rate and at twice it (not part of all:\n" +
+	"           about 75 s a run);\n" +
+	"  autoscale: a topic of 4 partitions on an automatic count (--shrink-after\n" +
+	"           1m) whose consumers join and leave at random for --duration (1 to\n" +
+	"           --max-consumers of them, 1 to 4 every 5 to 40 s) while 20 messages\n" +
+	"           a second fall due: the changes of the count against the most its\n" +
+	"           damping allows, and the deliveries (not part of all).\n" +
+	"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n" +
+	"deletes all of its keys afterwards, even after a failure. --backends lists the\n" +
+	"Redis servers behind a proxy (or the server itself) to measure used memory per\n" +
+	"queued message there, and the commands they run (INFO memory and INFO stats\n" +
+	"are sent to those backends only, never to --addr). With --runs N each workload\n" +
+	"runs N times, then a line gives the median of each figure over its runs\n" +
+	"(runs=N stat=median).\n" +
+	"Each line ends with steal_pct=, the share of the machine's CPU time a\n" +
+	"hypervisor took during the run, or the clock tick after a shorter run\n" +
+	"(Linux: /proc/stat), and procs=, the\n" +
+	"GOMAXPROCS the run had (--procs)."
+
 // runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("bench", "--workload "+strings.Join(benchWorkloads, "|")+" [--n N] [flags]",
-		"Runs a benchmark workload against --addr and prints one line per run:\n"+
-			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
-			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
-			"           EnqueueBatch (--batch), with ids the client generates or, with\n"+
-			"           --ids given, ids the bench chooses; the line gives the rate, and the\n"+
-			"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n"+
-			"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n"+
-			"           every message has that policy, and the n ids are sent twice: new\n"+
-			"           (pass=create), then again, each replacing its message (pass=replace);\n"+
-			"  burst:   n messages all due at one instant, consumers running before it:\n"+
-			"           drain rate from that instant and lateness (handler start - due);\n"+
-			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n"+
-			"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n"+
-			"           topic that two consumers run: lateness;\n"+
-			"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n"+
-			"           exported to a file unpaced, exported again paced, then imported\n"+
-			"           into another topic, and deleted as delete --in does: the rates,\n"+
-			"           peak heap and (--backends) the\n"+
-			"           backends' CPU (not part of all);\n"+
-			"  limited: a topic with a rate limit of --rate that --consumers consumers run\n"+
-			"           (each on a client of its own): after --warmup, over --window, the\n"+
-			"           commands/s the consumers sent and (--backends) the commands/s the\n"+
-			"           backends ran, scripts' included, while the topic is empty; then\n"+
-			"           the same and the deliveries/s with n messages (default 100000)\n"+
-			"           all due at once, at the rate and at twice it (not part of all:\n"+
-			"           about 75 s a run);\n"+
-			"  autoscale: a topic of 4 partitions on an automatic count (--shrink-after\n"+
-			"           1m) whose consumers join and leave at random for --duration (1 to\n"+
-			"           --max-consumers of them, 1 to 4 every 5 to 40 s) while 20 messages\n"+
-			"           a second fall due: the changes of the count against the most its\n"+
-			"           damping allows, and the deliveries (not part of all).\n"+
-			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
-			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
-			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
-			"queued message there, and the commands they run (INFO memory and INFO stats\n"+
-			"are sent to those backends only, never to --addr). With --runs N each workload\n"+
-			"runs N times, then a line gives the median of each figure over its runs\n"+
-			"(runs=N stat=median).\n"+
-			"Each line ends with steal_pct=, the share of the machine's CPU time a\n"+
-			"hypervisor took during the run, or the clock tick after a shorter run\n"+
-			"(Linux: /proc/stat), and procs=, the\n"+
-			"GOMAXPROCS the run had (--procs).",
-		stdout, stderr)
-	cfg := benchConfig{stderr: stderr}
-	fs := cmd.fs
+	cmd := newConnCommand("bench", "--workload "+strings.Join(benchWorkloads, "|")+" [--n N] [flags]", benchAbout, stdout, stderr)
+	f := addBenchFlags(cmd)
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.config(cmd)
+	if err != nil {
+		return err
+	}
+	workloads, err := f.workloads(cmd)
+	if err != nil {
+		return err
+	}
+	if f.procs > 0 {
+		runtime.GOMAXPROCS(f.procs)
+	}
+	if f.cpuprofile != "" {
+		stop, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	for _, w := range workloads {
+		if err := runWorkload(ctx, cfg, w, f.runs, stdout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchFlags are the flags of "delayq bench": those benchConfig holds as
+// they are given, in cfg, and the others, which config checks and turns
+// into the rest of cfg.
+type benchFlags struct {
+	cfg          benchConfig
+	batch, async bool
+	ids          string // --ids: generated or given
+	onDuplicate  string
+	backends     string
+	runs, procs  int
+	cpuprofile   string
+	rate         string // limited: --rate
+	poll         durationFlag
+	warmup       durationFlag // limited
+	window       durationFlag // limited
+	duration     durationFlag // autoscale
+	shrinkAfter  durationFlag // autoscale
+}
+
+// addBenchFlags registers the flags of "delayq bench" on cmd, which has
+// the connection flags already.
+func addBenchFlags(cmd *command) *benchFlags {
+	f := &benchFlags{
+		cfg:    benchConfig{stderr: cmd.stderr},
+		poll:   durationFlag{d: delayq.DefaultPollInterval},
+		warmup: durationFlag{d: defaultLimitedWarmup}, window: durationFlag{d: defaultLimitedWindow},
+		duration: durationFlag{d: defaultAutoscaleDuration}, shrinkAfter: durationFlag{d: defaultAutoscaleShrinkAfter},
+	}
+	cfg, fs := &f.cfg, cmd.fs
 	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export, limited and autoscale)")
 	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000, limited 100000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.IntVar(&cfg.claimBatch, "claim-batch", 0, "ids a consumer claims per partition and round trip (0: the library's default)")
-	batch := fs.Bool("batch", false, "enqueue with EnqueueBatch instead of single calls")
-	async := fs.Bool("async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
+	fs.BoolVar(&f.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
+	fs.BoolVar(&f.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
-	ids := fs.String("ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
-	onDup := fs.String("on-duplicate", "reject", "enqueue, with --ids given: every message's `policy` for an id that exists: reject, replace or debounce (MaxWait 1h); with replace or debounce the ids are sent twice")
+	fs.StringVar(&f.ids, "ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
+	fs.StringVar(&f.onDuplicate, "on-duplicate", "reject", "enqueue, with --ids given: every message's `policy` for an id that exists: reject, replace or debounce (MaxWait 1h); with replace or debounce the ids are sent twice")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
-	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory (and, limited, commands) on")
-	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
-	procs := fs.Int("procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
-	poll := durationFlag{d: delayq.DefaultPollInterval}
-	fs.Var(&poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
+	fs.StringVar(&f.backends, "backends", "", "comma-separated `host:port` list of the Redis servers to measure memory (and, limited, commands) on")
+	fs.IntVar(&f.runs, "runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
+	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
+	fs.Var(&f.poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
 	// No --topic: each run makes its own topic.
 	fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of each run's topic (default 16)")
-	rate := fs.String("rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
+	fs.StringVar(&f.rate, "rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
 	fs.IntVar(&cfg.limited.consumers, "consumers", defaultLimitedConsumers, "limited: `consumers` of the topic, each on a client of its own")
-	warmup := durationFlag{d: defaultLimitedWarmup}
-	fs.Var(&warmup, "warmup", "limited: the `duration` at each rate before its window")
-	window := durationFlag{d: defaultLimitedWindow}
-	fs.Var(&window, "window", "limited: the `duration` measured at each rate")
-	duration := durationFlag{d: defaultAutoscaleDuration}
-	fs.Var(&duration, "duration", "autoscale: the `duration` of the run")
+	fs.Var(&f.warmup, "warmup", "limited: the `duration` at each rate before its window")
+	fs.Var(&f.window, "window", "limited: the `duration` measured at each rate")
+	fs.Var(&f.duration, "duration", "autoscale: the `duration` of the run")
 	fs.IntVar(&cfg.autoscale.maxFleet, "max-consumers", defaultAutoscaleFleet, "autoscale: the most `consumers` at once")
-	shrinkAfter := durationFlag{d: defaultAutoscaleShrinkAfter}
-	fs.Var(&shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
+	fs.Var(&f.shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
 	cmd.addLogLevel(slog.LevelWarn)
-	if err := cmd.parse(args); err != nil {
-		return err
+	return f
+}
+
+// config checks the parsed flags and returns the configuration of the
+// runs they describe.
+func (f *benchFlags) config(cmd *command) (benchConfig, error) {
+	cfg := f.cfg
+	cfg.c, cfg.poll = cmd.c, f.poll.d
+	cfg.autoscale.duration, cfg.autoscale.shrinkAfter = f.duration.d, f.shrinkAfter.d
+	if f.duration.d <= 0 || f.shrinkAfter.d <= 0 {
+		return cfg, cmd.usageErr("--duration and --shrink-after must be positive")
 	}
-	cfg.c, cfg.poll = cmd.c, poll.d
-	cfg.autoscale.duration, cfg.autoscale.shrinkAfter = duration.d, shrinkAfter.d
-	if duration.d <= 0 || shrinkAfter.d <= 0 {
-		return cmd.usageErr("--duration and --shrink-after must be positive")
+	if err := f.checkCounts(cmd); err != nil {
+		return cfg, err
 	}
-	for _, f := range []struct {
+	switch {
+	case f.batch && f.async:
+		return cfg, cmd.usageErr("--batch and --async exclude each other")
+	case f.batch:
+		cfg.mode = modeBatch
+	case f.async:
+		cfg.mode = modeAsync
+	}
+	r, err := delayq.ParseRate(f.rate)
+	if err != nil {
+		return cfg, cmd.usageErr("--rate: %v", err)
+	}
+	cfg.limited.rate, cfg.limited.warmup, cfg.limited.window = r, f.warmup.d, f.window.d
+	switch {
+	case f.warmup.d < 0:
+		return cfg, cmd.usageErr("invalid value %q for flag --warmup: negative", f.warmup.d)
+	case f.window.d <= 0:
+		return cfg, cmd.usageErr("invalid value %q for flag --window: must be positive", f.window.d)
+	}
+	if cfg.givenIDs, cfg.onDuplicate, err = f.enqueueIDs(cmd); err != nil {
+		return cfg, err
+	}
+	if f.backends != "" {
+		cfg.backends = strings.Split(f.backends, ",")
+	}
+	return cfg, nil
+}
+
+// checkCounts checks the flags that count: none negative, and those
+// that a run cannot do without at least 1.
+func (f *benchFlags) checkCounts(cmd *command) error {
+	cfg := &f.cfg
+	for _, c := range []struct {
 		name string
 		v    int
-	}{{"n", cfg.n}, {"procs", *procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
-		if err := cmd.nonNegative(f.name, int64(f.v)); err != nil {
+	}{{"n", cfg.n}, {"procs", f.procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
+		if err := cmd.nonNegative(c.name, int64(c.v)); err != nil {
 			return err
 		}
 	}
-	for _, f := range []struct {
+	for _, c := range []struct {
 		name string
 		v    int
-	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}, {"consumers", cfg.limited.consumers}, {"max-consumers", cfg.autoscale.maxFleet}} {
-		if f.v <= 0 {
-			return cmd.usageErr("invalid value %d for flag --%s: must be positive", f.v, f.name)
-		}
-	}
-	switch {
-	case *batch && *async:
-		return cmd.usageErr("--batch and --async exclude each other")
-	case *batch:
-		cfg.mode = modeBatch
-	case *async:
-		cfg.mode = modeAsync
-	}
-	r, err := delayq.ParseRate(*rate)
-	if err != nil {
-		return cmd.usageErr("--rate: %v", err)
-	}
-	cfg.limited.rate, cfg.limited.warmup, cfg.limited.window = r, warmup.d, window.d
-	switch {
-	case warmup.d < 0:
-		return cmd.usageErr("invalid value %q for flag --warmup: negative", warmup.d)
-	case window.d <= 0:
-		return cmd.usageErr("invalid value %q for flag --window: must be positive", window.d)
-	}
-	switch *ids {
-	case "generated":
-	case "given":
-		cfg.givenIDs = true
-	default:
-		return cmd.usageErr("invalid value %q for flag --ids: want generated or given", *ids)
-	}
-	if cfg.onDuplicate, err = delayq.ParseOnDuplicate(*onDup); err != nil {
-		return cmd.usageErr("invalid value %q for flag --on-duplicate: want reject, replace or debounce", *onDup)
-	}
-	if cfg.onDuplicate != delayq.Reject && !cfg.givenIDs {
-		return cmd.usageErr("--on-duplicate %s needs --ids given: a generated id is new, so no policy for an existing one applies", cfg.onDuplicate)
-	}
-	if *backends != "" {
-		cfg.backends = strings.Split(*backends, ",")
-	}
-	var workloads []string
-	switch cfg.workload {
-	case "all":
-		workloads = []string{"enqueue", "burst", "spread", "duenow"}
-	case "enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale":
-		workloads = []string{cfg.workload}
-	default:
-		return cmd.usageErr("invalid value %q for flag --workload: want one of %s", cfg.workload, strings.Join(benchWorkloads, ", "))
-	}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
-	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile %s: %w", *cpuprofile, err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	for _, w := range workloads {
-		run := cfg
-		run.workload = w
-		var lines []string
-		for range *runs {
-			var line string
-			var err error
-			steal := startSteal()
-			switch w {
-			case "enqueue":
-				line, err = benchEnqueue(ctx, run)
-			case "burst":
-				line, err = benchBurst(ctx, run)
-			case "spread":
-				line, err = benchSpread(ctx, run)
-			case "duenow":
-				line, err = benchDueNow(ctx, run)
-			case "export":
-				line, err = benchExport(ctx, run)
-			case "limited":
-				line, err = benchLimited(ctx, run)
-			case "autoscale":
-				line, err = benchAutoscale(ctx, run)
-			}
-			if err != nil {
-				return fmt.Errorf("bench %s: %w", w, err)
-			}
-			line += steal.String() + fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
-			fmt.Fprintln(stdout, line)
-			lines = append(lines, line)
-		}
-		if len(lines) > 1 {
-			fmt.Fprintln(stdout, medianLine(lines))
+	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", f.runs}, {"consumers", cfg.limited.consumers}, {"max-consumers", cfg.autoscale.maxFleet}} {
+		if c.v <= 0 {
+			return cmd.usageErr("invalid value %d for flag --%s: must be positive", c.v, c.name)
 		}
 	}
 	return nil
+}
+
+// enqueueIDs reads --ids and --on-duplicate: whether the enqueue workload
+// gives its messages ids, and the policy of every message, which needs
+// given ids unless it is reject.
+func (f *benchFlags) enqueueIDs(cmd *command) (given bool, policy delayq.OnDuplicate, err error) {
+	switch f.ids {
+	case "generated":
+	case "given":
+		given = true
+	default:
+		return false, delayq.Reject, cmd.usageErr("invalid value %q for flag --ids: want generated or given", f.ids)
+	}
+	if policy, err = delayq.ParseOnDuplicate(f.onDuplicate); err != nil {
+		return false, delayq.Reject, cmd.usageErr("invalid value %q for flag --on-duplicate: want reject, replace or debounce", f.onDuplicate)
+	}
+	if policy != delayq.Reject && !given {
+		return false, delayq.Reject, cmd.usageErr("--on-duplicate %s needs --ids given: a generated id is new, so no policy for an existing one applies", policy)
+	}
+	return given, policy, nil
+}
+
+// workloads returns the workloads --workload names, in the order they run.
+func (f *benchFlags) workloads(cmd *command) ([]string, error) {
+	w := f.cfg.workload
+	switch {
+	case w == "all":
+		return []string{"enqueue", "burst", "spread", "duenow"}, nil
+	case benchRuns[w] != nil:
+		return []string{w}, nil
+	}
+	return nil, cmd.usageErr("invalid value %q for flag --workload: want one of %s", w, strings.Join(benchWorkloads, ", "))
+}
+
+// benchRuns runs each workload once and returns its line.
+var benchRuns = map[string]func(context.Context, benchConfig) (string, error){
+	"enqueue":   benchEnqueue,
+	"burst":     benchBurst,
+	"spread":    benchSpread,
+	"duenow":    benchDueNow,
+	"export":    benchExport,
+	"limited":   benchLimited,
+	"autoscale": benchAutoscale,
+}
+
+// runWorkload runs workload w runs times, printing the line of each run,
+// with the steal and GOMAXPROCS it had, then, after more than one, the
+// line of their medians.
+func runWorkload(ctx context.Context, cfg benchConfig, w string, runs int, stdout io.Writer) error {
+	cfg.workload = w
+	var lines []string
+	for range runs {
+		steal := startSteal()
+		line, err := benchRuns[w](ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", w, err)
+		}
+		line += steal.String() + fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
+		fmt.Fprintln(stdout, line)
+		lines = append(lines, line)
+	}
+	if len(lines) > 1 {
+		fmt.Fprintln(stdout, medianLine(lines))
+	}
+	return nil
+}
+
+// startCPUProfile profiles the CPU into the file at path (--cpuprofile)
+// until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // medianLine summarizes the lines of several runs of one workload: the
