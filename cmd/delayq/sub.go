@@ -266,14 +266,7 @@ type deliveryPrinter struct {
 
 // print writes the line of d, started at deliveredAt.
 func (p *deliveryPrinter) print(d *delayq.Delivery, deliveredAt time.Time) error {
-	line, err := encodeDelivery(d, deliveredAt)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, err = p.w.Write(line)
-	return err
+	return p.write(encodeDelivery(d, deliveredAt))
 }
 
 // endJSON is the line "sub --ends" prints when a handler returns.
@@ -285,7 +278,12 @@ type endJSON struct {
 
 // printEnd writes the line of the end of d's handler, at endedAt.
 func (p *deliveryPrinter) printEnd(d *delayq.Delivery, endedAt time.Time) error {
-	line, err := marshalLine(endJSON{Ended: d.ID, Attempt: d.Attempt, EndedAt: endedAt.UTC().Format(time.RFC3339Nano)})
+	return p.write(marshalLine(endJSON{Ended: d.ID, Attempt: d.Attempt, EndedAt: endedAt.UTC().Format(time.RFC3339Nano)}))
+}
+
+// write writes line in one write, unless err, the error of encoding it,
+// is not nil: then it returns err.
+func (p *deliveryPrinter) write(line []byte, err error) error {
 	if err != nil {
 		return err
 	}
