@@ -4,25 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/portable"
 )
-
-// usedMemory sums used_memory over the backends (0 without --backends).
-func (cfg benchConfig) usedMemory(ctx context.Context) (int64, error) {
-	var total int64
-	for _, b := range cfg.backends {
-		m, err := portable.BackendUsedMemory(ctx, strings.TrimSpace(b), cfg.c.password)
-		if err != nil {
-			return 0, err
-		}
-		total += m
-	}
-	return total, nil
-}
 
 // benchEnqueue runs the enqueue workload. With a policy for existing ids
 // (--on-duplicate replace or debounce), the ids are sent twice, each pass
@@ -53,7 +39,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (line string, err error)
 	if err := createTopic(ctx, cfg, c, topic); err != nil { // not part of the timing
 		return "", err
 	}
-	mem0, err := cfg.usedMemory(ctx)
+	mem0, err := sumBackends(ctx, cfg, portable.BackendUsedMemory)
 	if err != nil {
 		return "", err
 	}
@@ -100,7 +86,7 @@ func benchEnqueue(ctx context.Context, cfg benchConfig) (line string, err error)
 		}
 	}
 	if len(cfg.backends) > 0 {
-		mem1, err := cfg.usedMemory(ctx)
+		mem1, err := sumBackends(ctx, cfg, portable.BackendUsedMemory)
 		if err != nil {
 			return "", err
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -95,7 +94,7 @@ func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error)
 		if err := waitFor(ctx, lc.warmup); err != nil {
 			return limitedPhase{}, err
 		}
-		b0, err := cfg.commandsProcessed(ctx)
+		b0, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
 		if err != nil {
 			return limitedPhase{}, err
 		}
@@ -104,7 +103,7 @@ func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error)
 			return limitedPhase{}, err
 		}
 		d1, c1, took := delivered.Load(), fleet.commands(), time.Since(t0)
-		b1, err := cfg.commandsProcessed(ctx)
+		b1, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
 		if err != nil {
 			return limitedPhase{}, err
 		}
@@ -258,22 +257,8 @@ func (f *fleet) stop() error {
 	return err
 }
 
-// commandsProcessed sums total_commands_processed over the backends (0
-// without --backends), read straight from them, never through --addr.
-func (cfg benchConfig) commandsProcessed(ctx context.Context) (int64, error) {
-	var total int64
-	for _, b := range cfg.backends {
-		v, err := portable.BackendCommandsProcessed(ctx, strings.TrimSpace(b), cfg.c.password)
-		if err != nil {
-			return 0, err
-		}
-		total += v
-	}
-	return total, nil
-}
-
-// infoCommands is how many commands one commandsProcessed sends the
-// backends: an INFO each, after an AUTH with a password.
+// infoCommands is how many commands one read of the backends' commands
+// processed sends them: an INFO each, after an AUTH with a password.
 func (cfg benchConfig) infoCommands() int64 {
 	per := int64(1)
 	if cfg.c.password != "" {
