@@ -20,7 +20,7 @@ func benchBurst(ctx context.Context, cfg benchConfig) (line string, err error) {
 	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
 	// All due at T, far enough ahead for the enqueue to finish before it.
 	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
-	if err := r.enqueue(ctx, cfg, n, "b", func(int) time.Time { return T }); err != nil {
+	if err := r.enqueue(ctx, cfg, n, "b", at(T)); err != nil {
 		return "", err
 	}
 	if time.Now().After(T) {

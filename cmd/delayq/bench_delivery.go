@@ -150,13 +150,6 @@ func (r *delivery) close(ctx context.Context, cfg benchConfig) error {
 
 // enqueue sends n messages due at due(i) with the batch API.
 func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix string, due func(i int) time.Time) error {
-	body := cfg.body()
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: r.topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
-	}
-	batch := cfg
-	batch.mode = modeBatch
-	_, err := produce(ctx, batch, r.prod, msgs, "")
+	_, err := fill(ctx, cfg, r.prod, numbered(r.topic, prefix, n, cfg.body(), due))
 	return err
 }

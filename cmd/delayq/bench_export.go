@@ -35,20 +35,13 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	defer c.Close()
 	body := cfg.body()
 	due := time.Now().Add(time.Hour)
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: src, ID: fmt.Sprintf("x%08d", i), Body: body, At: due}
-	}
 	if err := createTopic(ctx, cfg, c, src); err != nil { // not part of the timing
 		return "", err
 	}
-	fill := cfg
-	fill.mode = modeBatch
-	filled, err := produce(ctx, fill, c, msgs, "")
+	filled, err := fill(ctx, cfg, c, numbered(src, "x", n, body, at(due)))
 	if err != nil {
 		return "", err
 	}
-	msgs = nil
 	f, err := os.CreateTemp("", "delayq-bench-export-*.jsonl")
 	if err != nil {
 		return "", err

@@ -133,18 +133,9 @@ func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error)
 		return "", err
 	}
 
-	body := cfg.body()
-	now := time.Now()
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: topic, ID: fmt.Sprintf("l%08d", i), Body: body, At: now}
-	}
-	fill := cfg
-	fill.mode = modeBatch
-	if _, err := produce(ctx, fill, c, msgs, ""); err != nil {
+	if _, err := fill(ctx, cfg, c, numbered(topic, "l", n, cfg.body(), at(time.Now()))); err != nil {
 		return "", err
 	}
-	msgs = nil
 	fleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
 	if err != nil {
 		return "", err

@@ -22,6 +22,28 @@ const (
 // String names the mode as the enqueue line's mode= does.
 func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
 
+// numbered returns n messages to topic, each with body, due at due(i)
+// and its index after prefix as its id: x00000042.
+func numbered(topic, prefix string, n int, body []byte, due func(i int) time.Time) []delayq.Message {
+	msgs := make([]delayq.Message, n)
+	for i := range msgs {
+		msgs[i] = delayq.Message{Topic: topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
+	}
+	return msgs
+}
+
+// at is a due for numbered: every message at t.
+func at(t time.Time) func(int) time.Time {
+	return func(int) time.Time { return t }
+}
+
+// fill enqueues msgs as produce does, with EnqueueBatch whatever --batch
+// and --async say, and returns the time it took.
+func fill(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message) (time.Duration, error) {
+	cfg.mode = modeBatch
+	return produce(ctx, cfg, c, msgs, "")
+}
+
 // produce enqueues msgs from cfg.producers goroutines and returns the
 // time it took. Unless want is empty, a single or batch call whose
 // outcome is another fails the run (EnqueueAsync reports no outcome).
