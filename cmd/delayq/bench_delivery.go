@@ -140,6 +140,17 @@ func startDelivery(ctx context.Context, cfg benchConfig, n int) (*delivery, erro
 	return r, nil
 }
 
+// withDelivery starts a delivery of n messages, runs run with it, then
+// closes it, whatever run returned.
+func withDelivery(ctx context.Context, cfg benchConfig, n int, run func(r *delivery) (string, error)) (line string, err error) {
+	r, err := startDelivery(ctx, cfg, n)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
+	return run(r)
+}
+
 // close stops the consumer, closes both clients and drops the topic.
 func (r *delivery) close(ctx context.Context, cfg benchConfig) error {
 	r.stop()

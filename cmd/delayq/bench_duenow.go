@@ -15,58 +15,55 @@ import (
 // the owners' reads of the wake-up counters, every ChangePoll, at a fixed
 // phase) to an idle topic that two consumers run: their lateness shows how
 // soon a write wakes its partition's owner.
-func benchDueNow(ctx context.Context, cfg benchConfig) (line string, err error) {
+func benchDueNow(ctx context.Context, cfg benchConfig) (string, error) {
 	n := cfg.count(200)
-	r, err := startDelivery(ctx, cfg, n)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
-	k, err := r.cons.NewConsumer(delayq.ConsumerOptions{Topic: r.topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, r.l.handle)
-	if err != nil {
-		return "", err
-	}
-	kctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- k.Run(kctx) }()
-	defer func() {
-		cancel()
-		err = errors.Join(err, <-done)
-	}()
-	info, err := r.cons.Partitions(ctx, r.topic)
-	if err != nil {
-		return "", err
-	}
-	for deadline := time.Now().Add(30 * time.Second); len(k.Stats().Owned) < info.Count/2; {
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the second consumer owns %d partitions after 30s", len(k.Stats().Owned))
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	idle := time.NewTimer(cfg.poll * 3 / 2) // past the polls of the start
-	select {
-	case <-ctx.Done():
-		idle.Stop()
-		return "", ctx.Err()
-	case <-idle.C:
-	}
-	body := cfg.body()
-	for i := range n {
-		if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
+	return withDelivery(ctx, cfg, n, func(r *delivery) (line string, err error) {
+		k, err := r.cons.NewConsumer(delayq.ConsumerOptions{Topic: r.topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, r.l.handle)
+		if err != nil {
 			return "", err
 		}
+		kctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- k.Run(kctx) }()
+		defer func() {
+			cancel()
+			err = errors.Join(err, <-done)
+		}()
+		info, err := r.cons.Partitions(ctx, r.topic)
+		if err != nil {
+			return "", err
+		}
+		for deadline := time.Now().Add(30 * time.Second); len(k.Stats().Owned) < info.Count/2; {
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("the second consumer owns %d partitions after 30s", len(k.Stats().Owned))
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		idle := time.NewTimer(cfg.poll * 3 / 2) // past the polls of the start
 		select {
 		case <-ctx.Done():
+			idle.Stop()
 			return "", ctx.Err()
-		case <-time.After(10*time.Millisecond + rand.N(40*time.Millisecond)):
+		case <-idle.C:
 		}
-	}
-	if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups), nil
+		body := cfg.body()
+		for i := range n {
+			if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
+				return "", err
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10*time.Millisecond + rand.N(40*time.Millisecond)):
+			}
+		}
+		if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups), nil
+	})
 }

@@ -68,95 +68,90 @@ func (p limitedPhase) at(rate float64) string {
 // consumers' clients sent and, with --backends, the commands a second the
 // backends ran (INFO stats, commands inside scripts included): what the
 // topic costs follows its rate, not its backlog.
-func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error) {
+func benchLimited(ctx context.Context, cfg benchConfig) (string, error) {
 	n := cfg.count(100000)
 	lc := cfg.limited
-	topic := benchTopic("limited")
-	c, err := cfg.client(topic)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after every Close
-	defer c.Close()
-	if err := createTopic(ctx, cfg, c, topic); err != nil {
-		return "", err
-	}
-	// Limited before any consumer runs: none ever drains it unlimited.
-	if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
-		return "", err
-	}
-	var delivered atomic.Int64
-	handle := func(context.Context, *delayq.Delivery) error {
-		delivered.Add(1)
-		return nil
-	}
-	measure := func(fleet *fleet) (limitedPhase, error) {
-		if err := waitFor(ctx, lc.warmup); err != nil {
-			return limitedPhase{}, err
+	return onTopic(ctx, cfg, "limited", func(c *delayq.Client, topic string) (line string, err error) {
+		if err := createTopic(ctx, cfg, c, topic); err != nil {
+			return "", err
 		}
-		b0, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
+		// Limited before any consumer runs: none ever drains it unlimited.
+		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
+			return "", err
+		}
+		var delivered atomic.Int64
+		handle := func(context.Context, *delayq.Delivery) error {
+			delivered.Add(1)
+			return nil
+		}
+		measure := func(fleet *fleet) (limitedPhase, error) {
+			if err := waitFor(ctx, lc.warmup); err != nil {
+				return limitedPhase{}, err
+			}
+			b0, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
+			if err != nil {
+				return limitedPhase{}, err
+			}
+			d0, c0, t0 := delivered.Load(), fleet.commands(), time.Now()
+			if err := waitFor(ctx, lc.window); err != nil {
+				return limitedPhase{}, err
+			}
+			d1, c1, took := delivered.Load(), fleet.commands(), time.Since(t0)
+			b1, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
+			if err != nil {
+				return limitedPhase{}, err
+			}
+			if d1 >= int64(n) {
+				return limitedPhase{}, fmt.Errorf("the backlog of %d messages ran out during a window: use a larger --n", n)
+			}
+			secs := took.Seconds()
+			return limitedPhase{
+				delivered: float64(d1-d0) / secs,
+				cmds:      float64(c1-c0) / secs,
+				// The first reading's own INFO (and AUTH) count in the second.
+				backendCmds:  float64(b1-b0-cfg.infoCommands()) / secs,
+				backendsRead: len(cfg.backends) > 0,
+			}, nil
+		}
+		// The idle window has a fleet of its own: the reconciler of the
+		// backlog's fleet then starts its sweeps with the backlog there, and
+		// every window with a backlog is within the first of them (at 256
+		// records a pass, a pass a partition every 5 s: about 2 min for
+		// 100000 messages).
+		idleFleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
 		if err != nil {
-			return limitedPhase{}, err
+			return "", err
 		}
-		d0, c0, t0 := delivered.Load(), fleet.commands(), time.Now()
-		if err := waitFor(ctx, lc.window); err != nil {
-			return limitedPhase{}, err
+		idle, err := measure(idleFleet)
+		if err = errors.Join(err, idleFleet.stop()); err != nil {
+			return "", err
 		}
-		d1, c1, took := delivered.Load(), fleet.commands(), time.Since(t0)
-		b1, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
-		if err != nil {
-			return limitedPhase{}, err
-		}
-		if d1 >= int64(n) {
-			return limitedPhase{}, fmt.Errorf("the backlog of %d messages ran out during a window: use a larger --n", n)
-		}
-		secs := took.Seconds()
-		return limitedPhase{
-			delivered: float64(d1-d0) / secs,
-			cmds:      float64(c1-c0) / secs,
-			// The first reading's own INFO (and AUTH) count in the second.
-			backendCmds:  float64(b1-b0-cfg.infoCommands()) / secs,
-			backendsRead: len(cfg.backends) > 0,
-		}, nil
-	}
-	// The idle window has a fleet of its own: the reconciler of the
-	// backlog's fleet then starts its sweeps with the backlog there, and
-	// every window with a backlog is within the first of them (at 256
-	// records a pass, a pass a partition every 5 s: about 2 min for
-	// 100000 messages).
-	idleFleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
-	if err != nil {
-		return "", err
-	}
-	idle, err := measure(idleFleet)
-	if err = errors.Join(err, idleFleet.stop()); err != nil {
-		return "", err
-	}
 
-	if _, err := fill(ctx, cfg, c, numbered(topic, "l", n, cfg.body(), at(time.Now()))); err != nil {
-		return "", err
-	}
-	fleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, fleet.stop()) }()
-	slow, err := measure(fleet)
-	if err != nil {
-		return "", err
-	}
-	// The consumers are told of the change at once; the warm-up covers
-	// the rest.
-	if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
-		return "", err
-	}
-	fast, err := measure(fleet)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("workload=limited n=%d consumers=%d window_s=%s %s %s %s",
-		n, lc.consumers, strconv.FormatFloat(lc.window.Seconds(), 'f', -1, 64),
-		idle.idle(), slow.at(lc.rate), fast.at(2*lc.rate)), nil
+		if _, err := fill(ctx, cfg, c, numbered(topic, "l", n, cfg.body(), at(time.Now()))); err != nil {
+			return "", err
+		}
+		fleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
+		if err != nil {
+			return "", err
+		}
+		defer func() { err = errors.Join(err, fleet.stop()) }()
+		slow, err := measure(fleet)
+		if err != nil {
+			return "", err
+		}
+		// The consumers are told of the change at once; the warm-up covers
+		// the rest.
+		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
+			return "", err
+		}
+		fast, err := measure(fleet)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("workload=limited n=%d consumers=%d window_s=%s %s %s %s",
+			n, lc.consumers, strconv.FormatFloat(lc.window.Seconds(), 'f', -1, 64),
+			idle.idle(), slow.at(lc.rate), fast.at(2*lc.rate)), nil
+	})
 }
 
 // waitFor waits d, or until ctx is done.

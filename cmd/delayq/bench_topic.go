@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -13,6 +14,20 @@ import (
 // bench-<workload>-<random>.
 func benchTopic(workload string) string {
 	return "bench-" + workload + "-" + strings.ToLower(delayq.NewID(time.Now())[20:])
+}
+
+// onTopic runs run with a client of a new topic for a run of workload,
+// then closes the client and drops the topic, whatever run returned: a
+// run leaves nothing behind.
+func onTopic(ctx context.Context, cfg benchConfig, workload string, run func(c *delayq.Client, topic string) (string, error)) (line string, err error) {
+	topic := benchTopic(workload)
+	c, err := cfg.client(topic)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after Close, and after every Close within run
+	defer c.Close()
+	return run(c, topic)
 }
 
 // dropTopic deletes every key of a run's topic once the run's clients
