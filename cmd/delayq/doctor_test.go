@@ -136,10 +136,7 @@ func TestDoctorUsage(t *testing.T) {
 		{"doctor", "--topic", "t"},
 	} {
 		_, _, err := runArgs(t, args...)
-		var ue *usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("%v: err = %v, want a usage error", args, err)
-		}
+		checkUsageError(t, args, err)
 	}
 }
 
