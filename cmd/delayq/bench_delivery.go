@@ -87,11 +87,9 @@ func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic strin
 		if info, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if err := waitFor(ctx, 10*time.Millisecond); err != nil {
 			stop()
-			return nil, nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+			return nil, nil, err
 		}
 	}
 	return k, stop, nil

@@ -37,28 +37,20 @@ func benchDueNow(ctx context.Context, cfg benchConfig) (string, error) {
 			if time.Now().After(deadline) {
 				return "", fmt.Errorf("the second consumer owns %d partitions after 30s", len(k.Stats().Owned))
 			}
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case <-time.After(10 * time.Millisecond):
+			if err := waitFor(ctx, 10*time.Millisecond); err != nil {
+				return "", err
 			}
 		}
-		idle := time.NewTimer(cfg.poll * 3 / 2) // past the polls of the start
-		select {
-		case <-ctx.Done():
-			idle.Stop()
-			return "", ctx.Err()
-		case <-idle.C:
+		if err := waitFor(ctx, cfg.poll*3/2); err != nil { // past the polls of the start
+			return "", err
 		}
 		body := cfg.body()
 		for i := range n {
 			if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
 				return "", err
 			}
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case <-time.After(10*time.Millisecond + rand.N(40*time.Millisecond)):
+			if err := waitFor(ctx, 10*time.Millisecond+rand.N(40*time.Millisecond)); err != nil {
+				return "", err
 			}
 		}
 		if err := waitDone(ctx, r.l, 30*time.Second); err != nil {

@@ -154,18 +154,6 @@ func benchLimited(ctx context.Context, cfg benchConfig) (string, error) {
 	})
 }
 
-// waitFor waits d, or until ctx is done.
-func waitFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // fleet is consumers of one topic, each with a client of its own, as
 // separate processes would run them.
 type fleet struct {

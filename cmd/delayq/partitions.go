@@ -132,11 +132,9 @@ func followChange(ctx context.Context, client *delayq.Client, topic string, w *p
 	}
 	said := false
 	for {
-		select {
-		case <-ctx.Done():
+		if waitFor(ctx, partitionsPoll) != nil {
 			w.end()
 			return interrupted(info)
-		case <-time.After(partitionsPoll):
 		}
 		next, err := client.Partitions(ctx, topic)
 		if err != nil {

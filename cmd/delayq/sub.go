@@ -209,14 +209,7 @@ func simulateWork(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitFor(ctx, d)
 }
 
 // deliveryJSON is the line "sub" prints for a delivery.
