@@ -3,24 +3,18 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	mrand "math/rand/v2"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/portable"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // benchConfig is what one benchmark run needs.
@@ -44,220 +38,290 @@ type benchConfig struct {
 	stderr      io.Writer
 }
 
-// enqueueMode is how producers enqueue.
-type enqueueMode int
-
-const (
-	modeSingle enqueueMode = iota // Enqueue
-	modeAsync                     // EnqueueAsync
-	modeBatch                     // EnqueueBatch
-)
-
-func (m enqueueMode) String() string { return [...]string{"single", "async", "batch"}[m] }
-
 // benchWorkloads are the values --workload accepts: "all" runs every
 // one but export and limited, which take long.
 var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale", "all"}
 
+// benchAbout is the description "delayq bench -h" prints.
+const benchAbout = "Runs a benchmark workload against --addr and prints one line per run:\n" +
+	"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n" +
+	"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n" +
+	"           EnqueueBatch (--batch), with ids the client generates or, with\n" +
+	"           --ids given, ids the bench chooses; the line gives the rate, and the\n" +
+	"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n" +
+	"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n" +
+	"           every message has that policy, and the n ids are sent twice: new\n" +
+	"           (pass=create), then again, each replacing its message (pass=replace);\n" +
+	"  burst:   n messages all due at one instant, consumers running before it:\n" +
+	"           drain rate from that instant and lateness (handler start - due);\n" +
+	"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n" +
+	"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n" +
+	"           topic that two consumers run: lateness;\n" +
+	"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n" +
+	"           exported to a file unpaced, exported again paced, then imported\n" +
+	"           into another topic, and deleted as delete --in does: the rates,\n" +
+	"           peak heap and (--backends) the\n" +
+	"           backends' CPU (not part of all);\n" +
+	"  limited: a topic with a rate limit of --rate that --consumers consumers run\n" +
+	"           (each on a client of its own): after --warmup, over --window, the\n" +
+	"           commands/s the consumers sent and (--backends) the commands/s the\n" +
+	"           backends ran, scripts' included, while the topic is empty; then\n" +
+	"           the same and the deliveries/s with n messages (default 100000)\n" +
+	"           all due at once, at the rate and at twice it (not part of all:\n" +
+	"           about 75 s a run);\n" +
+	"  autoscale: a topic of 4 partitions on an automatic count (--shrink-after\n" +
+	"           1m) whose consumers join and leave at random for --duration (1 to\n" +
+	"           --max-consumers of them, 1 to 4 every 5 to 40 s) while 20 messages\n" +
+	"           a second fall due: the changes of the count against the most its\n" +
+	"           damping allows, and the deliveries (not part of all).\n" +
+	"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n" +
+	"deletes all of its keys afterwards, even after a failure. --backends lists the\n" +
+	"Redis servers behind a proxy (or the server itself) to measure used memory per\n" +
+	"queued message there, and the commands they run (INFO memory and INFO stats\n" +
+	"are sent to those backends only, never to --addr). With --runs N each workload\n" +
+	"runs N times, then a line gives the median of each figure over its runs\n" +
+	"(runs=N stat=median).\n" +
+	"Each line ends with steal_pct=, the share of the machine's CPU time a\n" +
+	"hypervisor took during the run, or the clock tick after a shorter run\n" +
+	"(Linux: /proc/stat), and procs=, the\n" +
+	"GOMAXPROCS the run had (--procs)."
+
 // runBench implements "delayq bench": the workloads of docs/benchmarks.md
 // in one process, printing one line per run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("bench", "--workload "+strings.Join(benchWorkloads, "|")+" [--n N] [flags]",
-		"Runs a benchmark workload against --addr and prints one line per run:\n"+
-			"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n"+
-			"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n"+
-			"           EnqueueBatch (--batch), with ids the client generates or, with\n"+
-			"           --ids given, ids the bench chooses; the line gives the rate, and the\n"+
-			"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n"+
-			"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n"+
-			"           every message has that policy, and the n ids are sent twice: new\n"+
-			"           (pass=create), then again, each replacing its message (pass=replace);\n"+
-			"  burst:   n messages all due at one instant, consumers running before it:\n"+
-			"           drain rate from that instant and lateness (handler start - due);\n"+
-			"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n"+
-			"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n"+
-			"           topic that two consumers run: lateness;\n"+
-			"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n"+
-			"           exported to a file unpaced, exported again paced, then imported\n"+
-			"           into another topic, and deleted as delete --in does: the rates,\n"+
-			"           peak heap and (--backends) the\n"+
-			"           backends' CPU (not part of all);\n"+
-			"  limited: a topic with a rate limit of --rate that --consumers consumers run\n"+
-			"           (each on a client of its own): after --warmup, over --window, the\n"+
-			"           commands/s the consumers sent and (--backends) the commands/s the\n"+
-			"           backends ran, scripts' included, while the topic is empty; then\n"+
-			"           the same and the deliveries/s with n messages (default 100000)\n"+
-			"           all due at once, at the rate and at twice it (not part of all:\n"+
-			"           about 75 s a run);\n"+
-			"  autoscale: a topic of 4 partitions on an automatic count (--shrink-after\n"+
-			"           1m) whose consumers join and leave at random for --duration (1 to\n"+
-			"           --max-consumers of them, 1 to 4 every 5 to 40 s) while 20 messages\n"+
-			"           a second fall due: the changes of the count against the most its\n"+
-			"           damping allows, and the deliveries (not part of all).\n"+
-			"Handlers are no-ops. Each run uses a fresh topic (bench-<workload>-<random>) and\n"+
-			"deletes all of its keys afterwards, even after a failure. --backends lists the\n"+
-			"Redis servers behind a proxy (or the server itself) to measure used memory per\n"+
-			"queued message there, and the commands they run (INFO memory and INFO stats\n"+
-			"are sent to those backends only, never to --addr). With --runs N each workload\n"+
-			"runs N times, then a line gives the median of each figure over its runs\n"+
-			"(runs=N stat=median).\n"+
-			"Each line ends with steal_pct=, the share of the machine's CPU time a\n"+
-			"hypervisor took during the run, or the clock tick after a shorter run\n"+
-			"(Linux: /proc/stat), and procs=, the\n"+
-			"GOMAXPROCS the run had (--procs).",
-		stdout)
-	cfg := benchConfig{stderr: stderr}
-	fs := cmd.fs
+	cmd := newConnCommand("bench", "--workload "+strings.Join(benchWorkloads, "|")+" [--n N] [flags]", benchAbout, stdout, stderr)
+	f := addBenchFlags(cmd)
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.config(cmd)
+	if err != nil {
+		return err
+	}
+	workloads, err := f.workloads(cmd)
+	if err != nil {
+		return err
+	}
+	if f.procs > 0 {
+		runtime.GOMAXPROCS(f.procs)
+	}
+	if f.cpuprofile != "" {
+		stop, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	for _, w := range workloads {
+		if err := runWorkload(ctx, cfg, w, f.runs, stdout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchFlags are the flags of "delayq bench": those benchConfig holds as
+// they are given, in cfg, and the others, which config checks and turns
+// into the rest of cfg.
+type benchFlags struct {
+	cfg          benchConfig
+	batch, async bool
+	ids          string // --ids: generated or given
+	onDuplicate  string
+	backends     string
+	runs, procs  int
+	cpuprofile   string
+	rate         string // limited: --rate
+	poll         durationFlag
+	warmup       durationFlag // limited
+	window       durationFlag // limited
+	duration     durationFlag // autoscale
+	shrinkAfter  durationFlag // autoscale
+}
+
+// addBenchFlags registers the flags of "delayq bench" on cmd, which has
+// the connection flags already.
+func addBenchFlags(cmd *command) *benchFlags {
+	f := &benchFlags{
+		cfg:    benchConfig{stderr: cmd.stderr},
+		poll:   durationFlag{d: delayq.DefaultPollInterval},
+		warmup: durationFlag{d: defaultLimitedWarmup}, window: durationFlag{d: defaultLimitedWindow},
+		duration: durationFlag{d: defaultAutoscaleDuration}, shrinkAfter: durationFlag{d: defaultAutoscaleShrinkAfter},
+	}
+	cfg, fs := &f.cfg, cmd.fs
 	fs.StringVar(&cfg.workload, "workload", "all", "`workload`: "+strings.Join(benchWorkloads[:len(benchWorkloads)-1], ", ")+" or all (every one but export, limited and autoscale)")
 	fs.IntVar(&cfg.n, "n", 0, "`messages` per run (default: enqueue 100000, burst 20000, spread 5000, duenow 200, export 1000000, limited 100000)")
 	fs.IntVar(&cfg.producers, "producers", 16, "producer `goroutines`")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.IntVar(&cfg.claimBatch, "claim-batch", 0, "ids a consumer claims per partition and round trip (0: the library's default)")
-	batch := fs.Bool("batch", false, "enqueue with EnqueueBatch instead of single calls")
-	async := fs.Bool("async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
+	fs.BoolVar(&f.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
+	fs.BoolVar(&f.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
 	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
-	ids := fs.String("ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
-	onDup := fs.String("on-duplicate", "reject", "enqueue, with --ids given: every message's `policy` for an id that exists: reject, replace or debounce (MaxWait 1h); with replace or debounce the ids are sent twice")
+	fs.StringVar(&f.ids, "ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
+	fs.StringVar(&f.onDuplicate, "on-duplicate", "reject", "enqueue, with --ids given: every message's `policy` for an id that exists: reject, replace or debounce (MaxWait 1h); with replace or debounce the ids are sent twice")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")
-	backends := fs.String("backends", "", "comma-separated `host:port` list of the Redis servers to measure memory (and, limited, commands) on")
-	runs := fs.Int("runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
-	procs := fs.Int("procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
-	poll := durationFlag{d: delayq.DefaultPollInterval}
-	fs.Var(&poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
+	fs.StringVar(&f.backends, "backends", "", "comma-separated `host:port` list of the Redis servers to measure memory (and, limited, commands) on")
+	fs.IntVar(&f.runs, "runs", 1, "runs of each workload; with more than one, a last line gives each figure's median over the runs")
+	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
+	fs.Var(&f.poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
 	// No --topic: each run makes its own topic.
 	fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of each run's topic (default 16)")
-	rate := fs.String("rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
+	fs.StringVar(&f.rate, "rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
 	fs.IntVar(&cfg.limited.consumers, "consumers", defaultLimitedConsumers, "limited: `consumers` of the topic, each on a client of its own")
-	warmup := durationFlag{d: defaultLimitedWarmup}
-	fs.Var(&warmup, "warmup", "limited: the `duration` at each rate before its window")
-	window := durationFlag{d: defaultLimitedWindow}
-	fs.Var(&window, "window", "limited: the `duration` measured at each rate")
-	duration := durationFlag{d: defaultAutoscaleDuration}
-	fs.Var(&duration, "duration", "autoscale: the `duration` of the run")
+	fs.Var(&f.warmup, "warmup", "limited: the `duration` at each rate before its window")
+	fs.Var(&f.window, "window", "limited: the `duration` measured at each rate")
+	fs.Var(&f.duration, "duration", "autoscale: the `duration` of the run")
 	fs.IntVar(&cfg.autoscale.maxFleet, "max-consumers", defaultAutoscaleFleet, "autoscale: the most `consumers` at once")
-	shrinkAfter := durationFlag{d: defaultAutoscaleShrinkAfter}
-	fs.Var(&shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
-	cmd.addLogLevel()
-	if err := cmd.parse(args); err != nil {
-		return err
+	fs.Var(&f.shrinkAfter, "shrink-after", "autoscale: the topic's shrink_after (a `duration`)")
+	cmd.addLogLevel(slog.LevelWarn)
+	return f
+}
+
+// config checks the parsed flags and returns the configuration of the
+// runs they describe.
+func (f *benchFlags) config(cmd *command) (benchConfig, error) {
+	cfg := f.cfg
+	cfg.c, cfg.poll = cmd.c, f.poll.d
+	cfg.autoscale.duration, cfg.autoscale.shrinkAfter = f.duration.d, f.shrinkAfter.d
+	if f.duration.d <= 0 || f.shrinkAfter.d <= 0 {
+		return cfg, cmd.usageErr("--duration and --shrink-after must be positive")
 	}
-	cfg.c, cfg.poll = cmd.c, poll.d
-	cfg.autoscale.duration, cfg.autoscale.shrinkAfter = duration.d, shrinkAfter.d
-	if duration.d <= 0 || shrinkAfter.d <= 0 {
-		return cmd.usageErr("--duration and --shrink-after must be positive")
+	if err := f.checkCounts(cmd); err != nil {
+		return cfg, err
 	}
-	for _, f := range []struct {
+	switch {
+	case f.batch && f.async:
+		return cfg, cmd.usageErr("--batch and --async exclude each other")
+	case f.batch:
+		cfg.mode = modeBatch
+	case f.async:
+		cfg.mode = modeAsync
+	}
+	r, err := delayq.ParseRate(f.rate)
+	if err != nil {
+		return cfg, cmd.usageErr("--rate: %v", err)
+	}
+	cfg.limited.rate, cfg.limited.warmup, cfg.limited.window = r, f.warmup.d, f.window.d
+	switch {
+	case f.warmup.d < 0:
+		return cfg, cmd.usageErr("invalid value %q for flag --warmup: negative", f.warmup.d)
+	case f.window.d <= 0:
+		return cfg, cmd.usageErr("invalid value %q for flag --window: must be positive", f.window.d)
+	}
+	if cfg.givenIDs, cfg.onDuplicate, err = f.enqueueIDs(cmd); err != nil {
+		return cfg, err
+	}
+	if f.backends != "" {
+		cfg.backends = strings.Split(f.backends, ",")
+	}
+	return cfg, nil
+}
+
+// checkCounts checks the flags that count: none negative, and those
+// that a run cannot do without at least 1.
+func (f *benchFlags) checkCounts(cmd *command) error {
+	cfg := &f.cfg
+	for _, c := range []struct {
 		name string
 		v    int
-	}{{"n", cfg.n}, {"procs", *procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
-		if err := cmd.nonNegative(f.name, int64(f.v)); err != nil {
+	}{{"n", cfg.n}, {"procs", f.procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
+		if err := cmd.nonNegative(c.name, int64(c.v)); err != nil {
 			return err
 		}
 	}
-	for _, f := range []struct {
+	for _, c := range []struct {
 		name string
 		v    int
-	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", *runs}, {"consumers", cfg.limited.consumers}, {"max-consumers", cfg.autoscale.maxFleet}} {
-		if f.v <= 0 {
-			return cmd.usageErr("invalid value %d for flag --%s: must be positive", f.v, f.name)
-		}
-	}
-	switch {
-	case *batch && *async:
-		return cmd.usageErr("--batch and --async exclude each other")
-	case *batch:
-		cfg.mode = modeBatch
-	case *async:
-		cfg.mode = modeAsync
-	}
-	r, err := delayq.ParseRate(*rate)
-	if err != nil {
-		return cmd.usageErr("--rate: %v", err)
-	}
-	cfg.limited.rate, cfg.limited.warmup, cfg.limited.window = r, warmup.d, window.d
-	switch {
-	case warmup.d < 0:
-		return cmd.usageErr("invalid value %q for flag --warmup: negative", warmup.d)
-	case window.d <= 0:
-		return cmd.usageErr("invalid value %q for flag --window: must be positive", window.d)
-	}
-	switch *ids {
-	case "generated":
-	case "given":
-		cfg.givenIDs = true
-	default:
-		return cmd.usageErr("invalid value %q for flag --ids: want generated or given", *ids)
-	}
-	if cfg.onDuplicate, err = delayq.ParseOnDuplicate(*onDup); err != nil {
-		return cmd.usageErr("invalid value %q for flag --on-duplicate: want reject, replace or debounce", *onDup)
-	}
-	if cfg.onDuplicate != delayq.Reject && !cfg.givenIDs {
-		return cmd.usageErr("--on-duplicate %s needs --ids given: a generated id is new, so no policy for an existing one applies", cfg.onDuplicate)
-	}
-	if *backends != "" {
-		cfg.backends = strings.Split(*backends, ",")
-	}
-	var workloads []string
-	switch cfg.workload {
-	case "all":
-		workloads = []string{"enqueue", "burst", "spread", "duenow"}
-	case "enqueue", "burst", "spread", "duenow", "export", "limited", "autoscale":
-		workloads = []string{cfg.workload}
-	default:
-		return cmd.usageErr("invalid value %q for flag --workload: want one of %s", cfg.workload, strings.Join(benchWorkloads, ", "))
-	}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
-	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile %s: %w", *cpuprofile, err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	for _, w := range workloads {
-		run := cfg
-		run.workload = w
-		var lines []string
-		for range *runs {
-			var line string
-			var err error
-			steal := startSteal()
-			switch w {
-			case "enqueue":
-				line, err = benchEnqueue(ctx, run)
-			case "burst":
-				line, err = benchBurst(ctx, run)
-			case "spread":
-				line, err = benchSpread(ctx, run)
-			case "duenow":
-				line, err = benchDueNow(ctx, run)
-			case "export":
-				line, err = benchExport(ctx, run)
-			case "limited":
-				line, err = benchLimited(ctx, run)
-			case "autoscale":
-				line, err = benchAutoscale(ctx, run)
-			}
-			if err != nil {
-				return fmt.Errorf("bench %s: %w", w, err)
-			}
-			line += steal.String() + fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
-			fmt.Fprintln(stdout, line)
-			lines = append(lines, line)
-		}
-		if len(lines) > 1 {
-			fmt.Fprintln(stdout, medianLine(lines))
+	}{{"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"batch-size", cfg.batchSize}, {"runs", f.runs}, {"consumers", cfg.limited.consumers}, {"max-consumers", cfg.autoscale.maxFleet}} {
+		if c.v <= 0 {
+			return cmd.usageErr("invalid value %d for flag --%s: must be positive", c.v, c.name)
 		}
 	}
 	return nil
+}
+
+// enqueueIDs reads --ids and --on-duplicate: whether the enqueue workload
+// gives its messages ids, and the policy of every message, which needs
+// given ids unless it is reject.
+func (f *benchFlags) enqueueIDs(cmd *command) (given bool, policy delayq.OnDuplicate, err error) {
+	switch f.ids {
+	case "generated":
+	case "given":
+		given = true
+	default:
+		return false, delayq.Reject, cmd.usageErr("invalid value %q for flag --ids: want generated or given", f.ids)
+	}
+	if policy, err = delayq.ParseOnDuplicate(f.onDuplicate); err != nil {
+		return false, delayq.Reject, cmd.usageErr("invalid value %q for flag --on-duplicate: want reject, replace or debounce", f.onDuplicate)
+	}
+	if policy != delayq.Reject && !given {
+		return false, delayq.Reject, cmd.usageErr("--on-duplicate %s needs --ids given: a generated id is new, so no policy for an existing one applies", policy)
+	}
+	return given, policy, nil
+}
+
+// workloads returns the workloads --workload names, in the order they run.
+func (f *benchFlags) workloads(cmd *command) ([]string, error) {
+	w := f.cfg.workload
+	switch {
+	case w == "all":
+		return []string{"enqueue", "burst", "spread", "duenow"}, nil
+	case benchRuns[w] != nil:
+		return []string{w}, nil
+	}
+	return nil, cmd.usageErr("invalid value %q for flag --workload: want one of %s", w, strings.Join(benchWorkloads, ", "))
+}
+
+// benchRuns runs each workload once and returns its line.
+var benchRuns = map[string]func(context.Context, benchConfig) (string, error){
+	"enqueue":   benchEnqueue,
+	"burst":     benchBurst,
+	"spread":    benchSpread,
+	"duenow":    benchDueNow,
+	"export":    benchExport,
+	"limited":   benchLimited,
+	"autoscale": benchAutoscale,
+}
+
+// runWorkload runs workload w runs times, printing the line of each run,
+// with the steal and GOMAXPROCS it had, then, after more than one, the
+// line of their medians.
+func runWorkload(ctx context.Context, cfg benchConfig, w string, runs int, stdout io.Writer) error {
+	cfg.workload = w
+	var lines []string
+	for range runs {
+		steal := startSteal()
+		line, err := benchRuns[w](ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", w, err)
+		}
+		line += steal.String() + fmt.Sprintf(" procs=%d", runtime.GOMAXPROCS(0))
+		fmt.Fprintln(stdout, line)
+		lines = append(lines, line)
+	}
+	if len(lines) > 1 {
+		fmt.Fprintln(stdout, medianLine(lines))
+	}
+	return nil
+}
+
+// startCPUProfile profiles the CPU into the file at path (--cpuprofile)
+// until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // medianLine summarizes the lines of several runs of one workload: the
@@ -305,6 +369,7 @@ func medianLine(lines []string) string {
 	return strings.Join(fields, " ") + fmt.Sprintf(" runs=%d stat=median", len(lines))
 }
 
+// count is --n, or def when --n was not given.
 func (cfg benchConfig) count(def int) int {
 	if cfg.n > 0 {
 		return cfg.n
@@ -312,481 +377,17 @@ func (cfg benchConfig) count(def int) int {
 	return def
 }
 
+// client returns a client of topic configured by the common flags; the
+// caller closes it.
 func (cfg benchConfig) client(topic string) (*delayq.Client, error) {
 	c := cfg.c
 	c.topic = topic
 	return c.client(cfg.stderr)
 }
 
-func benchTopic(workload string) string {
-	return "bench-" + workload + "-" + strings.ToLower(delayq.NewID(time.Now())[20:])
-}
-
+// body returns a random body of --body bytes.
 func (cfg benchConfig) body() []byte {
 	b := make([]byte, cfg.bodySize)
 	rand.Read(b)
 	return b
-}
-
-// usedMemory sums used_memory over the backends (0 without --backends).
-func (cfg benchConfig) usedMemory(ctx context.Context) (int64, error) {
-	var total int64
-	for _, b := range cfg.backends {
-		m, err := portable.BackendUsedMemory(ctx, strings.TrimSpace(b), cfg.c.password)
-		if err != nil {
-			return 0, err
-		}
-		total += m
-	}
-	return total, nil
-}
-
-// produce enqueues msgs from cfg.producers goroutines and returns the
-// time it took. Unless want is empty, a single or batch call whose
-// outcome is another fails the run (EnqueueAsync reports no outcome).
-func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message, want delayq.Outcome) (time.Duration, error) {
-	check := func(id string, got delayq.Outcome) error {
-		if want != "" && got != want {
-			return fmt.Errorf("send %q: outcome %s, want %s", id, got, want)
-		}
-		return nil
-	}
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	fail := func(err error) { once.Do(func() { firstErr = err }) }
-	var wg, writes sync.WaitGroup
-	start := time.Now()
-	for range cfg.producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			step := 1
-			if cfg.mode == modeBatch {
-				step = cfg.batchSize
-			}
-			for {
-				lo := int(next.Add(int64(step))) - step
-				if lo >= len(msgs) || ctx.Err() != nil {
-					return
-				}
-				switch cfg.mode {
-				case modeAsync:
-					writes.Add(1)
-					written := func(_ string, err error) {
-						if err != nil {
-							fail(err)
-						}
-						writes.Done()
-					}
-					if err := c.EnqueueAsync(ctx, msgs[lo], written); err != nil {
-						writes.Done()
-						fail(err)
-						return
-					}
-					continue
-				case modeSingle:
-					res, err := c.Send(ctx, msgs[lo])
-					if err == nil {
-						err = check(msgs[lo].ID, res.Outcome)
-					}
-					if err != nil {
-						fail(err)
-						return
-					}
-					continue
-				}
-				res, err := c.EnqueueBatch(ctx, msgs[lo:min(lo+step, len(msgs))])
-				if err != nil {
-					fail(err)
-					return
-				}
-				for _, r := range res {
-					err := r.Err
-					if err == nil {
-						err = check(r.ID, r.Outcome)
-					}
-					if err != nil {
-						fail(err)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	writes.Wait()
-	return time.Since(start), firstErr
-}
-
-// benchEnqueue runs the enqueue workload. With a policy for existing ids
-// (--on-duplicate replace or debounce), the ids are sent twice, each pass
-// timed on its own: new (every send creates its message), then the same
-// messages again (every send replaces or debounces one).
-func benchEnqueue(ctx context.Context, cfg benchConfig) (line string, err error) {
-	n := cfg.count(100000)
-	topic := benchTopic("enqueue")
-	c, err := cfg.client(topic)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after Close
-	defer c.Close()
-	body := cfg.body()
-	due := time.Now().Add(time.Hour)
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: topic, Body: body, At: due}
-		if cfg.givenIDs {
-			msgs[i].ID = fmt.Sprintf("e%08d", i)
-			msgs[i].OnDuplicate = cfg.onDuplicate
-			if cfg.onDuplicate == delayq.Debounce {
-				msgs[i].MaxWait = benchMaxWait
-			}
-		}
-	}
-	if err := createTopic(ctx, cfg, c, topic); err != nil { // not part of the timing
-		return "", err
-	}
-	mem0, err := cfg.usedMemory(ctx)
-	if err != nil {
-		return "", err
-	}
-	mode := cfg.mode.String()
-	if cfg.mode == modeBatch {
-		mode += fmt.Sprintf("-%d", cfg.batchSize)
-	}
-	line = fmt.Sprintf("workload=enqueue n=%d producers=%d mode=%s", n, cfg.producers, mode)
-	type pass struct {
-		name string
-		want delayq.Outcome
-	}
-	passes := []pass{{"", ""}}
-	switch {
-	case !cfg.givenIDs:
-		line += " ids=generated"
-	case cfg.onDuplicate == delayq.Reject:
-		line += " ids=given policy=reject"
-	default:
-		again := delayq.OutcomeReplaced
-		if cfg.onDuplicate == delayq.Debounce {
-			again = delayq.OutcomeDebounced
-		}
-		line += " ids=given policy=" + cfg.onDuplicate.String()
-		passes = []pass{{"create", delayq.OutcomeCreated}, {"replace", again}}
-	}
-	for _, p := range passes {
-		cmds0 := c.Commands()
-		cpu0, cpuOK := processCPU()
-		took, err := produce(ctx, cfg, c, msgs, p.want)
-		if err != nil {
-			if p.name != "" {
-				err = fmt.Errorf("pass %s: %w", p.name, err)
-			}
-			return "", err
-		}
-		cpu1, _ := processCPU()
-		if p.name != "" {
-			line += " pass=" + p.name
-		}
-		line += fmt.Sprintf(" rate=%.0f cmds_per_msg=%.3f", float64(n)/took.Seconds(), float64(c.Commands()-cmds0)/float64(n))
-		if cpuOK {
-			line += fmt.Sprintf(" client_cpu_us_per_msg=%.2f", float64((cpu1-cpu0).Microseconds())/float64(n))
-		}
-	}
-	if len(cfg.backends) > 0 {
-		mem1, err := cfg.usedMemory(ctx)
-		if err != nil {
-			return "", err
-		}
-		line += fmt.Sprintf(" mem_per_msg=%.0f", float64(mem1-mem0)/float64(n))
-	}
-	return line, nil
-}
-
-// benchMaxWait is the MaxWait of the enqueue workload's debounced
-// messages: as far ahead as their due, so that it caps no due.
-const benchMaxWait = time.Hour
-
-// dropTopic deletes every key of a run's topic once the run's clients
-// are closed, even when the run failed or was interrupted (within
-// dropTimeout): a run leaves nothing behind.
-func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
-	defer cancel()
-	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return s.DropTopic(ctx, topic)
-}
-
-const dropTimeout = 30 * time.Second
-
-// createTopic creates a benchmark's topic with the configured count, as
-// its first message would, and has c read its layout, so that neither
-// is part of the timing.
-func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
-	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	n := cfg.c.partitions
-	if n == 0 {
-		n = delayq.DefaultPartitions
-	}
-	if _, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
-		return err
-	}
-	_, err = c.Stats(ctx, topic)
-	return err
-}
-
-// lateness records handler start - due of every delivery.
-type lateness struct {
-	mu     sync.Mutex
-	lates  []time.Duration
-	last   time.Time
-	seen   map[string]bool
-	dups   int
-	target int
-	done   chan struct{}
-}
-
-func newLateness(n int) *lateness {
-	return &lateness{seen: make(map[string]bool, n), target: n, done: make(chan struct{})}
-}
-
-func (l *lateness) handle(ctx context.Context, d *delayq.Delivery) error {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen[d.ID] {
-		l.dups++
-		return nil
-	}
-	l.seen[d.ID] = true
-	l.lates = append(l.lates, now.Sub(d.Due))
-	l.last = now
-	if len(l.lates) == l.target {
-		close(l.done)
-	}
-	return nil
-}
-
-func (l *lateness) summary() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := slices.Clone(l.lates)
-	slices.Sort(s)
-	q := func(p float64) float64 {
-		if len(s) == 0 {
-			return math.NaN()
-		}
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return float64(s[max(i, 0)]) / float64(time.Millisecond)
-	}
-	return fmt.Sprintf("lateness_ms p50=%.1f p99=%.1f max=%.1f", q(0.50), q(0.99), q(1))
-}
-
-// consume runs a consumer of topic with a no-op handler until stop.
-func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, l *lateness) (*delayq.Consumer, func(), error) {
-	k, err := c.NewConsumer(delayq.ConsumerOptions{
-		Topic: topic, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, ClaimBatch: cfg.claimBatch,
-		PollInterval: cfg.poll,
-	}, l.handle)
-	if err != nil {
-		return nil, nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		k.Shutdown(sctx)
-		<-done
-	}
-	// Wait until it owns every partition, so the run measures delivery.
-	for {
-		if info, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			stop()
-			return nil, nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return k, stop, nil
-}
-
-func waitDone(ctx context.Context, l *lateness, timeout time.Duration) error {
-	select {
-	case <-l.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(timeout):
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return fmt.Errorf("only %d of %d messages delivered after %v", len(l.lates), l.target, timeout)
-	}
-}
-
-// delivery is a running burst or spread: a producer client, a consumer
-// client with its consumer running, and the lateness of each delivery.
-type delivery struct {
-	topic      string
-	prod, cons *delayq.Client
-	l          *lateness
-	stop       func()
-}
-
-func startDelivery(ctx context.Context, cfg benchConfig, n int) (*delivery, error) {
-	r := &delivery{topic: benchTopic(cfg.workload), l: newLateness(n)}
-	var err error
-	if r.prod, err = cfg.client(r.topic); err != nil {
-		return nil, err
-	}
-	if r.cons, err = cfg.client(r.topic); err != nil {
-		r.prod.Close()
-		return nil, err
-	}
-	if _, r.stop, err = consume(ctx, cfg, r.cons, r.topic, r.l); err != nil {
-		r.prod.Close()
-		r.cons.Close()
-		return nil, errors.Join(err, dropTopic(ctx, cfg, r.topic))
-	}
-	return r, nil
-}
-
-// close stops the consumer, closes both clients and drops the topic.
-func (r *delivery) close(ctx context.Context, cfg benchConfig) error {
-	r.stop()
-	r.cons.Close()
-	r.prod.Close()
-	return dropTopic(ctx, cfg, r.topic)
-}
-
-// enqueue sends n messages due at due(i) with the batch API.
-func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix string, due func(i int) time.Time) error {
-	body := cfg.body()
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: r.topic, ID: fmt.Sprintf("%s%08d", prefix, i), Body: body, At: due(i)}
-	}
-	batch := cfg
-	batch.mode = modeBatch
-	_, err := produce(ctx, batch, r.prod, msgs, "")
-	return err
-}
-
-func benchBurst(ctx context.Context, cfg benchConfig) (line string, err error) {
-	n := cfg.count(20000)
-	r, err := startDelivery(ctx, cfg, n)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
-	// All due at T, far enough ahead for the enqueue to finish before it.
-	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
-	if err := r.enqueue(ctx, cfg, n, "b", func(int) time.Time { return T }); err != nil {
-		return "", err
-	}
-	if time.Now().After(T) {
-		return "", fmt.Errorf("enqueueing %d messages took past their due time; use a smaller --n", n)
-	}
-	cmds0 := r.cons.Commands()
-	if err := waitDone(ctx, r.l, time.Until(T)+time.Duration(n)*time.Millisecond+30*time.Second); err != nil {
-		return "", err
-	}
-	drain := r.l.last.Sub(T)
-	cmds := float64(r.cons.Commands()-cmds0) / float64(n)
-	return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d",
-		n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups), nil
-}
-
-func benchSpread(ctx context.Context, cfg benchConfig) (line string, err error) {
-	n := cfg.count(5000)
-	r, err := startDelivery(ctx, cfg, n)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
-	start := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond)
-	if err := r.enqueue(ctx, cfg, n, "s", func(i int) time.Time {
-		return start.Add(time.Duration(i) * 10 * time.Second / time.Duration(n))
-	}); err != nil {
-		return "", err
-	}
-	cmds0 := r.cons.Commands()
-	if err := waitDone(ctx, r.l, time.Until(start)+40*time.Second); err != nil {
-		return "", err
-	}
-	cmds := float64(r.cons.Commands()-cmds0) / float64(n)
-	return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups), nil
-}
-
-// benchDueNow: n messages due at once, sent one at a time 10-50 ms apart
-// at random (each call waits for its write; a fixed spacing would meet
-// the owners' reads of the wake-up counters, every ChangePoll, at a fixed
-// phase) to an idle topic that two consumers run: their lateness shows how
-// soon a write wakes its partition's owner.
-func benchDueNow(ctx context.Context, cfg benchConfig) (line string, err error) {
-	n := cfg.count(200)
-	r, err := startDelivery(ctx, cfg, n)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
-	k, err := r.cons.NewConsumer(delayq.ConsumerOptions{Topic: r.topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, r.l.handle)
-	if err != nil {
-		return "", err
-	}
-	kctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- k.Run(kctx) }()
-	defer func() {
-		cancel()
-		err = errors.Join(err, <-done)
-	}()
-	info, err := r.cons.Partitions(ctx, r.topic)
-	if err != nil {
-		return "", err
-	}
-	for deadline := time.Now().Add(30 * time.Second); len(k.Stats().Owned) < info.Count/2; {
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the second consumer owns %d partitions after 30s", len(k.Stats().Owned))
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	idle := time.NewTimer(cfg.poll * 3 / 2) // past the polls of the start
-	select {
-	case <-ctx.Done():
-		idle.Stop()
-		return "", ctx.Err()
-	case <-idle.C:
-	}
-	body := cfg.body()
-	for i := range n {
-		if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
-			return "", err
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(10*time.Millisecond + mrand.N(40*time.Millisecond)):
-		}
-	}
-	if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups), nil
 }

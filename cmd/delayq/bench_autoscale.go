@@ -44,159 +44,154 @@ const (
 // shrink_after) + the shortest change + cooldown, plus one), and the
 // deliveries against the messages due: what a fleet that comes and goes
 // makes the count do.
-func benchAutoscale(ctx context.Context, cfg benchConfig) (line string, err error) {
+func benchAutoscale(ctx context.Context, cfg benchConfig) (string, error) {
 	ac := cfg.autoscale
-	topic := benchTopic("autoscale")
-	c, err := cfg.client(topic)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after every Close
-	defer c.Close()
-	// A fleet of 1 to 16 crosses both thresholds of a topic of 4; the
-	// consumers' clients propose no count, so that none warns when the
-	// count has changed.
-	create := cfg
-	if create.c.partitions == 0 {
-		create.c.partitions = defaultAutoscalePartitions
-	}
-	if err := createTopic(ctx, create, c, topic); err != nil {
-		return "", err
-	}
-	auto := delayq.AutoPartitions{ShrinkAfter: ac.shrinkAfter}
-	if err := c.SetAutoPartitions(ctx, topic, &auto); err != nil {
-		return "", err
-	}
-	settings, err := c.AutoPartitionsOf(ctx, topic)
-	if err != nil {
-		return "", err
-	}
-	var delivered atomic.Int64
-	handle := func(context.Context, *delayq.Delivery) error {
-		delivered.Add(1)
-		return nil
-	}
-	type member struct {
-		c    *delayq.Client
-		stop context.CancelFunc
-		done chan error
-	}
-	var members []member
-	join := func() error {
-		mc, err := cfg.client(topic)
-		if err != nil {
-			return err
+	return onTopic(ctx, cfg, "autoscale", func(c *delayq.Client, topic string) (line string, err error) {
+		// A fleet of 1 to 16 crosses both thresholds of a topic of 4; the
+		// consumers' clients propose no count, so that none warns when the
+		// count has changed.
+		create := cfg
+		if create.c.partitions == 0 {
+			create.c.partitions = defaultAutoscalePartitions
 		}
-		k, err := mc.NewConsumer(delayq.ConsumerOptions{Topic: topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, handle)
-		if err != nil {
-			mc.Close()
-			return err
-		}
-		kctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- k.Run(kctx) }()
-		members = append(members, member{mc, cancel, done})
-		return nil
-	}
-	leave := func() error {
-		i := rand.IntN(len(members))
-		m := members[i]
-		members = append(members[:i], members[i+1:]...)
-		m.stop()
-		err := <-m.done
-		m.c.Close()
-		return err
-	}
-	defer func() {
-		for len(members) > 0 {
-			err = errors.Join(err, leave())
-		}
-	}()
-	if err := join(); err != nil {
-		return "", err
-	}
-
-	// The messages: 20 a second, each due 0 to 5 s after its send.
-	sent := 0
-	sendCtx, stopSending := context.WithCancel(ctx)
-	sending := make(chan error, 1)
-	go func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-sendCtx.Done():
-				sending <- nil
-				return
-			case <-t.C:
-			}
-			d := time.Duration(rand.IntN(5000)) * time.Millisecond
-			if _, err := c.Enqueue(sendCtx, delayq.Message{Topic: topic, Delay: d}); err != nil && sendCtx.Err() == nil {
-				sending <- err
-				return
-			}
-			sent++
-		}
-	}()
-
-	var counts []string
-	last, changes, joins, leaves := "", 0, 0, 0
-	end := time.Now().Add(ac.duration)
-	nextMove := time.Now().Add(randBetween(5*time.Second, 40*time.Second))
-	for time.Now().Before(end) {
-		if err := waitFor(ctx, 500*time.Millisecond); err != nil {
-			stopSending()
+		if err := createTopic(ctx, create, c, topic); err != nil {
 			return "", err
 		}
-		if info, err := c.Partitions(ctx, topic); err == nil {
-			if now := fmt.Sprint(info.Count, "->", info.Next); info.Next != 0 && now != last {
-				changes++
-				counts = append(counts, now)
-				last = now
-			} else if info.Next == 0 {
-				last = ""
-			}
-		}
-		if time.Now().Before(nextMove) {
-			continue
-		}
-		nextMove = time.Now().Add(randBetween(5*time.Second, 40*time.Second))
-		k := 1 + rand.IntN(4)
-		if rand.IntN(2) == 0 {
-			for ; k > 0 && len(members) < ac.maxFleet; k-- {
-				if err := join(); err != nil {
-					stopSending()
-					return "", err
-				}
-				joins++
-			}
-		} else {
-			for ; k > 0 && len(members) > 1; k-- {
-				if err := leave(); err != nil {
-					stopSending()
-					return "", err
-				}
-				leaves++
-			}
-		}
-	}
-	stopSending()
-	if err := <-sending; err != nil {
-		return "", err
-	}
-	// The messages sent are due within 5 s: wait for them.
-	for deadline := time.Now().Add(time.Minute); delivered.Load() < int64(sent) && time.Now().Before(deadline); {
-		if err := waitFor(ctx, 100*time.Millisecond); err != nil {
+		auto := delayq.AutoPartitions{ShrinkAfter: ac.shrinkAfter}
+		if err := c.SetAutoPartitions(ctx, topic, &auto); err != nil {
 			return "", err
 		}
-	}
-	step := min(settings.GrowAfter, settings.ShrinkAfter) + autoscaleMinChange + settings.Cooldown
-	bound := int(ac.duration/step) + 1
-	if len(counts) == 0 {
-		counts = []string{"none"}
-	}
-	return fmt.Sprintf("workload=autoscale duration_s=%.0f joins=%d leaves=%d changes=%d damping_bound=%d changes_seen=%s messages=%d delivered=%d",
-		ac.duration.Seconds(), joins, leaves, changes, bound, strings.Join(counts, ","), sent, delivered.Load()), nil
+		settings, err := c.AutoPartitionsOf(ctx, topic)
+		if err != nil {
+			return "", err
+		}
+		var delivered atomic.Int64
+		handle := func(context.Context, *delayq.Delivery) error {
+			delivered.Add(1)
+			return nil
+		}
+		type member struct {
+			c    *delayq.Client
+			stop context.CancelFunc
+			done chan error
+		}
+		var members []member
+		join := func() error {
+			mc, err := cfg.client(topic)
+			if err != nil {
+				return err
+			}
+			k, err := mc.NewConsumer(delayq.ConsumerOptions{Topic: topic, Concurrency: cfg.concurrency, PollInterval: cfg.poll}, handle)
+			if err != nil {
+				mc.Close()
+				return err
+			}
+			kctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- k.Run(kctx) }()
+			members = append(members, member{mc, cancel, done})
+			return nil
+		}
+		leave := func() error {
+			i := rand.IntN(len(members))
+			m := members[i]
+			members = append(members[:i], members[i+1:]...)
+			m.stop()
+			err := <-m.done
+			m.c.Close()
+			return err
+		}
+		defer func() {
+			for len(members) > 0 {
+				err = errors.Join(err, leave())
+			}
+		}()
+		if err := join(); err != nil {
+			return "", err
+		}
+
+		// The messages: 20 a second, each due 0 to 5 s after its send.
+		sent := 0
+		sendCtx, stopSending := context.WithCancel(ctx)
+		sending := make(chan error, 1)
+		go func() {
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-sendCtx.Done():
+					sending <- nil
+					return
+				case <-t.C:
+				}
+				d := time.Duration(rand.IntN(5000)) * time.Millisecond
+				if _, err := c.Enqueue(sendCtx, delayq.Message{Topic: topic, Delay: d}); err != nil && sendCtx.Err() == nil {
+					sending <- err
+					return
+				}
+				sent++
+			}
+		}()
+
+		var counts []string
+		last, changes, joins, leaves := "", 0, 0, 0
+		end := time.Now().Add(ac.duration)
+		nextMove := time.Now().Add(randBetween(5*time.Second, 40*time.Second))
+		for time.Now().Before(end) {
+			if err := waitFor(ctx, 500*time.Millisecond); err != nil {
+				stopSending()
+				return "", err
+			}
+			if info, err := c.Partitions(ctx, topic); err == nil {
+				if now := fmt.Sprint(info.Count, "->", info.Next); info.Next != 0 && now != last {
+					changes++
+					counts = append(counts, now)
+					last = now
+				} else if info.Next == 0 {
+					last = ""
+				}
+			}
+			if time.Now().Before(nextMove) {
+				continue
+			}
+			nextMove = time.Now().Add(randBetween(5*time.Second, 40*time.Second))
+			k := 1 + rand.IntN(4)
+			if rand.IntN(2) == 0 {
+				for ; k > 0 && len(members) < ac.maxFleet; k-- {
+					if err := join(); err != nil {
+						stopSending()
+						return "", err
+					}
+					joins++
+				}
+			} else {
+				for ; k > 0 && len(members) > 1; k-- {
+					if err := leave(); err != nil {
+						stopSending()
+						return "", err
+					}
+					leaves++
+				}
+			}
+		}
+		stopSending()
+		if err := <-sending; err != nil {
+			return "", err
+		}
+		// The messages sent are due within 5 s: wait for them.
+		for deadline := time.Now().Add(time.Minute); delivered.Load() < int64(sent) && time.Now().Before(deadline); {
+			if err := waitFor(ctx, 100*time.Millisecond); err != nil {
+				return "", err
+			}
+		}
+		step := min(settings.GrowAfter, settings.ShrinkAfter) + autoscaleMinChange + settings.Cooldown
+		bound := int(ac.duration/step) + 1
+		if len(counts) == 0 {
+			counts = []string{"none"}
+		}
+		return fmt.Sprintf("workload=autoscale duration_s=%.0f joins=%d leaves=%d changes=%d damping_bound=%d changes_seen=%s messages=%d delivered=%d",
+			ac.duration.Seconds(), joins, leaves, changes, bound, strings.Join(counts, ","), sent, delivered.Load()), nil
+	})
 }
 
 // randBetween returns a random duration in [lo, hi).

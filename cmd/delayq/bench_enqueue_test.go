@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,9 +70,6 @@ func TestBenchOnDuplicateUsage(t *testing.T) {
 		{[]string{"--on-duplicate", "merge", "--ids", "given"}, `invalid value "merge" for flag --on-duplicate`},
 	} {
 		_, _, err := runArgs(t, append([]string{"bench", "--addr", "127.0.0.1:1", "--workload", "enqueue"}, c.args...)...)
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: err = %v, want a usage error with %q", c.args, err, c.want)
-		}
+		checkUsageError(t, c.args, err, c.want)
 	}
 }

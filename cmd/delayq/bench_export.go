@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,20 +35,13 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	defer c.Close()
 	body := cfg.body()
 	due := time.Now().Add(time.Hour)
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: src, ID: fmt.Sprintf("x%08d", i), Body: body, At: due}
-	}
 	if err := createTopic(ctx, cfg, c, src); err != nil { // not part of the timing
 		return "", err
 	}
-	fill := cfg
-	fill.mode = modeBatch
-	filled, err := produce(ctx, fill, c, msgs, "")
+	filled, err := fill(ctx, cfg, c, numbered(src, "x", n, body, at(due)))
 	if err != nil {
 		return "", err
 	}
-	msgs = nil
 	f, err := os.CreateTemp("", "delayq-bench-export-*.jsonl")
 	if err != nil {
 		return "", err
@@ -132,19 +124,8 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 // use meanwhile (sampled every 10 ms, after a GC before it) and the CPU
 // time the backends (--backends) spent meanwhile.
 func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (took time.Duration, heap uint64, backendCPU time.Duration, err error) {
-	cpu := func() (time.Duration, error) {
-		var total time.Duration
-		for _, b := range cfg.backends {
-			d, err := portable.BackendCPU(ctx, strings.TrimSpace(b), cfg.c.password)
-			if err != nil {
-				return 0, err
-			}
-			total += d
-		}
-		return total, nil
-	}
 	runtime.GC()
-	cpu0, err := cpu()
+	cpu0, err := sumBackends(ctx, cfg, portable.BackendCPU)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -177,7 +158,7 @@ func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (took tim
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	cpu1, err := cpu()
+	cpu1, err := sumBackends(ctx, cfg, portable.BackendCPU)
 	if err != nil {
 		return 0, 0, 0, err
 	}

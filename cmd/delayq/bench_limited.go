@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -69,116 +68,90 @@ func (p limitedPhase) at(rate float64) string {
 // consumers' clients sent and, with --backends, the commands a second the
 // backends ran (INFO stats, commands inside scripts included): what the
 // topic costs follows its rate, not its backlog.
-func benchLimited(ctx context.Context, cfg benchConfig) (line string, err error) {
+func benchLimited(ctx context.Context, cfg benchConfig) (string, error) {
 	n := cfg.count(100000)
 	lc := cfg.limited
-	topic := benchTopic("limited")
-	c, err := cfg.client(topic)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after every Close
-	defer c.Close()
-	if err := createTopic(ctx, cfg, c, topic); err != nil {
-		return "", err
-	}
-	// Limited before any consumer runs: none ever drains it unlimited.
-	if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
-		return "", err
-	}
-	var delivered atomic.Int64
-	handle := func(context.Context, *delayq.Delivery) error {
-		delivered.Add(1)
-		return nil
-	}
-	measure := func(fleet *fleet) (limitedPhase, error) {
-		if err := waitFor(ctx, lc.warmup); err != nil {
-			return limitedPhase{}, err
+	return onTopic(ctx, cfg, "limited", func(c *delayq.Client, topic string) (line string, err error) {
+		if err := createTopic(ctx, cfg, c, topic); err != nil {
+			return "", err
 		}
-		b0, err := cfg.commandsProcessed(ctx)
+		// Limited before any consumer runs: none ever drains it unlimited.
+		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
+			return "", err
+		}
+		var delivered atomic.Int64
+		handle := func(context.Context, *delayq.Delivery) error {
+			delivered.Add(1)
+			return nil
+		}
+		measure := func(fleet *fleet) (limitedPhase, error) {
+			if err := waitFor(ctx, lc.warmup); err != nil {
+				return limitedPhase{}, err
+			}
+			b0, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
+			if err != nil {
+				return limitedPhase{}, err
+			}
+			d0, c0, t0 := delivered.Load(), fleet.commands(), time.Now()
+			if err := waitFor(ctx, lc.window); err != nil {
+				return limitedPhase{}, err
+			}
+			d1, c1, took := delivered.Load(), fleet.commands(), time.Since(t0)
+			b1, err := sumBackends(ctx, cfg, portable.BackendCommandsProcessed)
+			if err != nil {
+				return limitedPhase{}, err
+			}
+			if d1 >= int64(n) {
+				return limitedPhase{}, fmt.Errorf("the backlog of %d messages ran out during a window: use a larger --n", n)
+			}
+			secs := took.Seconds()
+			return limitedPhase{
+				delivered: float64(d1-d0) / secs,
+				cmds:      float64(c1-c0) / secs,
+				// The first reading's own INFO (and AUTH) count in the second.
+				backendCmds:  float64(b1-b0-cfg.infoCommands()) / secs,
+				backendsRead: len(cfg.backends) > 0,
+			}, nil
+		}
+		// The idle window has a fleet of its own: the reconciler of the
+		// backlog's fleet then starts its sweeps with the backlog there, and
+		// every window with a backlog is within the first of them (at 256
+		// records a pass, a pass a partition every 5 s: about 2 min for
+		// 100000 messages).
+		idleFleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
 		if err != nil {
-			return limitedPhase{}, err
+			return "", err
 		}
-		d0, c0, t0 := delivered.Load(), fleet.commands(), time.Now()
-		if err := waitFor(ctx, lc.window); err != nil {
-			return limitedPhase{}, err
+		idle, err := measure(idleFleet)
+		if err = errors.Join(err, idleFleet.stop()); err != nil {
+			return "", err
 		}
-		d1, c1, took := delivered.Load(), fleet.commands(), time.Since(t0)
-		b1, err := cfg.commandsProcessed(ctx)
+
+		if _, err := fill(ctx, cfg, c, numbered(topic, "l", n, cfg.body(), at(time.Now()))); err != nil {
+			return "", err
+		}
+		fleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
 		if err != nil {
-			return limitedPhase{}, err
+			return "", err
 		}
-		if d1 >= int64(n) {
-			return limitedPhase{}, fmt.Errorf("the backlog of %d messages ran out during a window: use a larger --n", n)
+		defer func() { err = errors.Join(err, fleet.stop()) }()
+		slow, err := measure(fleet)
+		if err != nil {
+			return "", err
 		}
-		secs := took.Seconds()
-		return limitedPhase{
-			delivered: float64(d1-d0) / secs,
-			cmds:      float64(c1-c0) / secs,
-			// The first reading's own INFO (and AUTH) count in the second.
-			backendCmds:  float64(b1-b0-cfg.infoCommands()) / secs,
-			backendsRead: len(cfg.backends) > 0,
-		}, nil
-	}
-	// The idle window has a fleet of its own: the reconciler of the
-	// backlog's fleet then starts its sweeps with the backlog there, and
-	// every window with a backlog is within the first of them (at 256
-	// records a pass, a pass a partition every 5 s: about 2 min for
-	// 100000 messages).
-	idleFleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
-	if err != nil {
-		return "", err
-	}
-	idle, err := measure(idleFleet)
-	if err = errors.Join(err, idleFleet.stop()); err != nil {
-		return "", err
-	}
-
-	body := cfg.body()
-	now := time.Now()
-	msgs := make([]delayq.Message, n)
-	for i := range msgs {
-		msgs[i] = delayq.Message{Topic: topic, ID: fmt.Sprintf("l%08d", i), Body: body, At: now}
-	}
-	fill := cfg
-	fill.mode = modeBatch
-	if _, err := produce(ctx, fill, c, msgs, ""); err != nil {
-		return "", err
-	}
-	msgs = nil
-	fleet, err := startFleet(ctx, cfg, topic, lc.consumers, handle)
-	if err != nil {
-		return "", err
-	}
-	defer func() { err = errors.Join(err, fleet.stop()) }()
-	slow, err := measure(fleet)
-	if err != nil {
-		return "", err
-	}
-	// The consumers are told of the change at once; the warm-up covers
-	// the rest.
-	if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
-		return "", err
-	}
-	fast, err := measure(fleet)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("workload=limited n=%d consumers=%d window_s=%s %s %s %s",
-		n, lc.consumers, strconv.FormatFloat(lc.window.Seconds(), 'f', -1, 64),
-		idle.idle(), slow.at(lc.rate), fast.at(2*lc.rate)), nil
-}
-
-// waitFor waits d, or until ctx is done.
-func waitFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+		// The consumers are told of the change at once; the warm-up covers
+		// the rest.
+		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
+			return "", err
+		}
+		fast, err := measure(fleet)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("workload=limited n=%d consumers=%d window_s=%s %s %s %s",
+			n, lc.consumers, strconv.FormatFloat(lc.window.Seconds(), 'f', -1, 64),
+			idle.idle(), slow.at(lc.rate), fast.at(2*lc.rate)), nil
+	})
 }
 
 // fleet is consumers of one topic, each with a client of its own, as
@@ -258,22 +231,8 @@ func (f *fleet) stop() error {
 	return err
 }
 
-// commandsProcessed sums total_commands_processed over the backends (0
-// without --backends), read straight from them, never through --addr.
-func (cfg benchConfig) commandsProcessed(ctx context.Context) (int64, error) {
-	var total int64
-	for _, b := range cfg.backends {
-		v, err := portable.BackendCommandsProcessed(ctx, strings.TrimSpace(b), cfg.c.password)
-		if err != nil {
-			return 0, err
-		}
-		total += v
-	}
-	return total, nil
-}
-
-// infoCommands is how many commands one commandsProcessed sends the
-// backends: an INFO each, after an AUTH with a password.
+// infoCommands is how many commands one read of the backends' commands
+// processed sends them: an INFO each, after an AUTH with a password.
 func (cfg benchConfig) infoCommands() int64 {
 	per := int64(1)
 	if cfg.c.password != "" {

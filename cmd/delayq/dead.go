@@ -26,21 +26,14 @@ Run "delayq dead <subcommand> -h" for the flags of one.
 
 // runDead implements "delayq dead": it dispatches to list, requeue or purge.
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, deadUsage)
-		return usagef("dead", "missing subcommand: list, requeue or purge")
+	op := func(name string) subcommand {
+		return subcommand{name, func(args []string) error { return runDeadOp(ctx, name, args, stdout, stderr) }}
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, deadUsage)
-		return errHelp
-	case "list":
-		return runDeadList(ctx, args[1:], stdout, stderr)
-	case "requeue", "purge":
-		return runDeadOp(ctx, args[0], args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, deadUsage)
-	return usagef("dead", "unknown subcommand %q", args[0])
+	return runSubcommand("dead", deadUsage, []subcommand{
+		{"list", func(args []string) error { return runDeadList(ctx, args, stdout, stderr) }},
+		op("requeue"),
+		op("purge"),
+	}, args, stdout, stderr)
 }
 
 // runDeadList implements "delayq dead list".
@@ -48,7 +41,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cmd := newCommand("dead list", "--topic T [--limit N] [--json]",
 		"Prints up to --limit dead messages, in partition order: a table of id, partition,\n"+
 			"attempts, died_at and last_error, or with --json one JSON object per line, shaped\n"+
-			"like the output of get.", stdout)
+			"like the output of get.", stdout, stderr)
 	limit := cmd.fs.Int("limit", 100, "print at most `n` messages")
 	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
 	if err := cmd.parse(args); err != nil {
@@ -57,19 +50,16 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *limit < 1 {
 		return cmd.usageErr("invalid value %d for flag --limit: must be at least 1", *limit)
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	list, err := client.ListDead(ctx, cmd.c.topic, *limit)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeInfoLines(stdout, list)
-	}
-	return writeDeadTable(stdout, list)
+	return cmd.connect(func(client *delayq.Client) error {
+		list, err := client.ListDead(ctx, cmd.c.topic, *limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeInfoLines(stdout, list)
+		}
+		return writeDeadTable(stdout, list)
+	})
 }
 
 // writeInfoLines writes each message as one line of JSON.
@@ -114,7 +104,7 @@ func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.
 		"requeue": "Makes the given dead messages, or all of them with --all, due now with their\nattempts reset, and prints how many it moved.",
 		"purge":   "Deletes the given dead messages, or all of them with --all, and prints how many\nit deleted.",
 	}[op]
-	cmd := newCommand("dead "+op, "--topic T (--id ID [--id ID...] | --all)", about, stdout)
+	cmd := newCommand("dead "+op, "--topic T (--id ID [--id ID...] | --all)", about, stdout, stderr)
 	var ids stringsFlag
 	cmd.fs.Var(&ids, "id", "dead message `id` (repeatable)")
 	all := cmd.fs.Bool("all", false, "every dead message of the topic")
@@ -132,22 +122,19 @@ func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.
 			return cmd.usageErr("--id is empty")
 		}
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	do, verb := client.RequeueDead, "requeued"
-	if op == "purge" {
-		do, verb = client.PurgeDead, "purged"
-	}
-	n, err := do(ctx, cmd.c.topic, ids...)
-	if err != nil {
-		if n > 0 {
-			fmt.Fprintf(stdout, "%s %d\n", verb, n)
+	return cmd.connect(func(client *delayq.Client) error {
+		do, verb := client.RequeueDead, "requeued"
+		if op == "purge" {
+			do, verb = client.PurgeDead, "purged"
 		}
+		n, err := do(ctx, cmd.c.topic, ids...)
+		if err != nil {
+			if n > 0 {
+				fmt.Fprintf(stdout, "%s %d\n", verb, n)
+			}
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s %d\n", verb, n)
 		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s %d\n", verb, n)
-	return err
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -137,93 +136,7 @@ func TestDoctorUsage(t *testing.T) {
 		{"doctor", "--topic", "t"},
 	} {
 		_, _, err := runArgs(t, args...)
-		var ue *usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("%v: err = %v, want a usage error", args, err)
-		}
-	}
-}
-
-func TestDoctorText(t *testing.T) {
-	rep := &doctorReport{Addr: "h:1", Keys: "dq:doctor:{x}:*", Passed: 2, Failed: 1, Checks: []checkResult{
-		{Name: "PING", OK: true, MS: 0.21},
-		{Name: "ZRANGEBYSCORE WITHSCORES LIMIT", MS: 3000, Error: "ZRANGEBYSCORE zset: i/o timeout"},
-		{Name: "cleanup", OK: true, MS: 1.5},
-	}, Hints: []string{"scripts do not work here"}}
-	var b strings.Builder
-	if err := writeDoctorText(&b, rep); err != nil {
-		t.Fatal(err)
-	}
-	want := "delayq doctor h:1 (scratch keys dq:doctor:{x}:*)\n" +
-		"ok   PING                            0.21ms\n" +
-		"FAIL ZRANGEBYSCORE WITHSCORES LIMIT  3000.00ms: ZRANGEBYSCORE zset: i/o timeout\n" +
-		"ok   cleanup                         1.50ms\n" +
-		"hint scripts do not work here\n" +
-		"1 of 3 checks failed: delayq will not work through this server\n"
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
-	}
-}
-
-// --backends reads each backend's settings straight from it and warns,
-// with the fix, about those that put messages at risk; a proxy given as a
-// backend is a failed check.
-func TestDoctorBackends(t *testing.T) {
-	plain := testenv.Start(t, testenv.Options{Backends: 2})
-	aof := testenv.Start(t, testenv.Options{Backends: 1, AppendOnly: true})
-	stdout, _, err := runArgs(t, "doctor", "--addr", plain.Proxy, "--backends", strings.Join(plain.Backends, ","))
-	if err != nil {
-		t.Fatalf("doctor --backends: %v\n%s", err, stdout)
-	}
-	for _, b := range plain.Backends {
-		for _, want := range []string{
-			"backend " + b + ": redis ", ", maxmemory-policy noeviction, appendonly no",
-			"warn backend " + b + ": appendonly is off",
-		} {
-			if !strings.Contains(stdout, want) {
-				t.Errorf("output lacks %q:\n%s", want, stdout)
-			}
-		}
-	}
-	if strings.Contains(stdout, "maxmemory-policy is") {
-		t.Errorf("a warning about maxmemory-policy with noeviction:\n%s", stdout)
-	}
-
-	stdout, _, err = runArgs(t, "doctor", "--addr", aof.Proxy, "--backends", aof.Backends[0])
-	if err != nil {
-		t.Fatalf("doctor --backends (appendonly): %v\n%s", err, stdout)
-	}
-	if !strings.Contains(stdout, "appendonly yes") || strings.Contains(stdout, "warn backend") {
-		t.Errorf("appendonly yes and noeviction: want no warning:\n%s", stdout)
-	}
-
-	stdout, _, err = runArgs(t, "doctor", "--addr", plain.Proxy, "--backends", plain.Proxy)
-	if err == nil || !strings.Contains(stdout, "backend "+plain.Proxy+": INFO on "+plain.Proxy) {
-		t.Errorf("the proxy as a backend: err %v, want a failed check naming it:\n%s", err, stdout)
-	}
-}
-
-func TestBackendWarnings(t *testing.T) {
-	for _, tc := range []struct {
-		bi   portable.BackendInfo
-		want []string
-	}{
-		{portable.BackendInfo{Version: "7.0.15", MaxmemoryPolicy: "noeviction", AOF: true}, nil},
-		{portable.BackendInfo{Version: "3.2.11", MaxmemoryPolicy: "noeviction", AOF: true}, nil},
-		{portable.BackendInfo{Version: "3.0.7", MaxmemoryPolicy: "noeviction", AOF: true}, []string{"older than 3.2"}},
-		{portable.BackendInfo{Version: "6.2.6", MaxmemoryPolicy: "allkeys-lru", AOF: true}, []string{"maxmemory-policy is allkeys-lru"}},
-		{portable.BackendInfo{Version: "6.2.6", MaxmemoryPolicy: "noeviction"}, []string{"appendonly is off"}},
-	} {
-		got := backendWarnings(tc.bi)
-		if len(got) != len(tc.want) {
-			t.Errorf("%+v: warnings %q, want %d", tc.bi, got, len(tc.want))
-			continue
-		}
-		for i, w := range tc.want {
-			if !strings.Contains(got[i], w) {
-				t.Errorf("%+v: warning %q, want it to say %q", tc.bi, got[i], w)
-			}
-		}
+		checkUsageError(t, args, err)
 	}
 }
 
@@ -255,19 +168,5 @@ func TestDoctorProxies(t *testing.T) {
 	}
 	if reps[0].Failed != 1 || reps[0].Checks[0].Name != "connect" || reps[1].Failed != 0 {
 		t.Errorf("reports: dead %+v; live %d failed", reps[0], reps[1].Failed)
-	}
-}
-
-// TestDoctorTextSingular: a count of one takes the singular ("1 sample").
-func TestDoctorTextSingular(t *testing.T) {
-	var b strings.Builder
-	rep := &doctorReport{}
-	rep.RTT.Ping = &rttStats{Samples: 1, MinMS: 0.1, MedianMS: 0.1, MaxMS: 0.1}
-	rep.RTT.Get = &rttStats{Samples: 2, MinMS: 0.1, MedianMS: 0.1, MaxMS: 0.1}
-	if err := writeDoctorText(&b, rep); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "(1 sample)\n") || !strings.Contains(b.String(), "(2 samples)\n") {
-		t.Errorf("doctor text:\n%s", b.String())
 	}
 }

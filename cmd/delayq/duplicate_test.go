@@ -33,16 +33,7 @@ func TestSendDuplicateUsage(t *testing.T) {
 		{[]string{"--on-duplicate", ""}, []string{`""`, "on-duplicate"}},
 	} {
 		_, _, err := runArgs(t, append([]string{"send", "--addr", "127.0.0.1:1", "--topic", "t", "--id", "x"}, tc.args...)...)
-		var ue *usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("send %v: %v, want a usage error", tc.args, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("send %v: %q lacks %q", tc.args, err, w)
-			}
-		}
+		checkUsageError(t, append([]string{"send"}, tc.args...), err, tc.want...)
 	}
 }
 

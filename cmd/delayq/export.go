@@ -34,7 +34,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"refused. It reads through the proxy in bounded batches while consumers run:\n"+
 			"each message present for the whole export is written exactly once. After each\n"+
 			"batch it pauses --pace times as long as the batch took. It prints its progress\n"+
-			"(count and rate) on stderr every second, and a summary at the end.", stdout)
+			"(count and rate) on stderr every second, and a summary at the end.", stdout, stderr)
 	var states stringsFlag
 	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight or dead (repeatable, or comma-separated)")
 	out := cmd.fs.String("out", "", "write to `file` instead of stdout")
@@ -75,37 +75,34 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer o.Abort()
 		w = o
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	last := time.Now()
-	opts.Progress = func(st delayq.ExportStats) {
-		if time.Since(last) >= progressEvery {
-			last = time.Now()
-			fmt.Fprintf(stderr, "exported %d %s of %s (%.0f/s)\n", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, rate64(st.Exported, st.Elapsed))
+	return cmd.connect(func(client *delayq.Client) error {
+		last := time.Now()
+		opts.Progress = func(st delayq.ExportStats) {
+			if time.Since(last) >= progressEvery {
+				last = time.Now()
+				fmt.Fprintf(stderr, "exported %d %s of %s (%.0f/s)\n", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, rate64(st.Exported, st.Elapsed))
+			}
 		}
-	}
-	st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
-	if o != nil && o.werr != nil {
-		err = o.werr // as it came, without the wrapping of a write through a buffer
-	}
-	if err != nil {
-		return err
-	}
-	if o != nil {
-		if err := o.Commit(); err != nil {
+		st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
+		if o != nil && o.werr != nil {
+			err = o.werr // as it came, without the wrapping of a write through a buffer
+		}
+		if err != nil {
 			return err
 		}
-	}
-	fmt.Fprintf(stderr, "exported %d %s of %s in %v (%.0f/s)", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
-	if st.Corrupt > 0 {
-		fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
-	}
-	fmt.Fprintln(stderr)
-	printExportSchedules(stderr, cmd.c.topic, st)
-	return nil
+		if o != nil {
+			if err := o.Commit(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stderr, "exported %d %s of %s in %v (%.0f/s)", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, st.Elapsed.Round(time.Millisecond), rate64(st.Exported, st.Elapsed))
+		if st.Corrupt > 0 {
+			fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
+		}
+		fmt.Fprintln(stderr)
+		printExportSchedules(stderr, cmd.c.topic, st)
+		return nil
+	})
 }
 
 // rate64 is n per second over d.
@@ -131,7 +128,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			"status is 1 when there was any. A schedule's line (an export of a whole topic\n"+
 			"begins with them) adds the schedule, unless the topic has one of that name,\n"+
 			"and its chain goes on at the occurrence that was pending in the export; the\n"+
-			"occurrences of schedules among the messages are left out.", stdout)
+			"occurrences of schedules among the messages are left out.", stdout, stderr)
 	in := cmd.fs.String("in", "", "read `file` instead of stdin")
 	batch := cmd.fs.Int("batch", delayq.DefaultImportBatch, "messages per write")
 	strict := cmd.fs.Bool("strict", false, "stop at the first malformed line")
@@ -150,45 +147,42 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer f.Close()
 		r = f
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	begin, last := time.Now(), time.Now()
-	badLine := 0 // the last malformed line reported
-	st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
-		Batch: *batch, Strict: *strict,
-		Report: func(line int, id string, err error) {
-			msg := strings.TrimPrefix(err.Error(), "delayq: ")
-			if strings.HasPrefix(msg, "malformed line: ") {
-				badLine = line
-				fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
-				return
-			}
-			fmt.Fprintln(stderr, importRejection(line, id, err))
-		},
-		Progress: func(st delayq.ImportStats) {
-			if time.Since(last) >= progressEvery {
-				last = time.Now()
-				fmt.Fprintf(stderr, "imported %d %s into %s (%.0f/s)\n", st.Imported, plural(st.Imported, "message", "messages"),
-					cmd.c.topic, rate64(st.Imported, time.Since(begin)))
-			}
-		},
+	return cmd.connect(func(client *delayq.Client) error {
+		begin, last := time.Now(), time.Now()
+		badLine := 0 // the last malformed line reported
+		st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
+			Batch: *batch, Strict: *strict,
+			Report: func(line int, id string, err error) {
+				msg := strings.TrimPrefix(err.Error(), "delayq: ")
+				if strings.HasPrefix(msg, "malformed line: ") {
+					badLine = line
+					fmt.Fprintln(stderr, strings.TrimPrefix(msg, "malformed line: ")) // names its line
+					return
+				}
+				fmt.Fprintln(stderr, importRejection(line, id, err))
+			},
+			Progress: func(st delayq.ImportStats) {
+				if time.Since(last) >= progressEvery {
+					last = time.Now()
+					fmt.Fprintf(stderr, "imported %d %s into %s (%.0f/s)\n", st.Imported, plural(st.Imported, "message", "messages"),
+						cmd.c.topic, rate64(st.Imported, time.Since(begin)))
+				}
+			},
+		})
+		elapsed := time.Since(begin)
+		lines := importMessageLines(st)
+		fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, lines, plural(lines, "message", "messages"), cmd.c.topic,
+			elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+		printImportSchedules(stderr, cmd.c.topic, st)
+		if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
+			// The line and its reason are reported above already.
+			return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)
+		}
+		if err != nil {
+			return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
+		}
+		return importErr(st)
 	})
-	elapsed := time.Since(begin)
-	lines := importMessageLines(st)
-	fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, lines, plural(lines, "message", "messages"), cmd.c.topic,
-		elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
-	printImportSchedules(stderr, cmd.c.topic, st)
-	if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
-		// The line and its reason are reported above already.
-		return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)
-	}
-	if err != nil {
-		return fmt.Errorf("import into %s: %w", cmd.c.topic, err)
-	}
-	return importErr(st)
 }
 
 // Deletes of "delete --in": ids per DeleteMany call, calls at once.

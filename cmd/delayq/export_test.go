@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,10 +31,7 @@ func TestExportImportUsage(t *testing.T) {
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, _, err := runArgs(t, tt.args...)
-			var ue *usageError
-			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want a usage error containing %q", err, tt.want)
-			}
+			checkUsageError(t, tt.args, err, tt.want)
 		})
 	}
 }

@@ -28,7 +28,8 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"after the change.\n\n"+
 			"The stored limits are the truth: a worker's [topic.limits] table sets them\n"+
 			"only on a topic whose limits were never set nor cleared, so change them here.\n"+
-			"A topic that does not exist is an error, and nothing is written.", stdout)
+			"A topic that does not exist is an error, and nothing is written.", stdout, stderr)
+	cmd.createsNoTopic = true
 	rate := cmd.fs.String("rate", "", "most deliveries the fleet starts per second: `rate` like 200/s, 600/m, 100/h or 200; 0 removes the rate limit")
 	burst := cmd.fs.Int("burst", 0, "`starts` that may come at once after a quiet spell (needs a rate); 0: the default, a tenth of a second's worth")
 	conc := cmd.fs.Int("concurrency", 0, "most deliveries running at once across the fleet: `count`; 0 removes the cap")
@@ -37,9 +38,6 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if cmd.isSet("partitions") {
-		return cmd.usageErr("--partitions does not apply: limits creates no topic")
-	}
 	change, err := limitsChange(cmd, *rate, *burst, *conc)
 	if err != nil {
 		return err
@@ -47,43 +45,28 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *clearAll && change.any() {
 		return cmd.usageErr("--clear and --%s exclude each other", change.first())
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	topic := cmd.c.topic
-	if *clearAll || change.any() {
-		var l delayq.Limits
-		if !*clearAll {
-			if l, err = client.Limits(ctx, topic); err != nil {
-				return err
-			}
-			if l, err = change.apply(cmd, l); err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		topic := cmd.c.topic
+		if *clearAll || change.any() {
+			if err := change.write(ctx, cmd, client, *clearAll, *rate); err != nil {
 				return err
 			}
 		}
-		if err := client.SetLimits(ctx, topic, l); err != nil {
-			if errors.Is(err, delayq.ErrInvalid) && change.rate != nil {
-				return cmd.usageErr("invalid value %q for flag --rate: %s", *rate, invalidReason(err))
-			}
+		ts, err := client.Stats(ctx, topic)
+		if err != nil {
 			return err
 		}
-	}
-	ts, err := client.Stats(ctx, topic)
-	if err != nil {
+		if *asJSON {
+			return writeJSON(stdout, limitsOutput(topic, ts.Limits))
+		}
+		if _, err := fmt.Fprintf(stdout, "%s: %s\n", topic, limitsText(ts.Limits.Limits)); err != nil {
+			return err
+		}
+		if f := flowText(ts.Limits); f != "" && !*clearAll && !change.any() {
+			_, err = fmt.Fprintln(stdout, f)
+		}
 		return err
-	}
-	if *asJSON {
-		return writeJSON(stdout, limitsOutput(topic, ts.Limits))
-	}
-	if _, err := fmt.Fprintf(stdout, "%s: %s\n", topic, limitsText(ts.Limits.Limits)); err != nil {
-		return err
-	}
-	if f := flowText(ts.Limits); f != "" && !*clearAll && !change.any() {
-		_, err = fmt.Fprintln(stdout, f)
-	}
-	return err
+	})
 }
 
 // limitsFlags are the limits "delayq limits" was asked to change: nil
@@ -158,6 +141,30 @@ func (f limitsFlags) apply(cmd *command, l delayq.Limits) (delayq.Limits, error)
 		l.Concurrency = *f.concurrency
 	}
 	return l, nil
+}
+
+// write stores the limits of the topic of cmd with the fields given
+// changed, or none when clearAll (--clear). A rate the library refuses is
+// a usage error naming rate, the value of --rate.
+func (f limitsFlags) write(ctx context.Context, cmd *command, client *delayq.Client, clearAll bool, rate string) error {
+	topic := cmd.c.topic
+	var l delayq.Limits
+	if !clearAll {
+		var err error
+		if l, err = client.Limits(ctx, topic); err != nil {
+			return err
+		}
+		if l, err = f.apply(cmd, l); err != nil {
+			return err
+		}
+	}
+	if err := client.SetLimits(ctx, topic, l); err != nil {
+		if errors.Is(err, delayq.ErrInvalid) && f.rate != nil {
+			return cmd.usageErr("invalid value %q for flag --rate: %s", rate, invalidReason(err))
+		}
+		return err
+	}
+	return nil
 }
 
 // parseRateFlag reads --rate: delayq.ParseRate's forms, or 0 (with or

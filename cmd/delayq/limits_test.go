@@ -75,16 +75,7 @@ func TestLimitsCLI(t *testing.T) {
 		{[]string{"--partitions", "4"}, []string{"--partitions does not apply"}},
 	} {
 		_, err := limits(bad.args...)
-		var ue *usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("limits %v: %v, want a usage error", bad.args, err)
-			continue
-		}
-		for _, w := range bad.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("limits %v: %q does not say %q", bad.args, err, w)
-			}
-		}
+		checkUsageError(t, append([]string{"limits"}, bad.args...), err, bad.want...)
 	}
 	check(delayq.Limits{})
 

@@ -17,6 +17,22 @@ func runArgs(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	return out.String(), errOut.String(), err
 }
 
+// checkUsageError fails t unless err is a usage error (exit 2) whose
+// message says each of want; cmd names the command line in the failure.
+func checkUsageError(t *testing.T, cmd any, err error, want ...string) {
+	t.Helper()
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		t.Errorf("%v: err = %v (%T), want a usage error", cmd, err, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%v: error %q does not say %q", cmd, err, w)
+		}
+	}
+}
+
 func TestRunHelp(t *testing.T) {
 	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"--help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -108,15 +124,7 @@ func TestRunUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := runArgs(t, tt.args...)
-			var ue *usageError
-			if !errors.As(err, &ue) {
-				t.Fatalf("err = %v (%T), want a usage error", err, err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			checkUsageError(t, tt.args, err, tt.want...)
 		})
 	}
 }

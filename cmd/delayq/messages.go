@@ -21,8 +21,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // idCommand returns a command with a --id flag that parse requires.
-func idCommand(name, args, about string, stdout io.Writer) (*command, *string) {
-	cmd := newCommand(name, args, about, stdout)
+func idCommand(name, args, about string, stdout, stderr io.Writer) (*command, *string) {
+	cmd := newCommand(name, args, about, stdout, stderr)
 	cmd.id = cmd.fs.String("id", "", "message `id` (required)")
 	return cmd, cmd.id
 }
@@ -32,20 +32,14 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cmd, id := idCommand("get", "--topic T --id ID",
 		"Prints the message as a JSON object: topic, id, partition, state, due, attempts,\n"+
 			"max_attempts, created, updated, last_error, body (or body_base64 when it is not\n"+
-			"UTF-8), and deadline (in flight) or died_at (dead).", stdout)
-	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	in, err := client.Get(ctx, cmd.c.topic, *id)
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, in)
+			"UTF-8), and deadline (in flight) or died_at (dead).", stdout, stderr)
+	return cmd.run(args, func(client *delayq.Client) error {
+		in, err := client.Get(ctx, cmd.c.topic, *id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdout, in)
+	})
 }
 
 // runDelete implements "delayq delete".
@@ -55,7 +49,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"With --in, deletes every message whose id is on a line of FILE (the JSON lines\n"+
 			"of \"delayq export\": what a move to another cluster took, see\n"+
 			"docs/export-import.md), then the schedules of its schedule lines, and prints\n"+
-			"how many it deleted and how many were gone already.", stdout)
+			"how many it deleted and how many were gone already.", stdout, stderr)
 	id := cmd.fs.String("id", "", "message `id`")
 	in := cmd.fs.String("in", "", "delete the ids of the JSON lines of `file`")
 	if err := cmd.parse(args); err != nil {
@@ -64,26 +58,23 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if (*id == "") == (*in == "") {
 		return cmd.usageErr("--id is required (or --in FILE), not both")
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		if *in != "" {
+			return deleteListed(ctx, client, cmd.c.topic, *in, stdout)
+		}
+		if err := client.Delete(ctx, cmd.c.topic, *id); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "deleted %s\n", *id)
 		return err
-	}
-	defer client.Close()
-	if *in != "" {
-		return deleteListed(ctx, client, cmd.c.topic, *in, stdout)
-	}
-	if err := client.Delete(ctx, cmd.c.topic, *id); err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "deleted %s\n", *id)
-	return err
+	})
 }
 
 // runReschedule implements "delayq reschedule".
 func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, id := idCommand("reschedule", "--topic T --id ID (--delay DUR | --at TIME)",
 		"Moves a scheduled message to a new due time and prints it (RFC 3339, UTC).\n"+
-			"Messages in flight or dead cannot be rescheduled.", stdout)
+			"Messages in flight or dead cannot be rescheduled.", stdout, stderr)
 	var due dueFlags
 	due.add(cmd, "")
 	if err := cmd.parse(args); err != nil {
@@ -96,17 +87,14 @@ func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if at.IsZero() {
 		at = time.Now().Add(delay)
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		stored, err := client.Reschedule(ctx, cmd.c.topic, *id, at)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, wire.Time(stored))
 		return err
-	}
-	defer client.Close()
-	stored, err := client.Reschedule(ctx, cmd.c.topic, *id, at)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(stdout, wire.Time(stored))
-	return err
+	})
 }
 
 // runStats implements "delayq stats".
@@ -116,24 +104,18 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"counts the scheduled messages whose due time has come and that no consumer\n"+
 			"claimed yet; lag is how long the oldest of them has waited; consumers counts\n"+
 			"the live consumers of the topic. With --json, prints the delayq.TopicStats\n"+
-			"value as JSON (lag as lag_ms).", stdout)
+			"value as JSON (lag as lag_ms).", stdout, stderr)
 	asJSON := cmd.fs.Bool("json", false, "print JSON")
-	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	ts, err := client.Stats(ctx, cmd.c.topic)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(stdout, ts)
-	}
-	return writeStatsTable(stdout, ts)
+	return cmd.run(args, func(client *delayq.Client) error {
+		ts, err := client.Stats(ctx, cmd.c.topic)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, ts)
+		}
+		return writeStatsTable(stdout, ts)
+	})
 }
 
 // writeStatsTable prints ts as an aligned table with a total line, then

@@ -44,7 +44,7 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 			"line per change of state otherwise. With no consumer running on the topic,\n"+
 			"nothing would end it: --wait then says so and exits with status 1 at once,\n"+
 			"the change started (it ends once a consumer runs). Interrupted, the change goes\n"+
-			"on without the command.", stdout)
+			"on without the command.", stdout, stderr)
 	set := cmd.fs.Int("set", 0, "change the partition count to `N`")
 	cancel := cmd.fs.Bool("cancel", false, "cancel the running change: the topic goes back to its old count")
 	force := cmd.fs.Bool("force", false, "with --set, allow a count past max(64, 32 per live consumer)")
@@ -79,45 +79,50 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *force && !cmd.isSet("set") {
 		return cmd.usageErr("--force applies to --set only")
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	topic := cmd.c.topic
-	var info *delayq.PartitionsInfo
-	switch {
-	case cmd.isSet("set"):
-		info, err = client.SetPartitions(ctx, topic, *set, delayq.PartitionsOptions{Force: *force})
-		if errors.Is(err, delayq.ErrTooManyPartitions) {
-			err = fmt.Errorf("%w (--force sets it anyway)", err)
-		}
-	case *cancel:
-		info, err = client.CancelPartitions(ctx, topic)
-	case cmd.isSet("auto"):
-		var set *delayq.AutoPartitions
-		if auto.on {
-			set = &a
-		}
-		if err = client.SetAutoPartitions(ctx, topic, set); err == nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		topic := cmd.c.topic
+		var info *delayq.PartitionsInfo
+		var err error
+		switch {
+		case cmd.isSet("set"):
+			info, err = client.SetPartitions(ctx, topic, *set, delayq.PartitionsOptions{Force: *force})
+			if errors.Is(err, delayq.ErrTooManyPartitions) {
+				err = fmt.Errorf("%w (--force sets it anyway)", err)
+			}
+		case *cancel:
+			info, err = client.CancelPartitions(ctx, topic)
+		case cmd.isSet("auto"):
+			var set *delayq.AutoPartitions
+			if auto.on {
+				set = &a
+			}
+			if err = client.SetAutoPartitions(ctx, topic, set); err == nil {
+				info, err = client.Partitions(ctx, topic)
+			}
+		default:
 			info, err = client.Partitions(ctx, topic)
 		}
-	default:
-		info, err = client.Partitions(ctx, topic)
-	}
-	if err != nil {
-		return err
-	}
-	w := &progressWriter{out: stdout, json: *asJSON, tty: isTerminal(stdout)}
-	if !*wait || info.Next == 0 {
-		if err := w.final(info); err != nil {
+		if err != nil {
 			return err
 		}
-		if info.Next != 0 && idle(info) {
-			fmt.Fprintln(stderr, noConsumer(info))
+		w := &progressWriter{out: stdout, json: *asJSON, tty: isTerminal(stdout)}
+		if !*wait || info.Next == 0 {
+			if err := w.final(info); err != nil {
+				return err
+			}
+			if info.Next != 0 && idle(info) {
+				fmt.Fprintln(stderr, noConsumer(info))
+			}
+			return nil
 		}
-		return nil
-	}
+		return followChange(ctx, client, topic, w, info)
+	})
+}
+
+// followChange shows with w the change of topic's count that info shows
+// (--wait), reading its progress every partitionsPoll until it ends or
+// ctx is done; it ends at once when no consumer runs the change.
+func followChange(ctx context.Context, client *delayq.Client, topic string, w *progressWriter, info *delayq.PartitionsInfo) error {
 	if err := w.show(info); err != nil {
 		return err
 	}
@@ -127,11 +132,9 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	said := false
 	for {
-		select {
-		case <-ctx.Done():
+		if waitFor(ctx, partitionsPoll) != nil {
 			w.end()
 			return interrupted(info)
-		case <-time.After(partitionsPoll):
 		}
 		next, err := client.Partitions(ctx, topic)
 		if err != nil {

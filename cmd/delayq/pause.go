@@ -20,16 +20,14 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"writing, and messages that fall due wait in the scheduled set. With --for or\n"+
 			"--until the pause ends by itself; without, it lasts until \"delayq resume\".\n"+
 			"Pausing a paused topic replaces its end. Prints the pause's end, or \"until\n"+
-			"resumed\". A topic that does not exist is an error, and nothing is written.", stdout)
+			"resumed\". A topic that does not exist is an error, and nothing is written.", stdout, stderr)
+	cmd.createsNoTopic = true
 	var dur durationFlag
 	var until timeFlag
 	cmd.fs.Var(&dur, "for", "end the pause after `duration`, e.g. 5m")
 	cmd.fs.Var(&until, "until", "end the pause at `time` (RFC 3339), e.g. 2030-01-02T15:04:05Z")
 	if err := cmd.parse(args); err != nil {
 		return err
-	}
-	if cmd.isSet("partitions") {
-		return cmd.usageErr("--partitions does not apply: pause creates no topic")
 	}
 	var opts delayq.PauseOptions
 	switch {
@@ -42,20 +40,17 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case cmd.isSet("until"):
 		opts.Until = until.t
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		if err := client.Pause(ctx, cmd.c.topic, opts); err != nil {
+			return err
+		}
+		end := "until resumed"
+		if !opts.Until.IsZero() {
+			end = "until " + wire.Time(clock.CeilMS(opts.Until)) // as stored
+		}
+		_, err := fmt.Fprintf(stdout, "%s: paused %s\n", cmd.c.topic, end)
 		return err
-	}
-	defer client.Close()
-	if err := client.Pause(ctx, cmd.c.topic, opts); err != nil {
-		return err
-	}
-	end := "until resumed"
-	if !opts.Until.IsZero() {
-		end = "until " + wire.Time(clock.CeilMS(opts.Until)) // as stored
-	}
-	_, err = fmt.Fprintf(stdout, "%s: paused %s\n", cmd.c.topic, end)
-	return err
+	})
 }
 
 // runResume implements "delayq resume".
@@ -63,23 +58,15 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd := newCommand("resume", "--topic T",
 		"Ends the topic's pause (see \"delayq pause\"): its consumers deliver what fell\n"+
 			"due meanwhile at once, in due order per partition. Resuming a topic not paused\n"+
-			"does nothing. A topic that does not exist is an error.", stdout)
-	if err := cmd.parse(args); err != nil {
+			"does nothing. A topic that does not exist is an error.", stdout, stderr)
+	cmd.createsNoTopic = true
+	return cmd.run(args, func(client *delayq.Client) error {
+		if err := client.Resume(ctx, cmd.c.topic); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "%s: resumed\n", cmd.c.topic)
 		return err
-	}
-	if cmd.isSet("partitions") {
-		return cmd.usageErr("--partitions does not apply: resume creates no topic")
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	if err := client.Resume(ctx, cmd.c.topic); err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s: resumed\n", cmd.c.topic)
-	return err
+	})
 }
 
 // pauseLine says a topic's pause, as stats and partitions print it; ""

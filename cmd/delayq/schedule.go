@@ -31,23 +31,16 @@ with seconds first, or @yearly, @monthly, @weekly, @daily, @hourly,
 
 // runSchedule implements "delayq schedule".
 func runSchedule(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, scheduleUsage)
-		return usagef("schedule", "missing subcommand: add, list, pause, resume or delete")
+	op := func(name string) subcommand {
+		return subcommand{name, func(args []string) error { return runScheduleOp(ctx, name, args, stdout, stderr) }}
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, scheduleUsage)
-		return errHelp
-	case "add":
-		return runScheduleAdd(ctx, args[1:], stdin, stdout, stderr)
-	case "list":
-		return runScheduleList(ctx, args[1:], stdout, stderr)
-	case "pause", "resume", "delete":
-		return runScheduleOp(ctx, args[0], args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, scheduleUsage)
-	return usagef("schedule", "unknown subcommand %q", args[0])
+	return runSubcommand("schedule", scheduleUsage, []subcommand{
+		{"add", func(args []string) error { return runScheduleAdd(ctx, args, stdin, stdout, stderr) }},
+		{"list", func(args []string) error { return runScheduleList(ctx, args, stdout, stderr) }},
+		op("pause"),
+		op("resume"),
+		op("delete"),
+	}, args, stdout, stderr)
 }
 
 // runScheduleAdd implements "delayq schedule add".
@@ -60,7 +53,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			"name is replaced (a paused one stays paused; fields not given take their\n"+
 			"defaults), and \"replaced\" is printed with each field that changed\n"+
 			"(field: old -> new). A replace applies at once: the replaced schedule's\n"+
-			"pending occurrence is removed and the next one of the new definition written.", stdout)
+			"pending occurrence is removed and the next one of the new definition written.", stdout, stderr)
 	name := cmd.fs.String("name", "", "schedule `name`, [A-Za-z0-9._-] (required)")
 	spec := cmd.fs.String("spec", "", "cron `spec`, e.g. \"*/10 * * * *\", \"0 3 * * *\", @hourly, \"@every 30s\" (required)")
 	tz := cmd.fs.String("tz", "", "IANA time `zone` the spec is read in, e.g. Asia/Shanghai (default UTC)")
@@ -87,12 +80,10 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		}
 		s.Body = b
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	if !*replace {
+	return cmd.connect(func(client *delayq.Client) error {
+		if *replace {
+			return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
+		}
 		in, err := client.AddSchedule(ctx, cmd.c.topic, s)
 		if errors.Is(err, delayq.ErrExists) {
 			return fmt.Errorf("%w: use --replace to replace it", err)
@@ -100,12 +91,17 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return writeJSON(stdout, in)
-		}
-		return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
+		return writeSchedule(stdout, in, *asJSON)
+	})
+}
+
+// writeSchedule prints the schedule "schedule add" wrote: as JSON, or as
+// a table of one row.
+func writeSchedule(w io.Writer, in *delayq.ScheduleInfo, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, in)
 	}
-	return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
+	return writeSchedules(w, []delayq.ScheduleInfo{*in})
 }
 
 // runScheduleList implements "delayq schedule list".
@@ -113,33 +109,32 @@ func runScheduleList(ctx context.Context, args []string, stdout, stderr io.Write
 	cmd := newCommand("schedule list", "--topic T [--json]",
 		"Prints the topic's schedules, sorted by name: a table of name, spec, time zone,\n"+
 			"policy, state and next occurrence, or with --json one JSON object per line\n"+
-			"(with the next three occurrences and the body).", stdout)
+			"(with the next three occurrences and the body).", stdout, stderr)
 	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
-	if err := cmd.parse(args); err != nil {
-		return err
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	all, err := client.Schedules(ctx, cmd.c.topic)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		for i := range all {
-			b, err := all[i].MarshalJSON()
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
-				return err
-			}
+	return cmd.run(args, func(client *delayq.Client) error {
+		all, err := client.Schedules(ctx, cmd.c.topic)
+		if err != nil {
+			return err
 		}
-		return nil
+		if *asJSON {
+			return writeScheduleLines(stdout, all)
+		}
+		return writeSchedules(stdout, all)
+	})
+}
+
+// writeScheduleLines prints schedules as JSON lines.
+func writeScheduleLines(w io.Writer, all []delayq.ScheduleInfo) error {
+	for i := range all {
+		b, err := all[i].MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+			return err
+		}
 	}
-	return writeSchedules(stdout, all)
+	return nil
 }
 
 // writeSchedules prints schedules as an aligned table: the next
@@ -178,7 +173,7 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 		"resume": "Resumes a paused schedule from its next occurrence after now (those of the pause\nare not delivered). Prints \"resumed NAME\".",
 		"delete": "Deletes the schedule and its pending occurrence. Prints \"deleted NAME\".",
 	}[op]
-	cmd := newCommand("schedule "+op, "--topic T --name NAME", about, stdout)
+	cmd := newCommand("schedule "+op, "--topic T --name NAME", about, stdout, stderr)
 	name := cmd.fs.String("name", "", "schedule `name` (required)")
 	if err := cmd.parse(args); err != nil {
 		return err
@@ -186,24 +181,22 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 	if *name == "" {
 		return cmd.usageErr("--name is required")
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		var err error
+		switch op {
+		case "pause":
+			err = client.PauseSchedule(ctx, cmd.c.topic, *name)
+		case "resume":
+			err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
+		default:
+			err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
 		return err
-	}
-	defer client.Close()
-	switch op {
-	case "pause":
-		err = client.PauseSchedule(ctx, cmd.c.topic, *name)
-	case "resume":
-		err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
-	default:
-		err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s %s\n", strings.TrimSuffix(op, "e")+"ed", *name)
-	return err
+	})
 }
 
 // workerSchedules returns a topic's [[topic.schedule]] tables as the

@@ -35,7 +35,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			`"<RFC 3339>" instead of delay (none: due now), "body_base64" instead of body,`+"\n"+
 			`"max_attempts": N, and "on_duplicate" and "max_wait" (else the flags'); it`+"\n"+
 			"prints each accepted message's line on stdout and each rejected line on stderr.",
-		stdout)
+		stdout, stderr)
 	var (
 		due         dueFlags
 		id          = cmd.fs.String("id", "", "message `id` (default: a generated ULID)")
@@ -76,12 +76,9 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if *batch < 1 {
 			return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
 		}
-		client, err := cmd.c.client(stderr)
-		if err != nil {
-			return err
-		}
-		defer client.Close()
-		return notRetried(sendLines(ctx, client, cmd.c.topic, dups, stdin, *batch, stdout, stderr), retryFor.d)
+		return cmd.connect(func(client *delayq.Client) error {
+			return notRetried(sendLines(ctx, client, cmd.c.topic, dups, stdin, *batch, stdout, stderr), retryFor.d)
+		})
 	}
 	if cmd.isSet("batch") {
 		return cmd.usageErr("--batch needs --stdin")
@@ -100,17 +97,14 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return err
 		}
 	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
+	return cmd.connect(func(client *delayq.Client) error {
+		got, err := client.Send(ctx, msg)
+		if err != nil {
+			return notRetried(err, retryFor.d)
+		}
+		_, err = fmt.Fprintln(stdout, sentLine(got))
 		return err
-	}
-	defer client.Close()
-	got, err := client.Send(ctx, msg)
-	if err != nil {
-		return notRetried(err, retryFor.d)
-	}
-	_, err = fmt.Fprintln(stdout, sentLine(got))
-	return err
+	})
 }
 
 // notRetried says that err, a failure to reach Redis, was not retried

@@ -16,86 +16,156 @@ import (
 	"github.com/delayq/delayq/internal/wire"
 )
 
+// subAbout is the description "delayq sub -h" prints.
+const subAbout = "Consumes the topic and prints one JSON line per delivery on stdout when it starts:\n" +
+	`{"topic","id","partition","token","attempt","due","delivered_at","body"}, with` + "\n" +
+	`"body_base64" instead of "body" when the body is not UTF-8. Deliveries are acked,` + "\n" +
+	"except those failed on purpose by --fail-attempts or --fail. Stops gracefully on\n" +
+	"SIGINT/SIGTERM, after --count deliveries or after --timeout."
+
 // runSub implements "delayq sub": it consumes a topic and prints each
 // delivery as a JSON line on stdout when the delivery starts.
 func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("sub", "--topic T [flags]",
-		"Consumes the topic and prints one JSON line per delivery on stdout when it starts:\n"+
-			`{"topic","id","partition","token","attempt","due","delivered_at","body"}, with`+"\n"+
-			`"body_base64" instead of "body" when the body is not UTF-8. Deliveries are acked,`+"\n"+
-			"except those failed on purpose by --fail-attempts or --fail. Stops gracefully on\n"+
-			"SIGINT/SIGTERM, after --count deliveries or after --timeout.",
-		stdout)
-	fs := cmd.fs
-	var (
-		concurrency  = fs.Int("concurrency", delayq.DefaultConcurrency, "handlers run at once")
-		count        = fs.Int("count", 0, "stop after `n` deliveries have started (0: no limit)")
-		maxAttempts  = fs.Int("max-attempts", delayq.DefaultMaxAttempts, "deliveries of a message before it is dead, for messages that set none")
-		failAttempts = fs.Int("fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
-		failBody     = fs.String("fail", "", "fail every delivery whose body matches `regexp`")
-		backoffList  = fs.String("backoff", "", "retry ladder: comma-separated `durations` (default: delayq.DefaultBackoff, 10s 30s 1m ... 2h)")
-		prefetch     = fs.Int("prefetch", delayq.DefaultPrefetch, "messages claimed beyond the free handlers (held until due)")
-		consumerID   = fs.String("id", "", "consumer `id`, shown as partition owner by stats (default host-pid-random)")
-		timeout      durationFlag
-		lease        = durationFlag{d: delayq.DefaultLease}
-		handlerTO    = durationFlag{d: delayq.DefaultTimeout}
-		poll         = durationFlag{d: delayq.DefaultPollInterval}
-		idlePoll     = durationFlag{d: delayq.DefaultIdlePollInterval}
-		work         durationFlag
-		ends         = fs.Bool("ends", false, "also print a line when each handler returns: {\"ended\": id, \"attempt\": n, \"ended_at\": time}")
-	)
-	fs.Var(&timeout, "timeout", "stop after `duration` (default: run until interrupted)")
-	fs.Var(&lease, "lease", "partition lease `duration`")
-	fs.Var(&handlerTO, "handler-timeout", "`duration` one delivery may take before it is redelivered")
-	fs.Var(&poll, "poll", "longest pause (a `duration`) between two polls of a partition")
-	fs.Var(&idlePoll, "idle-poll", "longest pause (a `duration`, at most 5s) of a partition that had nothing to claim")
-	fs.Var(&work, "work", "`duration` each handler takes after printing its line, before it acks")
+	cmd := newCommand("sub", "--topic T [flags]", subAbout, stdout, stderr)
+	f := addSubFlags(cmd)
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
+	opts, err := f.consumerOptions(cmd)
+	if err != nil {
+		return err
+	}
+	failRE, err := f.failRegexp(cmd)
+	if err != nil {
+		return err
+	}
+	return cmd.connect(func(client *delayq.Client) error {
+		consumer, err := client.NewConsumer(opts, f.handler(&deliveryPrinter{w: stdout}, failRE))
+		if err != nil {
+			return err
+		}
+		if err := consumeFor(ctx, consumer, f.timeout.d); err != nil {
+			return err
+		}
+		logConsumerStats(cmd.c.logger(stderr), consumer)
+		return nil
+	})
+}
+
+// subFlags are the flags of "delayq sub" beyond the common ones.
+type subFlags struct {
+	concurrency, prefetch, count int
+	maxAttempts                  int
+	failAttempts                 int    // --fail-attempts
+	fail                         string // --fail: a regexp of the bodies to fail
+	backoff                      string // comma-separated durations
+	id                           string
+	ends                         bool
+	timeout                      durationFlag
+	lease                        durationFlag
+	handlerTimeout               durationFlag
+	poll, idlePoll               durationFlag
+	work                         durationFlag
+}
+
+// addSubFlags registers the flags of "delayq sub" on cmd.
+func addSubFlags(cmd *command) *subFlags {
+	f := &subFlags{
+		lease:          durationFlag{d: delayq.DefaultLease},
+		handlerTimeout: durationFlag{d: delayq.DefaultTimeout},
+		poll:           durationFlag{d: delayq.DefaultPollInterval},
+		idlePoll:       durationFlag{d: delayq.DefaultIdlePollInterval},
+	}
+	fs := cmd.fs
+	fs.IntVar(&f.concurrency, "concurrency", delayq.DefaultConcurrency, "handlers run at once")
+	fs.IntVar(&f.count, "count", 0, "stop after `n` deliveries have started (0: no limit)")
+	fs.IntVar(&f.maxAttempts, "max-attempts", delayq.DefaultMaxAttempts, "deliveries of a message before it is dead, for messages that set none")
+	fs.IntVar(&f.failAttempts, "fail-attempts", 0, "fail (retry) the deliveries whose attempt is <= `n`")
+	fs.StringVar(&f.fail, "fail", "", "fail every delivery whose body matches `regexp`")
+	fs.StringVar(&f.backoff, "backoff", "", "retry ladder: comma-separated `durations` (default: delayq.DefaultBackoff, 10s 30s 1m ... 2h)")
+	fs.IntVar(&f.prefetch, "prefetch", delayq.DefaultPrefetch, "messages claimed beyond the free handlers (held until due)")
+	fs.StringVar(&f.id, "id", "", "consumer `id`, shown as partition owner by stats (default host-pid-random)")
+	fs.BoolVar(&f.ends, "ends", false, "also print a line when each handler returns: {\"ended\": id, \"attempt\": n, \"ended_at\": time}")
+	fs.Var(&f.timeout, "timeout", "stop after `duration` (default: run until interrupted)")
+	fs.Var(&f.lease, "lease", "partition lease `duration`")
+	fs.Var(&f.handlerTimeout, "handler-timeout", "`duration` one delivery may take before it is redelivered")
+	fs.Var(&f.poll, "poll", "longest pause (a `duration`) between two polls of a partition")
+	fs.Var(&f.idlePoll, "idle-poll", "longest pause (a `duration`, at most 5s) of a partition that had nothing to claim")
+	fs.Var(&f.work, "work", "`duration` each handler takes after printing its line, before it acks")
+	return f
+}
+
+// consumerOptions checks the parsed flags and returns the options of the
+// consumer of cmd's topic they describe.
+func (f *subFlags) consumerOptions(cmd *command) (delayq.ConsumerOptions, error) {
 	for _, c := range []struct {
 		name string
 		v    int64
 	}{
-		{"concurrency", int64(*concurrency)}, {"prefetch", int64(*prefetch)}, {"count", int64(*count)}, {"max-attempts", int64(*maxAttempts)},
-		{"fail-attempts", int64(*failAttempts)}, {"timeout", int64(timeout.d)}, {"lease", int64(lease.d)},
-		{"handler-timeout", int64(handlerTO.d)}, {"poll", int64(poll.d)}, {"idle-poll", int64(idlePoll.d)}, {"work", int64(work.d)},
+		{"concurrency", int64(f.concurrency)}, {"prefetch", int64(f.prefetch)}, {"count", int64(f.count)}, {"max-attempts", int64(f.maxAttempts)},
+		{"fail-attempts", int64(f.failAttempts)}, {"timeout", int64(f.timeout.d)}, {"lease", int64(f.lease.d)},
+		{"handler-timeout", int64(f.handlerTimeout.d)}, {"poll", int64(f.poll.d)}, {"idle-poll", int64(f.idlePoll.d)}, {"work", int64(f.work.d)},
 	} {
 		if err := cmd.nonNegative(c.name, c.v); err != nil {
-			return err
+			return delayq.ConsumerOptions{}, err
 		}
+	}
+	backoff, err := f.backoffLadder(cmd)
+	if err != nil {
+		return delayq.ConsumerOptions{}, err
+	}
+	return delayq.ConsumerOptions{
+		Topic:        cmd.c.topic,
+		ID:           f.id,
+		Concurrency:  f.concurrency,
+		Prefetch:     f.prefetch,
+		Limit:        f.count,
+		Lease:        f.lease.d,
+		Timeout:      f.handlerTimeout.d,
+		PollInterval: f.poll.d, IdlePollInterval: f.idlePoll.d,
+		MaxAttempts: f.maxAttempts,
+		Backoff:     backoff,
+	}, nil
+}
+
+// backoffLadder reads --backoff: nil when it is not given.
+func (f *subFlags) backoffLadder(cmd *command) ([]time.Duration, error) {
+	if f.backoff == "" {
+		return nil, nil
 	}
 	var backoff []time.Duration
-	if *backoffList != "" {
-		for _, f := range strings.Split(*backoffList, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(f))
-			if err != nil || d < 0 {
-				return cmd.usageErr("invalid value %q for flag --backoff: %q is not a non-negative duration", *backoffList, f)
-			}
-			backoff = append(backoff, d)
+	for _, s := range strings.Split(f.backoff, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d < 0 {
+			return nil, cmd.usageErr("invalid value %q for flag --backoff: %q is not a non-negative duration", f.backoff, s)
 		}
+		backoff = append(backoff, d)
 	}
-	var failRE *regexp.Regexp
-	if cmd.isSet("fail") {
-		re, err := regexp.Compile(*failBody)
-		if err != nil {
-			return cmd.usageErr("invalid value %q for flag --fail: %v", *failBody, err)
-		}
-		failRE = re
-	}
+	return backoff, nil
+}
 
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
+// failRegexp compiles --fail: nil when it is not given.
+func (f *subFlags) failRegexp(cmd *command) (*regexp.Regexp, error) {
+	if !cmd.isSet("fail") {
+		return nil, nil
 	}
-	defer client.Close()
-	pr := &deliveryPrinter{w: stdout}
-	handler := func(ctx context.Context, d *delayq.Delivery) error {
+	re, err := regexp.Compile(f.fail)
+	if err != nil {
+		return nil, cmd.usageErr("invalid value %q for flag --fail: %v", f.fail, err)
+	}
+	return re, nil
+}
+
+// handler returns the consumer's handler: it prints the delivery's line
+// with pr, takes --work, prints its end with --ends, and fails the
+// delivery on purpose as --fail-attempts and --fail (failRE) say.
+func (f *subFlags) handler(pr *deliveryPrinter, failRE *regexp.Regexp) delayq.Handler {
+	return func(ctx context.Context, d *delayq.Delivery) error {
 		if err := pr.print(d, time.Now()); err != nil {
 			return fmt.Errorf("print delivery of %q: %w", d.ID, err)
 		}
-		err := simulateWork(ctx, work.d)
-		if *ends {
+		err := simulateWork(ctx, f.work.d)
+		if f.ends {
 			if perr := pr.printEnd(d, time.Now()); perr != nil {
 				return fmt.Errorf("print end of %q: %w", d.ID, perr)
 			}
@@ -103,43 +173,34 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if d.Attempt <= *failAttempts {
-			return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, *failAttempts)
+		if d.Attempt <= f.failAttempts {
+			return fmt.Errorf("attempt %d failed on purpose (--fail-attempts %d)", d.Attempt, f.failAttempts)
 		}
 		if failRE != nil && failRE.Match(d.Body) {
 			return fmt.Errorf("body matches --fail %q: failed on purpose", failRE)
 		}
 		return nil
 	}
-	consumer, err := client.NewConsumer(delayq.ConsumerOptions{
-		Topic:        cmd.c.topic,
-		ID:           *consumerID,
-		Concurrency:  *concurrency,
-		Prefetch:     *prefetch,
-		Limit:        *count,
-		Lease:        lease.d,
-		Timeout:      handlerTO.d,
-		PollInterval: poll.d, IdlePollInterval: idlePoll.d,
-		MaxAttempts: *maxAttempts,
-		Backoff:     backoff,
-	}, handler)
-	if err != nil {
-		return err
-	}
-	if timeout.d > 0 {
+}
+
+// consumeFor runs consumer until ctx is done, timeout (--timeout) has
+// passed when it is not 0, or the consumer reached its --count. A
+// graceful stop is nil.
+func consumeFor(ctx context.Context, consumer *delayq.Consumer, timeout time.Duration) error {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout.d)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	// Run returns nil after a graceful stop (ctx done or --count reached).
-	if err := consumer.Run(ctx); err != nil {
-		return err
-	}
+	return consumer.Run(ctx)
+}
+
+// logConsumerStats logs the counters of consumer once it has stopped.
+func logConsumerStats(log *slog.Logger, consumer *delayq.Consumer) {
 	st := consumer.Stats()
-	slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmd.c.logLevel})).Info("consumer stats",
+	log.Info("consumer stats",
 		"consumer", consumer.ID(), "delivered", st.Delivered, "acked", st.Acked, "retried", st.Retried, "dead", st.Dead,
 		"redelivered", st.Redelivered, "recovered", st.Recovered, "corrupt", st.Corrupt, "stale", st.Stale, "moved", st.Moved, "fenced", st.Fenced, "leases_gained", st.LeasesGained, "leases_lost", st.LeasesLost)
-	return nil
 }
 
 // simulateWork waits d (--work), the time a handler takes, and returns
@@ -148,14 +209,7 @@ func simulateWork(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitFor(ctx, d)
 }
 
 // deliveryJSON is the line "sub" prints for a delivery.
@@ -205,14 +259,7 @@ type deliveryPrinter struct {
 
 // print writes the line of d, started at deliveredAt.
 func (p *deliveryPrinter) print(d *delayq.Delivery, deliveredAt time.Time) error {
-	line, err := encodeDelivery(d, deliveredAt)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, err = p.w.Write(line)
-	return err
+	return p.write(encodeDelivery(d, deliveredAt))
 }
 
 // endJSON is the line "sub --ends" prints when a handler returns.
@@ -224,7 +271,12 @@ type endJSON struct {
 
 // printEnd writes the line of the end of d's handler, at endedAt.
 func (p *deliveryPrinter) printEnd(d *delayq.Delivery, endedAt time.Time) error {
-	line, err := marshalLine(endJSON{Ended: d.ID, Attempt: d.Attempt, EndedAt: endedAt.UTC().Format(time.RFC3339Nano)})
+	return p.write(marshalLine(endJSON{Ended: d.ID, Attempt: d.Attempt, EndedAt: endedAt.UTC().Format(time.RFC3339Nano)}))
+}
+
+// write writes line in one write, unless err, the error of encoding it,
+// is not nil: then it returns err.
+func (p *deliveryPrinter) write(line []byte, err error) error {
 	if err != nil {
 		return err
 	}

@@ -119,13 +119,5 @@ func TestSimulateWork(t *testing.T) {
 // TestSubNegativeWork checks that a negative --work is a usage error.
 func TestSubNegativeWork(t *testing.T) {
 	_, _, err := runArgs(t, "sub", "--topic", "t", "--work", "-1s")
-	var ue *usageError
-	if !errors.As(err, &ue) {
-		t.Fatalf("err = %v (%T), want a usage error", err, err)
-	}
-	for _, w := range []string{"--work", `"-1s"`, "negative"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
-	}
+	checkUsageError(t, "sub --work -1s", err, "--work", `"-1s"`, "negative")
 }

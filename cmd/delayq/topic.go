@@ -19,19 +19,9 @@ Run "delayq topic <subcommand> -h" for the flags of one.
 
 // runTopic implements "delayq topic": it dispatches to delete.
 func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicUsage)
-		return usagef("topic", "missing subcommand: delete")
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, topicUsage)
-		return errHelp
-	case "delete":
-		return runTopicDelete(ctx, args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, topicUsage)
-	return usagef("topic", "unknown subcommand %q", args[0])
+	return runSubcommand("topic", topicUsage, []subcommand{
+		{"delete", func(args []string) error { return runTopicDelete(ctx, args, stdout, stderr) }},
+	}, args, stdout, stderr)
 }
 
 // runTopicDelete implements "delayq topic delete".
@@ -46,24 +36,18 @@ func runTopicDelete(ctx context.Context, args []string, stdout, stderr io.Writer
 			"Stop the topic's consumers (sub, worker) and producers first: a consumer still\n"+
 			"running fails until it is stopped, and a message sent while the topic is\n"+
 			"deleted may be deleted with it. A later send, import, consumer or \"schedule add\"\n"+
-			"creates the topic again, empty. A topic that does not exist is an error.", stdout)
+			"creates the topic again, empty. A topic that does not exist is an error.", stdout, stderr)
 	force := cmd.fs.Bool("force", false, "delete the topic even if it holds messages or schedules, a consumer is live on it or its count is being changed")
-	if err := cmd.parse(args); err != nil {
+	return cmd.run(args, func(client *delayq.Client) error {
+		u, err := client.DeleteTopic(ctx, cmd.c.topic, delayq.DeleteTopicOptions{Force: *force})
+		if errors.Is(err, delayq.ErrTopicInUse) {
+			return fmt.Errorf("%w; --force deletes it anyway", err)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "deleted topic %s: %d scheduled, %d in flight, %d dead, %d schedules\n",
+			u.Topic, u.Scheduled, u.InFlight, u.Dead, u.Schedules)
 		return err
-	}
-	client, err := cmd.c.client(stderr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	u, err := client.DeleteTopic(ctx, cmd.c.topic, delayq.DeleteTopicOptions{Force: *force})
-	if errors.Is(err, delayq.ErrTopicInUse) {
-		return fmt.Errorf("%w; --force deletes it anyway", err)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "deleted topic %s: %d scheduled, %d in flight, %d dead, %d schedules\n",
-		u.Topic, u.Scheduled, u.InFlight, u.Dead, u.Schedules)
-	return err
+	})
 }

@@ -39,7 +39,7 @@ every action. Each topic's partition count is read from Redis.`
 
 // runUI implements "delayq ui".
 func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("ui", "[--addr HOST:PORT] [--listen HOST:PORT] [--token T] [--read-only]", uiAbout, stdout)
+	cmd := newConnCommand("ui", "[--addr HOST:PORT] [--listen HOST:PORT] [--token T] [--read-only]", uiAbout, stdout, stderr)
 	fs := cmd.fs
 	listen := fs.String("listen", defaultUIListen, "`host:port` to serve the dashboard on (\":8080\" for every interface)")
 	token := fs.String("token", "", "`token` to sign in with (default $"+envToken+"; \"\" for no sign-in)")
@@ -48,8 +48,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&lease, "lease", "the consumers' partition lease `duration`, to estimate last heartbeats (default 10s)")
 	var refresh durationFlag
 	fs.Var(&refresh, "refresh", "live refresh `period` of the overview and topic pages (default 3s)")
-	var level slog.Level
-	fs.TextVar(&level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	cmd.addLogLevel(slog.LevelInfo)
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return cmd.usageErr("invalid value %q for flag --listen: %v", *listen, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := cmd.c.logger(stderr)
 	dash, err := ui.New(ui.Options{
 		Addr: cmd.c.addr, Password: cmd.c.password, Namespace: cmd.c.namespace,
 		Token: *token, ReadOnly: *readOnly, Lease: lease.d, Refresh: refresh.d, Logger: log,

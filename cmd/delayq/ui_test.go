@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,10 +40,7 @@ func TestUIHelpAndUsage(t *testing.T) {
 		{[]string{"ui", "--bogus"}, "bogus"},
 	} {
 		_, _, err := runArgs(t, tc.args...)
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got %v, want a usage error with %q", tc.args, err, tc.want)
-		}
+		checkUsageError(t, tc.args, err, tc.want)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,26 +66,17 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // workerConfig parses the flags and returns the config they select, or
 // errHelp after printing the usage for -h.
 func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	// The worker logs where its config says, not through cmd.
+	cmd := newBareCommand("worker", "[--config FILE] [flags]", workerAbout, stdout, io.Discard)
+	fs := cmd.fs
 	path := fs.String("config", "", "TOML config `file` (default: no file, only defaults and flags)")
 	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (overrides [redis] addr)")
 	listen := fs.String("listen", "", "`host:port` of the HTTP API, \"\" for none (overrides [http] listen)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides [log] level)")
 	lease := durationFlag{}
 	fs.Var(&lease, "lease", "partition lease `duration` (overrides [worker] lease; default 10s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: delayq worker [--config FILE] [flags]\n\n%s\n\nFlags:\n", workerAbout)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, errHelp
-		}
-		return nil, usagef("worker", "%v", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("worker", "unexpected argument %q", fs.Arg(0))
+	if err := cmd.parse(args); err != nil {
+		return nil, err
 	}
 	cfg := config.Default()
 	if *path != "" {
@@ -95,34 +85,32 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["addr"] {
+	if cmd.isSet("addr") {
 		cfg.Redis.Addr = *addr
 	}
-	if set["listen"] {
+	if cmd.isSet("listen") {
 		cfg.HTTP.Listen = *listen
 	}
-	if set["log-level"] {
+	if cmd.isSet("log-level") {
 		cfg.Log.Level = *level
 	}
-	if set["lease"] {
+	if cmd.isSet("lease") {
 		cfg.Worker.Lease = lease.d
 	}
 	if err := cfg.Validate(); err != nil { // the file was valid: a flag is not
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			for flagName, path := range workerFlagKeys {
-				if set[flagName] && ce.Path == path {
-					return nil, usagef("worker", "invalid value %q for flag --%s: %s",
+				if cmd.isSet(flagName) && ce.Path == path {
+					return nil, cmd.usageErr("invalid value %q for flag --%s: %s",
 						fs.Lookup(flagName).Value.String(), flagName, ce.Msg)
 				}
 			}
 		}
-		return nil, usagef("worker", "%v", err)
+		return nil, cmd.usageErr("%v", err)
 	}
 	if len(cfg.Topics) == 0 && cfg.HTTP.Listen == "" {
-		return nil, usagef("worker", "nothing to do: no [[topic]] to consume and no [http] listen address (use --config)")
+		return nil, cmd.usageErr("nothing to do: no [[topic]] to consume and no [http] listen address (use --config)")
 	}
 	return cfg, nil
 }

@@ -79,10 +79,7 @@ func TestWorkerConfigFlags(t *testing.T) {
 		{nil, "nothing to do"},
 	} {
 		_, err := workerConfig(tc.args, io.Discard)
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got %v, want a usage error with %q", tc.args, err, tc.want)
-		}
+		checkUsageError(t, tc.args, err, tc.want)
 	}
 }
 

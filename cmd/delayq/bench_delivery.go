@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// lateness records handler start - due of every delivery.
+type lateness struct {
+	mu     sync.Mutex
+	lates  []time.Duration
+	last   time.Time
+	seen   map[string]bool
+	dups   int
+	target int
+	done   chan struct{}
+}
+
+// newLateness returns a lateness that is done once n distinct ids were
+// delivered.
+func newLateness(n int) *lateness {
+	return &lateness{seen: make(map[string]bool, n), target: n, done: make(chan struct{})}
+}
+
+// handle is the consumers' handler: it records the lateness of d, or
+// counts a duplicate when its id was delivered already.
+func (l *lateness) handle(ctx context.Context, d *delayq.Delivery) error {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[d.ID] {
+		l.dups++
+		return nil
+	}
+	l.seen[d.ID] = true
+	l.lates = append(l.lates, now.Sub(d.Due))
+	l.last = now
+	if len(l.lates) == l.target {
+		close(l.done)
+	}
+	return nil
+}
+
+// summary formats the lateness's median, 99th percentile and maximum,
+// in milliseconds.
+func (l *lateness) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := slices.Clone(l.lates)
+	slices.Sort(s)
+	q := func(p float64) float64 {
+		if len(s) == 0 {
+			return math.NaN()
+		}
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return float64(s[max(i, 0)]) / float64(time.Millisecond)
+	}
+	return fmt.Sprintf("lateness_ms p50=%.1f p99=%.1f max=%.1f", q(0.50), q(0.99), q(1))
+}
+
+// consume runs a consumer of topic with a no-op handler until stop.
+func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, l *lateness) (*delayq.Consumer, func(), error) {
+	k, err := c.NewConsumer(delayq.ConsumerOptions{
+		Topic: topic, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, ClaimBatch: cfg.claimBatch,
+		PollInterval: cfg.poll,
+	}, l.handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		k.Shutdown(sctx)
+		<-done
+	}
+	// Wait until it owns every partition, so the run measures delivery.
+	for {
+		if info, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
+			break
+		}
+		if err := waitFor(ctx, 10*time.Millisecond); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	return k, stop, nil
+}
+
+// waitDone waits until l is done, ctx is done or timeout has passed.
+func waitDone(ctx context.Context, l *lateness, timeout time.Duration) error {
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Errorf("only %d of %d messages delivered after %v", len(l.lates), l.target, timeout)
+	}
+}
+
+// delivery is a running burst, spread or duenow: a producer client, a consumer
+// client with its consumer running, and the lateness of each delivery.
+type delivery struct {
+	topic      string
+	prod, cons *delayq.Client
+	l          *lateness
+	stop       func()
+}
+
+// startDelivery starts a delivery of n messages to a new topic of cfg's
+// workload, and returns once its consumer owns every partition.
+func startDelivery(ctx context.Context, cfg benchConfig, n int) (*delivery, error) {
+	r := &delivery{topic: benchTopic(cfg.workload), l: newLateness(n)}
+	var err error
+	if r.prod, err = cfg.client(r.topic); err != nil {
+		return nil, err
+	}
+	if r.cons, err = cfg.client(r.topic); err != nil {
+		r.prod.Close()
+		return nil, err
+	}
+	if _, r.stop, err = consume(ctx, cfg, r.cons, r.topic, r.l); err != nil {
+		r.prod.Close()
+		r.cons.Close()
+		return nil, errors.Join(err, dropTopic(ctx, cfg, r.topic))
+	}
+	return r, nil
+}
+
+// withDelivery starts a delivery of n messages, runs run with it, then
+// closes it, whatever run returned.
+func withDelivery(ctx context.Context, cfg benchConfig, n int, run func(r *delivery) (string, error)) (line string, err error) {
+	r, err := startDelivery(ctx, cfg, n)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, r.close(ctx, cfg)) }()
+	return run(r)
+}
+
+// close stops the consumer, closes both clients and drops the topic.
+func (r *delivery) close(ctx context.Context, cfg benchConfig) error {
+	r.stop()
+	r.cons.Close()
+	r.prod.Close()
+	return dropTopic(ctx, cfg, r.topic)
+}
+
+// enqueue sends n messages due at due(i) with the batch API.
+func (r *delivery) enqueue(ctx context.Context, cfg benchConfig, n int, prefix string, due func(i int) time.Time) error {
+	_, err := fill(ctx, cfg, r.prod, numbered(r.topic, prefix, n, cfg.body(), due))
+	return err
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// benchTopic returns a new topic name for a run of workload:
+// bench-<workload>-<random>.
+func benchTopic(workload string) string {
+	return "bench-" + workload + "-" + strings.ToLower(delayq.NewID(time.Now())[20:])
+}
+
+// onTopic runs run with a client of a new topic for a run of workload,
+// then closes the client and drops the topic, whatever run returned: a
+// run leaves nothing behind.
+func onTopic(ctx context.Context, cfg benchConfig, workload string, run func(c *delayq.Client, topic string) (string, error)) (line string, err error) {
+	topic := benchTopic(workload)
+	c, err := cfg.client(topic)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }() // after Close, and after every Close within run
+	defer c.Close()
+	return run(c, topic)
+}
+
+// dropTopic deletes every key of a run's topic once the run's clients
+// are closed, even when the run failed or was interrupted (within
+// dropTimeout): a run leaves nothing behind.
+func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+	defer cancel()
+	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.DropTopic(ctx, topic)
+}
+
+// dropTimeout bounds dropTopic.
+const dropTimeout = 30 * time.Second
+
+// createTopic creates a benchmark's topic with the configured count, as
+// its first message would, and has c read its layout, so that neither
+// is part of the timing.
+func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
+	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n := cfg.c.partitions
+	if n == 0 {
+		n = delayq.DefaultPartitions
+	}
+	if _, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	_, err = c.Stats(ctx, topic)
+	return err
+}
