@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
 )
 
 // Segments keep queued messages compact. The messages of one write whose
@@ -115,4 +118,24 @@ func segLookup(seg []byte, id string) (*segEntry, error) {
 		}
 	}
 	return nil, nil
+}
+
+// segReads are the commands that read the segment that may hold id:
+// none when id cannot be in a segment. segHeld reads their replies.
+func segReads(mk, id string) []cmd {
+	if len(id) != SegmentIDLen {
+		return nil
+	}
+	return []cmd{{"HGET", []any{mk, keys.SegmentField(id[:SegmentPrefixLen])}}}
+}
+
+// segHeld returns the entry of id in its segment, from the replies of
+// segReads (none when id cannot be in a segment): nil if no segment holds
+// it.
+func segHeld(r []any, id string) (*segEntry, error) {
+	if len(r) < 1 || r[0] == nil {
+		return nil, nil
+	}
+	seg, _ := redis.Bytes(r[0], nil)
+	return segLookup(seg, id)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/delayq/delayq/internal/keys"
@@ -402,217 +401,62 @@ func samePrefix(msgs []NewMessage) bool {
 	return true
 }
 
-// State is where a message is.
-type State int
-
-// States of a message.
-const (
-	StateUnknown   State = iota
-	StateScheduled       // in the scheduled ZSET
-	StateInFlight        // claimed, in the in-flight ZSET
-	StateDead            // in the dead ZSET
-)
-
-// Found is a message as Get sees it.
-type Found struct {
-	Record *Record
-	State  State
-	Score  int64 // due (scheduled), visibility deadline (in flight) or died at (dead)
-	// Indexed is false for a record in no index (a crash between two
-	// steps), reported as scheduled at its recorded due.
-	Indexed bool
+// TopicPartition names a partition of a topic.
+type TopicPartition struct {
+	Topic string
+	P     int
 }
 
-// Get reads one message: its record and the index that holds it. A record
-// without an index entry (a crash between two steps, repaired by the
-// reconciler) is reported as scheduled at its recorded due time.
-func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found, error) {
-	mk := keys.Records(s.ns, topic, p)
-	cmds := []cmd{
-		{"HGET", []any{mk, id}},
-		{"ZSCORE", []any{keys.Scheduled(s.ns, topic, p), id}},
-		{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
-		{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}},
+// Lookup is the ids to look for in one partition (see Exists).
+type Lookup struct {
+	TopicPartition
+	IDs []string
+}
+
+// Exists reports, for each id of each lookup, whether its partition holds
+// a message of that id (a record of its own, or an entry of a segment),
+// all in one pipeline: the duplicate check of an enqueue in the
+// partitions a change of the count moves messages out of.
+func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) {
+	var cmds []cmd
+	type segRead struct{ l, i int } // an id a segment could hold
+	var segs []segRead
+	for _, lk := range lookups {
+		mk := keys.Records(s.ns, lk.Topic, lk.P)
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(fieldsScript, mk, len(lk.IDs)), strs(lk.IDs)...)})
 	}
-	r, err := s.do(ctx, append(cmds, segReads(mk, id)...)...)
+	for l, lk := range lookups {
+		mk := keys.Records(s.ns, lk.Topic, lk.P)
+		for i, id := range lk.IDs {
+			if reads := segReads(mk, id); len(reads) > 0 {
+				cmds = append(cmds, reads...)
+				segs = append(segs, segRead{l, i})
+			}
+		}
+	}
+	r, err := s.runScripts(ctx, cmds)
 	if err != nil {
-		return nil, fmt.Errorf("get %q: %w", id, err)
+		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
 	}
-	if r[0] == nil {
-		e, err := segHeld(r[4:], id)
+	out := make([][]bool, len(lookups))
+	for l, lk := range lookups {
+		has, err := intsOf(r[l], len(lk.IDs))
 		if err != nil {
-			return nil, fmt.Errorf("get %q: %w", id, err)
+			return nil, fmt.Errorf("look for ids in partition %d: %w", lk.P, err)
 		}
-		if e == nil {
-			return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+		out[l] = make([]bool, len(lk.IDs))
+		for i := range lk.IDs {
+			out[l][i] = has[i] == 1
 		}
-		rec, err := DecodeRecord(e.rec)
+	}
+	for j, sr := range segs {
+		id := lookups[sr.l].IDs[sr.i]
+		at := len(lookups) + j
+		e, err := segHeld(r[at:at+1], id)
 		if err != nil {
-			return nil, fmt.Errorf("get %q: %w", id, err)
+			return nil, fmt.Errorf("look for %q in partition %d: %w", id, lookups[sr.l].P, err)
 		}
-		return &Found{Record: rec, State: StateScheduled, Score: e.due, Indexed: true}, nil
+		out[sr.l][sr.i] = out[sr.l][sr.i] || e != nil
 	}
-	b, _ := redis.Bytes(r[0], nil)
-	rec, err := DecodeRecord(b)
-	if err != nil {
-		return nil, fmt.Errorf("get %q: %w", id, err)
-	}
-	f := &Found{Record: rec, State: StateScheduled, Score: rec.Due}
-	for i, st := range []State{StateScheduled, StateInFlight, StateDead} {
-		if r[1+i] != nil {
-			sc, _ := redis.Int64(r[1+i], nil)
-			f.State, f.Score, f.Indexed = st, sc, true
-			break
-		}
-	}
-	return f, nil
-}
-
-// Delete removes a message from wherever it is: the record first, then its
-// index entries, so a crash in between leaves a tombstone, never a message
-// that comes back. ErrNotFound if there was nothing to remove.
-func (s *Store) Delete(ctx context.Context, topic string, p int, id string) error {
-	mk := keys.Records(s.ns, topic, p)
-	var removed any
-	var err error
-	if len(id) == SegmentIDLen {
-		// The record, or the segment's entry.
-		removed, err = s.script(ctx, segDeleteScript, mk, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:])
-	} else {
-		var r []any
-		if r, err = s.do(ctx, cmd{"HDEL", []any{mk, id}}); err == nil {
-			removed = r[0]
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("delete %q: %w", id, err)
-	}
-	_, err = s.do(ctx,
-		cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, p), id}},
-		cmd{"ZREM", []any{keys.InFlight(s.ns, topic, p), id}},
-		cmd{"ZREM", []any{keys.Dead(s.ns, topic, p), id}})
-	if err != nil {
-		return fmt.Errorf("delete %q: %w", id, err)
-	}
-	if n, _ := redis.Int64(removed, nil); n == 0 {
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
-	}
-	return nil
-}
-
-// Reschedule moves a scheduled message to a new due time (unix ms).
-// ErrNotFound if there is no such message, ErrNotScheduled if it is in
-// flight or dead (or was claimed while this ran).
-func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
-	// Twice at most: a message moved out of its segment by a claim
-	// meanwhile is rescheduled as a record of its own.
-	for try := 0; ; try++ {
-		err := s.reschedule(ctx, topic, p, id, dueMS, nowMS)
-		if !errors.Is(err, errExploded) {
-			return err
-		}
-		if try == 1 {
-			return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
-		}
-	}
-}
-
-// errExploded says a message left its segment while Reschedule ran.
-var errExploded = errors.New("segment exploded meanwhile")
-
-func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
-	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{sk, id}}}, segReads(mk, id)...)...)
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	if r[0] == nil {
-		e, err := segHeld(r[2:], id)
-		if err != nil {
-			return fmt.Errorf("reschedule %q: %w", id, err)
-		}
-		if e == nil {
-			return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
-		}
-		return s.rescheduleHeld(ctx, topic, p, id, e, dueMS, nowMS)
-	}
-	if r[1] == nil {
-		return fmt.Errorf("%w: %q in topic %s is in flight or dead", ErrNotScheduled, id, topic)
-	}
-	b, _ := redis.Bytes(r[0], nil)
-	rec, err := DecodeRecord(b)
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	old, _ := redis.Int64(r[1], nil)
-	rec.Due, rec.Updated = dueMS, nowMS
-	// The record is rewritten only if it still exists: a message claimed
-	// and acked since the read above must not come back.
-	ok, err := s.update(ctx, topic, p, []string{id}, []*Record{rec})
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	if !ok[0] {
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
-	}
-	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}},
-		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
-		cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}})
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	if ch, _ := redis.Int64(r2[0], nil); ch == 0 && old != dueMS && (r2[1] != nil || r2[2] != nil) {
-		return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
-	}
-	// Rescheduled; or its entry went meanwhile, but not to flight or
-	// death (a move of a change of the partition count took it): then
-	// the record, which has the new due, is in no index, and is indexed
-	// at that due by the mover or the reconciler.
-	return nil
-}
-
-// segReads are the commands that read the segment that may hold id:
-// none when id cannot be in a segment. segHeld reads their replies.
-func segReads(mk, id string) []cmd {
-	if len(id) != SegmentIDLen {
-		return nil
-	}
-	return []cmd{{"HGET", []any{mk, keys.SegmentField(id[:SegmentPrefixLen])}}}
-}
-
-// segHeld returns the entry of id in its segment, from the replies of
-// segReads (none when id cannot be in a segment): nil if no segment holds
-// it.
-func segHeld(r []any, id string) (*segEntry, error) {
-	if len(r) < 1 || r[0] == nil {
-		return nil, nil
-	}
-	seg, _ := redis.Bytes(r[0], nil)
-	return segLookup(seg, id)
-}
-
-// rescheduleHeld reschedules a message held by a segment: it moves it out
-// with its new due time, then indexes it. Should it stop in between, the
-// record is in no index and the reconciler indexes it at its new due time.
-func (s *Store) rescheduleHeld(ctx context.Context, topic string, p int, id string, e *segEntry, dueMS, nowMS int64) error {
-	rec, err := DecodeRecord(e.rec)
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	rec.Due, rec.Updated = dueMS, nowMS
-	mk := keys.Records(s.ns, topic, p)
-	r, err := s.script(ctx, segMoveOutScript, mk, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:], rec.Encode())
-	if err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	switch n, _ := redis.Int(r, nil); n {
-	case 0:
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
-	case 2:
-		return errExploded
-	}
-	if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Scheduled(s.ns, topic, p), dueMS, id}}); err != nil {
-		return fmt.Errorf("reschedule %q: %w", id, err)
-	}
-	return nil
+	return out, nil
 }
