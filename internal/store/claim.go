@@ -3,11 +3,9 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -32,16 +30,6 @@ func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, 
 		return 0, false, fmt.Errorf("look at partition %d: score %q: %w", p, vals[1], err)
 	}
 	return int64(due), true, nil
-}
-
-// fencedErr turns a script's "FENCED n" error into a *FencedError.
-func fencedErr(err error, token int64) (*FencedError, bool) {
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
-		newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
-		return &FencedError{Token: token, Newest: newest}, true
-	}
-	return nil, false
 }
 
 // Claimed is an id the claim script removed from the scheduled ZSET.

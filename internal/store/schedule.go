@@ -127,6 +127,15 @@ func (s *Store) ScanSchedules(ctx context.Context, topic, cursor string, count i
 	return next, names, defs, nil
 }
 
+// ScheduleCount returns how many schedules topic has.
+func (s *Store) ScheduleCount(ctx context.Context, topic string) (int64, error) {
+	r, err := s.do(ctx, cmd{"HLEN", []any{keys.Schedules(s.ns, topic)}})
+	if err != nil {
+		return 0, fmt.Errorf("schedules of %s: %w", topic, err)
+	}
+	return redis.Int64(r[0], nil)
+}
+
 // Chain outcomes (see ChainSchedule).
 const (
 	ChainStale   = 0 // a newer version of the schedule wrote its mark: nothing written
