@@ -204,10 +204,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	// index entries, or entries a duplicate enqueue added. The connection's
 	// own timeouts bound it.
 	ctx = context.WithoutCancel(ctx)
-	rs, err := pipeScripts(ctx, c, second)
-	if err == nil {
-		err = firstErr(rs)
-	}
+	rs, err := roundTrip(ctx, c, second)
 	if err != nil {
 		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)
 	}
@@ -234,11 +231,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		}
 	}
 	if len(third) > 0 {
-		r3, err := pipeScripts(ctx, c, third)
-		if err == nil {
-			err = firstErr(r3)
-		}
-		if err != nil {
+		if _, err := roundTrip(ctx, c, third); err != nil {
 			return nil, fmt.Errorf("unindex duplicates in %d partitions: %w", len(third), err)
 		}
 	}
@@ -434,7 +427,7 @@ func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) 
 			}
 		}
 	}
-	r, err := s.runScripts(ctx, cmds)
+	r, err := s.do(ctx, cmds...)
 	if err != nil {
 		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
 	}

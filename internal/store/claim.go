@@ -123,10 +123,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	defer c.Close()
-	replies, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(replies)
-	}
+	replies, err := roundTrip(ctx, c, cmds)
 	if err != nil {
 		// A refused claim leaves its in-flight entries: removing them
 		// could remove the newer owner's.
@@ -255,10 +252,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 		return nil, err
 	}
 	defer c.Close()
-	r, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, cmds)
 	if err != nil {
 		return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
 	}
@@ -283,11 +277,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 		}
 	}
 	if len(zadd) > 1 {
-		r, err := pipe(ctx, c, []cmd{{"ZADD", zadd}})
-		if err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
+		if _, err := roundTrip(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
 			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
 		}
 	}

@@ -58,7 +58,7 @@ func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []strin
 			args = append(args, id, "", "")
 		}
 	}
-	r, err := s.runScripts(ctx, []cmd{{"EVALSHA", args}})
+	r, err := s.do(ctx, cmd{"EVALSHA", args})
 	if err != nil {
 		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
 	}

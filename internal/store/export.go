@@ -97,10 +97,10 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 		}
 	}
 	if len(ids) > 0 {
-		r, err := s.runScripts(ctx, []cmd{
-			{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
-			{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
-		})
+		r, err := s.do(ctx,
+			cmd{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
+			cmd{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
+		)
 		if err != nil {
 			return pass, fmt.Errorf("export partition %d: %w", p, err)
 		}

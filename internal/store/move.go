@@ -190,16 +190,7 @@ func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []mark
 		merges = append(merges, cmd{"EVALSHA", append(scriptCall(mergeMarkScript, keys.Records(s.ns, topic, m.to), 2), m.field, m.mark)})
 		del = append(del, m.field, m.mark)
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
-	}
-	replies, err := pipeScripts(ctx, c, merges)
-	c.Close()
-	if err == nil {
-		err = firstErr(replies)
-	}
-	if err != nil {
+	if _, err := s.do(ctx, merges...); err != nil {
 		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
 	}
 	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, topic, p)}, del...)...)
@@ -299,10 +290,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		}
 		ins = append(ins, cmd{"EVALSHA", args})
 	}
-	r, err := pipeScripts(ctx, c, ins)
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, ins)
 	if err != nil {
 		return fail("write records", err)
 	}
@@ -342,10 +330,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		}
 	}
 	if len(zadds) > 0 {
-		if r, err = pipe(ctx, c, zadds); err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
+		if r, err = roundTrip(ctx, c, zadds); err != nil {
 			return fail("index", err)
 		}
 	}
@@ -386,10 +371,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		outs = append(outs, cmd{"ZREM", outD})
 	}
 	if len(outs) > 0 {
-		if r, err = pipeScripts(ctx, c, outs); err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
+		if r, err = roundTrip(ctx, c, outs); err != nil {
 			if fe, ok := fencedErr(err, token); ok {
 				return moved, left, conflicts, fe
 			}
@@ -400,10 +382,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		return moved, left, conflicts, nil
 	}
 	// 4. The old records, unless rewritten or deleted meanwhile.
-	if r, err = pipeScripts(ctx, c, []cmd{{"EVALSHA", casOld}}); err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
+	if r, err = roundTrip(ctx, c, []cmd{{"EVALSHA", casOld}}); err != nil {
 		return fail("remove records", err)
 	}
 	gone, err := intsOf(r[0], len(done))
@@ -437,10 +416,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 // sameChange reads topic's layout on c and fails with ErrChangeReplaced
 // when its change is no longer l's.
 func (s *Store) sameChange(ctx context.Context, c redis.Conn, topic string, l Layout) error {
-	r, err := pipe(ctx, c, []cmd{layoutReads(keys.Meta(s.ns, topic))})
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, []cmd{layoutReads(keys.Meta(s.ns, topic))})
 	if err != nil {
 		return fmt.Errorf("read the layout: %w", err)
 	}
@@ -483,10 +459,7 @@ func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, m
 // partition q: the records that still hold the bytes written (casArgs,
 // the arguments of a casDeleteScript call), then their index entries.
 func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, casArgs []any) error {
-	r, err := pipeScripts(ctx, c, []cmd{{"EVALSHA", casArgs}})
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, []cmd{{"EVALSHA", casArgs}})
 	if err != nil {
 		return err
 	}
@@ -526,10 +499,7 @@ func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []stri
 		return 0, err
 	}
 	defer c.Close()
-	r, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, cmds)
 	if err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
@@ -548,10 +518,7 @@ func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []stri
 	if n > 0 {
 		cmds = append([]cmd{{"ZADD", zadd}}, cmds...)
 	}
-	if r, err = pipe(ctx, c, cmds); err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
+	if r, err = roundTrip(ctx, c, cmds); err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
 	return n, nil

@@ -95,14 +95,10 @@ func pipeScripts(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	return r, nil
 }
 
-// runScripts sends cmds with pipeScripts on a connection of its own and
-// returns their replies, or the first error among them.
-func (s *Store) runScripts(ctx context.Context, cmds []cmd) ([]any, error) {
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+// roundTrip sends cmds in one pipeline on c, EVALSHAs among them (see
+// pipeScripts), and returns their replies, or the first error among them:
+// the connection's, or a command's.
+func roundTrip(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	r, err := pipeScripts(ctx, c, cmds)
 	if err == nil {
 		err = firstErr(r)
@@ -120,17 +116,15 @@ func firstErr(replies []any) error {
 	return nil
 }
 
+// do sends cmds in one pipeline on a connection of its own (see
+// roundTrip) and returns their replies, or the first error among them.
 func (s *Store) do(ctx context.Context, cmds ...cmd) ([]any, error) {
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	replies, err := pipe(ctx, c, cmds)
-	if err != nil {
-		return nil, err
-	}
-	return replies, firstErr(replies)
+	return roundTrip(ctx, c, cmds)
 }
 
 // script runs one of the package's scripts (see scripts.go): EVALSHA,
@@ -159,11 +153,8 @@ func (s *Store) steps(ctx context.Context, groups ...[]cmd) ([][]any, error) {
 			out = append(out, nil)
 			continue
 		}
-		replies, err := pipeScripts(ctx, c, g)
+		replies, err := roundTrip(ctx, c, g)
 		if err != nil {
-			return out, err
-		}
-		if err := firstErr(replies); err != nil {
 			return out, err
 		}
 		out = append(out, replies)

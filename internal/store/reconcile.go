@@ -70,7 +70,7 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if len(pending) > 0 {
 		run(segHealScript, keys.Records(s.ns, topic, p), pending)
 	}
-	r, err = s.runScripts(ctx, checks)
+	r, err = s.do(ctx, checks...)
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
