@@ -83,14 +83,65 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []NewMessage)
 // the first round trip, messages that share an id prefix as segments (see
 // keys.SegmentField).
 //
+// The round trips are writeCmds', indexCmds' (groupIndexCmds for each
+// group) and, when duplicates' records were read, unclearCmds'.
+//
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written
 // (records without their ZADD are re-indexed by the reconciler). ctx
 // bounds the first round trip only: what follows it is written whatever
 // becomes of ctx.
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
-	var adds []cmd
-	ncmds := make([]int, len(groups)) // commands of each group in the first round trip
+	first, per := s.writeCmds(groups)
+	errs = make([][]error, len(groups))
+	if len(first) == 0 {
+		return errs, nil
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, err := pipeScripts(ctx, c, first)
+	if err != nil {
+		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
+	}
+	second, unclear, err := s.indexCmds(groups, per, r, errs)
+	if err != nil {
+		return nil, err
+	}
+	if len(second) == 0 {
+		return errs, nil
+	}
+	// Once the first round trip is in, the rest is finished even if the
+	// caller gives up: left undone, it would leave records without their
+	// index entries, or entries a duplicate enqueue added. The connection's
+	// own timeouts bound it.
+	ctx = context.WithoutCancel(ctx)
+	rs, err := roundTrip(ctx, c, second)
+	if err != nil {
+		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)
+	}
+	third, err := s.unclearCmds(unclear, rs)
+	if err != nil {
+		return nil, err
+	}
+	if len(third) > 0 {
+		if _, err := roundTrip(ctx, c, third); err != nil {
+			return nil, fmt.Errorf("unindex duplicates in %d partitions: %w", len(third), err)
+		}
+	}
+	return errs, nil
+}
+
+// writeCmds returns the first round trip of AddMany: the commands of each
+// group in turn (per[g] of them for groups[g], none for a group without
+// messages). A group whose ids may exist writes its records, each only if
+// its id is new (checkCmds); an Ahead group adds its index entries with
+// ZADD NX (aheadCmds); a Fresh group writes its records and entries
+// outright (freshCmds).
+func (s *Store) writeCmds(groups []Group) (cmds []cmd, per []int) {
+	per = make([]int, len(groups))
 	for gi, g := range groups {
 		if len(g.Msgs) == 0 {
 			continue
@@ -106,108 +157,121 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		default:
 			gc = s.checkCmds(g)
 		}
-		adds, ncmds[gi] = append(adds, gc...), len(gc)
+		cmds, per[gi] = append(cmds, gc...), len(gc)
 	}
-	errs = make([][]error, len(groups))
-	if len(adds) == 0 {
-		return errs, nil
-	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	r, err := pipeScripts(ctx, c, adds)
-	if err != nil {
-		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
-	}
-	var second []cmd
-	var unclear []dupGroup
+	return cmds, per
+}
+
+// indexCmds reads the replies r of the first round trip (writeCmds, per
+// commands a group): it fills errs[g] for each group, ErrDuplicate for
+// the ids that exist already, and returns the second round trip (see
+// groupIndexCmds), with the groups whose duplicates' records it reads
+// (unclear).
+func (s *Store) indexCmds(groups []Group, per []int, r []any, errs [][]error) (second []cmd, unclear []dupGroup, err error) {
 	k := 0
 	for gi, g := range groups {
 		errs[gi] = make([]error, len(g.Msgs))
 		if len(g.Msgs) == 0 {
 			continue
 		}
-		gr := r[k : k+ncmds[gi]]
-		k += ncmds[gi]
+		gr := r[k : k+per[gi]]
+		k += per[gi]
 		if err := firstErr(gr); err != nil {
-			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+			return nil, nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 		}
 		if g.Fresh && !g.Dead {
-			continue
+			continue // written and indexed
 		}
-		n := len(g.Msgs)
-		recs, allAdded, noneAdded := gr, false, true
-		if g.Ahead && !g.Dead { // aheadCmds: the records' commands, then ZADD NX
-			recs = gr[:len(gr)-1]
-			added, err := redis.Int(gr[len(gr)-1], nil) // ZADD NX's count
-			if err != nil {
-				return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
-			}
-			allAdded, noneAdded = added == n, added == 0
-		}
-		set, err := flags(recs, n)
+		cmds, dups, err := s.groupIndexCmds(g, gr, errs[gi])
 		if err != nil {
-			return nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+			return nil, nil, err
 		}
-		sk := keys.Scheduled(s.ns, g.Topic, g.P)
-		if g.Dead {
-			sk = keys.Dead(s.ns, g.Topic, g.P)
-		}
-		var zadd, unindex []any // built only when needed: usually neither is
-		var dups []NewMessage
-		for i, m := range g.Msgs {
-			switch {
-			case set[i] == 1 && !allAdded:
-				if zadd == nil {
-					zadd = []any{sk}
-				}
-				score := m.Record.Due
-				if g.Dead {
-					score = m.DiedAt
-				}
-				zadd = append(zadd, score, m.ID)
-			case set[i] == 0:
-				errs[gi][i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
-				switch {
-				case allAdded:
-					if unindex == nil {
-						unindex = scriptCall(unindexScript, sk, 2*n)
-					}
-					unindex = append(unindex, m.Record.Due, m.ID)
-				case !noneAdded:
-					dups = append(dups, m)
-				}
-			}
-		}
-		if zadd != nil {
-			second = append(second, cmd{"ZADD", zadd})
-		}
-		if unindex != nil {
-			second = append(second, cmd{"EVALSHA", unindex})
-		}
+		second = append(second, cmds...)
 		if len(dups) > 0 {
 			unclear = append(unclear, dupGroup{g: g, at: len(second), msgs: dups})
-			hmget := []any{keys.Records(s.ns, g.Topic, g.P)}
-			for _, m := range dups {
-				hmget = append(hmget, m.ID)
-			}
-			second = append(second, cmd{"HMGET", hmget})
+			second = append(second, s.recordsRead(g, dups))
 		}
 	}
-	if len(second) == 0 {
-		return errs, nil
+	return second, unclear, nil
+}
+
+// groupIndexCmds reads the first round trip's replies gr of group g (its
+// records' commands, then, for an Ahead group, ZADD NX's count), marks
+// its duplicates in errs, and returns what the second round trip sends
+// for it: the ZADD of the accepted ids at their due (at their time of
+// death for a Dead group), which an Ahead group needs only when some id
+// had an entry already; and, when ZADD NX added every entry, the removal
+// of those it added for duplicates (unindexScript). When it added some
+// but not all, its count does not say which are the duplicates': they
+// are returned (dups), for their records to be read.
+func (s *Store) groupIndexCmds(g Group, gr []any, errs []error) (cmds []cmd, dups []NewMessage, err error) {
+	n := len(g.Msgs)
+	recs, allAdded, noneAdded := gr, false, true
+	if g.Ahead && !g.Dead { // aheadCmds: the records' commands, then ZADD NX
+		recs = gr[:len(gr)-1]
+		added, err := redis.Int(gr[len(gr)-1], nil) // ZADD NX's count
+		if err != nil {
+			return nil, nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+		}
+		allAdded, noneAdded = added == n, added == 0
 	}
-	// Once the first round trip is in, the rest is finished even if the
-	// caller gives up: left undone, it would leave records without their
-	// index entries, or entries a duplicate enqueue added. The connection's
-	// own timeouts bound it.
-	ctx = context.WithoutCancel(ctx)
-	rs, err := roundTrip(ctx, c, second)
+	set, err := flags(recs, n)
 	if err != nil {
-		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)
+		return nil, nil, fmt.Errorf("add to partition %d: %w", g.P, err)
 	}
+	sk := keys.Scheduled(s.ns, g.Topic, g.P)
+	if g.Dead {
+		sk = keys.Dead(s.ns, g.Topic, g.P)
+	}
+	var zadd, unindex []any // built only when needed: usually neither is
+	for i, m := range g.Msgs {
+		switch {
+		case set[i] == 1 && !allAdded:
+			if zadd == nil {
+				zadd = []any{sk}
+			}
+			score := m.Record.Due
+			if g.Dead {
+				score = m.DiedAt
+			}
+			zadd = append(zadd, score, m.ID)
+		case set[i] == 0:
+			errs[i] = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, m.ID, g.Topic)
+			switch {
+			case allAdded:
+				if unindex == nil {
+					unindex = scriptCall(unindexScript, sk, 2*n)
+				}
+				unindex = append(unindex, m.Record.Due, m.ID)
+			case !noneAdded:
+				dups = append(dups, m)
+			}
+		}
+	}
+	if zadd != nil {
+		cmds = append(cmds, cmd{"ZADD", zadd})
+	}
+	if unindex != nil {
+		cmds = append(cmds, cmd{"EVALSHA", unindex})
+	}
+	return cmds, dups, nil
+}
+
+// recordsRead is the HMGET of the records of msgs, of group g's partition.
+func (s *Store) recordsRead(g Group, msgs []NewMessage) cmd {
+	hmget := []any{keys.Records(s.ns, g.Topic, g.P)}
+	for _, m := range msgs {
+		hmget = append(hmget, m.ID)
+	}
+	return cmd{"HMGET", hmget}
+}
+
+// unclearCmds returns the third round trip of AddMany: for the duplicates
+// of each unclear group, whose records the second round trip read (rs),
+// the removal of the entries at this write's due (unindexScript), but
+// for those whose existing record is due then too: that entry is the
+// existing message's own.
+func (s *Store) unclearCmds(unclear []dupGroup, rs []any) ([]cmd, error) {
 	var third []cmd
 	for _, d := range unclear {
 		raw, err := redis.ByteSlices(rs[d.at], nil)
@@ -230,12 +294,7 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 			third = append(third, cmd{"EVALSHA", unindex})
 		}
 	}
-	if len(third) > 0 {
-		if _, err := roundTrip(ctx, c, third); err != nil {
-			return nil, fmt.Errorf("unindex duplicates in %d partitions: %w", len(third), err)
-		}
-	}
-	return errs, nil
+	return third, nil
 }
 
 // dupGroup is the duplicates of an Ahead group whose index entries may or
