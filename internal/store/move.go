@@ -258,9 +258,14 @@ func scoreOf(r any) (int64, bool) {
 	return int64(f), true
 }
 
-// move carries out the moves of MoveScan, in its four steps. It returns
-// how many messages moved, how many stay for a later pass and the ids in
-// conflict.
+// move carries out the moves of MoveScan, in its four steps, on one
+// connection: the records into their new partitions (moveIn), their index
+// entries there (indexMoved), then, once the change is known to be still
+// l's (sameChange; else the copies are undone: unmoveWritten), the old
+// index entries (unindexSources, fenced) and last the old records
+// (removeSources); the copies of those whose source changed meanwhile are
+// undone (unmoveAll). It returns how many messages moved, how many stay
+// for a later pass and the ids in conflict.
 func (s *Store) move(ctx context.Context, topic string, p int, token int64, l Layout, ms []moving) (moved, left int, conflicts []string, err error) {
 	if len(ms) == 0 {
 		return 0, 0, nil, nil
@@ -273,15 +278,82 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 	fail := func(step string, err error) (int, int, []string, error) {
 		return moved, left, conflicts, fmt.Errorf("move from partition %d: %s: %w", p, step, err)
 	}
-	// 1. The records, into their new partitions: one script per partition.
-	byTo := map[int][]int{}
-	var order []int
+	order, byTo := partitionsOf(ms)
+	// 1. The records, into their new partitions.
+	written, conflicts, err := s.moveIn(ctx, c, topic, ms, order, byTo)
+	left = len(conflicts)
+	if err != nil {
+		return fail("write records", err)
+	}
+	// 2. Their index entries there.
+	if err := s.indexMoved(ctx, c, topic, ms, order, byTo, written); err != nil {
+		return fail("index", err)
+	}
+	// The change must still be l's: once cancelled, the reverse moves out
+	// of the new partitions (they begin a settle time later, see
+	// docs/architecture.md) and must not meet this pass's removals.
+	if err := s.sameChange(ctx, c, topic, l); err != nil {
+		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
+			return fail("undo", undoErr)
+		}
+		return moved, len(ms), conflicts, err
+	}
+	var done []int // the moves written
+	for i := range ms {
+		if written[i] {
+			done = append(done, i)
+		}
+	}
+	// 3. The old index entries (the scheduled ones only by the owner).
+	if err := s.unindexSources(ctx, c, topic, p, token, ms, done); err != nil {
+		if fe, ok := fencedErr(err, token); ok {
+			return moved, left, conflicts, fe
+		}
+		return fail("unindex", err)
+	}
+	if len(done) == 0 {
+		return moved, left, conflicts, nil
+	}
+	// 4. The old records, unless rewritten or deleted meanwhile.
+	gone, err := s.removeSources(ctx, c, topic, p, ms, done)
+	if err != nil {
+		return fail("remove records", err)
+	}
+	// A source changed meanwhile keeps its place: remove its copy.
+	var changed []moving
+	for k, i := range done {
+		if gone[k] == 1 {
+			moved++
+			continue
+		}
+		left++
+		changed = append(changed, ms[i])
+	}
+	if err := s.unmoveAll(ctx, c, topic, changed); err != nil {
+		return fail("undo", err)
+	}
+	return moved, left, conflicts, nil
+}
+
+// partitionsOf groups the moves ms by their new partition: the partitions
+// in the order of their first move, and the indexes in ms of each one's.
+func partitionsOf(ms []moving) (order []int, byTo map[int][]int) {
+	byTo = map[int][]int{}
 	for i, m := range ms {
 		if byTo[m.to] == nil {
 			order = append(order, m.to)
 		}
 		byTo[m.to] = append(byTo[m.to], i)
 	}
+	return order, byTo
+}
+
+// moveIn writes the records of ms into their new partitions, one
+// moveInScript a partition (step 1 of a move), and reports which it
+// wrote; the ids of the others are conflicts: their new partition holds
+// another record of the id. On an error, conflicts are those read before
+// it.
+func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int) (written []bool, conflicts []string, err error) {
 	var ins []cmd
 	for _, q := range order {
 		args := scriptCall(moveInScript, keys.Records(s.ns, topic, q), 2*len(byTo[q]))
@@ -292,24 +364,30 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 	}
 	r, err := roundTrip(ctx, c, ins)
 	if err != nil {
-		return fail("write records", err)
+		return nil, nil, err
 	}
-	written := make([]bool, len(ms))
+	written = make([]bool, len(ms))
 	for j, q := range order {
 		ok, err := intsOf(r[j], len(byTo[q]))
 		if err != nil {
-			return fail("write records", err)
+			return written, conflicts, err
 		}
 		for k, i := range byTo[q] {
 			if ok[k] == 1 {
 				written[i] = true
 			} else {
 				conflicts = append(conflicts, ms[i].id)
-				left++
 			}
 		}
 	}
-	// 2. Their index entries there.
+	return written, conflicts, nil
+}
+
+// indexMoved adds the index entries of the records moveIn wrote to their
+// new partitions (step 2 of a move): a ZADD to the scheduled ZSET and one
+// to the dead ZSET of each partition, where it has such moves. A move
+// being finished has its entry there already.
+func (s *Store) indexMoved(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int, written []bool) error {
 	var zadds []cmd
 	for _, q := range order {
 		sched, dead := []any{keys.Scheduled(s.ns, topic, q)}, []any{keys.Dead(s.ns, topic, q)}
@@ -329,39 +407,30 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 			}
 		}
 	}
-	if len(zadds) > 0 {
-		if r, err = roundTrip(ctx, c, zadds); err != nil {
-			return fail("index", err)
-		}
+	if len(zadds) == 0 {
+		return nil
 	}
-	// The change must still be l's: once cancelled, the reverse moves out
-	// of the new partitions (they begin a settle time later, see
-	// docs/architecture.md) and must not meet this pass's removals.
-	if err := s.sameChange(ctx, c, topic, l); err != nil {
-		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
-			return fail("undo", undoErr)
-		}
-		return moved, len(ms), conflicts, err
-	}
-	// 3. The old index entries (the scheduled ones only by the owner).
+	_, err := roundTrip(ctx, c, zadds)
+	return err
+}
+
+// unindexSources removes the index entries of the moves done from source
+// partition p (step 3 of a move): the scheduled ones with moveOutScript,
+// only while the fence holds token (a *FencedError's "FENCED" error
+// otherwise), the dead ones with ZREM. A move being finished has none
+// left there.
+func (s *Store) unindexSources(ctx context.Context, c redis.Conn, topic string, p int, token int64, ms []moving, done []int) error {
 	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
 	outS = append(outS, keys.Fence, token)
 	outD := []any{keys.Dead(s.ns, topic, p)}
-	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
-	var done []int // the moves written, in the order of casOld's pairs
-	for i, m := range ms {
-		if !written[i] {
-			continue
-		}
-		switch {
+	for _, i := range done {
+		switch m := ms[i]; {
 		case m.finish:
 		case m.dead:
 			outD = append(outD, m.id)
 		default:
 			outS = append(outS, m.id)
 		}
-		casOld = append(casOld, m.id, m.rec)
-		done = append(done, i)
 	}
 	var outs []cmd
 	if len(outS) > 5 {
@@ -370,47 +439,27 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 	if len(outD) > 1 {
 		outs = append(outs, cmd{"ZREM", outD})
 	}
-	if len(outs) > 0 {
-		if r, err = roundTrip(ctx, c, outs); err != nil {
-			if fe, ok := fencedErr(err, token); ok {
-				return moved, left, conflicts, fe
-			}
-			return fail("unindex", err)
-		}
+	if len(outs) == 0 {
+		return nil
 	}
-	if len(done) == 0 {
-		return moved, left, conflicts, nil
+	_, err := roundTrip(ctx, c, outs)
+	return err
+}
+
+// removeSources removes the records of the moves done from source
+// partition p (step 4 of a move), each only while it still holds the
+// bytes read (casDeleteScript): a record rewritten or deleted meanwhile
+// stays. It returns, per move done, 1 removed or 0 left.
+func (s *Store) removeSources(ctx context.Context, c redis.Conn, topic string, p int, ms []moving, done []int) ([]int, error) {
+	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
+	for _, i := range done {
+		casOld = append(casOld, ms[i].id, ms[i].rec)
 	}
-	// 4. The old records, unless rewritten or deleted meanwhile.
-	if r, err = roundTrip(ctx, c, []cmd{{"EVALSHA", casOld}}); err != nil {
-		return fail("remove records", err)
-	}
-	gone, err := intsOf(r[0], len(done))
+	r, err := roundTrip(ctx, c, []cmd{{"EVALSHA", casOld}})
 	if err != nil {
-		return fail("remove records", err)
+		return nil, err
 	}
-	// A source changed meanwhile keeps its place: remove its copy.
-	undo := map[int][]any{}
-	var undoOrder []int
-	for k, i := range done {
-		if gone[k] == 1 {
-			moved++
-			continue
-		}
-		left++
-		q := ms[i].to
-		if undo[q] == nil {
-			undoOrder = append(undoOrder, q)
-			undo[q] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
-		}
-		undo[q] = append(undo[q], ms[i].id, ms[i].rec)
-	}
-	for _, q := range undoOrder {
-		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
-			return fail("undo", err)
-		}
-	}
-	return moved, left, conflicts, nil
+	return intsOf(r[0], len(done))
 }
 
 // sameChange reads topic's layout on c and fails with ErrChangeReplaced
@@ -435,20 +484,25 @@ func (s *Store) sameChange(ctx context.Context, c redis.Conn, topic string, l La
 // written, except moves being finished: their copy is the message's
 // only index entry), partition by partition.
 func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, ms []moving, written []bool) error {
-	undo := map[int][]any{}
-	var order []int
+	var copies []moving
 	for i, m := range ms {
-		if !written[i] || m.finish {
-			continue
+		if written[i] && !m.finish {
+			copies = append(copies, m)
 		}
-		if undo[m.to] == nil {
-			order = append(order, m.to)
-			undo[m.to] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, m.to), 0)
-		}
-		undo[m.to] = append(undo[m.to], m.id, m.rec)
 	}
+	return s.unmoveAll(ctx, c, topic, copies)
+}
+
+// unmoveAll removes the copies of ms from their new partitions, one
+// partition after the other (see unmove).
+func (s *Store) unmoveAll(ctx context.Context, c redis.Conn, topic string, ms []moving) error {
+	order, byTo := partitionsOf(ms)
 	for _, q := range order {
-		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
+		casArgs := scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
+		for _, i := range byTo[q] {
+			casArgs = append(casArgs, ms[i].id, ms[i].rec)
+		}
+		if err := s.unmove(ctx, c, topic, q, casArgs); err != nil {
 			return err
 		}
 	}
