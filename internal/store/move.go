@@ -65,12 +65,10 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return pass, fmt.Errorf("move from partition %d: bad HSCAN reply: %v", p, err)
+	next, kv, err := scanPage(r[0])
+	if err != nil {
+		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	next, _ := redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
 	var ids []string
 	var recs [][]byte
 	var segs []string

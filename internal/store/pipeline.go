@@ -162,6 +162,18 @@ func (s *Store) steps(ctx context.Context, groups ...[]cmd) ([][]any, error) {
 	return out, nil
 }
 
+// scanPage reads an HSCAN reply: the cursor to go on from ("0" when the
+// scan ended) and the fields and values, in pairs.
+func scanPage(r any) (next string, kv [][]byte, err error) {
+	parts, err := redis.Values(r, nil)
+	if err != nil || len(parts) != 2 {
+		return "", nil, fmt.Errorf("bad HSCAN reply: %v", err)
+	}
+	next, _ = redis.String(parts[0], nil)
+	kv, _ = redis.ByteSlices(parts[1], nil)
+	return next, kv, nil
+}
+
 // itoa formats n in decimal, for score bounds such as "(" + itoa(n).
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

@@ -21,12 +21,10 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: bad HSCAN reply: %v", p, err)
+	next, kv, err := scanPage(r[0])
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
-	next, _ := redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
 	var ids, segs, pending []string
 	var recs, segVals [][]byte
 	for i := 0; i+1 < len(kv); i += 2 {
