@@ -293,30 +293,19 @@ func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, 
 // is found by the reconciler (a segment in no index), and records written
 // but not indexed are re-indexed by it.
 func (s *Store) explode(ctx context.Context, topic string, p int, segs []string, claimed []Claimed, maxDueMS int64, limit int) ([]Claimed, error) {
-	mk := keys.Records(s.ns, topic, p)
-	cmds := make([]cmd, len(segs))
-	for i, f := range segs {
-		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
-	}
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r, err := roundTrip(ctx, c, cmds)
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
 	if err != nil {
 		return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
 	}
 	var rest []Claimed
-	for _, v := range r {
-		vals, err := redis.Strings(v, nil)
-		if err != nil {
-			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
-		}
-		for i := 0; i+1 < len(vals); i += 2 {
-			due, _ := strconv.ParseInt(vals[i+1], 10, 64)
-			rest = append(rest, Claimed{ID: vals[i], Due: due})
-		}
+	for i := 0; i+1 < len(vals); i += 2 {
+		due, _ := strconv.ParseInt(vals[i+1], 10, 64)
+		rest = append(rest, Claimed{ID: vals[i], Due: due})
 	}
 	slices.SortFunc(rest, func(a, b Claimed) int { return cmp.Compare(a.Due, b.Due) })
 	zadd := []any{keys.Scheduled(s.ns, topic, p)}

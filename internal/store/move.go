@@ -541,36 +541,26 @@ func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, c
 // midway leaves records in no index, which the reconciler or the next
 // move pass finds.
 func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []string) (int, error) {
-	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
-	cmds := make([]cmd, len(segs))
-	for i, f := range segs {
-		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
-	}
+	sk := keys.Scheduled(s.ns, topic, p)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	r, err := roundTrip(ctx, c, cmds)
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
 	if err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
 	zadd := []any{sk, "NX"}
-	for _, v := range r {
-		vals, err := redis.Strings(v, nil)
-		if err != nil {
-			return 0, fmt.Errorf("explode segments: %w", err)
-		}
-		for i := 0; i+1 < len(vals); i += 2 {
-			zadd = append(zadd, vals[i+1], vals[i])
-		}
+	for i := 0; i+1 < len(vals); i += 2 {
+		zadd = append(zadd, vals[i+1], vals[i])
 	}
 	n := (len(zadd) - 2) / 2
-	cmds = []cmd{{"ZREM", append([]any{sk}, strs(segs)...)}}
+	cmds := []cmd{{"ZREM", append([]any{sk}, strs(segs)...)}}
 	if n > 0 {
 		cmds = append([]cmd{{"ZADD", zadd}}, cmds...)
 	}
-	if r, err = roundTrip(ctx, c, cmds); err != nil {
+	if _, err := roundTrip(ctx, c, cmds); err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
 	return n, nil

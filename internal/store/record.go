@@ -226,14 +226,7 @@ func decodeOne(b []byte) *Record {
 func decodeAll(raw [][]byte, n int) []*Record {
 	recs := make([]*Record, n)
 	for i, b := range raw {
-		if b == nil {
-			continue
-		}
-		r, err := DecodeRecord(b)
-		if err != nil {
-			r = &Record{Body: b, Corrupt: err}
-		}
-		recs[i] = r
+		recs[i] = decodeOne(b)
 	}
 	return recs
 }

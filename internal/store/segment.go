@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -138,4 +139,27 @@ func segHeld(r []any, id string) (*segEntry, error) {
 	}
 	seg, _ := redis.Bytes(r[0], nil)
 	return segLookup(seg, id)
+}
+
+// explodeSegments takes the segments segs of the records HASH mk apart,
+// one explodeScript each, in one pipeline on c, and returns the records
+// they wrote, {id1, due1, id2, due2, ...}.
+func explodeSegments(ctx context.Context, c redis.Conn, mk string, segs []string) ([]string, error) {
+	cmds := make([]cmd, len(segs))
+	for i, f := range segs {
+		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
+	}
+	r, err := roundTrip(ctx, c, cmds)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range r {
+		vals, err := redis.Strings(v, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vals...)
+	}
+	return out, nil
 }
