@@ -57,11 +57,13 @@ type moving struct {
 // or in its old one: the next pass (the old partition's next owner's,
 // after a takeover) moves it again, each step being idempotent. It
 // returns a *FencedError if another owner took the old partition.
+//
+// The steps: the batch (sortMoveBatch), its schedules' marks (moveMarks)
+// and segments (explodeAll), where each of its messages is (whereMoving,
+// and sortUnindexed for those in no index), and the moves (move).
 func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, l Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (MovePass, error) {
 	pass := MovePass{Next: cursor}
-	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
-	ik, dk := keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
-	r, err := s.do(ctx, cmd{"HSCAN", []any{mk, cursor, "COUNT", count}})
+	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
@@ -69,87 +71,31 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	var ids []string
-	var recs [][]byte
-	var segs []string
-	var marks []markMove
-	for i := 0; i+1 < len(kv); i += 2 {
-		switch f := string(kv[i]); {
-		case strings.HasPrefix(f, keys.ScheduleMark):
-			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
-				marks = append(marks, markMove{field: f, mark: kv[i+1], to: to})
-			}
-		case keys.IsIDField(f):
-			if partition.For(f, l.Next) == p {
-				continue // stays
-			}
-			if skip != nil && skip(f) {
-				pass.Left++
-				continue
-			}
-			ids = append(ids, f)
-			recs = append(recs, kv[i+1])
-		case keys.IsSegmentField(f):
-			segs = append(segs, f)
-		}
-	}
-	if len(marks) > 0 {
-		n, err := s.moveMarks(ctx, topic, p, marks)
+	b := sortMoveBatch(kv, p, l, skip)
+	pass.Left += b.skipped
+	if len(b.marks) > 0 {
+		n, err := s.moveMarks(ctx, topic, p, b.marks)
 		if err != nil {
 			return pass, fmt.Errorf("move from partition %d: %w", p, err)
 		}
 		pass.Left += n
 	}
-	if len(segs) > 0 {
-		n, err := s.explodeAll(ctx, topic, p, segs)
+	if len(b.segs) > 0 {
+		n, err := s.explodeAll(ctx, topic, p, b.segs)
 		if err != nil {
 			return pass, fmt.Errorf("move from partition %d: %w", p, err)
 		}
 		pass.Left += n
 	}
-	if len(ids) == 0 {
+	if len(b.ids) == 0 {
 		pass.Next = next
 		return pass, nil
 	}
-	// Where each message is: scheduled, in flight or dead.
-	var reads []cmd
-	for _, id := range ids {
-		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
-	}
-	r, err = s.do(ctx, reads...)
+	ms, unindexed, left, err := s.whereMoving(ctx, topic, p, l, b, horizonMS)
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	var ms []moving
-	var unindexed []moving // in no index: cut short after unindexing, or by a crash elsewhere
-	for i, id := range ids {
-		sc, inS := scoreOf(r[3*i])
-		_, inI := scoreOf(r[3*i+1])
-		died, inD := scoreOf(r[3*i+2])
-		due := int64(-1)
-		if rec, err := DecodeRecord(recs[i]); err == nil {
-			due = rec.Due
-		}
-		m := moving{id: id, rec: recs[i], to: partition.For(id, l.Next)}
-		switch {
-		case inI:
-			pass.Left++
-			continue
-		case inS:
-			m.score = max(sc, due) // a stale entry: the record's due is the message's
-		case inD:
-			m.score, m.dead = died, true
-		default:
-			m.score = due
-			unindexed = append(unindexed, m)
-			continue
-		}
-		if !m.dead && m.score < horizonMS {
-			pass.Left++
-			continue
-		}
-		ms = append(ms, m)
-	}
+	pass.Left += left
 	if len(unindexed) > 0 {
 		more, left, err := s.sortUnindexed(ctx, topic, p, unindexed, horizonMS)
 		if err != nil {
@@ -164,6 +110,95 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	}
 	pass.Next = next
 	return pass, nil
+}
+
+// moveBatch is what a move pass's HSCAN batch of source partition p holds
+// to move: the records of other partitions in the new count (their ids
+// and bytes), the segments, to turn into records first, and the
+// schedules' marks of other partitions; and how many records it skipped
+// (the owner's own deliveries).
+type moveBatch struct {
+	ids     []string
+	recs    [][]byte
+	segs    []string
+	marks   []markMove
+	skipped int
+}
+
+// sortMoveBatch sorts the fields and values kv of an HSCAN batch of source
+// partition p by what a move pass does with them, in the change l runs
+// (see moveBatch); skip, which may be nil, reports the ids to leave.
+func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) moveBatch {
+	var b moveBatch
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch f := string(kv[i]); {
+		case strings.HasPrefix(f, keys.ScheduleMark):
+			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
+				b.marks = append(b.marks, markMove{field: f, mark: kv[i+1], to: to})
+			}
+		case keys.IsIDField(f):
+			if partition.For(f, l.Next) == p {
+				continue // stays
+			}
+			if skip != nil && skip(f) {
+				b.skipped++
+				continue
+			}
+			b.ids = append(b.ids, f)
+			b.recs = append(b.recs, kv[i+1])
+		case keys.IsSegmentField(f):
+			b.segs = append(b.segs, f)
+		}
+	}
+	return b
+}
+
+// whereMoving reads where each record of b is in partition p (scheduled,
+// in flight or dead: three ZSCOREs each, in one pipeline) and returns the
+// moves to make now: those dead, and those scheduled due at or after
+// horizonMS (at the later of their entry's and their record's due: an
+// entry earlier than its record is a stale one). It returns apart those
+// in no index (cut short after unindexing, or by a crash elsewhere: see
+// sortUnindexed), and counts as left those in flight or due sooner.
+func (s *Store) whereMoving(ctx context.Context, topic string, p int, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
+	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
+	var reads []cmd
+	for _, id := range b.ids {
+		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
+	}
+	r, err := s.do(ctx, reads...)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for i, id := range b.ids {
+		sc, inS := scoreOf(r[3*i])
+		_, inI := scoreOf(r[3*i+1])
+		died, inD := scoreOf(r[3*i+2])
+		due := int64(-1)
+		if rec, err := DecodeRecord(b.recs[i]); err == nil {
+			due = rec.Due
+		}
+		m := moving{id: id, rec: b.recs[i], to: partition.For(id, l.Next)}
+		switch {
+		case inI:
+			left++
+			continue
+		case inS:
+			m.score = max(sc, due) // a stale entry: the record's due is the message's
+		case inD:
+			m.score, m.dead = died, true
+		default:
+			m.score = due
+			unindexed = append(unindexed, m)
+			continue
+		}
+		if !m.dead && m.score < horizonMS {
+			left++
+			continue
+		}
+		ms = append(ms, m)
+	}
+	return ms, unindexed, left, nil
 }
 
 // markMove is a schedule's mark a pass moves: its field and value in
