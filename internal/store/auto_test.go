@@ -14,11 +14,7 @@ import (
 // clears it.
 func TestAutoStep(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
-	s, err := Open(Options{Addr: env.Backends[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, env.Backends[0])
 	ctx := context.Background()
 	const topic, t0 = "auto", int64(1_800_000_000_000)
 	if _, err := s.EnsureTopic(ctx, topic, 4, t0); err != nil {

@@ -285,19 +285,6 @@ func (s *Store) scheduledRecords(ctx context.Context, topic string, n int, entri
 	return out, nil
 }
 
-// decodeOne decodes a stored record: nil for none, a Corrupt record for
-// bytes that do not decode.
-func decodeOne(b []byte) *Record {
-	if b == nil {
-		return nil
-	}
-	r, err := DecodeRecord(b)
-	if err != nil {
-		return &Record{Body: b, Corrupt: err}
-	}
-	return r
-}
-
 // DeadItem is a dead message with its partition.
 type DeadItem struct {
 	DeadEntry

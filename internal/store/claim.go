@@ -3,11 +3,9 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -32,16 +30,6 @@ func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, 
 		return 0, false, fmt.Errorf("look at partition %d: score %q: %w", p, vals[1], err)
 	}
 	return int64(due), true, nil
-}
-
-// fencedErr turns a script's "FENCED n" error into a *FencedError.
-func fencedErr(err error, token int64) (*FencedError, bool) {
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
-		newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
-		return &FencedError{Token: token, Newest: newest}, true
-	}
-	return nil, false
 }
 
 // Claimed is an id the claim script removed from the scheduled ZSET.
@@ -84,12 +72,59 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // is taken apart, as ClaimIndexOnly does; should that fail midway, the reconciler
 // finds them.
 //
+// The steps: the look (listDue with peekScript), the pipeline (claimCmds),
+// what it took and which of it starts now (claimReplies, toStart), the
+// entries it need not have written (dropUnclaimed), and the segments
+// (beginSegments).
+//
 // On an error other than a *FencedError some ids may be in flight and
 // not scheduled, without the caller knowing them: the caller returns
 // them (with the other in-flight messages not its own) to scheduled.
 func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]Claimed, []*Record, error) {
-	sk := keys.Scheduled(s.ns, topic, p)
-	r, err := s.script(ctx, peekScript, sk, keys.Fence, token, maxDueMS, limit)
+	peeked, peekedSegs, err := s.listDue(ctx, peekScript, topic, p, token, maxDueMS, limit)
+	if err != nil || len(peeked)+len(peekedSegs) == 0 {
+		return nil, nil, err
+	}
+	cmds := s.claimCmds(topic, p, token, maxDueMS, peeked, peekedSegs, deadline)
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+	}
+	defer c.Close()
+	replies, err := roundTrip(ctx, c, cmds)
+	if err != nil {
+		// A refused claim leaves its in-flight entries: removing them
+		// could remove the newer owner's.
+		if fe, ok := fencedErr(err, token); ok {
+			return nil, nil, fe
+		}
+		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+	}
+	running, got, recsByID, err := claimReplies(p, peeked, replies)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, segs := splitClaimed(got)
+	claimed, recs, taken := toStart(all, running, recsByID)
+	if err := dropUnclaimed(ctx, c, keys.InFlight(s.ns, topic, p), peeked, taken, running); err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
+	}
+	if len(segs) == 0 {
+		return claimed, recs, nil
+	}
+	fromSegs, segRecs, err := s.beginSegments(ctx, topic, p, segs, maxDueMS, limit-len(claimed), deadline)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(claimed, fromSegs...), append(recs, segRecs...), nil
+}
+
+// listDue runs sc, peekScript or claimScript, on partition p's scheduled
+// ZSET under token, and returns the ids (with their due) and segments due
+// by maxDueMS, up to limit, that it listed (peekScript) or took
+// (claimScript). A *FencedError means the fence holds another token.
+func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
+	r, err := s.script(ctx, sc, keys.Scheduled(s.ns, topic, p), keys.Fence, token, maxDueMS, limit)
 	if err != nil {
 		if fe, ok := fencedErr(err, token); ok {
 			return nil, nil, fe
@@ -100,15 +135,19 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	if len(vals) == 0 {
-		return nil, nil, nil
-	}
-	ik, mk := keys.InFlight(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	claimArgs := scriptCall(claimIDsScript, sk, 3+len(vals)/2)
+	plain, segs := splitClaimed(vals)
+	return plain, segs, nil
+}
+
+// claimCmds returns the pipeline of a ClaimBegin, from the ids and
+// segments it peeked: the in-flight entries of the ids at deadline(due)
+// (beginNewScript), the claim of exactly those ids and segments
+// (claimIDsScript, fenced), and the read of the ids' records.
+func (s *Store) claimCmds(topic string, p int, token, maxDueMS int64, peeked []Claimed, peekedSegs []string, deadline func(dueMS int64) int64) []cmd {
+	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
 	claimArgs = append(claimArgs, keys.Fence, token, maxDueMS)
 	var zadd []any
-	hmget := []any{mk}
-	peeked, peekedSegs := splitClaimed(vals)
+	hmget := []any{keys.Records(s.ns, topic, p)}
 	for _, m := range peeked {
 		claimArgs = append(claimArgs, m.ID)
 		zadd = append(zadd, deadline(m.Due), m.ID)
@@ -124,36 +163,27 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	// at once.
 	var cmds []cmd
 	if len(peeked) > 0 {
-		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, ik, len(zadd)), zadd...)})
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, keys.InFlight(s.ns, topic, p), len(zadd)), zadd...)})
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
 	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"HMGET", hmget})
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
-	}
-	defer c.Close()
-	replies, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(replies)
-	}
-	if err != nil {
-		// A refused claim leaves its in-flight entries: removing them
-		// could remove the newer owner's.
-		if fe, ok := fencedErr(err, token); ok {
-			return nil, nil, fe
-		}
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
-	}
+	return cmds
+}
+
+// claimReplies reads the replies of claimCmds' pipeline: the peeked ids
+// that were in flight already (running: beginNewScript left their
+// entries), the ids and segments the claim took ({id1, due1, ...}) and
+// the records read, by id.
+func claimReplies(p int, peeked []Claimed, replies []any) (running map[string]bool, got []string, recsByID map[string]*Record, err error) {
 	at := 0
-	running := map[string]bool{}
+	running = map[string]bool{}
 	if len(peeked) > 0 {
 		at = 1
 		in, err := redis.Ints(replies[0], nil)
 		if err != nil || len(in) != len(peeked) {
-			return nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
+			return nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
 		}
 		for i, v := range in {
 			if v == 1 {
@@ -161,15 +191,14 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 			}
 		}
 	}
-	got, err := redis.Strings(replies[at], nil)
+	got, err = redis.Strings(replies[at], nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	var recsByID map[string]*Record
 	if len(peeked) > 0 {
 		raw, err := redis.ByteSlices(replies[at+1], nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+			return nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 		}
 		recs := decodeAll(raw, len(peeked))
 		recsByID = make(map[string]*Record, len(peeked))
@@ -177,10 +206,15 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 			recsByID[m.ID] = recs[i]
 		}
 	}
-	all, segs := splitClaimed(got)
-	claimed := all[:0:0]
-	var recs []*Record
-	taken := make(map[string]bool, len(all))
+	return running, got, recsByID, nil
+}
+
+// toStart returns, of the ids the claim took (all), those whose delivery
+// starts now, with their records: all but those running already. taken
+// is every id it took.
+func toStart(all []Claimed, running map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool) {
+	claimed = all[:0:0]
+	taken = make(map[string]bool, len(all))
 	for _, m := range all {
 		taken[m.ID] = true
 		if !running[m.ID] {
@@ -188,28 +222,38 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 			recs = append(recs, recsByID[m.ID])
 		}
 	}
-	if len(taken) < len(peeked) {
-		rem := []any{ik}
-		for _, m := range peeked {
-			if !taken[m.ID] && !running[m.ID] {
-				rem = append(rem, m.ID)
-			}
-		}
-		if len(rem) > 1 { // not only ids running elsewhere
-			if _, err := pipe(ctx, c, []cmd{{"ZREM", rem}}); err != nil {
-				return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
-			}
+	return claimed, recs, taken
+}
+
+// dropUnclaimed removes, from the in-flight ZSET ik, the entries that
+// claimCmds wrote for peeked ids the claim did not take (deleted or
+// rescheduled meanwhile); the entries of ids running already are theirs,
+// and stay.
+func dropUnclaimed(ctx context.Context, c redis.Conn, ik string, peeked []Claimed, taken, running map[string]bool) error {
+	if len(taken) >= len(peeked) {
+		return nil
+	}
+	rem := []any{ik}
+	for _, m := range peeked {
+		if !taken[m.ID] && !running[m.ID] {
+			rem = append(rem, m.ID)
 		}
 	}
-	if len(segs) == 0 {
-		return claimed, recs, nil
+	if len(rem) == 1 { // only ids running elsewhere
+		return nil
 	}
-	fromSegs, err := s.explode(ctx, topic, p, segs, nil, maxDueMS, limit-len(claimed))
-	if err != nil {
+	_, err := pipe(ctx, c, []cmd{{"ZREM", rem}})
+	return err
+}
+
+// beginSegments takes apart the segments a claim took (explode), keeps
+// those of their messages due by maxDueMS, up to limit (the others go
+// back to scheduled), and puts them in flight at deadline(due) with
+// their records read (Begin).
+func (s *Store) beginSegments(ctx context.Context, topic string, p int, segs []string, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]Claimed, []*Record, error) {
+	fromSegs, err := s.explode(ctx, topic, p, segs, nil, maxDueMS, limit)
+	if err != nil || len(fromSegs) == 0 {
 		return nil, nil, err
-	}
-	if len(fromSegs) == 0 {
-		return claimed, recs, nil
 	}
 	ids := make([]string, len(fromSegs))
 	deadlines := make([]int64, len(fromSegs))
@@ -220,7 +264,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 	if err != nil {
 		return nil, nil, err
 	}
-	return append(claimed, fromSegs...), append(recs, segRecs...), nil
+	return fromSegs, segRecs, nil
 }
 
 // ClaimIndexOnly removes up to limit ids due at or before maxDueMS from
@@ -232,18 +276,10 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 // the tests that cut a claim between its steps. A *FencedError means the
 // fence holds another token and nothing was claimed.
 func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, error) {
-	r, err := s.script(ctx, claimScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token, maxDueMS, limit)
+	out, segs, err := s.listDue(ctx, claimScript, topic, p, token, maxDueMS, limit)
 	if err != nil {
-		if fe, ok := fencedErr(err, token); ok {
-			return nil, fe
-		}
-		return nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, err
 	}
-	vals, err := redis.Strings(r, nil)
-	if err != nil {
-		return nil, fmt.Errorf("claim partition %d: %w", p, err)
-	}
-	out, segs := splitClaimed(vals)
 	if len(segs) == 0 {
 		return out, nil
 	}
@@ -257,33 +293,19 @@ func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, 
 // is found by the reconciler (a segment in no index), and records written
 // but not indexed are re-indexed by it.
 func (s *Store) explode(ctx context.Context, topic string, p int, segs []string, claimed []Claimed, maxDueMS int64, limit int) ([]Claimed, error) {
-	mk := keys.Records(s.ns, topic, p)
-	cmds := make([]cmd, len(segs))
-	for i, f := range segs {
-		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
-	}
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(r)
-	}
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
 	if err != nil {
 		return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
 	}
 	var rest []Claimed
-	for _, v := range r {
-		vals, err := redis.Strings(v, nil)
-		if err != nil {
-			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
-		}
-		for i := 0; i+1 < len(vals); i += 2 {
-			due, _ := strconv.ParseInt(vals[i+1], 10, 64)
-			rest = append(rest, Claimed{ID: vals[i], Due: due})
-		}
+	for i := 0; i+1 < len(vals); i += 2 {
+		due, _ := strconv.ParseInt(vals[i+1], 10, 64)
+		rest = append(rest, Claimed{ID: vals[i], Due: due})
 	}
 	slices.SortFunc(rest, func(a, b Claimed) int { return cmp.Compare(a.Due, b.Due) })
 	zadd := []any{keys.Scheduled(s.ns, topic, p)}
@@ -295,11 +317,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 		}
 	}
 	if len(zadd) > 1 {
-		r, err := pipe(ctx, c, []cmd{{"ZADD", zadd}})
-		if err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
+		if _, err := roundTrip(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
 			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
 		}
 	}

@@ -5,7 +5,40 @@ import (
 	"fmt"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
 )
+
+// Delete removes a message from wherever it is: the record first, then its
+// index entries, so a crash in between leaves a tombstone, never a message
+// that comes back. ErrNotFound if there was nothing to remove.
+func (s *Store) Delete(ctx context.Context, topic string, p int, id string) error {
+	mk := keys.Records(s.ns, topic, p)
+	var removed any
+	var err error
+	if len(id) == SegmentIDLen {
+		// The record, or the segment's entry.
+		removed, err = s.script(ctx, segDeleteScript, mk, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:])
+	} else {
+		var r []any
+		if r, err = s.do(ctx, cmd{"HDEL", []any{mk, id}}); err == nil {
+			removed = r[0]
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", id, err)
+	}
+	_, err = s.do(ctx,
+		cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, p), id}},
+		cmd{"ZREM", []any{keys.InFlight(s.ns, topic, p), id}},
+		cmd{"ZREM", []any{keys.Dead(s.ns, topic, p), id}})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", id, err)
+	}
+	if n, _ := redis.Int64(removed, nil); n == 0 {
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+	}
+	return nil
+}
 
 // DeleteMany removes the messages of ids from partition p as Delete
 // removes each, in two round trips for them all: their records first
@@ -25,7 +58,7 @@ func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []strin
 			args = append(args, id, "", "")
 		}
 	}
-	r, err := s.runScripts(ctx, []cmd{{"EVALSHA", args}})
+	r, err := s.do(ctx, cmd{"EVALSHA", args})
 	if err != nil {
 		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
 	}

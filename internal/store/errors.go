@@ -3,6 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // Sentinel errors, re-exported by package delayq.
@@ -56,6 +60,16 @@ type FencedError struct {
 
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("delayq: fenced: token %d, fence at %d", e.Token, e.Newest)
+}
+
+// fencedErr turns a script's "FENCED n" error into a *FencedError.
+func fencedErr(err error, token int64) (*FencedError, bool) {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(string(re), "FENCED ") {
+		newest, _ := strconv.ParseInt(strings.TrimPrefix(string(re), "FENCED "), 10, 64)
+		return &FencedError{Token: token, Newest: newest}, true
+	}
+	return nil, false
 }
 
 // ErrUnreachable: no address of the store answered a dial (an outage),

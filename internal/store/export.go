@@ -61,12 +61,10 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 		r = r[1:]
 	}
 	pass.LeftAfter, _ = redis.Int64(r[1], nil)
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return pass, fmt.Errorf("export partition %d: bad HSCAN reply: %v", p, err)
+	next, kv, err := scanPage(r[0])
+	if err != nil {
+		return pass, fmt.Errorf("export partition %d: %w", p, err)
 	}
-	next, _ := redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
 	var ids []string
 	var recs []*Record
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -97,10 +95,10 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 		}
 	}
 	if len(ids) > 0 {
-		r, err := s.runScripts(ctx, []cmd{
-			{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
-			{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
-		})
+		r, err := s.do(ctx,
+			cmd{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
+			cmd{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
+		)
 		if err != nil {
 			return pass, fmt.Errorf("export partition %d: %w", p, err)
 		}

@@ -57,101 +57,45 @@ type moving struct {
 // or in its old one: the next pass (the old partition's next owner's,
 // after a takeover) moves it again, each step being idempotent. It
 // returns a *FencedError if another owner took the old partition.
+//
+// The steps: the batch (sortMoveBatch), its schedules' marks (moveMarks)
+// and segments (explodeAll), where each of its messages is (whereMoving,
+// and sortUnindexed for those in no index), and the moves (move).
 func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, l Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (MovePass, error) {
 	pass := MovePass{Next: cursor}
-	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
-	ik, dk := keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
-	r, err := s.do(ctx, cmd{"HSCAN", []any{mk, cursor, "COUNT", count}})
+	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return pass, fmt.Errorf("move from partition %d: bad HSCAN reply: %v", p, err)
+	next, kv, err := scanPage(r[0])
+	if err != nil {
+		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	next, _ := redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
-	var ids []string
-	var recs [][]byte
-	var segs []string
-	var marks []markMove
-	for i := 0; i+1 < len(kv); i += 2 {
-		switch f := string(kv[i]); {
-		case strings.HasPrefix(f, keys.ScheduleMark):
-			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
-				marks = append(marks, markMove{field: f, mark: kv[i+1], to: to})
-			}
-		case keys.IsIDField(f):
-			if partition.For(f, l.Next) == p {
-				continue // stays
-			}
-			if skip != nil && skip(f) {
-				pass.Left++
-				continue
-			}
-			ids = append(ids, f)
-			recs = append(recs, kv[i+1])
-		case keys.IsSegmentField(f):
-			segs = append(segs, f)
-		}
-	}
-	if len(marks) > 0 {
-		n, err := s.moveMarks(ctx, topic, p, marks)
+	b := sortMoveBatch(kv, p, l, skip)
+	pass.Left += b.skipped
+	if len(b.marks) > 0 {
+		n, err := s.moveMarks(ctx, topic, p, b.marks)
 		if err != nil {
 			return pass, fmt.Errorf("move from partition %d: %w", p, err)
 		}
 		pass.Left += n
 	}
-	if len(segs) > 0 {
-		n, err := s.explodeAll(ctx, topic, p, segs)
+	if len(b.segs) > 0 {
+		n, err := s.explodeAll(ctx, topic, p, b.segs)
 		if err != nil {
 			return pass, fmt.Errorf("move from partition %d: %w", p, err)
 		}
 		pass.Left += n
 	}
-	if len(ids) == 0 {
+	if len(b.ids) == 0 {
 		pass.Next = next
 		return pass, nil
 	}
-	// Where each message is: scheduled, in flight or dead.
-	var reads []cmd
-	for _, id := range ids {
-		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
-	}
-	r, err = s.do(ctx, reads...)
+	ms, unindexed, left, err := s.whereMoving(ctx, topic, p, l, b, horizonMS)
 	if err != nil {
 		return pass, fmt.Errorf("move from partition %d: %w", p, err)
 	}
-	var ms []moving
-	var unindexed []moving // in no index: cut short after unindexing, or by a crash elsewhere
-	for i, id := range ids {
-		sc, inS := scoreOf(r[3*i])
-		_, inI := scoreOf(r[3*i+1])
-		died, inD := scoreOf(r[3*i+2])
-		due := int64(-1)
-		if rec, err := DecodeRecord(recs[i]); err == nil {
-			due = rec.Due
-		}
-		m := moving{id: id, rec: recs[i], to: partition.For(id, l.Next)}
-		switch {
-		case inI:
-			pass.Left++
-			continue
-		case inS:
-			m.score = max(sc, due) // a stale entry: the record's due is the message's
-		case inD:
-			m.score, m.dead = died, true
-		default:
-			m.score = due
-			unindexed = append(unindexed, m)
-			continue
-		}
-		if !m.dead && m.score < horizonMS {
-			pass.Left++
-			continue
-		}
-		ms = append(ms, m)
-	}
+	pass.Left += left
 	if len(unindexed) > 0 {
 		more, left, err := s.sortUnindexed(ctx, topic, p, unindexed, horizonMS)
 		if err != nil {
@@ -166,6 +110,95 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 	}
 	pass.Next = next
 	return pass, nil
+}
+
+// moveBatch is what a move pass's HSCAN batch of source partition p holds
+// to move: the records of other partitions in the new count (their ids
+// and bytes), the segments, to turn into records first, and the
+// schedules' marks of other partitions; and how many records it skipped
+// (the owner's own deliveries).
+type moveBatch struct {
+	ids     []string
+	recs    [][]byte
+	segs    []string
+	marks   []markMove
+	skipped int
+}
+
+// sortMoveBatch sorts the fields and values kv of an HSCAN batch of source
+// partition p by what a move pass does with them, in the change l runs
+// (see moveBatch); skip, which may be nil, reports the ids to leave.
+func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) moveBatch {
+	var b moveBatch
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch f := string(kv[i]); {
+		case strings.HasPrefix(f, keys.ScheduleMark):
+			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
+				b.marks = append(b.marks, markMove{field: f, mark: kv[i+1], to: to})
+			}
+		case keys.IsIDField(f):
+			if partition.For(f, l.Next) == p {
+				continue // stays
+			}
+			if skip != nil && skip(f) {
+				b.skipped++
+				continue
+			}
+			b.ids = append(b.ids, f)
+			b.recs = append(b.recs, kv[i+1])
+		case keys.IsSegmentField(f):
+			b.segs = append(b.segs, f)
+		}
+	}
+	return b
+}
+
+// whereMoving reads where each record of b is in partition p (scheduled,
+// in flight or dead: three ZSCOREs each, in one pipeline) and returns the
+// moves to make now: those dead, and those scheduled due at or after
+// horizonMS (at the later of their entry's and their record's due: an
+// entry earlier than its record is a stale one). It returns apart those
+// in no index (cut short after unindexing, or by a crash elsewhere: see
+// sortUnindexed), and counts as left those in flight or due sooner.
+func (s *Store) whereMoving(ctx context.Context, topic string, p int, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
+	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
+	var reads []cmd
+	for _, id := range b.ids {
+		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
+	}
+	r, err := s.do(ctx, reads...)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for i, id := range b.ids {
+		sc, inS := scoreOf(r[3*i])
+		_, inI := scoreOf(r[3*i+1])
+		died, inD := scoreOf(r[3*i+2])
+		due := int64(-1)
+		if rec, err := DecodeRecord(b.recs[i]); err == nil {
+			due = rec.Due
+		}
+		m := moving{id: id, rec: b.recs[i], to: partition.For(id, l.Next)}
+		switch {
+		case inI:
+			left++
+			continue
+		case inS:
+			m.score = max(sc, due) // a stale entry: the record's due is the message's
+		case inD:
+			m.score, m.dead = died, true
+		default:
+			m.score = due
+			unindexed = append(unindexed, m)
+			continue
+		}
+		if !m.dead && m.score < horizonMS {
+			left++
+			continue
+		}
+		ms = append(ms, m)
+	}
+	return ms, unindexed, left, nil
 }
 
 // markMove is a schedule's mark a pass moves: its field and value in
@@ -190,16 +223,7 @@ func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []mark
 		merges = append(merges, cmd{"EVALSHA", append(scriptCall(mergeMarkScript, keys.Records(s.ns, topic, m.to), 2), m.field, m.mark)})
 		del = append(del, m.field, m.mark)
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
-	}
-	replies, err := pipeScripts(ctx, c, merges)
-	c.Close()
-	if err == nil {
-		err = firstErr(replies)
-	}
-	if err != nil {
+	if _, err := s.do(ctx, merges...); err != nil {
 		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
 	}
 	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, topic, p)}, del...)...)
@@ -267,9 +291,14 @@ func scoreOf(r any) (int64, bool) {
 	return int64(f), true
 }
 
-// move carries out the moves of MoveScan, in its four steps. It returns
-// how many messages moved, how many stay for a later pass and the ids in
-// conflict.
+// move carries out the moves of MoveScan, in its four steps, on one
+// connection: the records into their new partitions (moveIn), their index
+// entries there (indexMoved), then, once the change is known to be still
+// l's (sameChange; else the copies are undone: unmoveWritten), the old
+// index entries (unindexSources, fenced) and last the old records
+// (removeSources); the copies of those whose source changed meanwhile are
+// undone (unmoveAll). It returns how many messages moved, how many stay
+// for a later pass and the ids in conflict.
 func (s *Store) move(ctx context.Context, topic string, p int, token int64, l Layout, ms []moving) (moved, left int, conflicts []string, err error) {
 	if len(ms) == 0 {
 		return 0, 0, nil, nil
@@ -282,15 +311,82 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 	fail := func(step string, err error) (int, int, []string, error) {
 		return moved, left, conflicts, fmt.Errorf("move from partition %d: %s: %w", p, step, err)
 	}
-	// 1. The records, into their new partitions: one script per partition.
-	byTo := map[int][]int{}
-	var order []int
+	order, byTo := partitionsOf(ms)
+	// 1. The records, into their new partitions.
+	written, conflicts, err := s.moveIn(ctx, c, topic, ms, order, byTo)
+	left = len(conflicts)
+	if err != nil {
+		return fail("write records", err)
+	}
+	// 2. Their index entries there.
+	if err := s.indexMoved(ctx, c, topic, ms, order, byTo, written); err != nil {
+		return fail("index", err)
+	}
+	// The change must still be l's: once cancelled, the reverse moves out
+	// of the new partitions (they begin a settle time later, see
+	// docs/architecture.md) and must not meet this pass's removals.
+	if err := s.sameChange(ctx, c, topic, l); err != nil {
+		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
+			return fail("undo", undoErr)
+		}
+		return moved, len(ms), conflicts, err
+	}
+	var done []int // the moves written
+	for i := range ms {
+		if written[i] {
+			done = append(done, i)
+		}
+	}
+	// 3. The old index entries (the scheduled ones only by the owner).
+	if err := s.unindexSources(ctx, c, topic, p, token, ms, done); err != nil {
+		if fe, ok := fencedErr(err, token); ok {
+			return moved, left, conflicts, fe
+		}
+		return fail("unindex", err)
+	}
+	if len(done) == 0 {
+		return moved, left, conflicts, nil
+	}
+	// 4. The old records, unless rewritten or deleted meanwhile.
+	gone, err := s.removeSources(ctx, c, topic, p, ms, done)
+	if err != nil {
+		return fail("remove records", err)
+	}
+	// A source changed meanwhile keeps its place: remove its copy.
+	var changed []moving
+	for k, i := range done {
+		if gone[k] == 1 {
+			moved++
+			continue
+		}
+		left++
+		changed = append(changed, ms[i])
+	}
+	if err := s.unmoveAll(ctx, c, topic, changed); err != nil {
+		return fail("undo", err)
+	}
+	return moved, left, conflicts, nil
+}
+
+// partitionsOf groups the moves ms by their new partition: the partitions
+// in the order of their first move, and the indexes in ms of each one's.
+func partitionsOf(ms []moving) (order []int, byTo map[int][]int) {
+	byTo = map[int][]int{}
 	for i, m := range ms {
 		if byTo[m.to] == nil {
 			order = append(order, m.to)
 		}
 		byTo[m.to] = append(byTo[m.to], i)
 	}
+	return order, byTo
+}
+
+// moveIn writes the records of ms into their new partitions, one
+// moveInScript a partition (step 1 of a move), and reports which it
+// wrote; the ids of the others are conflicts: their new partition holds
+// another record of the id. On an error, conflicts are those read before
+// it.
+func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int) (written []bool, conflicts []string, err error) {
 	var ins []cmd
 	for _, q := range order {
 		args := scriptCall(moveInScript, keys.Records(s.ns, topic, q), 2*len(byTo[q]))
@@ -299,29 +395,32 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		}
 		ins = append(ins, cmd{"EVALSHA", args})
 	}
-	r, err := pipeScripts(ctx, c, ins)
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, ins)
 	if err != nil {
-		return fail("write records", err)
+		return nil, nil, err
 	}
-	written := make([]bool, len(ms))
+	written = make([]bool, len(ms))
 	for j, q := range order {
 		ok, err := intsOf(r[j], len(byTo[q]))
 		if err != nil {
-			return fail("write records", err)
+			return written, conflicts, err
 		}
 		for k, i := range byTo[q] {
 			if ok[k] == 1 {
 				written[i] = true
 			} else {
 				conflicts = append(conflicts, ms[i].id)
-				left++
 			}
 		}
 	}
-	// 2. Their index entries there.
+	return written, conflicts, nil
+}
+
+// indexMoved adds the index entries of the records moveIn wrote to their
+// new partitions (step 2 of a move): a ZADD to the scheduled ZSET and one
+// to the dead ZSET of each partition, where it has such moves. A move
+// being finished has its entry there already.
+func (s *Store) indexMoved(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int, written []bool) error {
 	var zadds []cmd
 	for _, q := range order {
 		sched, dead := []any{keys.Scheduled(s.ns, topic, q)}, []any{keys.Dead(s.ns, topic, q)}
@@ -341,42 +440,30 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 			}
 		}
 	}
-	if len(zadds) > 0 {
-		if r, err = pipe(ctx, c, zadds); err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
-			return fail("index", err)
-		}
+	if len(zadds) == 0 {
+		return nil
 	}
-	// The change must still be l's: once cancelled, the reverse moves out
-	// of the new partitions (they begin a settle time later, see
-	// docs/architecture.md) and must not meet this pass's removals.
-	if err := s.sameChange(ctx, c, topic, l); err != nil {
-		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
-			return fail("undo", undoErr)
-		}
-		return moved, len(ms), conflicts, err
-	}
-	// 3. The old index entries (the scheduled ones only by the owner).
+	_, err := roundTrip(ctx, c, zadds)
+	return err
+}
+
+// unindexSources removes the index entries of the moves done from source
+// partition p (step 3 of a move): the scheduled ones with moveOutScript,
+// only while the fence holds token (a *FencedError's "FENCED" error
+// otherwise), the dead ones with ZREM. A move being finished has none
+// left there.
+func (s *Store) unindexSources(ctx context.Context, c redis.Conn, topic string, p int, token int64, ms []moving, done []int) error {
 	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
 	outS = append(outS, keys.Fence, token)
 	outD := []any{keys.Dead(s.ns, topic, p)}
-	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
-	var done []int // the moves written, in the order of casOld's pairs
-	for i, m := range ms {
-		if !written[i] {
-			continue
-		}
-		switch {
+	for _, i := range done {
+		switch m := ms[i]; {
 		case m.finish:
 		case m.dead:
 			outD = append(outD, m.id)
 		default:
 			outS = append(outS, m.id)
 		}
-		casOld = append(casOld, m.id, m.rec)
-		done = append(done, i)
 	}
 	var outs []cmd
 	if len(outS) > 5 {
@@ -385,62 +472,33 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 	if len(outD) > 1 {
 		outs = append(outs, cmd{"ZREM", outD})
 	}
-	if len(outs) > 0 {
-		if r, err = pipeScripts(ctx, c, outs); err == nil {
-			err = firstErr(r)
-		}
-		if err != nil {
-			if fe, ok := fencedErr(err, token); ok {
-				return moved, left, conflicts, fe
-			}
-			return fail("unindex", err)
-		}
+	if len(outs) == 0 {
+		return nil
 	}
-	if len(done) == 0 {
-		return moved, left, conflicts, nil
+	_, err := roundTrip(ctx, c, outs)
+	return err
+}
+
+// removeSources removes the records of the moves done from source
+// partition p (step 4 of a move), each only while it still holds the
+// bytes read (casDeleteScript): a record rewritten or deleted meanwhile
+// stays. It returns, per move done, 1 removed or 0 left.
+func (s *Store) removeSources(ctx context.Context, c redis.Conn, topic string, p int, ms []moving, done []int) ([]int, error) {
+	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
+	for _, i := range done {
+		casOld = append(casOld, ms[i].id, ms[i].rec)
 	}
-	// 4. The old records, unless rewritten or deleted meanwhile.
-	if r, err = pipeScripts(ctx, c, []cmd{{"EVALSHA", casOld}}); err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, []cmd{{"EVALSHA", casOld}})
 	if err != nil {
-		return fail("remove records", err)
+		return nil, err
 	}
-	gone, err := intsOf(r[0], len(done))
-	if err != nil {
-		return fail("remove records", err)
-	}
-	// A source changed meanwhile keeps its place: remove its copy.
-	undo := map[int][]any{}
-	var undoOrder []int
-	for k, i := range done {
-		if gone[k] == 1 {
-			moved++
-			continue
-		}
-		left++
-		q := ms[i].to
-		if undo[q] == nil {
-			undoOrder = append(undoOrder, q)
-			undo[q] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
-		}
-		undo[q] = append(undo[q], ms[i].id, ms[i].rec)
-	}
-	for _, q := range undoOrder {
-		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
-			return fail("undo", err)
-		}
-	}
-	return moved, left, conflicts, nil
+	return intsOf(r[0], len(done))
 }
 
 // sameChange reads topic's layout on c and fails with ErrChangeReplaced
 // when its change is no longer l's.
 func (s *Store) sameChange(ctx context.Context, c redis.Conn, topic string, l Layout) error {
-	r, err := pipe(ctx, c, []cmd{layoutReads(keys.Meta(s.ns, topic))})
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, []cmd{layoutReads(keys.Meta(s.ns, topic))})
 	if err != nil {
 		return fmt.Errorf("read the layout: %w", err)
 	}
@@ -459,20 +517,25 @@ func (s *Store) sameChange(ctx context.Context, c redis.Conn, topic string, l La
 // written, except moves being finished: their copy is the message's
 // only index entry), partition by partition.
 func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, ms []moving, written []bool) error {
-	undo := map[int][]any{}
-	var order []int
+	var copies []moving
 	for i, m := range ms {
-		if !written[i] || m.finish {
-			continue
+		if written[i] && !m.finish {
+			copies = append(copies, m)
 		}
-		if undo[m.to] == nil {
-			order = append(order, m.to)
-			undo[m.to] = scriptCall(casDeleteScript, keys.Records(s.ns, topic, m.to), 0)
-		}
-		undo[m.to] = append(undo[m.to], m.id, m.rec)
 	}
+	return s.unmoveAll(ctx, c, topic, copies)
+}
+
+// unmoveAll removes the copies of ms from their new partitions, one
+// partition after the other (see unmove).
+func (s *Store) unmoveAll(ctx context.Context, c redis.Conn, topic string, ms []moving) error {
+	order, byTo := partitionsOf(ms)
 	for _, q := range order {
-		if err := s.unmove(ctx, c, topic, q, undo[q]); err != nil {
+		casArgs := scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
+		for _, i := range byTo[q] {
+			casArgs = append(casArgs, ms[i].id, ms[i].rec)
+		}
+		if err := s.unmove(ctx, c, topic, q, casArgs); err != nil {
 			return err
 		}
 	}
@@ -483,10 +546,7 @@ func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, m
 // partition q: the records that still hold the bytes written (casArgs,
 // the arguments of a casDeleteScript call), then their index entries.
 func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, casArgs []any) error {
-	r, err := pipeScripts(ctx, c, []cmd{{"EVALSHA", casArgs}})
-	if err == nil {
-		err = firstErr(r)
-	}
+	r, err := roundTrip(ctx, c, []cmd{{"EVALSHA", casArgs}})
 	if err != nil {
 		return err
 	}
@@ -516,103 +576,27 @@ func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, c
 // midway leaves records in no index, which the reconciler or the next
 // move pass finds.
 func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []string) (int, error) {
-	mk, sk := keys.Records(s.ns, topic, p), keys.Scheduled(s.ns, topic, p)
-	cmds := make([]cmd, len(segs))
-	for i, f := range segs {
-		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
-	}
+	sk := keys.Scheduled(s.ns, topic, p)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	r, err := pipeScripts(ctx, c, cmds)
-	if err == nil {
-		err = firstErr(r)
-	}
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
 	if err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
 	zadd := []any{sk, "NX"}
-	for _, v := range r {
-		vals, err := redis.Strings(v, nil)
-		if err != nil {
-			return 0, fmt.Errorf("explode segments: %w", err)
-		}
-		for i := 0; i+1 < len(vals); i += 2 {
-			zadd = append(zadd, vals[i+1], vals[i])
-		}
+	for i := 0; i+1 < len(vals); i += 2 {
+		zadd = append(zadd, vals[i+1], vals[i])
 	}
 	n := (len(zadd) - 2) / 2
-	cmds = []cmd{{"ZREM", append([]any{sk}, strs(segs)...)}}
+	cmds := []cmd{{"ZREM", append([]any{sk}, strs(segs)...)}}
 	if n > 0 {
 		cmds = append([]cmd{{"ZADD", zadd}}, cmds...)
 	}
-	if r, err = pipe(ctx, c, cmds); err == nil {
-		err = firstErr(r)
-	}
-	if err != nil {
+	if _, err := roundTrip(ctx, c, cmds); err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}
 	return n, nil
-}
-
-// TopicPartition names a partition of a topic.
-type TopicPartition struct {
-	Topic string
-	P     int
-}
-
-// Lookup is the ids to look for in one partition (see Exists).
-type Lookup struct {
-	TopicPartition
-	IDs []string
-}
-
-// Exists reports, for each id of each lookup, whether its partition holds
-// a message of that id (a record of its own, or an entry of a segment),
-// all in one pipeline: the duplicate check of an enqueue in the
-// partitions a change of the count moves messages out of.
-func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) {
-	var cmds []cmd
-	type segRead struct{ l, i int } // an id a segment could hold
-	var segs []segRead
-	for _, lk := range lookups {
-		mk := keys.Records(s.ns, lk.Topic, lk.P)
-		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(fieldsScript, mk, len(lk.IDs)), strs(lk.IDs)...)})
-	}
-	for l, lk := range lookups {
-		mk := keys.Records(s.ns, lk.Topic, lk.P)
-		for i, id := range lk.IDs {
-			if reads := segReads(mk, id); len(reads) > 0 {
-				cmds = append(cmds, reads...)
-				segs = append(segs, segRead{l, i})
-			}
-		}
-	}
-	r, err := s.runScripts(ctx, cmds)
-	if err != nil {
-		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
-	}
-	out := make([][]bool, len(lookups))
-	for l, lk := range lookups {
-		has, err := intsOf(r[l], len(lk.IDs))
-		if err != nil {
-			return nil, fmt.Errorf("look for ids in partition %d: %w", lk.P, err)
-		}
-		out[l] = make([]bool, len(lk.IDs))
-		for i := range lk.IDs {
-			out[l][i] = has[i] == 1
-		}
-	}
-	for j, sr := range segs {
-		id := lookups[sr.l].IDs[sr.i]
-		at := len(lookups) + j
-		e, err := segHeld(r[at:at+1], id)
-		if err != nil {
-			return nil, fmt.Errorf("look for %q in partition %d: %w", id, lookups[sr.l].P, err)
-		}
-		out[sr.l][sr.i] = out[sr.l][sr.i] || e != nil
-	}
-	return out, nil
 }

@@ -31,12 +31,9 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
 	}
 	defer c.Close()
-	r, err := pipeScripts(ctx, c, []cmd{
+	r, err := roundTrip(ctx, c, []cmd{
 		{"EVALSHA", args},
 		{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
-	if err == nil {
-		err = firstErr(r)
-	}
 	if err != nil {
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
 	}
@@ -53,11 +50,7 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 	if len(index) == 0 {
 		return 0, nil
 	}
-	rr, err := pipeScripts(ctx, c, []cmd{s.indexCmd(topic, p, index)})
-	if err == nil {
-		err = firstErr(rr)
-	}
-	if err != nil {
+	if _, err := roundTrip(ctx, c, []cmd{s.indexCmd(topic, p, index)}); err != nil {
 		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(ids), p, len(index)/2, err)
 	}
 	return len(index) / 2, nil

@@ -265,10 +265,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 				cmds = append(cmds, cmd{"ZADD", zadd}, cmd{"ZREM", dead})
 			}
 		}
-		replies, err := pipeScripts(ctx, c, cmds)
-		if err == nil {
-			err = firstErr(replies)
-		}
+		replies, err := roundTrip(ctx, c, cmds)
 		if err != nil {
 			return nil, fmt.Errorf("send to %d partitions: %w", len(todo), err)
 		}
@@ -334,11 +331,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			}
 		}
 		if len(second) > 0 {
-			replies, err := pipeScripts(ctx, c, second)
-			if err == nil {
-				err = firstErr(replies)
-			}
-			if err != nil {
+			if _, err := roundTrip(ctx, c, second); err != nil {
 				// The records are written: the reconciler indexes them.
 				return nil, fmt.Errorf("index the sends of %d partitions: %w", len(todo), err)
 			}

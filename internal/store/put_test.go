@@ -17,11 +17,7 @@ import (
 // policy says.
 func TestPutHeaders(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1})
-	s, err := Open(Options{Addr: env.Backends[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, env.Backends[0])
 	ctx := context.Background()
 	const now = int64(1_800_000_000_000)
 	stored := func(what string, want Record) *Record {

@@ -16,110 +16,39 @@ import (
 // one of its claims in progress; ids for which skip reports true (the
 // owner's deliveries, whose in-flight entry a previous owner's late
 // write may have removed) are left alone. skip may be nil.
+//
+// The steps: the scan (sortBatch), one pipeline that checks the indexes
+// and counts the segments a crashed write left uncounted
+// (reconcileChecks), what it found in no index (lostRecords,
+// lostSegments), and one ZADD NX of those.
 func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error) {
 	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: bad HSCAN reply: %v", p, err)
-	}
-	next, _ := redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
-	var ids, segs, pending []string
-	var recs, segVals [][]byte
-	for i := 0; i+1 < len(kv); i += 2 {
-		switch f := string(kv[i]); {
-		case keys.IsIDField(f):
-			if skip != nil && skip(f) {
-				continue
-			}
-			ids = append(ids, f)
-			recs = append(recs, kv[i+1])
-		case keys.IsSegmentField(f):
-			segs = append(segs, f)
-			segVals = append(segVals, kv[i+1])
-		case keys.IsSegmentPendingField(f):
-			pending = append(pending, f)
-		}
-	}
-	if len(ids) == 0 && len(segs) == 0 && len(pending) == 0 {
-		return next, nil, nil
-	}
-	// Which ids are in an index, and which segments in the scheduled
-	// ZSET (their only index; the ids a segment holds are checked with the
-	// others, since moving out of it gives them a record of their own),
-	// in one pipeline.
-	sk := keys.Scheduled(s.ns, topic, p)
-	var checks []cmd
-	run := func(sc *redis.Script, k string, names []string) {
-		checks = append(checks, cmd{"EVALSHA", append(scriptCall(sc, k, len(names)), strs(names)...)})
-	}
-	if len(ids) > 0 {
-		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
-			run(memberScript, k, ids)
-		}
-	}
-	segAt := len(checks)
-	if len(segs) > 0 {
-		run(memberScript, sk, segs)
-	}
-	// Segments a crashed write left uncounted: count them (see
-	// segHealScript), in the same pipeline.
-	if len(pending) > 0 {
-		run(segHealScript, keys.Records(s.ns, topic, p), pending)
-	}
-	r, err = s.runScripts(ctx, checks)
+	next, kv, err := scanPage(r[0])
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 	}
-	zadd := []any{sk, "NX"}
-	var repaired []string
-	if len(ids) > 0 {
-		var in [3][]int
-		for j := range in {
-			if in[j], err = intsOf(r[j], len(ids)); err != nil {
-				return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
-			}
-		}
-		for i, id := range ids {
-			if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
-				continue
-			}
-			// A record that cannot be decoded is indexed due at once:
-			// the claim that meets it moves it to the dead set.
-			due := int64(0)
-			if rec, err := DecodeRecord(recs[i]); err == nil {
-				due = rec.Due
-			}
-			zadd = append(zadd, due, id)
-			repaired = append(repaired, id)
-		}
+	b := sortBatch(kv, skip)
+	if len(b.ids) == 0 && len(b.segs) == 0 && len(b.pending) == 0 {
+		return next, nil, nil
 	}
-	if len(segs) > 0 {
-		in, err := intsOf(r[segAt], len(segs))
-		if err != nil {
+	checks, segAt := s.reconcileChecks(topic, p, b)
+	r, err = s.do(ctx, checks...)
+	if err != nil {
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+	}
+	zadd := []any{keys.Scheduled(s.ns, topic, p), "NX"}
+	var repaired []string
+	if len(b.ids) > 0 {
+		if zadd, repaired, err = b.lostRecords(r[:3], zadd, repaired); err != nil {
 			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
-		for i, f := range segs {
-			if in[i] == 1 {
-				continue
-			}
-			entries, err := decodeSegment(segVals[i])
-			if err != nil {
-				continue
-			}
-			// An emptied segment (its messages deleted or moved out) is
-			// indexed too, due at once: the claim that meets it removes it.
-			due := int64(0)
-			for j, e := range entries {
-				if j == 0 || e.due < due {
-					due = e.due
-				}
-				repaired = append(repaired, f[1:]+e.suffix)
-			}
-			zadd = append(zadd, due, f)
+	}
+	if len(b.segs) > 0 {
+		if zadd, repaired, err = b.lostSegments(r[segAt], zadd, repaired); err != nil {
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
 		}
 	}
 	if len(zadd) > 2 {
@@ -128,4 +57,122 @@ func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor strin
 		}
 	}
 	return next, repaired, nil
+}
+
+// reconcileBatch is what a reconciler's HSCAN batch holds: records (their
+// ids and bytes), segments (their fields and bytes) and segments' pending
+// fields.
+type reconcileBatch struct {
+	ids     []string
+	recs    [][]byte
+	segs    []string
+	segVals [][]byte
+	pending []string
+}
+
+// sortBatch sorts the fields and values kv of an HSCAN batch of the
+// records HASH by kind, leaving out the records of ids for which skip
+// (which may be nil) reports true, and every other field.
+func sortBatch(kv [][]byte, skip func(id string) bool) reconcileBatch {
+	var b reconcileBatch
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch f := string(kv[i]); {
+		case keys.IsIDField(f):
+			if skip != nil && skip(f) {
+				continue
+			}
+			b.ids = append(b.ids, f)
+			b.recs = append(b.recs, kv[i+1])
+		case keys.IsSegmentField(f):
+			b.segs = append(b.segs, f)
+			b.segVals = append(b.segVals, kv[i+1])
+		case keys.IsSegmentPendingField(f):
+			b.pending = append(b.pending, f)
+		}
+	}
+	return b
+}
+
+// reconcileChecks returns the pipeline of a reconciler's batch b: which
+// of its ids are in each index of partition p (memberScript on the
+// scheduled, in-flight and dead ZSETs), which of its segments are in the
+// scheduled ZSET (their only index; the ids a segment holds are checked
+// with the others, since moving out of it gives them a record of their
+// own), from reply segAt on, and the counting of the segments a crashed
+// write left uncounted (segHealScript).
+func (s *Store) reconcileChecks(topic string, p int, b reconcileBatch) (checks []cmd, segAt int) {
+	sk := keys.Scheduled(s.ns, topic, p)
+	run := func(sc *redis.Script, k string, names []string) {
+		checks = append(checks, cmd{"EVALSHA", append(scriptCall(sc, k, len(names)), strs(names)...)})
+	}
+	if len(b.ids) > 0 {
+		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
+			run(memberScript, k, b.ids)
+		}
+	}
+	segAt = len(checks)
+	if len(b.segs) > 0 {
+		run(memberScript, sk, b.segs)
+	}
+	if len(b.pending) > 0 {
+		run(segHealScript, keys.Records(s.ns, topic, p), b.pending)
+	}
+	return checks, segAt
+}
+
+// lostRecords adds to zadd, the arguments of the ZADD that re-indexes
+// them, the records of b in no index, from the replies r of their checks
+// in the scheduled, in-flight and dead ZSETs, each due at its record's
+// due (at once when the record cannot be decoded: the claim that meets
+// it moves it to the dead set); and their ids to repaired.
+func (b reconcileBatch) lostRecords(r []any, zadd []any, repaired []string) ([]any, []string, error) {
+	var in [3][]int
+	for j := range in {
+		var err error
+		if in[j], err = intsOf(r[j], len(b.ids)); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i, id := range b.ids {
+		if in[0][i] == 1 || in[1][i] == 1 || in[2][i] == 1 {
+			continue
+		}
+		due := int64(0)
+		if rec, err := DecodeRecord(b.recs[i]); err == nil {
+			due = rec.Due
+		}
+		zadd = append(zadd, due, id)
+		repaired = append(repaired, id)
+	}
+	return zadd, repaired, nil
+}
+
+// lostSegments adds to zadd the segments of b in no index, from the reply
+// r of their check in the scheduled ZSET, each due at its earliest
+// message's due (an emptied one, its messages deleted or moved out, at
+// once: the claim that meets it removes it); and the ids they hold to
+// repaired. A segment that cannot be decoded is left alone.
+func (b reconcileBatch) lostSegments(r any, zadd []any, repaired []string) ([]any, []string, error) {
+	in, err := intsOf(r, len(b.segs))
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, f := range b.segs {
+		if in[i] == 1 {
+			continue
+		}
+		entries, err := decodeSegment(b.segVals[i])
+		if err != nil {
+			continue
+		}
+		due := int64(0)
+		for j, e := range entries {
+			if j == 0 || e.due < due {
+				due = e.due
+			}
+			repaired = append(repaired, f[1:]+e.suffix)
+		}
+		zadd = append(zadd, due, f)
+	}
+	return zadd, repaired, nil
 }

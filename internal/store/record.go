@@ -208,19 +208,25 @@ func DecodeRecord(b []byte) (*Record, error) {
 	return &r, nil
 }
 
+// decodeOne decodes a stored record: nil for none, a Corrupt record for
+// bytes that do not decode.
+func decodeOne(b []byte) *Record {
+	if b == nil {
+		return nil
+	}
+	r, err := DecodeRecord(b)
+	if err != nil {
+		return &Record{Body: b, Corrupt: err}
+	}
+	return r
+}
+
 // decodeAll decodes an HMGET reply of n records: nil for missing ones,
 // Corrupt set on undecodable ones.
 func decodeAll(raw [][]byte, n int) []*Record {
 	recs := make([]*Record, n)
 	for i, b := range raw {
-		if b == nil {
-			continue
-		}
-		r, err := DecodeRecord(b)
-		if err != nil {
-			r = &Record{Body: b, Corrupt: err}
-		}
-		recs[i] = r
+		recs[i] = decodeOne(b)
 	}
 	return recs
 }

@@ -114,17 +114,24 @@ func (s *Store) ScanSchedules(ctx context.Context, topic, cursor string, count i
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("list schedules of topic %s: %w", topic, err)
 	}
-	parts, err := redis.Values(r[0], nil)
-	if err != nil || len(parts) != 2 {
-		return "", nil, nil, fmt.Errorf("list schedules of topic %s: bad HSCAN reply: %v", topic, err)
+	next, kv, err := scanPage(r[0])
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("list schedules of topic %s: %w", topic, err)
 	}
-	next, _ = redis.String(parts[0], nil)
-	kv, _ := redis.ByteSlices(parts[1], nil)
 	for i := 0; i+1 < len(kv); i += 2 {
 		names = append(names, string(kv[i]))
 		defs = append(defs, kv[i+1])
 	}
 	return next, names, defs, nil
+}
+
+// ScheduleCount returns how many schedules topic has.
+func (s *Store) ScheduleCount(ctx context.Context, topic string) (int64, error) {
+	r, err := s.do(ctx, cmd{"HLEN", []any{keys.Schedules(s.ns, topic)}})
+	if err != nil {
+		return 0, fmt.Errorf("schedules of %s: %w", topic, err)
+	}
+	return redis.Int64(r[0], nil)
 }
 
 // Chain outcomes (see ChainSchedule).

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
 )
 
 // Segments keep queued messages compact. The messages of one write whose
@@ -115,4 +119,47 @@ func segLookup(seg []byte, id string) (*segEntry, error) {
 		}
 	}
 	return nil, nil
+}
+
+// segReads are the commands that read the segment that may hold id:
+// none when id cannot be in a segment. segHeld reads their replies.
+func segReads(mk, id string) []cmd {
+	if len(id) != SegmentIDLen {
+		return nil
+	}
+	return []cmd{{"HGET", []any{mk, keys.SegmentField(id[:SegmentPrefixLen])}}}
+}
+
+// segHeld returns the entry of id in its segment, from the replies of
+// segReads (none when id cannot be in a segment): nil if no segment holds
+// it.
+func segHeld(r []any, id string) (*segEntry, error) {
+	if len(r) < 1 || r[0] == nil {
+		return nil, nil
+	}
+	seg, _ := redis.Bytes(r[0], nil)
+	return segLookup(seg, id)
+}
+
+// explodeSegments takes the segments segs of the records HASH mk apart,
+// one explodeScript each, in one pipeline on c, and returns the records
+// they wrote, {id1, due1, id2, due2, ...}.
+func explodeSegments(ctx context.Context, c redis.Conn, mk string, segs []string) ([]string, error) {
+	cmds := make([]cmd, len(segs))
+	for i, f := range segs {
+		cmds[i] = cmd{"EVALSHA", append(scriptCall(explodeScript, mk, 2), f, f[1:])}
+	}
+	r, err := roundTrip(ctx, c, cmds)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range r {
+		vals, err := redis.Strings(v, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vals...)
+	}
+	return out, nil
 }

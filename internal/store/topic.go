@@ -53,15 +53,6 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 	return redis.Strings(r[0], nil)
 }
 
-// ScheduleCount returns how many schedules topic has.
-func (s *Store) ScheduleCount(ctx context.Context, topic string) (int64, error) {
-	r, err := s.do(ctx, cmd{"HLEN", []any{keys.Schedules(s.ns, topic)}})
-	if err != nil {
-		return 0, fmt.Errorf("schedules of %s: %w", topic, err)
-	}
-	return redis.Int64(r[0], nil)
-}
-
 // DropTopic deletes every key of topic: those of its partitions (as many
 // as its stored count says, both counts' while a change runs), its
 // members, its schedules, its entry among the topics, and last its

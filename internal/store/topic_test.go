@@ -21,11 +21,7 @@ func TestDropTopic(t *testing.T) {
 	const n = 4
 	for _, tg := range env.Targets() {
 		t.Run(tg.Name, func(t *testing.T) {
-			s, err := Open(Options{Addr: tg.Addr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openTest(t, tg.Addr)
 			fill := func(topic string) []string {
 				t.Helper()
 				if got, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil || got.Count != n {

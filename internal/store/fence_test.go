@@ -16,11 +16,7 @@ import (
 func TestTokensSurviveALostCounter(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
-	s, err := Open(Options{Addr: env.Proxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, env.Proxy)
 	now := time.Now().UnixMilli()
 	t1, err := s.NextToken(ctx, "tok", 0, now)
 	if err != nil || t1 < now {

@@ -18,11 +18,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	env := testenv.Start(b, testenv.Options{Backends: 2})
 	val := make([]byte, 268)
 	for _, tg := range env.Targets() {
-		s, err := Open(Options{Addr: tg.Addr})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
+		s := openTest(b, tg.Addr)
 		for _, k := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/pipeline=%d", tg.Name, k), func(b *testing.B) {
 				cmds := make([]cmd, k)

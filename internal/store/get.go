@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// State is where a message is.
+type State int
+
+// States of a message.
+const (
+	StateUnknown   State = iota
+	StateScheduled       // in the scheduled ZSET
+	StateInFlight        // claimed, in the in-flight ZSET
+	StateDead            // in the dead ZSET
+)
+
+// Found is a message as Get sees it.
+type Found struct {
+	Record *Record
+	State  State
+	Score  int64 // due (scheduled), visibility deadline (in flight) or died at (dead)
+	// Indexed is false for a record in no index (a crash between two
+	// steps), reported as scheduled at its recorded due.
+	Indexed bool
+}
+
+// Get reads one message: its record and the index that holds it. A record
+// without an index entry (a crash between two steps, repaired by the
+// reconciler) is reported as scheduled at its recorded due time.
+func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found, error) {
+	mk := keys.Records(s.ns, topic, p)
+	cmds := []cmd{
+		{"HGET", []any{mk, id}},
+		{"ZSCORE", []any{keys.Scheduled(s.ns, topic, p), id}},
+		{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
+		{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}},
+	}
+	r, err := s.do(ctx, append(cmds, segReads(mk, id)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", id, err)
+	}
+	if r[0] == nil {
+		e, err := segHeld(r[4:], id)
+		if err != nil {
+			return nil, fmt.Errorf("get %q: %w", id, err)
+		}
+		if e == nil {
+			return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+		}
+		rec, err := DecodeRecord(e.rec)
+		if err != nil {
+			return nil, fmt.Errorf("get %q: %w", id, err)
+		}
+		return &Found{Record: rec, State: StateScheduled, Score: e.due, Indexed: true}, nil
+	}
+	b, _ := redis.Bytes(r[0], nil)
+	rec, err := DecodeRecord(b)
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", id, err)
+	}
+	f := &Found{Record: rec, State: StateScheduled, Score: rec.Due}
+	for i, st := range []State{StateScheduled, StateInFlight, StateDead} {
+		if r[1+i] != nil {
+			sc, _ := redis.Int64(r[1+i], nil)
+			f.State, f.Score, f.Indexed = st, sc, true
+			break
+		}
+	}
+	return f, nil
+}
