@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,31 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/redigo"
 )
+
+// Consumer delivers a topic's messages to a Handler. It owns the
+// partitions whose leases it can get, and polls each of them. Create it
+// with Client.NewConsumer and start it with Run. Its methods are safe for
+// concurrent use.
+type Consumer struct {
+	c    *Client
+	opts ConsumerOptions
+	h    Handler
+	log  *slog.Logger
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // Shutdown or Limit: stop gracefully
+	doneCh   chan struct{} // closed when Run returned
+	running  atomic.Bool
+
+	delivered atomic.Int64
+	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
+
+	mgr    atomic.Pointer[lease.Manager] // set by Run
+	layout atomic.Pointer[store.Layout]  // the topic's, as last read
+	ctrl   *controls                     // the topic's controls, as last read (see followControls)
+
+	deliverName string // the name of its deliveries' spans
+}
 
 // NewConsumer returns a consumer of opts.Topic. It validates the options
 // but does not connect.
@@ -250,6 +276,21 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 	}
 }
 
+// applySchedules applies ConsumerOptions.Schedules (see Run).
+func (k *Consumer) applySchedules(ctx context.Context) error {
+	if len(k.opts.Schedules) == 0 {
+		return nil
+	}
+	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
+	for _, a := range done {
+		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
+	}
+	if err != nil {
+		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
+	}
+	return nil
+}
+
 // readLayout reads the topic's layout, for the manager's rounds and the
 // partition loops, and returns how many partitions may hold messages.
 func (k *Consumer) readLayout(ctx context.Context) (int, error) {
@@ -284,80 +325,6 @@ func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, wor
 // timeout to make its visibility deadline.
 func visibilityMargin(timeout time.Duration) time.Duration {
 	return max(time.Second, timeout/10)
-}
-
-// handle runs one delivery (called by the dispatcher's workers). An
-// occurrence of a schedule first writes the schedule's next one, and is
-// acked without its handler when it is stale or skipped (see
-// Client.occurrence).
-func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
-	if k.ctrl.pausedAt(k.c.opts.Now()) {
-		// Dequeued as the topic's pause began: not started, back to
-		// scheduled at its due, no attempt spent (see Client.Pause).
-		return false, nil
-	}
-	if m.Record.First != 0 {
-		// Written by a Replace or Debounce send: it starts only if it is
-		// still the record claimed, and a send from now on opens a new
-		// window (see store.Start).
-		sctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-		ok, err := k.c.store.Start(sctx, k.opts.Topic, m.Partition, m.ID, m.Record)
-		cancel()
-		if err != nil {
-			k.c.errLog.Log("start a delivery", err, "component", "consumer", "topic", k.opts.Topic)
-			return false, nil
-		}
-		if !ok {
-			k.count(poller.EventSuperseded, 1)
-			return false, nil // a newer send replaced it: that one is delivered at its due
-		}
-	}
-	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
-		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
-		cancel()
-		if err != nil {
-			// Not started: back to scheduled at its due, tried again at
-			// the next poll, without spending an attempt (a schedule of
-			// max attempts 1 must not lose its chain to a Redis error).
-			k.log.Warn("schedule step failed; the occurrence goes back to be tried again", "id", m.ID, "err", err)
-			return false, nil
-		}
-		if !run {
-			return true, nil
-		}
-	}
-	if k.opts.Limit > 0 {
-		n := k.delivered.Add(1)
-		if n > int64(k.opts.Limit) {
-			k.delivered.Add(-1)
-			k.stop()
-			return false, nil
-		}
-		if n == int64(k.opts.Limit) {
-			defer k.stop()
-		}
-	} else {
-		k.delivered.Add(1)
-	}
-	hctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-	defer cancel()
-	d := &Delivery{
-		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
-		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
-	}
-	hctx, span := k.startDelivery(hctx, m)
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-		k.endDelivery(span, m, err)
-	}()
-	err = k.h(hctx, d)
-	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("handler timed out after %v: %w", k.opts.Timeout, err)
-	}
-	return true, err
 }
 
 // Events the consumer counts besides the poller's.
@@ -403,4 +370,24 @@ func (k *Consumer) Stats() ConsumerStats {
 		s.Owned = m.Owned()
 	}
 	return s
+}
+
+// ConsumerStats counts what a consumer did since it started.
+type ConsumerStats struct {
+	Delivered    int64 // handler calls started
+	Acked        int64
+	Retried      int64
+	Dead         int64
+	Redelivered  int64 // in-flight messages requeued after their visibility deadline (a handler overran)
+	Recovered    int64 // in-flight messages of a lost owner (died, paused, cut off) returned to scheduled at takeover
+	Corrupt      int64 // records that could not be decoded, moved to the dead set
+	Fenced       int64 // claims refused by the fence, and held messages dropped because their lease ran out
+	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
+	Repaired     int64 // records re-indexed by the reconciler
+	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
+	Moved        int64 // messages moved to their partition in a new partition count (see Client.SetPartitions)
+	Superseded   int64 // deliveries whose message a newer send replaced while they ran: the newer one was scheduled (see Message.OnDuplicate)
+	LeasesGained int64
+	LeasesLost   int64
+	Owned        []int // partitions owned now
 }

@@ -1,15 +1,10 @@
 package delayq
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
 	"github.com/delayq/delayq/partition"
 )
@@ -40,31 +35,6 @@ var DefaultBackoff = []time.Duration{
 // DefaultMaxAttempts is one first delivery plus one retry per step of
 // DefaultBackoff.
 const DefaultMaxAttempts = 17
-
-// Consumer delivers a topic's messages to a Handler. It owns the
-// partitions whose leases it can get, and polls each of them. Create it
-// with Client.NewConsumer and start it with Run. Its methods are safe for
-// concurrent use.
-type Consumer struct {
-	c    *Client
-	opts ConsumerOptions
-	h    Handler
-	log  *slog.Logger
-
-	stopOnce sync.Once
-	stopCh   chan struct{} // Shutdown or Limit: stop gracefully
-	doneCh   chan struct{} // closed when Run returned
-	running  atomic.Bool
-
-	delivered atomic.Int64
-	counters  map[string]*atomic.Int64 // event name -> count; keys fixed by NewConsumer
-
-	mgr    atomic.Pointer[lease.Manager] // set by Run
-	layout atomic.Pointer[store.Layout]  // the topic's, as last read
-	ctrl   *controls                     // the topic's controls, as last read (see followControls)
-
-	deliverName string // the name of its deliveries' spans
-}
 
 // ConsumerOptions configures a Consumer. The zero value of each field
 // means its default.
@@ -190,31 +160,6 @@ type ConsumerOptions struct {
 	autoCheck time.Duration
 }
 
-// Delivery is a message handed to a Handler.
-type Delivery struct {
-	Topic     string
-	ID        string
-	Partition int
-	Token     int64 // fencing token under which the message was claimed
-	Attempt   int   // 1 for the first delivery
-	// Due is the message's own due time: the time it was enqueued or
-	// rescheduled for, kept by a redelivery after a fault (a lost owner, an
-	// expired visibility deadline); after a failed attempt, the retry's
-	// backoff due. Lateness is measured from it.
-	Due  time.Time
-	Body []byte
-}
-
-// Handler processes one delivery. Returning nil acks the message; an error
-// retries it along the backoff ladder, or moves it to the dead set once its
-// attempts are exhausted. ctx is cancelled at the handler timeout and when
-// the partition's lease is lost. ctx carries the delivery's span
-// (trace.SpanFromContext), a child of the enqueue's when the message was
-// enqueued under one (see the README's "Tracing"): spans the handler
-// starts from ctx, and requests it propagates ctx to, join the message's
-// trace.
-type Handler func(ctx context.Context, d *Delivery) error
-
 func (o *ConsumerOptions) setDefaults() error {
 	if o.ID == "" {
 		host, _ := os.Hostname()
@@ -293,24 +238,4 @@ func (o *ConsumerOptions) setDefaults() error {
 		}
 	}
 	return nil
-}
-
-// ConsumerStats counts what a consumer did since it started.
-type ConsumerStats struct {
-	Delivered    int64 // handler calls started
-	Acked        int64
-	Retried      int64
-	Dead         int64
-	Redelivered  int64 // in-flight messages requeued after their visibility deadline (a handler overran)
-	Recovered    int64 // in-flight messages of a lost owner (died, paused, cut off) returned to scheduled at takeover
-	Corrupt      int64 // records that could not be decoded, moved to the dead set
-	Fenced       int64 // claims refused by the fence, and held messages dropped because their lease ran out
-	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
-	Repaired     int64 // records re-indexed by the reconciler
-	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
-	Moved        int64 // messages moved to their partition in a new partition count (see Client.SetPartitions)
-	Superseded   int64 // deliveries whose message a newer send replaced while they ran: the newer one was scheduled (see Message.OnDuplicate)
-	LeasesGained int64
-	LeasesLost   int64
-	Owned        []int // partitions owned now
 }

@@ -619,18 +619,3 @@ func (c *Client) checkSchedules(defs []Schedule) error {
 	}
 	return nil
 }
-
-// applySchedules applies ConsumerOptions.Schedules (see Run).
-func (k *Consumer) applySchedules(ctx context.Context) error {
-	if len(k.opts.Schedules) == 0 {
-		return nil
-	}
-	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
-	for _, a := range done {
-		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
-	}
-	if err != nil {
-		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
-	}
-	return nil
-}
