@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
@@ -277,27 +276,6 @@ func exportedOf(m store.Exported) *ExportedMessage {
 		e.State, e.DiedAt = StateDead, msTime(m.DiedAt)
 	}
 	return e
-}
-
-// validState says whether s is one of the states of a message.
-func validState(s State) bool {
-	return s == StateScheduled || s == StateInFlight || s == StateDead
-}
-
-// ParseStates reads a comma-separated list of states ("scheduled,dead"),
-// as the command line's --state and the API's ?state= give them. A name
-// that is not a state is an error naming it (not wrapped: the callers
-// say where the list came from).
-func ParseStates(list string) ([]State, error) {
-	var out []State
-	for _, s := range strings.Split(list, ",") {
-		st := State(strings.TrimSpace(s))
-		if !validState(st) {
-			return nil, fmt.Errorf("state %q: want scheduled, inflight or dead", s)
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }
 
 // ExportJSON exports topic as Export does, writing each message to w as

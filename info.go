@@ -1,13 +1,18 @@
 package delayq
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // State is where a message is in its life.
@@ -19,6 +24,27 @@ const (
 	StateInFlight  State = "inflight"  // claimed by a consumer, being delivered
 	StateDead      State = "dead"      // out of attempts, kept with its last error
 )
+
+// validState says whether s is one of the states of a message.
+func validState(s State) bool {
+	return s == StateScheduled || s == StateInFlight || s == StateDead
+}
+
+// ParseStates reads a comma-separated list of states ("scheduled,dead"),
+// as the command line's --state and the API's ?state= give them. A name
+// that is not a state is an error naming it (not wrapped: the callers
+// say where the list came from).
+func ParseStates(list string) ([]State, error) {
+	var out []State
+	for _, s := range strings.Split(list, ",") {
+		st := State(strings.TrimSpace(s))
+		if !validState(st) {
+			return nil, fmt.Errorf("state %q: want scheduled, inflight or dead", s)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
 
 // Info describes a message.
 type Info struct {
@@ -35,6 +61,37 @@ type Info struct {
 	Updated     time.Time // last transition
 	LastError   string
 	Body        []byte
+}
+
+// infoJSON is the wire form of Info shared by the CLI and the HTTP API.
+type infoJSON struct {
+	Topic       string  `json:"topic"`
+	ID          string  `json:"id"`
+	Partition   int     `json:"partition"`
+	State       string  `json:"state"`
+	Due         string  `json:"due"`
+	Deadline    string  `json:"deadline,omitempty"` // when in flight
+	DiedAt      string  `json:"died_at,omitempty"`  // when dead
+	Attempts    int     `json:"attempts"`
+	MaxAttempts int     `json:"max_attempts"`
+	Created     string  `json:"created"`
+	Updated     string  `json:"updated"`
+	LastError   string  `json:"last_error"`
+	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
+	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
+}
+
+// MarshalJSON encodes the message with snake_case keys, times in RFC 3339
+// UTC, and the body as "body" (UTF-8) or "body_base64" (anything else).
+func (in *Info) MarshalJSON() ([]byte, error) {
+	v := infoJSON{
+		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
+		Due: wire.Time(in.Due), Deadline: wire.Time(in.Deadline), DiedAt: wire.Time(in.DiedAt),
+		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
+		Created: wire.Time(in.Created), Updated: wire.Time(in.Updated), LastError: in.LastError,
+	}
+	v.Body, v.BodyBase64 = wire.Body(in.Body)
+	return json.Marshal(v)
 }
 
 func msTime(ms int64) time.Time {
@@ -123,6 +180,65 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 	return nil
 }
 
+// maxDeleteMany bounds the ids one DeleteMany call takes.
+const maxDeleteMany = 10000
+
+// DeleteMany removes the messages of ids from topic, wherever each is
+// (scheduled, in flight or dead), as Delete does each but with two round
+// trips per partition for them all. found[i] says whether there was a
+// message of ids[i] to remove: one delivered, deleted or never there is
+// not an error. It takes up to 10,000 ids (ErrInvalid beyond).
+func (c *Client) DeleteMany(ctx context.Context, topic string, ids []string) (found []bool, err error) {
+	if len(ids) > maxDeleteMany {
+		return nil, fmt.Errorf("%w: %d ids to delete from %s, at most %d a call", ErrInvalid, len(ids), topic, maxDeleteMany)
+	}
+	l, err := c.topicLayout(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	// Per partition.
+	type part struct {
+		ids []string
+		idx []int
+	}
+	var order []int
+	byP := map[int]*part{}
+	for i, id := range ids {
+		if err := validateID(id); err != nil {
+			return nil, err
+		}
+		for _, p := range places(l, id) {
+			if byP[p] == nil {
+				byP[p] = &part{}
+				order = append(order, p)
+			}
+			byP[p].ids, byP[p].idx = append(byP[p].ids, id), append(byP[p].idx, i)
+		}
+	}
+	// The partitions messages move out of first, as Delete looks in the
+	// old place before the new.
+	slices.SortStableFunc(order, func(a, b int) int {
+		if sa, sb := l.IsSource(a), l.IsSource(b); sa != sb {
+			if sa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	found = make([]bool, len(ids))
+	for _, p := range order {
+		got, err := c.store.DeleteMany(ctx, topic, p, byP[p].ids)
+		if err != nil {
+			return nil, err
+		}
+		for j, ok := range got {
+			found[byP[p].idx[j]] = found[byP[p].idx[j]] || ok
+		}
+	}
+	return found, nil
+}
+
 // Reschedule moves a scheduled message to a new due time and returns the
 // due time stored (at rounded up to the millisecond). It wraps ErrNotFound
 // when there is no such message and ErrNotScheduled when it is in flight
@@ -175,201 +291,4 @@ func places(l store.Layout, id string) []int {
 		return []int{p}
 	}
 	return []int{old, p}
-}
-
-// PartitionStats is a snapshot of one partition.
-type PartitionStats struct {
-	Partition int        `json:"partition"`
-	Scheduled int64      `json:"scheduled"`
-	DueNow    int64      `json:"due_now"` // of Scheduled, those due when read (see TopicStats.DueNow)
-	InFlight  int64      `json:"inflight"`
-	Dead      int64      `json:"dead"`
-	OldestDue *time.Time `json:"oldest_due,omitempty"` // earliest scheduled due time; nil if none
-	Owner     string     `json:"owner,omitempty"`      // id of the consumer holding the lease; "" if none
-	Token     int64      `json:"token"`                // newest fencing token of the partition
-}
-
-// TopicStats is a snapshot of a topic.
-type TopicStats struct {
-	Topic string `json:"topic"`
-	// Count is the topic's partition count, and ChangingTo the count a
-	// running change goes to (0 when none runs); Partitions has a row
-	// for each partition of both.
-	Count      int `json:"partition_count"`
-	ChangingTo int `json:"changing_to,omitempty"`
-	// Change is the progress of the running change (as Partitions
-	// reports it); nil when none runs.
-	Change    *PartitionsInfo `json:"change,omitempty"`
-	Scheduled int64           `json:"scheduled"`
-	InFlight  int64           `json:"inflight"`
-	Dead      int64           `json:"dead"`
-	// DueNow counts the scheduled messages whose due time has come when
-	// Stats read them and that no consumer has claimed yet: the backlog
-	// more consumers would drain. It is 0 while the consumers keep up
-	// (they claim messages a little ahead of their due time), and grows
-	// while the topic is paused or they fall behind. A segment (up to 16
-	// messages of one write, due a minute or more after it; see
-	// docs/architecture.md, Segments) counts once until a consumer claims
-	// it.
-	DueNow int64 `json:"due_now"`
-	// Lag is how long the oldest of those messages has waited past its
-	// due time (to the millisecond); 0 when DueNow is 0. JSON: "lag_ms".
-	Lag time.Duration `json:"-"`
-	// Consumers counts the topic's live consumers: members whose
-	// heartbeat is current and that are not leaving. A consumer past the
-	// partition count owns no partition.
-	Consumers  int              `json:"consumers"`
-	Partitions []PartitionStats `json:"partitions"`
-	// Pause is the topic's pause (see Client.Pause).
-	Pause PauseState `json:"pause"`
-	// Limits are the topic's fleet-wide limits (see Client.SetLimits),
-	// with what runs against them.
-	Limits LimitsState `json:"limits"`
-}
-
-// Stats reads the counters of every partition of topic. It wraps
-// ErrNoTopic when the topic does not exist, as ListDead, RequeueDead,
-// PurgeDead, Delete, DeleteMany and Reschedule do: none of them creates
-// a topic.
-func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
-	l, err := c.topicLayout(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	now := c.opts.Now().UnixMilli()
-	st, err := c.store.StatsAt(ctx, topic, l.Span(), now)
-	if err != nil {
-		return nil, err
-	}
-	all := st.Partitions
-	ts := &TopicStats{Topic: topic, Count: l.Count, Consumers: int(st.Live)}
-	ctrl, _, err := c.store.ReadControls(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	ts.Pause = pauseState(ctrl, c.opts.Now())
-	if ts.Limits, err = c.limitsState(ctx, topic, ctrl); err != nil {
-		return nil, err
-	}
-	if l.Changing() {
-		ts.ChangingTo = l.Next
-		if ts.Change, err = c.changeInfo(ctx, topic, l, all); err != nil {
-			return nil, err
-		}
-	}
-	var oldest int64 // the earliest due of the messages due now
-	for p, s := range all {
-		ps := PartitionStats{
-			Partition: p, Scheduled: s.Scheduled, DueNow: s.DueNow, InFlight: s.InFlight, Dead: s.Dead,
-			Owner: s.Owner, Token: s.Token,
-		}
-		if s.OldestDue != 0 {
-			t := msTime(s.OldestDue).UTC()
-			ps.OldestDue = &t
-		}
-		if s.DueNow > 0 && s.OldestDue > 0 && (oldest == 0 || s.OldestDue < oldest) {
-			oldest = s.OldestDue
-		}
-		ts.Partitions = append(ts.Partitions, ps)
-		ts.Scheduled += s.Scheduled
-		ts.DueNow += s.DueNow
-		ts.InFlight += s.InFlight
-		ts.Dead += s.Dead
-	}
-	if oldest > 0 {
-		ts.Lag = time.Duration(max(0, now-oldest)) * time.Millisecond
-	}
-	return ts, nil
-}
-
-// ListDead returns up to limit dead messages of topic (limit <= 0: 100),
-// in partition order.
-func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
-	l, err := c.topicLayout(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		limit = 100
-	}
-	var out []*Info
-	for p := 0; p < l.Span() && len(out) < limit; p++ {
-		list, err := c.store.ListDead(ctx, topic, p, limit-len(out))
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range list {
-			if e.Record == nil {
-				continue
-			}
-			in := infoOf(topic, e.ID, p, e.Record)
-			in.State, in.DiedAt = StateDead, msTime(e.DiedAt)
-			out = append(out, in)
-		}
-	}
-	return out, nil
-}
-
-// deadBatch bounds the ids one dead-set operation touches per partition and step.
-const deadBatch = 500
-
-// RequeueDead moves dead messages back to scheduled, due now, with their
-// attempts reset: the given ids, or every dead message of the topic when
-// none are given. It returns how many it moved.
-func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
-	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
-		n, err := c.store.RequeueDead(ctx, topic, p, ids, c.opts.Now().UnixMilli(), deadBatch)
-		if n > 0 {
-			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
-		}
-		return n, err
-	})
-}
-
-// PurgeDead deletes dead messages: the given ids, or every dead message of
-// the topic when none are given. It returns how many it deleted.
-func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (int, error) {
-	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
-		return c.store.PurgeDead(ctx, topic, p, ids, deadBatch)
-	})
-}
-
-func (c *Client) deadOp(ctx context.Context, topic string, ids []string, op func(p int, ids []string) (int, error)) (int, error) {
-	l, err := c.topicLayout(ctx, topic)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	if len(ids) > 0 {
-		byP := map[int][]string{}
-		for _, id := range ids {
-			if err := validateID(id); err != nil {
-				return total, err
-			}
-			for _, p := range places(l, id) {
-				byP[p] = append(byP[p], id)
-			}
-		}
-		for p, list := range byP {
-			n, err := op(p, list)
-			total += n
-			if err != nil {
-				return total, err
-			}
-		}
-		return total, nil
-	}
-	for p := range l.Span() {
-		for {
-			n, err := op(p, nil)
-			total += n
-			if err != nil {
-				return total, err
-			}
-			if n < deadBatch {
-				break
-			}
-		}
-	}
-	return total, nil
 }

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -61,6 +62,15 @@ type PauseState struct {
 	// PausedUntil is when the pause ends by itself; nil for a pause until
 	// resumed.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
+}
+
+// MarshalJSON encodes the pause's end in RFC 3339 UTC with three-digit
+// milliseconds (see PartitionStats.MarshalJSON).
+func (p PauseState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Paused      bool   `json:"paused"`
+		PausedUntil string `json:"paused_until,omitempty"`
+	}{p.Paused, wireTime(p.PausedUntil)})
 }
 
 // pauseState returns the pause of ctrl at now: a timed pause that ended

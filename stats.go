@@ -1,41 +1,116 @@
 package delayq
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
 	"github.com/delayq/delayq/internal/wire"
 )
 
-// infoJSON is the wire form of Info shared by the CLI and the HTTP API.
-type infoJSON struct {
-	Topic       string  `json:"topic"`
-	ID          string  `json:"id"`
-	Partition   int     `json:"partition"`
-	State       string  `json:"state"`
-	Due         string  `json:"due"`
-	Deadline    string  `json:"deadline,omitempty"` // when in flight
-	DiedAt      string  `json:"died_at,omitempty"`  // when dead
-	Attempts    int     `json:"attempts"`
-	MaxAttempts int     `json:"max_attempts"`
-	Created     string  `json:"created"`
-	Updated     string  `json:"updated"`
-	LastError   string  `json:"last_error"`
-	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
-	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
+// PartitionStats is a snapshot of one partition.
+type PartitionStats struct {
+	Partition int        `json:"partition"`
+	Scheduled int64      `json:"scheduled"`
+	DueNow    int64      `json:"due_now"` // of Scheduled, those due when read (see TopicStats.DueNow)
+	InFlight  int64      `json:"inflight"`
+	Dead      int64      `json:"dead"`
+	OldestDue *time.Time `json:"oldest_due,omitempty"` // earliest scheduled due time; nil if none
+	Owner     string     `json:"owner,omitempty"`      // id of the consumer holding the lease; "" if none
+	Token     int64      `json:"token"`                // newest fencing token of the partition
 }
 
-// MarshalJSON encodes the message with snake_case keys, times in RFC 3339
-// UTC, and the body as "body" (UTF-8) or "body_base64" (anything else).
-func (in *Info) MarshalJSON() ([]byte, error) {
-	v := infoJSON{
-		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
-		Due: wire.Time(in.Due), Deadline: wire.Time(in.Deadline), DiedAt: wire.Time(in.DiedAt),
-		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
-		Created: wire.Time(in.Created), Updated: wire.Time(in.Updated), LastError: in.LastError,
+// TopicStats is a snapshot of a topic.
+type TopicStats struct {
+	Topic string `json:"topic"`
+	// Count is the topic's partition count, and ChangingTo the count a
+	// running change goes to (0 when none runs); Partitions has a row
+	// for each partition of both.
+	Count      int `json:"partition_count"`
+	ChangingTo int `json:"changing_to,omitempty"`
+	// Change is the progress of the running change (as Partitions
+	// reports it); nil when none runs.
+	Change    *PartitionsInfo `json:"change,omitempty"`
+	Scheduled int64           `json:"scheduled"`
+	InFlight  int64           `json:"inflight"`
+	Dead      int64           `json:"dead"`
+	// DueNow counts the scheduled messages whose due time has come when
+	// Stats read them and that no consumer has claimed yet: the backlog
+	// more consumers would drain. It is 0 while the consumers keep up
+	// (they claim messages a little ahead of their due time), and grows
+	// while the topic is paused or they fall behind. A segment (up to 16
+	// messages of one write, due a minute or more after it; see
+	// docs/architecture.md, Segments) counts once until a consumer claims
+	// it.
+	DueNow int64 `json:"due_now"`
+	// Lag is how long the oldest of those messages has waited past its
+	// due time (to the millisecond); 0 when DueNow is 0. JSON: "lag_ms".
+	Lag time.Duration `json:"-"`
+	// Consumers counts the topic's live consumers: members whose
+	// heartbeat is current and that are not leaving. A consumer past the
+	// partition count owns no partition.
+	Consumers  int              `json:"consumers"`
+	Partitions []PartitionStats `json:"partitions"`
+	// Pause is the topic's pause (see Client.Pause).
+	Pause PauseState `json:"pause"`
+	// Limits are the topic's fleet-wide limits (see Client.SetLimits),
+	// with what runs against them.
+	Limits LimitsState `json:"limits"`
+}
+
+// Stats reads the counters of every partition of topic. It wraps
+// ErrNoTopic when the topic does not exist, as ListDead, RequeueDead,
+// PurgeDead, Delete, DeleteMany and Reschedule do: none of them creates
+// a topic.
+func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
+	l, err := c.topicLayout(ctx, topic)
+	if err != nil {
+		return nil, err
 	}
-	v.Body, v.BodyBase64 = wire.Body(in.Body)
-	return json.Marshal(v)
+	now := c.opts.Now().UnixMilli()
+	st, err := c.store.StatsAt(ctx, topic, l.Span(), now)
+	if err != nil {
+		return nil, err
+	}
+	all := st.Partitions
+	ts := &TopicStats{Topic: topic, Count: l.Count, Consumers: int(st.Live)}
+	ctrl, _, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	ts.Pause = pauseState(ctrl, c.opts.Now())
+	if ts.Limits, err = c.limitsState(ctx, topic, ctrl); err != nil {
+		return nil, err
+	}
+	if l.Changing() {
+		ts.ChangingTo = l.Next
+		if ts.Change, err = c.changeInfo(ctx, topic, l, all); err != nil {
+			return nil, err
+		}
+	}
+	var oldest int64 // the earliest due of the messages due now
+	for p, s := range all {
+		ps := PartitionStats{
+			Partition: p, Scheduled: s.Scheduled, DueNow: s.DueNow, InFlight: s.InFlight, Dead: s.Dead,
+			Owner: s.Owner, Token: s.Token,
+		}
+		if s.OldestDue != 0 {
+			t := msTime(s.OldestDue).UTC()
+			ps.OldestDue = &t
+		}
+		if s.DueNow > 0 && s.OldestDue > 0 && (oldest == 0 || s.OldestDue < oldest) {
+			oldest = s.OldestDue
+		}
+		ts.Partitions = append(ts.Partitions, ps)
+		ts.Scheduled += s.Scheduled
+		ts.DueNow += s.DueNow
+		ts.InFlight += s.InFlight
+		ts.Dead += s.Dead
+	}
+	if oldest > 0 {
+		ts.Lag = time.Duration(max(0, now-oldest)) * time.Millisecond
+	}
+	return ts, nil
 }
 
 // wireTime is *t in wire.TimeLayout, or "" (left out) when t is nil.
@@ -55,26 +130,6 @@ func (p PartitionStats) MarshalJSON() ([]byte, error) {
 		plain
 		OldestDue string `json:"oldest_due,omitempty"`
 	}{plain(p), wireTime(p.OldestDue)})
-}
-
-// MarshalJSON encodes the pause's end in RFC 3339 UTC with three-digit
-// milliseconds (see PartitionStats.MarshalJSON).
-func (p PauseState) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Paused      bool   `json:"paused"`
-		PausedUntil string `json:"paused_until,omitempty"`
-	}{p.Paused, wireTime(p.PausedUntil)})
-}
-
-// MarshalJSON encodes the change's progress with its times in RFC 3339
-// UTC with three-digit milliseconds (see PartitionStats.MarshalJSON).
-func (p PartitionsInfo) MarshalJSON() ([]byte, error) {
-	type plain PartitionsInfo
-	return json.Marshal(struct {
-		plain
-		Since       string `json:"since,omitempty"`
-		SettleUntil string `json:"settle_until,omitempty"`
-	}{plain(p), wireTime(p.Since), wireTime(p.SettleUntil)})
 }
 
 // MarshalJSON encodes the topic's snapshot with its lag as "lag_ms", in
