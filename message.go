@@ -82,16 +82,6 @@ type EnqueueResult struct {
 	Err     error // nil when accepted; wraps ErrDuplicate or ErrInvalid otherwise
 }
 
-// validateTopic checks a topic's name. The rules for names and ids live
-// in package partition, beside the hash they feed: a client, the worker's
-// configuration and the command line all check them there.
-func validateTopic(topic string) error {
-	if err := partition.ValidateTopic(topic); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return nil
-}
-
 // validateID checks a given message id.
 func validateID(id string) error {
 	if err := partition.ValidateID(id); err != nil {
