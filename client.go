@@ -1,7 +1,6 @@
 package delayq
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -115,30 +114,6 @@ type Client struct {
 	// it scans again: see Export), last telling whether the read ended
 	// that scan. A test holds the export there to move messages under it.
 	exportRead func(p, scan int, last bool)
-}
-
-// retrying returns ctx under which a write of messages waits for Redis
-// during an outage, for Options.RetryFor (see there).
-func (c *Client) retrying(ctx context.Context) context.Context {
-	if c.opts.RetryFor < 0 {
-		return ctx
-	}
-	return store.WithRetry(ctx, c.opts.RetryFor)
-}
-
-// coalescer is the state that joins concurrent Enqueue and EnqueueAsync
-// calls into batches (see coalesce.go).
-type coalescer struct {
-	coalesceOnce sync.Once
-	enq          chan *enqReq
-	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
-	partial      chan struct{}  // slots for batches written before they are full
-	sendMu       sync.Mutex     // orders requests being queued with Close
-	senders      sync.WaitGroup // requests being queued
-	closed       chan struct{}  // closed by Close: no new request
-	shut         chan struct{}  // closed once no request is being queued: flushers drain and stop
-	closeOnce    sync.Once
-	wg           sync.WaitGroup
 }
 
 // New returns a Client. It validates the options but does not connect:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 )
 
 // Single Enqueue and EnqueueAsync calls from many goroutines are
@@ -26,6 +27,21 @@ const (
 	coalesceYields   = 2
 )
 
+// coalescer is the state that joins concurrent Enqueue and EnqueueAsync
+// calls into batches (see coalesce.go).
+type coalescer struct {
+	coalesceOnce sync.Once
+	enq          chan *enqReq
+	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
+	partial      chan struct{}  // slots for batches written before they are full
+	sendMu       sync.Mutex     // orders requests being queued with Close
+	senders      sync.WaitGroup // requests being queued
+	closed       chan struct{}  // closed by Close: no new request
+	shut         chan struct{}  // closed once no request is being queued: flushers drain and stop
+	closeOnce    sync.Once
+	wg           sync.WaitGroup
+}
+
 // enqReq is one call's message, prepared at the call: its due time and
 // given id (in res) are not computed again by the flusher.
 type enqReq struct {
@@ -34,26 +50,6 @@ type enqReq struct {
 	res  EnqueueResult
 	done chan EnqueueResult  // Enqueue waits here...
 	cb   func(EnqueueResult) // ...or EnqueueAsync's or SendAsync's callback is called
-}
-
-// request validates m at the call (generating an empty id, turning a Delay
-// into a due time) and wraps it for the flushers.
-func (c *Client) request(ctx context.Context, m Message) (*enqReq, error) {
-	r := &enqReq{}
-	return r, c.fill(ctx, r, m)
-}
-
-// fill prepares r for m, as request does.
-func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
-	if err := validateTopic(m.Topic); err != nil {
-		return err
-	}
-	id, due, err := c.prepare(&m, c.opts.Now())
-	if err != nil {
-		return err
-	}
-	r.ctx, r.m, r.res = ctx, m, EnqueueResult{ID: id, Due: due}
-	return nil
 }
 
 func (c *Client) startCoalescer() {
@@ -263,89 +259,5 @@ func (c *Client) send(ctx context.Context, r *enqReq) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// EnqueueAsync queues m for the client's coalescer and returns without
-// waiting for the write, like kafka-go's Writer in async mode: single calls
-// from many goroutines then travel in batches of up to 512 messages, at
-// about the rate of EnqueueBatch, where Enqueue waits a round trip or two
-// per call.
-//
-// done, when not nil, is called exactly once with the message's id and its
-// outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
-// write's failure (after which the message may or may not be stored:
-// enqueue it again with the same id and treat ErrDuplicate as success,
-// from done itself if you like). The callbacks of one batch run in order
-// on a goroutine of their own, so done may run concurrently for different
-// messages; Close returns after every callback returned.
-//
-// The returned error is for messages refused before queueing, and done is
-// then not called: bad input (wrapping ErrInvalid), ctx ending while the
-// queue was full (4096 calls; ctx bounds only that wait), or a closed
-// client. A Delay is turned into a due time at the call; an empty ID is
-// generated when the batch is written (see Message.ID), and done gets it.
-// m.Body is written as it is at the write, not copied: do not change it
-// before done is called. Close writes every queued message before it
-// returns.
-//
-// Made under a span, the call has a producer span, as Send has, which
-// ends when the write did.
-func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
-	var cb func(EnqueueResult)
-	if done != nil {
-		cb = func(res EnqueueResult) { done(res.ID, res.Err) }
-	}
-	return c.SendAsync(ctx, m, cb)
-}
-
-// SendAsync is EnqueueAsync whose callback gets what the write did, as
-// Send returns it: the id, the due stored and the outcome (created,
-// replaced, debounced, or rejected with an error wrapping ErrDuplicate;
-// see Message.OnDuplicate).
-func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResult)) error {
-	span, tp := c.startSend(ctx, m.Topic, 1)
-	m.trace = tp
-	r, err := c.request(context.WithoutCancel(ctx), m)
-	if err != nil {
-		span.endErr(err)
-		return err
-	}
-	r.cb = func(EnqueueResult) {}
-	if done != nil {
-		r.cb = done
-	}
-	if span != nil {
-		cb := r.cb
-		r.cb = func(res EnqueueResult) {
-			span.end(res, res.Err)
-			cb(res)
-		}
-	}
-	if err := c.send(ctx, r); err != nil {
-		span.endErr(err)
-		return err
-	}
-	return nil
-}
-
-// enqueueOne is Enqueue through the coalescer. (Recycling its requests
-// through a sync.Pool measured no faster: 17.7 µs a message against 16.0,
-// p=0.44, in eight interleaved runs of BenchmarkEnqueue through Twemproxy.)
-func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, error) {
-	r := &enqReq{done: make(chan EnqueueResult, 1)}
-	if err := c.fill(ctx, r, m); err != nil {
-		return EnqueueResult{ID: m.ID, Err: err}, err
-	}
-	if err := c.send(ctx, r); err != nil {
-		return EnqueueResult{}, err
-	}
-	select {
-	case res := <-r.done:
-		return res, res.Err
-	case <-ctx.Done():
-		// The write may still happen: enqueue again with the same id and
-		// treat ErrDuplicate as success.
-		return EnqueueResult{}, ctx.Err()
 	}
 }
