@@ -176,7 +176,7 @@ func New(opts Options) (*Client, error) {
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"), partitionsSet: partitionsSet,
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
-	c.watch.c = c
+	c.co.c, c.watch.c = c, c
 	c.tracer, c.tracing = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
@@ -187,17 +187,7 @@ func New(opts Options) (*Client, error) {
 // with ErrClosed. Consumers made from it must be stopped first. Safe to
 // call more than once.
 func (c *Client) Close() error {
-	first := false
-	c.co.closeOnce.Do(func() {
-		first = true
-		c.co.sendMu.Lock()
-		close(c.co.closed)
-		c.co.sendMu.Unlock()
-		c.co.senders.Wait() // calls already queueing get in (flushers still drain)
-		close(c.co.shut)
-		c.co.wg.Wait() // the flushers write what is queued, then return
-	})
-	if !first {
+	if !c.co.close() {
 		return nil
 	}
 	return c.store.Close()

@@ -27,19 +27,22 @@ const (
 	coalesceYields   = 2
 )
 
-// coalescer is the state that joins concurrent Enqueue and EnqueueAsync
-// calls into batches (see coalesce.go).
+// coalescer joins a client's concurrent Enqueue and EnqueueAsync calls
+// into batches (see above): the queue, the flushers that write its
+// batches with c, and their stop at Client.Close.
 type coalescer struct {
-	coalesceOnce sync.Once
-	enq          chan *enqReq
-	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
-	partial      chan struct{}  // slots for batches written before they are full
-	sendMu       sync.Mutex     // orders requests being queued with Close
-	senders      sync.WaitGroup // requests being queued
-	closed       chan struct{}  // closed by Close: no new request
-	shut         chan struct{}  // closed once no request is being queued: flushers drain and stop
-	closeOnce    sync.Once
-	wg           sync.WaitGroup
+	c *Client
+
+	startOnce sync.Once
+	enq       chan *enqReq
+	gathering chan struct{}  // the turn to gather a batch (capacity 1)
+	partial   chan struct{}  // slots for batches written before they are full
+	sendMu    sync.Mutex     // orders requests being queued with Close
+	senders   sync.WaitGroup // requests being queued
+	closed    chan struct{}  // closed by Close: no new request
+	shut      chan struct{}  // closed once no request is being queued: flushers drain and stop
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // enqReq is one call's message, prepared at the call: its due time and
@@ -52,14 +55,16 @@ type enqReq struct {
 	cb   func(EnqueueResult) // ...or EnqueueAsync's or SendAsync's callback is called
 }
 
-func (c *Client) startCoalescer() {
-	c.co.coalesceOnce.Do(func() {
-		c.co.enq = make(chan *enqReq, coalesceQueue)
-		c.co.gathering = make(chan struct{}, 1)
-		c.co.partial = make(chan struct{}, coalescePartial)
+// start makes the queue and starts the flushers, once, at the first
+// request.
+func (co *coalescer) start() {
+	co.startOnce.Do(func() {
+		co.enq = make(chan *enqReq, coalesceQueue)
+		co.gathering = make(chan struct{}, 1)
+		co.partial = make(chan struct{}, coalescePartial)
 		for range coalesceFlushers {
-			c.co.wg.Add(1)
-			go c.flusher()
+			co.wg.Add(1)
+			go co.flusher()
 		}
 	})
 }
@@ -70,48 +75,48 @@ func (c *Client) startCoalescer() {
 // fewer than coalescePartial partial batches are in flight, gathering more
 // calls meanwhile: light load makes a few growing batches (group commit),
 // heavy load many full ones in parallel.
-func (c *Client) flusher() {
-	defer c.co.wg.Done()
+func (co *coalescer) flusher() {
+	defer co.wg.Done()
 	batch := make([]*enqReq, 0, coalesceMax)
 	var buf flushBuf
 	for {
 		select {
-		case <-c.co.shut:
-			c.drain(batch, &buf)
+		case <-co.shut:
+			co.drain(batch, &buf)
 			return
-		case c.co.gathering <- struct{}{}:
+		case co.gathering <- struct{}{}:
 		}
 		var first *enqReq
 		select {
-		case <-c.co.shut:
-			<-c.co.gathering
-			c.drain(batch, &buf)
+		case <-co.shut:
+			<-co.gathering
+			co.drain(batch, &buf)
 			return
-		case first = <-c.co.enq:
+		case first = <-co.enq:
 		}
 		batch = append(batch[:0], first)
 		partial := false
 	gather:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 				continue
 			default:
 			}
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
-			case c.co.partial <- struct{}{}:
+			case co.partial <- struct{}{}:
 				partial = true
-				batch = c.linger(batch)
+				batch = co.linger(batch)
 				break gather
 			}
 		}
-		<-c.co.gathering
-		c.flush(batch, &buf)
+		<-co.gathering
+		co.flush(batch, &buf)
 		if partial {
-			<-c.co.partial
+			<-co.partial
 		}
 	}
 }
@@ -124,14 +129,14 @@ func (c *Client) flusher() {
 // a few microseconds, not a timer. It pays: without it, 20.0 µs a message
 // and 0.49 commands against 16.0 µs and 0.23 (p=0.003, eight interleaved
 // runs of BenchmarkEnqueue through Twemproxy, generated ids).
-func (c *Client) linger(batch []*enqReq) []*enqReq {
+func (co *coalescer) linger(batch []*enqReq) []*enqReq {
 	for range coalesceYields {
 		runtime.Gosched()
 		n := len(batch)
 	take:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 			default:
 				break take
@@ -145,12 +150,12 @@ func (c *Client) linger(batch []*enqReq) []*enqReq {
 }
 
 // drain writes what is still queued once Close has shut the queue.
-func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
+func (co *coalescer) drain(batch []*enqReq, buf *flushBuf) {
 	for {
 		batch = batch[:0]
-		for len(batch) < coalesceMax && len(c.co.enq) > 0 {
+		for len(batch) < coalesceMax && len(co.enq) > 0 {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 			default:
 			}
@@ -158,7 +163,7 @@ func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
 		if len(batch) == 0 {
 			return
 		}
-		c.flush(batch, buf)
+		co.flush(batch, buf)
 	}
 }
 
@@ -173,7 +178,7 @@ type flushBuf struct {
 
 // flush writes the batch's prepared messages together and reports each
 // outcome to its caller.
-func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
+func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	live := buf.live[:0]
 	for _, r := range batch {
 		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
@@ -200,8 +205,8 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	// without this deadline, to save a timer per batch, measured no faster:
 	// 15.4 µs a message with it against 16.0 without, p=0.51, in eight
 	// interleaved runs of BenchmarkEnqueue through Twemproxy.)
-	wctx, cancel := context.WithTimeout(context.Background(), max(c.opts.RetryFor, 0)+c.opts.DialTimeout+3*(c.opts.WriteTimeout+c.opts.ReadTimeout))
-	err := c.write(wctx, c.opts.Now(), msgs, parts, res)
+	wctx, cancel := context.WithTimeout(context.Background(), max(co.c.opts.RetryFor, 0)+co.c.opts.DialTimeout+3*(co.c.opts.WriteTimeout+co.c.opts.ReadTimeout))
+	err := co.c.write(wctx, co.c.opts.Now(), msgs, parts, res)
 	cancel()
 	if err != nil {
 		for i := range res {
@@ -228,9 +233,9 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	// Callbacks run off the flusher, so that one waiting (say, enqueueing
 	// again into a full queue) cannot stop the queue from being emptied.
 	// Close waits for them.
-	c.co.wg.Add(1)
+	co.wg.Add(1)
 	go func() {
-		defer c.co.wg.Done()
+		defer co.wg.Done()
 		for _, i := range cbs {
 			live[i].cb(res[i])
 		}
@@ -242,22 +247,40 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 // is either queued before the flushers' last drain or refused; a request
 // made from an EnqueueAsync callback during Close is refused at once
 // rather than wait on a queue only the flushers empty.
-func (c *Client) send(ctx context.Context, r *enqReq) error {
-	c.startCoalescer()
-	c.co.sendMu.Lock()
+func (co *coalescer) send(ctx context.Context, r *enqReq) error {
+	co.start()
+	co.sendMu.Lock()
 	select {
-	case <-c.co.closed:
-		c.co.sendMu.Unlock()
+	case <-co.closed:
+		co.sendMu.Unlock()
 		return fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
-	c.co.senders.Add(1)
-	c.co.sendMu.Unlock()
-	defer c.co.senders.Done()
+	co.senders.Add(1)
+	co.sendMu.Unlock()
+	defer co.senders.Done()
 	select {
-	case c.co.enq <- r:
+	case co.enq <- r:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// close refuses new requests, lets the ones being queued in, and waits
+// for the flushers to write what is queued and for the callbacks to
+// return. It reports whether this call closed the coalescer (the first
+// call does).
+func (co *coalescer) close() bool {
+	first := false
+	co.closeOnce.Do(func() {
+		first = true
+		co.sendMu.Lock()
+		close(co.closed)
+		co.sendMu.Unlock()
+		co.senders.Wait() // calls already queueing get in (flushers still drain)
+		close(co.shut)
+		co.wg.Wait() // the flushers write what is queued, then return
+	})
+	return first
 }

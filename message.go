@@ -245,10 +245,10 @@ func (c *Client) send1(ctx context.Context, m Message) (EnqueueResult, error) {
 // p=0.44, in eight interleaved runs of BenchmarkEnqueue through Twemproxy.)
 func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, error) {
 	r := &enqReq{done: make(chan EnqueueResult, 1)}
-	if err := c.fill(ctx, r, m); err != nil {
+	if err := c.prepareRequest(ctx, r, m); err != nil {
 		return EnqueueResult{ID: m.ID, Err: err}, err
 	}
-	if err := c.send(ctx, r); err != nil {
+	if err := c.co.send(ctx, r); err != nil {
 		return EnqueueResult{}, err
 	}
 	select {
@@ -265,11 +265,11 @@ func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, erro
 // into a due time) and wraps it for the flushers.
 func (c *Client) request(ctx context.Context, m Message) (*enqReq, error) {
 	r := &enqReq{}
-	return r, c.fill(ctx, r, m)
+	return r, c.prepareRequest(ctx, r, m)
 }
 
-// fill prepares r for m, as request does.
-func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
+// prepareRequest prepares r for m, as request does.
+func (c *Client) prepareRequest(ctx context.Context, r *enqReq, m Message) error {
 	if err := validateTopic(m.Topic); err != nil {
 		return err
 	}
@@ -396,7 +396,7 @@ func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResu
 			cb(res)
 		}
 	}
-	if err := c.send(ctx, r); err != nil {
+	if err := c.co.send(ctx, r); err != nil {
 		span.endErr(err)
 		return err
 	}
