@@ -124,16 +124,16 @@ func (k *Consumer) Run(ctx context.Context) error {
 		<-autoDone
 	}()
 	// The limits' slots held are given back once every loop returned.
-	fl := newFlow(k)
-	flowCtx, stopFlow := context.WithCancel(context.Background())
-	flowDone := make(chan struct{})
+	lim := newLimiter(k)
+	limCtx, stopLim := context.WithCancel(context.Background())
+	limDone := make(chan struct{})
 	go func() {
-		defer close(flowDone)
-		fl.run(flowCtx)
+		defer close(limDone)
+		lim.run(limCtx)
 	}()
 	defer func() {
-		stopFlow()
-		<-flowDone
+		stopLim()
+		<-limDone
 	}()
 	// Acks the loops could not write before they lost their leases are
 	// written once Redis answers, until the consumer stops.
@@ -164,7 +164,7 @@ func (k *Consumer) Run(ctx context.Context) error {
 			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
 			defer unwatch()
 			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, fl
+			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, lim
 			cfg.Keep = func(ids []string, headers [][]byte) { kept.keep(p, ids, headers) }
 			return poller.Run(l.Ctx(), stop, cfg)
 		},
