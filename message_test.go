@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
-	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -241,18 +238,6 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 			t.Errorf("stats after the ack: %+v, %v; want nothing left", st, err)
 		}
 	})
-}
-
-// addEntry writes an index entry for id in partition p's scheduled set,
-// due at (unix ms, returned), with no record behind it: what a write cut
-// short leaves.
-func addEntry(t *testing.T, addr, topic string, p int, id string, at time.Time) int64 {
-	t.Helper()
-	ms := at.UnixMilli()
-	if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(ms, 10), id); err != nil {
-		t.Fatalf("index entry of %s: %v", id, err)
-	}
-	return ms
 }
 
 // Replace rewrites a scheduled message (due, body, max attempts,
