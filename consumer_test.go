@@ -102,15 +102,7 @@ func TestFairShareAndHandover(t *testing.T) {
 		for i := range 300 {
 			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("s%d", i), Delay: time.Duration(i%10) * 50 * time.Millisecond})
 		}
-		res, err := c.EnqueueBatch(ctx, msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		}
+		mustBatch(t, c, msgs)
 		// One leaves cleanly mid-stream: the other two cover all partitions.
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

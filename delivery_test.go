@@ -89,15 +89,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 			Message{Topic: topic, ID: fmt.Sprintf("due-%d", i), Body: []byte("due")},
 			Message{Topic: topic, ID: fmt.Sprintf("ahead-%d", i), Body: []byte("ahead"), Delay: time.Second})
 	}
-	res, err := c.EnqueueBatch(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustBatch(t, c, msgs)
 	tok := takeFence(t, c.store, topic, 0)
 	cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
 	if err != nil || len(cl) != 2*n {

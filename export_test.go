@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -86,44 +85,17 @@ func TestExportImportRoundTrip(t *testing.T) {
 		}
 		batch = append(batch, Message{Topic: src, ID: "bin", Body: []byte{0xff, 0x00, 0xfe}, At: far, MaxAttempts: 3})
 		batch = append(batch, Message{Topic: src, ID: "empty", At: far})
-		res, err := c.EnqueueBatch(ctx, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		}
+		mustBatch(t, c, batch)
 		// One in flight and one dead, in partition 0.
 		flight, dead := samePartition("f", 0, n), samePartition("d", 0, n)
 		soon := time.Now().Add(20 * time.Millisecond)
-		for _, id := range []string{flight, dead} {
-			if _, err := c.Enqueue(ctx, Message{Topic: src, ID: id, Body: []byte("b-" + id), At: soon}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tok := takeFence(t, c.store, src, 0)
-		var claimed []store.Claimed
-		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.ClaimIndexOnly(ctx, src, 0, tok, time.Now().UnixMilli(), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claimed = append(claimed, cl...)
-			return len(claimed) == 2
-		})
-		deadline := time.Now().Add(time.Hour).UnixMilli()
-		recs, err := c.store.Begin(ctx, src, 0, []string{flight, dead}, []int64{deadline, deadline})
-		if err != nil || recs[0] == nil || recs[1] == nil {
-			t.Fatalf("begin: %v, %v", recs, err)
-		}
+		recs := beginAll(t, c, src,
+			Message{Topic: src, ID: flight, Body: []byte("b-" + flight), At: soon},
+			Message{Topic: src, ID: dead, Body: []byte("b-" + dead), At: soon})
 		r := *recs[1]
 		r.Attempts, r.LastError, r.Updated = 4, "boom \"quoted\"", time.Now().UnixMilli()
 		diedAt := time.Now().Add(-time.Minute).UnixMilli()
-		if _, err := c.store.Moves(ctx, src, 0, []store.Move{{ID: dead, Dead: true, Score: diedAt, Record: &r}}); err != nil {
-			t.Fatal(err)
-		}
+		makeDead(t, c, src, dead, &r, time.UnixMilli(diedAt))
 
 		got, st := exportAll(t, c, src, ExportOptions{Batch: 7, Pace: -1})
 		if len(got) != len(batch)+2 {

@@ -41,29 +41,9 @@ func TestDeleteMany(t *testing.T) {
 		}
 		kept := ids[1] // of the segment, not deleted
 		flight, dead := samePartition("f", 0, n), samePartition("d", 0, n)
-		for _, id := range []string{flight, dead} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: time.Now().Add(10 * time.Millisecond)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tok := takeFence(t, c.store, topic, 0)
-		var claimed []store.Claimed
-		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claimed = append(claimed, cl...)
-			return len(claimed) == 2
-		})
-		deadline := time.Now().Add(time.Hour).UnixMilli()
-		recs, err := c.store.Begin(ctx, topic, 0, []string{flight, dead}, []int64{deadline, deadline})
-		if err != nil || recs[1] == nil {
-			t.Fatalf("begin: %v %v", recs, err)
-		}
-		if _, err := c.store.Moves(ctx, topic, 0, []store.Move{{ID: dead, Dead: true, Score: time.Now().UnixMilli(), Record: recs[1]}}); err != nil {
-			t.Fatal(err)
-		}
+		soon := time.Now().Add(10 * time.Millisecond)
+		recs := beginAll(t, c, topic, Message{Topic: topic, ID: flight, At: soon}, Message{Topic: topic, ID: dead, At: soon})
+		makeDead(t, c, topic, dead, recs[1], time.Now())
 		del := append([]string{ids[0]}, ids[2:]...)
 		del = append(del, flight, dead, "never-1", "never-2")
 		found, err := c.DeleteMany(ctx, topic, del)

@@ -84,15 +84,7 @@ func enqueueDueNow(t *testing.T, c *Client, topic string, n int) time.Time {
 		msgs[i] = Message{Topic: topic, ID: fmt.Sprintf("m%05d", i)}
 	}
 	at := time.Now()
-	res, err := c.EnqueueBatch(context.Background(), msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustBatch(t, c, msgs)
 	return at
 }
 

@@ -155,6 +155,31 @@ func runConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) *Consume
 	return k
 }
 
+// runStoppable runs a consumer of o as runConsumer does, under a context
+// of its own, and returns it with a stop that shuts it down, cancels that
+// context and waits for Run to return: once, however often it is called
+// (the test's cleanup calls it too).
+func runStoppable(t *testing.T, c *Client, o ConsumerOptions, h Handler) (*Consumer, func()) {
+	t.Helper()
+	k, err := c.NewConsumer(o, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx)
+	}()
+	stop := sync.OnceFunc(func() {
+		k.Shutdown(context.Background())
+		cancel()
+		<-done
+	})
+	t.Cleanup(stop)
+	return k, stop
+}
+
 // mustBatch enqueues msgs and fails on any error.
 func mustBatch(t *testing.T, c *Client, msgs []Message) {
 	t.Helper()
@@ -189,6 +214,55 @@ func addEntry(t *testing.T, addr, topic string, p int, id string, at time.Time) 
 		t.Fatalf("index entry of %s: %v", id, err)
 	}
 	return ms
+}
+
+// beginAll enqueues msgs, all of topic and due soon in its partition 0,
+// then claims and begins them under a new fence token as a consumer
+// would: they are in flight, their visibility deadline an hour away. It
+// returns their records, in the order of msgs.
+func beginAll(t *testing.T, c *Client, topic string, msgs ...Message) []*store.Record {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		if _, err := c.Enqueue(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = m.ID
+	}
+	tok := takeFence(t, c.store, topic, 0)
+	var claimed []store.Claimed
+	waitFor(t, 5*time.Second, "all claimed", func() bool {
+		cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = append(claimed, cl...)
+		return len(claimed) == len(msgs)
+	})
+	deadlines := make([]int64, len(ids))
+	for i := range deadlines {
+		deadlines[i] = time.Now().Add(time.Hour).UnixMilli()
+	}
+	recs, err := c.store.Begin(ctx, topic, 0, ids, deadlines)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	for i, r := range recs {
+		if r == nil {
+			t.Fatalf("begin %q: no record", ids[i])
+		}
+	}
+	return recs
+}
+
+// makeDead moves id, in flight in partition 0 of topic, to the dead set
+// with its record rec, dead since diedAt.
+func makeDead(t *testing.T, c *Client, topic, id string, rec *store.Record, diedAt time.Time) {
+	t.Helper()
+	if _, err := c.store.Moves(context.Background(), topic, 0, []store.Move{{ID: id, Dead: true, Score: diedAt.UnixMilli(), Record: rec}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // takeFence draws a new fencing token for partition p and raises the

@@ -27,36 +27,18 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 		due := time.Now().Add(50 * time.Millisecond)
 		// One id per state, all in partition 0 so one claim takes them.
 		sched, flight, dead := samePartition("s", 0, n), samePartition("f", 0, n), samePartition("d", 0, n)
-		for _, id := range []string{flight, dead} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("first"), At: due}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tok := takeFence(t, c.store, topic, 0)
-		var claimed []store.Claimed
-		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claimed = append(claimed, cl...)
-			return len(claimed) == 2
-		})
-		deadline := time.Now().Add(time.Hour).UnixMilli()
-		recs, err := c.store.Begin(ctx, topic, 0, []string{flight, dead}, []int64{deadline, deadline})
-		if err != nil || recs[0] == nil || recs[1] == nil {
-			t.Fatalf("begin: %v, %v", recs, err)
-		}
+		recs := beginAll(t, c, topic,
+			Message{Topic: topic, ID: flight, Body: []byte("first"), At: due},
+			Message{Topic: topic, ID: dead, Body: []byte("first"), At: due})
 		r := *recs[1]
 		r.Attempts, r.LastError = 1, "boom"
-		if _, err := c.store.Moves(ctx, topic, 0, []store.Move{{ID: dead, Dead: true, Score: time.Now().UnixMilli(), Record: &r}}); err != nil {
-			t.Fatal(err)
-		}
+		makeDead(t, c, topic, dead, &r, time.Now())
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: sched, Body: []byte("first"), At: due.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		before := map[string]*Info{}
 		for _, id := range []string{sched, flight, dead} {
+			var err error
 			if before[id], err = c.Get(ctx, topic, id); err != nil {
 				t.Fatal(err)
 			}

@@ -85,20 +85,13 @@ func TestRepartitionGrowShrink(t *testing.T) {
 	for i := range 3 {
 		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("dies-%d", i), MaxAttempts: 1})
 	}
-	res, err := c.EnqueueBatch(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustBatch(t, c, msgs)
 	gen := make([]Message, 100) // generated ids, due in an hour: segments
 	for i := range gen {
 		gen[i] = Message{Topic: topic, At: far, Body: []byte("gen")}
 	}
-	if res, err = c.EnqueueBatch(ctx, gen); err != nil {
+	res, err := c.EnqueueBatch(ctx, gen)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range res {
