@@ -351,7 +351,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 		}
 		tok := takeFence(t, c.store, topic, cs.p)
 		h := &crashHook{failAt: 2} // the claim script runs, the explosion does not
-		fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+		fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: h.hook})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -165,8 +165,10 @@ func New(opts Options) (*Client, error) {
 		opts.RetryFor = DefaultRetryFor
 	}
 	st, err := store.Open(store.Options{
-		Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
-		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		Conn: store.Conn{
+			Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
+			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		},
 		Hook: opts.hook, Logger: opts.Logger.With("component", "redis"),
 	})
 	if err != nil {

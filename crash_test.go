@@ -214,7 +214,7 @@ func newRecord(due time.Time, maxAttempts int) *store.Record {
 // was sent before it reached Redis, nothing after.
 func storeDyingBefore(t *testing.T, addr, cmd string) *store.Store {
 	t.Helper()
-	fs, err := store.Open(store.Options{Addr: addr, Hook: func(c string, _ []any) error {
+	fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(c string, _ []any) error {
 		if c == cmd {
 			return fmt.Errorf("crash before %s: %w", cmd, portable.ErrInjected)
 		}
@@ -263,7 +263,7 @@ func TestCrashSafety(t *testing.T) {
 				cs.c = newClient(t, addr, Options{Partitions: crashPartitions})
 
 				h := &crashHook{failAt: k}
-				fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+				fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: h.hook})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -146,7 +146,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		sent := 0
-		fs, err := store.Open(store.Options{Addr: addr, Hook: func(string, []any) error {
+		fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(string, []any) error {
 			if sent++; sent == 3 { // the first command of the second round trip
 				cancel()
 			}

@@ -473,7 +473,7 @@ func TestMoveCancelledMidPass(t *testing.T) {
 		horizon := time.Now().Add(30 * time.Second).UnixMilli()
 		var once sync.Once
 		var hookErr error
-		fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, args []any) error {
+		fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(cmd string, args []any) error {
 			// The pass's read of the layout before it removes the sources.
 			if cmd == "HMGET" && len(args) == 5 && args[0] == keys.Meta(DefaultNamespace, topic) {
 				once.Do(func() {

@@ -514,7 +514,7 @@ const benchMaxWait = time.Hour
 func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 	defer cancel()
-	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	s, err := store.Open(store.Options{Conn: store.Conn{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace}})
 	if err != nil {
 		return err
 	}
@@ -528,7 +528,7 @@ const dropTimeout = 30 * time.Second
 // its first message would, and has c read its layout, so that neither
 // is part of the timing.
 func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
-	s, err := store.Open(store.Options{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace})
+	s, err := store.Open(store.Options{Conn: store.Conn{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace}})
 	if err != nil {
 		return err
 	}

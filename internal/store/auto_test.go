@@ -14,7 +14,7 @@ import (
 // clears it.
 func TestAutoStep(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
-	s, err := Open(Options{Addr: env.Backends[0]})
+	s, err := Open(Options{Conn: Conn{Addr: env.Backends[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}

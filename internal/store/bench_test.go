@@ -18,7 +18,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	env := testenv.Start(b, testenv.Options{Backends: 2})
 	val := make([]byte, 268)
 	for _, tg := range env.Targets() {
-		s, err := Open(Options{Addr: tg.Addr})
+		s, err := Open(Options{Conn: Conn{Addr: tg.Addr}})
 		if err != nil {
 			b.Fatal(err)
 		}

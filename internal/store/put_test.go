@@ -17,7 +17,7 @@ import (
 // policy says.
 func TestPutHeaders(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1})
-	s, err := Open(Options{Addr: env.Backends[0]})
+	s, err := Open(Options{Conn: Conn{Addr: env.Backends[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}

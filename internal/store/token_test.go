@@ -16,7 +16,7 @@ import (
 func TestTokensSurviveALostCounter(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
-	s, err := Open(Options{Addr: env.Proxy})
+	s, err := Open(Options{Conn: Conn{Addr: env.Proxy}})
 	if err != nil {
 		t.Fatal(err)
 	}

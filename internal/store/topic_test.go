@@ -21,7 +21,7 @@ func TestDropTopic(t *testing.T) {
 	const n = 4
 	for _, tg := range env.Targets() {
 		t.Run(tg.Name, func(t *testing.T) {
-			s, err := Open(Options{Addr: tg.Addr})
+			s, err := Open(Options{Conn: Conn{Addr: tg.Addr}})
 			if err != nil {
 				t.Fatal(err)
 			}
