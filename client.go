@@ -103,7 +103,7 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co      coalescer
+	co      coalescer      // joins concurrent Enqueue and EnqueueAsync calls into batches
 	watch   watcher        // the change counters of the consumers' topics
 	errLog  *poller.ErrLog // the errors of the consumers' partition loops
 	tracer  trace.Tracer   // of Options.TracerProvider
