@@ -76,26 +76,10 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
 		moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond,
 		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 500 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: time.Second}}
-	start := func(id string) (*Consumer, context.CancelFunc) {
+	start := func(id string) (*Consumer, func()) {
 		o := opts
 		o.ID = id
-		k, err := c.NewConsumer(o, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			k.Run(kctx)
-		}()
-		stop := func() {
-			k.Shutdown(context.Background())
-			cancel()
-			<-done
-		}
-		t.Cleanup(stop)
-		return k, stop
+		return runStoppable(t, c, o, h)
 	}
 	var changes []string
 	var chMu sync.Mutex
@@ -116,17 +100,11 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	count := func(n int) func() bool {
-		return func() bool {
-			info, err := c.Partitions(ctx, topic)
-			return err == nil && info.Count == n && info.Next == 0
-		}
-	}
 	var msgs []Message
 	for i := range 300 {
 		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("m-%d", i), Delay: time.Duration(i) * 10 * time.Millisecond})
 	}
-	var stops []context.CancelFunc
+	var stops []func()
 	for i := range 3 {
 		_, stop := start(fmt.Sprint("k", i))
 		stops = append(stops, stop)
@@ -134,12 +112,12 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", count(4))
+	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", countIs(c, topic, 4))
 	for i := 3; i < 5; i++ {
 		_, stop := start(fmt.Sprint("k", i))
 		stops = append(stops, stop)
 	}
-	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", count(8))
+	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", countIs(c, topic, 8))
 	info, err := c.Partitions(ctx, topic)
 	if err != nil || info.Auto == nil || info.Auto.Settings.Max != 8 || info.Auto.LastChange == nil {
 		t.Fatalf("Partitions: %+v, %v; want the auto settings and the last change", info, err)
@@ -147,7 +125,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 	for _, stop := range stops[1:] {
 		stop()
 	}
-	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", count(2))
+	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", countIs(c, topic, 2))
 	waitFor(t, 30*time.Second, "every message delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -209,29 +187,8 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 	start := func(id string) {
 		o := opts
 		o.ID = id
-		k, err := c.NewConsumer(o, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			k.Run(kctx)
-		}()
-		stop := sync.OnceFunc(func() {
-			k.Shutdown(context.Background())
-			cancel()
-			<-done
-		})
-		t.Cleanup(stop)
+		_, stop := runStoppable(t, c, o, h)
 		stops = append(stops, stop)
-	}
-	count := func(n int) func() bool {
-		return func() bool {
-			info, err := c.Partitions(ctx, topic)
-			return err == nil && info.Count == n && info.Next == 0
-		}
 	}
 	start("k0")
 	waitFor(t, 10*time.Second, "the topic", func() bool { _, err := c.Partitions(ctx, topic); return err == nil })
@@ -241,14 +198,14 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 	began := time.Now()
 	start("k1")
 	start("k2")
-	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", count(4))
+	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", countIs(c, topic, 4))
 	start("k3")
 	start("k4")
-	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", count(8))
+	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", countIs(c, topic, 8))
 	for _, stop := range stops[1:] {
 		stop()
 	}
-	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", count(2))
+	waitFor(t, 60*time.Second, "1 consumer shrinking the count to 2", countIs(c, topic, 2))
 	ended := time.Now()
 	// The occurrences up to the end of the changes, their retries done.
 	waitFor(t, 10*time.Second, "the retries of the occurrences due before the end", func() bool {
@@ -280,5 +237,14 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 		if i > 0 && ms-times[i-1] != 1000 {
 			t.Errorf("occurrences at %v and %v: one skipped", time.UnixMilli(times[i-1]).UTC(), time.UnixMilli(ms).UTC())
 		}
+	}
+}
+
+// countIs returns a condition for waitFor: topic's partition count is n,
+// and no change runs.
+func countIs(c *Client, topic string, n int) func() bool {
+	return func() bool {
+		info, err := c.Partitions(context.Background(), topic)
+		return err == nil && info.Count == n && info.Next == 0
 	}
 }

@@ -1,10 +1,8 @@
 package delayq
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +103,7 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co      coalescer
+	co      coalescer      // joins concurrent Enqueue and EnqueueAsync calls into batches
 	watch   watcher        // the change counters of the consumers' topics
 	errLog  *poller.ErrLog // the errors of the consumers' partition loops
 	tracer  trace.Tracer   // of Options.TracerProvider
@@ -116,30 +114,6 @@ type Client struct {
 	// it scans again: see Export), last telling whether the read ended
 	// that scan. A test holds the export there to move messages under it.
 	exportRead func(p, scan int, last bool)
-}
-
-// retrying returns ctx under which a write of messages waits for Redis
-// during an outage, for Options.RetryFor (see there).
-func (c *Client) retrying(ctx context.Context) context.Context {
-	if c.opts.RetryFor < 0 {
-		return ctx
-	}
-	return store.WithRetry(ctx, c.opts.RetryFor)
-}
-
-// coalescer is the state that joins concurrent Enqueue and EnqueueAsync
-// calls into batches (see coalesce.go).
-type coalescer struct {
-	coalesceOnce sync.Once
-	enq          chan *enqReq
-	gathering    chan struct{}  // the turn to gather a batch (capacity 1)
-	partial      chan struct{}  // slots for batches written before they are full
-	sendMu       sync.Mutex     // orders requests being queued with Close
-	senders      sync.WaitGroup // requests being queued
-	closed       chan struct{}  // closed by Close: no new request
-	shut         chan struct{}  // closed once no request is being queued: flushers drain and stop
-	closeOnce    sync.Once
-	wg           sync.WaitGroup
 }
 
 // New returns a Client. It validates the options but does not connect:
@@ -191,8 +165,10 @@ func New(opts Options) (*Client, error) {
 		opts.RetryFor = DefaultRetryFor
 	}
 	st, err := store.Open(store.Options{
-		Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
-		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		Conn: store.Conn{
+			Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
+			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+		},
 		Hook: opts.hook, Logger: opts.Logger.With("component", "redis"),
 	})
 	if err != nil {
@@ -202,7 +178,7 @@ func New(opts Options) (*Client, error) {
 		opts: opts, store: st, log: opts.Logger.With("component", "delayq"), partitionsSet: partitionsSet,
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
-	c.watch.c = c
+	c.co.c, c.watch.c = c, c
 	c.tracer, c.tracing = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
@@ -213,17 +189,7 @@ func New(opts Options) (*Client, error) {
 // with ErrClosed. Consumers made from it must be stopped first. Safe to
 // call more than once.
 func (c *Client) Close() error {
-	first := false
-	c.co.closeOnce.Do(func() {
-		first = true
-		c.co.sendMu.Lock()
-		close(c.co.closed)
-		c.co.sendMu.Unlock()
-		c.co.senders.Wait() // calls already queueing get in (flushers still drain)
-		close(c.co.shut)
-		c.co.wg.Wait() // the flushers write what is queued, then return
-	})
-	if !first {
+	if !c.co.close() {
 		return nil
 	}
 	return c.store.Close()
@@ -249,115 +215,3 @@ func (c *Client) Proxies() []ProxyHealth {
 // Commands returns the number of Redis commands the client and its
 // consumers have sent so far. Safe for concurrent use.
 func (c *Client) Commands() int64 { return c.store.Commands() }
-
-// layoutTTL is how long a client uses a topic's layout before it reads
-// it again (at its next use). A change of the partition count waits
-// longer than that before it moves messages (see moveDelay), so that
-// every client writes to and looks in the partitions of both counts by
-// then.
-const layoutTTL = time.Second
-
-// topicLayout is a topic's layout as read at some time.
-type topicLayout struct {
-	l  store.Layout
-	at time.Time
-}
-
-// ensureTopic checks the topic's name, records the topic on its first
-// use (with Options.Partitions) and returns its layout, read again when
-// older than layoutTTL. Only writes that put messages in the topic (or
-// a schedule that will) call it: the others call topicLayout.
-func (c *Client) ensureTopic(ctx context.Context, topic string) (store.Layout, error) {
-	return c.ensureTopicAs(ctx, topic, c.opts.Partitions, c.partitionsSet)
-}
-
-// ensureTopicAs is ensureTopic with n as the count of a topic it creates;
-// set says n was configured, so that a topic stored with another count is
-// worth a warning (once per client, topic and configured count).
-func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set bool) (store.Layout, error) {
-	if err := validateTopic(topic); err != nil {
-		return store.Layout{}, err
-	}
-	now := time.Now()
-	c.mu.Lock()
-	t, known := c.topics[topic]
-	c.mu.Unlock()
-	if known && now.Sub(t.at) < layoutTTL && !set {
-		return t.l, nil
-	}
-	if !known || now.Sub(t.at) >= layoutTTL {
-		var err error
-		var l store.Layout
-		if known {
-			l, err = c.store.ReadLayout(ctx, topic)
-		} else {
-			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
-		}
-		if err == nil && l.Count < 1 {
-			// Deleted since this client read it: created again.
-			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
-		}
-		if err != nil {
-			return store.Layout{}, err
-		}
-		t = topicLayout{l: l, at: now}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.topics[topic] = t
-	if set {
-		c.warnCount(topic, t.l.Count, n)
-	}
-	return t.l, nil
-}
-
-// warnCount logs, once per client, topic and configured count n, that
-// the topic's stored count differs from n. c.mu is held.
-func (c *Client) warnCount(topic string, stored, n int) {
-	key := topic + "\x00" + strconv.Itoa(n)
-	if stored != n && !c.warned[key] {
-		c.warned[key] = true
-		c.log.Warn("topic has another partition count than configured: using the stored count",
-			"topic", topic, "stored", stored, "configured", n)
-	}
-}
-
-// topicLayout checks the topic's name and returns its layout, read again
-// when older than layoutTTL, as ensureTopic does, but never creates the
-// topic: for one that does not exist it fails with an error wrapping
-// ErrNoTopic and writes nothing. Reads, deletes and reschedules call it.
-func (c *Client) topicLayout(ctx context.Context, topic string) (store.Layout, error) {
-	if err := validateTopic(topic); err != nil {
-		return store.Layout{}, err
-	}
-	now := time.Now()
-	c.mu.Lock()
-	t, known := c.topics[topic]
-	c.mu.Unlock()
-	if known && now.Sub(t.at) < layoutTTL {
-		return t.l, nil
-	}
-	l, err := c.store.ReadLayout(ctx, topic)
-	if err != nil {
-		return store.Layout{}, err
-	}
-	if l.Count < 1 {
-		c.forget(topic)
-		return store.Layout{}, store.NoTopic(topic)
-	}
-	c.mu.Lock()
-	c.topics[topic] = topicLayout{l: l, at: now}
-	if c.partitionsSet {
-		c.warnCount(topic, l.Count, c.opts.Partitions)
-	}
-	c.mu.Unlock()
-	return l, nil
-}
-
-// forget drops the layout of topic this client keeps, so that its next
-// use reads the topic again.
-func (c *Client) forget(topic string) {
-	c.mu.Lock()
-	delete(c.topics, topic)
-	c.mu.Unlock()
-}

@@ -2,44 +2,21 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
-	"github.com/delayq/delayq/partition"
+	"github.com/delayq/delayq/poller"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/redigo"
 )
-
-// Defaults for ConsumerOptions.
-const (
-	DefaultConcurrency       = 16
-	DefaultPrefetch          = 1024
-	DefaultTimeout           = 30 * time.Second
-	DefaultLease             = 10 * time.Second
-	DefaultPollInterval      = time.Second
-	DefaultIdlePollInterval  = 5 * time.Second
-	DefaultShutdownTimeout   = 30 * time.Second
-	DefaultReconcileInterval = 5 * time.Second
-	DefaultReconcileBatch    = 256
-	DefaultClaimBatch        = 256
-	DefaultChangePoll        = lease.DefaultChangePoll
-)
-
-// DefaultBackoff is the retry ladder: after the n-th failed attempt a
-// message is due again DefaultBackoff[n-1] later (the last step repeats).
-var DefaultBackoff = []time.Duration{
-	10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute,
-	4 * time.Minute, 5 * time.Minute, 6 * time.Minute, 7 * time.Minute, 8 * time.Minute,
-	9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
-}
-
-// DefaultMaxAttempts is one first delivery plus one retry per step of
-// DefaultBackoff.
-const DefaultMaxAttempts = 17
 
 // Consumer delivers a topic's messages to a Handler. It owns the
 // partitions whose leases it can get, and polls each of them. Create it
@@ -66,233 +43,333 @@ type Consumer struct {
 	deliverName string // the name of its deliveries' spans
 }
 
-// ConsumerOptions configures a Consumer. The zero value of each field
-// means its default.
-type ConsumerOptions struct {
-	// Topic to consume. Required.
-	Topic string
-	// ID names this consumer in leases and stats. Default "host-pid-xxxx".
-	ID string
-	// Partitions is the partition count the topic gets if this consumer
-	// creates it. An existing topic keeps its stored count: a different
-	// value is logged as a warning that names both. Default the client's
-	// Options.Partitions.
-	Partitions int
-	// Limits are the fleet-wide limits the topic gets if its limits were
-	// never set nor cleared (see Client.SetLimits). Stored limits win: a
-	// different value is logged as a warning that names both, so that a
-	// rolling deploy with two versions of a file never flips them. nil:
-	// the consumer sets none.
-	Limits *Limits
-	// AutoPartitions turns on the topic's automatic partition count (see
-	// Client.SetAutoPartitions) if it was never set nor turned off; as
-	// with Limits, the stored settings win, and a different value is
-	// logged as a warning. nil: the consumer sets none. Every consumer
-	// of a topic whose count is automatic takes part in it, whatever its
-	// options. Without Partitions, a topic this consumer creates starts
-	// with the client's count brought within Min and Max.
-	AutoPartitions *AutoPartitions
-	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
-	Concurrency int
-	// Prefetch is how many messages may be claimed beyond the free handler
-	// slots: messages claimed ahead of their due time (held in memory until
-	// due) and due ones waiting for a slot. Claim-ahead keeps lateness low
-	// only while Prefetch exceeds the messages due within 1.5 poll
-	// intervals (about 1.5 × rate × PollInterval); the next owner of a
-	// partition whose consumer died holding them returns them at takeover.
-	// Default DefaultPrefetch (1024).
-	Prefetch int
-	// Timeout bounds one handler call (the topic's time to run); the
-	// message's visibility deadline is its due time plus Timeout plus a
-	// margin, the safety net for a handler that hangs. A change of owner
-	// does not wait for it. Default DefaultTimeout (30s).
-	Timeout time.Duration
-	// MaxAttempts caps deliveries of messages that do not set their own.
-	// Default DefaultMaxAttempts (17).
-	MaxAttempts int
-	// Backoff is the retry ladder. Default DefaultBackoff.
-	Backoff []time.Duration
-	// Lease is the partition lease's expiry; it is extended every Lease/3,
-	// or every Lease/2 while its partition is idle (nothing held, running
-	// or due within the poll's reach).
-	// Default DefaultLease (10s).
-	Lease time.Duration
-	// Heartbeat is how often the consumer renews its membership of the
-	// topic (which expires after 3 heartbeats), recomputes its fair share
-	// and tries to acquire partitions it lacks. Default Lease/3.
-	Heartbeat time.Duration
-	// ChangePoll is how often the topic's change counter is read, which
-	// consumers bump when they join, leave or give a partition up: on a
-	// change the consumer recomputes its fair share and takes free
-	// partitions at once, so a partition handed over waits about
-	// ChangePoll for its next owner, not a heartbeat. The counters of
-	// every topic the client's consumers run are read together, in one
-	// HMGET per tick of the shortest ChangePoll among them.
-	// Default DefaultChangePoll (60ms).
-	ChangePoll time.Duration
-	// PollInterval is the longest sleep between two polls of a partition;
-	// messages due within the next PollInterval are claimed ahead and held
-	// until due. Default DefaultPollInterval (1s). Above 40s, claims reach
-	// more than a minute ahead, where messages are written index and
-	// record at once (see Message.ID): a claim that meets such an index
-	// entry before its record has landed drops it, and that message comes
-	// a reconciler pass late (never lost); one that meets the entry an
-	// enqueue of a duplicate id added, in the moment before the enqueue
-	// removes it, delivers the existing message once more.
-	PollInterval time.Duration
-	// IdlePollInterval is the longest sleep of a partition whose last poll
-	// found nothing to claim. Its look (one ZRANGEBYSCORE) also learns
-	// when the earliest message there falls due, and the partition polls
-	// again a PollInterval before that. Producers wake the owner when they
-	// write a message due within WakeAhead (7s), so a message due sooner
-	// than the next look starts on time; one whose wake-up was lost (its
-	// producer died between the write and the wake-up, or the wake-up's
-	// command failed) starts at most IdlePollInterval late. Shorter costs
-	// more Redis commands: an idle partition's lease extension and its
-	// look cost 0.8 commands a second with the defaults.
-	// Default and at most DefaultIdlePollInterval (5s).
-	IdlePollInterval time.Duration
-	// ShutdownTimeout bounds how long Run waits for running handlers after
-	// its context is done. Default DefaultShutdownTimeout (30s).
-	ShutdownTimeout time.Duration
-	// ReconcileInterval is the pause between two reconciler passes over a
-	// partition's records; after a pass that completes a sweep of every
-	// record, the next sweep starts 12 intervals later. A record a crash
-	// left out of every index is re-indexed within
-	// (12 + ceil(records/ReconcileBatch)) × ReconcileInterval.
-	// Default DefaultReconcileInterval (5s).
-	ReconcileInterval time.Duration
-	// ReconcileBatch is about how many records one reconciler pass reads.
-	// Default DefaultReconcileBatch (256).
-	ReconcileBatch int
-	// ClaimBatch caps the ids one claim takes. When Concurrency+Prefetch
-	// slots are all taken, a partition waits up to 1 ms after slots come
-	// back for min(ClaimBatch, (Concurrency+Prefetch)/8) of them before it
-	// claims, and a partition's outcomes (acks, retries) wait up to 1 ms for
-	// one another while more of its deliveries run, so that busy partitions
-	// claim and ack dozens of messages per round trip.
-	// Default DefaultClaimBatch (256).
-	ClaimBatch int
-	// Limit, when positive, stops the consumer after that many deliveries
-	// have started: Run then shuts down gracefully and returns nil.
-	Limit int
-	// Schedules are applied to the topic when Run starts, once the topic
-	// exists, by the rule of Client.ApplySchedules: created when missing,
-	// replaced only when their definition here changed since it was last
-	// applied, so that changes made at run time survive restarts.
-	Schedules []Schedule
-
-	// moveSettle shortens poller.DefaultMoveSettle in tests of the
-	// library that change the partition count; the end-to-end tests run
-	// with the default.
-	moveSettle time.Duration
-	// autoCheck shortens AutoCheckEvery in tests of the library.
-	autoCheck time.Duration
+// NewConsumer returns a consumer of opts.Topic. It validates the options
+// but does not connect.
+func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil Handler", ErrInvalid)
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchedules(opts.Schedules); err != nil {
+		return nil, fmt.Errorf("ConsumerOptions.Schedules: %w", err)
+	}
+	return &Consumer{
+		c: c, opts: opts, h: h, deliverName: "delayq.deliver " + opts.Topic,
+		log:    c.opts.Logger.With("component", "consumer", "topic", opts.Topic, "consumer", opts.ID),
+		stopCh: make(chan struct{}),
+		doneCh: make(chan struct{}),
+		ctrl:   newControls(),
+		counters: newCounters(poller.EventAcked, poller.EventRetried, poller.EventDead, poller.EventRedelivered,
+			poller.EventRecovered, poller.EventCorrupt, poller.EventFenced, poller.EventTombstone, poller.EventRepaired, poller.EventStale, poller.EventMoved, poller.EventSuperseded, eventLeasesGained, eventLeasesLost),
+	}, nil
 }
 
-// Delivery is a message handed to a Handler.
-type Delivery struct {
-	Topic     string
-	ID        string
-	Partition int
-	Token     int64 // fencing token under which the message was claimed
-	Attempt   int   // 1 for the first delivery
-	// Due is the message's own due time: the time it was enqueued or
-	// rescheduled for, kept by a redelivery after a fault (a lost owner, an
-	// expired visibility deadline); after a failed attempt, the retry's
-	// backoff due. Lateness is measured from it.
-	Due  time.Time
-	Body []byte
+// ID returns the consumer's id, as shown in stats as partition owner.
+func (k *Consumer) ID() string { return k.opts.ID }
+
+func (k *Consumer) stop() { k.stopOnce.Do(func() { close(k.stopCh) }) }
+
+// Shutdown makes Run stop gracefully and waits until it returned or ctx
+// is done. Safe to call more than once, and before or without Run.
+func (k *Consumer) Shutdown(ctx context.Context) error {
+	k.stop()
+	if !k.running.Load() {
+		return nil
+	}
+	select {
+	case <-k.doneCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-// Handler processes one delivery. Returning nil acks the message; an error
-// retries it along the backoff ladder, or moves it to the dead set once its
-// attempts are exhausted. ctx is cancelled at the handler timeout and when
-// the partition's lease is lost. ctx carries the delivery's span
-// (trace.SpanFromContext), a child of the enqueue's when the message was
-// enqueued under one (see the README's "Tracing"): spans the handler
-// starts from ctx, and requests it propagates ctx to, join the message's
-// trace.
-type Handler func(ctx context.Context, d *Delivery) error
+// Run consumes until ctx is done, Shutdown is called or Limit deliveries
+// have started, then shuts down gracefully: it stops claiming, returns
+// held messages to scheduled and hands every partition over at once, waits
+// up to ShutdownTimeout for running handlers (then cancels their
+// contexts), leaves the topic's members and returns nil. Started while
+// Redis cannot be reached, it waits for Redis as a running consumer rides
+// out an outage (logged once by the client; see the README's "Proxy
+// outages"). It returns an error only if it could not start (a topic or
+// schedule Redis refuses) or was already run.
+func (k *Consumer) Run(ctx context.Context) error {
+	if !k.running.CompareAndSwap(false, true) {
+		return errors.New("delayq: Consumer.Run called twice")
+	}
+	defer close(k.doneCh)
+	outage := k.c.store.Outage()
+	defer outage.Wait(k.opts.Lease)()
+	l, err := k.start(ctx)
+	if err != nil || l == nil {
+		return err
+	}
+	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
+	defer unwatch()
+	fctx, stopFollow := context.WithCancel(context.Background())
+	followed, autoDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(followed)
+		k.followControls(fctx)
+	}()
+	go func() {
+		defer close(autoDone)
+		k.followAuto(fctx)
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+		<-autoDone
+	}()
+	// The limits' slots held are given back once every loop returned.
+	lim := newLimiter(k)
+	limCtx, stopLim := context.WithCancel(context.Background())
+	limDone := make(chan struct{})
+	go func() {
+		defer close(limDone)
+		lim.run(limCtx)
+	}()
+	defer func() {
+		stopLim()
+		<-limDone
+	}()
+	// Acks the loops could not write before they lost their leases are
+	// written once Redis answers, until the consumer stops.
+	kept := newKeptAcks(k)
+	keptCtx, stopKept := context.WithCancel(context.Background())
+	keptDone := make(chan struct{})
+	go func() {
+		defer close(keptDone)
+		kept.run(keptCtx)
+	}()
+	defer func() {
+		stopKept()
+		<-keptDone
+	}()
+	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
+	work, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	abandon := make(chan struct{})
+	var hard *time.Timer
+	topic, ns := k.opts.Topic, k.c.opts.Namespace
+	m, err := lease.NewManager(lease.ManagerOptions{
+		Topic: topic, ID: k.opts.ID, Partitions: l.Span(), Span: k.readLayout,
+		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, Changes: changes,
+		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
+		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
+		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },
+		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
+			defer unwatch()
+			cfg := k.pollerConfig(p, l, d, work, abandon)
+			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, lim
+			cfg.Keep = func(ids []string, headers [][]byte) { kept.keep(p, ids, headers) }
+			return poller.Run(l.Ctx(), stop, cfg)
+		},
+		Stopping: func() {
+			k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
+			// Past ShutdownTimeout, running handlers are cancelled; a
+			// second later, loops stop waiting for those that ignore it.
+			hard = time.AfterFunc(k.opts.ShutdownTimeout, func() {
+				hardStop()
+				time.AfterFunc(time.Second, func() { close(abandon) })
+			})
+		},
+		Gained: func(int) {
+			k.count(eventLeasesGained, 1)
+			outage.LeaseGained()
+		},
+		Lost: func(int) {
+			k.count(eventLeasesLost, 1)
+			outage.LeaseLost()
+		},
+		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog, Quiet: outage.Quiet,
+	})
+	if err != nil {
+		return err
+	}
+	k.mgr.Store(m)
+	k.log.Info("consumer started", "partitions", l.Count, "changing_to", l.Next, "concurrency", k.opts.Concurrency)
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-k.stopCh:
+			cancel()
+		case <-mctx.Done():
+		}
+	}()
+	m.Run(mctx)
+	k.stop()
+	if hard != nil {
+		hard.Stop()
+	}
+	d.Close()
+	k.log.Info("consumer stopped")
+	return nil
+}
 
-func (o *ConsumerOptions) setDefaults() error {
-	if o.ID == "" {
-		host, _ := os.Hostname()
-		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID(time.Now())[22:])
+// Backoff of a consumer's start while Redis cannot be reached.
+const (
+	startRetryMin = 100 * time.Millisecond
+	startRetryMax = 2 * time.Second
+)
+
+// start creates the topic (or reads its layout) and applies the
+// schedules. While Redis cannot be reached (store.Unavailable) it tries
+// again with backoff: the outage is logged once, by the store's Outage,
+// and other failures through the client's error log. It returns a nil
+// layout when ctx ended or Shutdown was called first, and the error of
+// anything else. The layout read is the consumer's from then on.
+func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
+	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
+	if !set {
+		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
 	}
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		if *d == 0 {
-			*d = v
+	if a := k.opts.AutoPartitions; a != nil && k.opts.Partitions == 0 {
+		// A topic created on an automatic count starts within its bounds.
+		b := a.withDefaults()
+		proposed, set = min(max(proposed, b.Min), b.Max), false
+	}
+	wait := startRetryMin
+	for {
+		l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
+		if err == nil {
+			k.layout.Store(&l)
+			err = k.applySchedules(ctx)
 		}
-		if *d < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.%s %v is negative", ErrInvalid, name, *d)
+		if err == nil && k.opts.Limits != nil {
+			err = k.proposeLimits(ctx)
 		}
+		if err == nil && k.opts.AutoPartitions != nil {
+			err = k.proposeAuto(ctx)
+		}
+		if err == nil {
+			// A paused topic's loops must not claim before the pause is known.
+			var ctrl store.Controls
+			if ctrl, _, err = k.c.store.ReadControls(ctx, k.opts.Topic); err == nil {
+				k.setControls(ctrl)
+			}
+		}
+		switch {
+		case err == nil:
+			return &l, nil
+		case ctx.Err() != nil:
+			return nil, nil
+		case !store.Unavailable(err):
+			return nil, err
+		}
+		k.c.errLog.Log("start: waiting for redis", err, "component", "consumer", "topic", k.opts.Topic)
+		t := time.NewTimer(clock.Jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-k.stopCh:
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		wait = min(2*wait, startRetryMax)
+	}
+}
+
+// applySchedules applies ConsumerOptions.Schedules (see Run).
+func (k *Consumer) applySchedules(ctx context.Context) error {
+	if len(k.opts.Schedules) == 0 {
 		return nil
 	}
-	defInt := func(n *int, v int, name string) error {
-		if *n == 0 {
-			*n = v
-		}
-		if *n < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
-		}
-		return nil
+	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
+	for _, a := range done {
+		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
 	}
-	if o.Limits != nil {
-		if err := o.Limits.Validate(); err != nil {
-			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
-		}
-	}
-	if o.AutoPartitions != nil {
-		if err := o.AutoPartitions.Validate(); err != nil {
-			return fmt.Errorf("ConsumerOptions.AutoPartitions: %w", err)
-		}
-	}
-	if o.Partitions != 0 {
-		if err := partition.ValidateCount(o.Partitions); err != nil {
-			return fmt.Errorf("%w: ConsumerOptions.Partitions: %v", ErrInvalid, err)
-		}
-	}
-	for _, err := range []error{
-		defInt(&o.Concurrency, DefaultConcurrency, "Concurrency"),
-		defInt(&o.Prefetch, DefaultPrefetch, "Prefetch"),
-		defInt(&o.MaxAttempts, DefaultMaxAttempts, "MaxAttempts"),
-		defInt(&o.ReconcileBatch, DefaultReconcileBatch, "ReconcileBatch"),
-		defInt(&o.ClaimBatch, DefaultClaimBatch, "ClaimBatch"),
-		def(&o.Timeout, DefaultTimeout, "Timeout"),
-		def(&o.Lease, DefaultLease, "Lease"),
-		def(&o.PollInterval, DefaultPollInterval, "PollInterval"),
-		def(&o.IdlePollInterval, DefaultIdlePollInterval, "IdlePollInterval"),
-		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
-		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
-		def(&o.Heartbeat, o.Lease/3, "Heartbeat"),
-		def(&o.ChangePoll, DefaultChangePoll, "ChangePoll"),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	if o.IdlePollInterval > DefaultIdlePollInterval {
-		return fmt.Errorf("%w: ConsumerOptions.IdlePollInterval %v is longer than %v: producers wake owners for messages due within %v only", ErrInvalid, o.IdlePollInterval, DefaultIdlePollInterval, WakeAhead)
-	}
-	if o.Lease < 30*time.Millisecond {
-		return fmt.Errorf("%w: ConsumerOptions.Lease %v is shorter than 30ms", ErrInvalid, o.Lease)
-	}
-	if o.Limit < 0 {
-		return fmt.Errorf("%w: ConsumerOptions.Limit %d is negative", ErrInvalid, o.Limit)
-	}
-	if o.Backoff == nil {
-		o.Backoff = DefaultBackoff
-	}
-	if len(o.Backoff) == 0 {
-		return fmt.Errorf("%w: ConsumerOptions.Backoff is empty", ErrInvalid)
-	}
-	for i, b := range o.Backoff {
-		if b < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.Backoff[%d] %v is negative", ErrInvalid, i, b)
-		}
+	if err != nil {
+		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
 	}
 	return nil
+}
+
+// readLayout reads the topic's layout, for the manager's rounds and the
+// partition loops, and returns how many partitions may hold messages.
+func (k *Consumer) readLayout(ctx context.Context) (int, error) {
+	l, err := k.c.store.ReadLayout(ctx, k.opts.Topic)
+	if err != nil {
+		return 0, err
+	}
+	if l.Count < 1 {
+		return 0, fmt.Errorf("%w: it was deleted while this consumer runs (stop the topic's consumers before deleting it)", store.NoTopic(k.opts.Topic))
+	}
+	if old := k.layout.Swap(&l); old == nil || *old != l {
+		k.log.Info("partition layout", "partitions", l.Count, "changing_to", l.Next)
+	}
+	return l.Span(), nil
+}
+
+func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
+	return poller.Config{
+		Topic: k.opts.Topic, Partition: p, Token: l.Token(), Consumer: k.opts.ID,
+		Store: k.c.store, Dispatch: d, Valid: l.Valid, Idle: l.SetIdle, Work: work, Abandon: abandon,
+		PollInterval: k.opts.PollInterval, IdlePollInterval: k.opts.IdlePollInterval, Timeout: k.opts.Timeout,
+		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
+		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,
+		ClaimBatch: k.opts.ClaimBatch, MaxAttempts: k.opts.MaxAttempts, Backoff: k.opts.Backoff,
+		Now: k.c.opts.Now, Logger: k.c.opts.Logger.With("consumer", k.opts.ID), Count: k.count,
+		Layout: func() store.Layout { return *k.layout.Load() }, MoveSettle: k.opts.moveSettle,
+		Errors: k.c.errLog,
+	}
+}
+
+// visibilityMargin is added to a message's due time plus the handler
+// timeout to make its visibility deadline.
+func visibilityMargin(timeout time.Duration) time.Duration {
+	return max(time.Second, timeout/10)
+}
+
+// Events the consumer counts besides the poller's.
+const (
+	eventLeasesGained = "leases_gained"
+	eventLeasesLost   = "leases_lost"
+)
+
+func newCounters(events ...string) map[string]*atomic.Int64 {
+	m := make(map[string]*atomic.Int64, len(events))
+	for _, e := range events {
+		m[e] = new(atomic.Int64)
+	}
+	return m
+}
+
+// count adds n to an event's counter. The map is only read after
+// NewConsumer, so concurrent calls need no lock.
+func (k *Consumer) count(event string, n int) { k.counters[event].Add(int64(n)) }
+
+func (k *Consumer) counter(event string) int64 { return k.counters[event].Load() }
+
+// Stats returns a snapshot of the consumer's counters.
+func (k *Consumer) Stats() ConsumerStats {
+	s := ConsumerStats{
+		Delivered:    k.delivered.Load(),
+		Acked:        k.counter(poller.EventAcked),
+		Retried:      k.counter(poller.EventRetried),
+		Dead:         k.counter(poller.EventDead),
+		Redelivered:  k.counter(poller.EventRedelivered),
+		Recovered:    k.counter(poller.EventRecovered),
+		Corrupt:      k.counter(poller.EventCorrupt),
+		Fenced:       k.counter(poller.EventFenced),
+		Tombstones:   k.counter(poller.EventTombstone),
+		Repaired:     k.counter(poller.EventRepaired),
+		Stale:        k.counter(poller.EventStale),
+		Moved:        k.counter(poller.EventMoved),
+		Superseded:   k.counter(poller.EventSuperseded),
+		LeasesGained: k.counter(eventLeasesGained),
+		LeasesLost:   k.counter(eventLeasesLost),
+	}
+	if m := k.mgr.Load(); m != nil {
+		s.Owned = m.Owned()
+	}
+	return s
 }
 
 // ConsumerStats counts what a consumer did since it started.

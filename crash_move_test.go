@@ -46,7 +46,7 @@ func TestCrashMove(t *testing.T) {
 				c.mu.Unlock()
 				horizon := time.Now().Add(30 * time.Second).UnixMilli()
 				h := &crashHook{failAt: k}
-				fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+				fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: h.hook})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -237,7 +237,7 @@ func TestCrashMoveCancelled(t *testing.T) {
 				})
 			}
 			h := &crashHook{failAt: k}
-			fs, err := store.Open(store.Options{Addr: addr, Hook: func(cmd string, args []any) error {
+			fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(cmd string, args []any) error {
 				if cmd == "HMGET" && len(args) == 5 && args[0] == keys.Meta(DefaultNamespace, topic) {
 					cancel()
 				}

@@ -435,3 +435,76 @@ var crashOps = []*crashOp{
 		},
 	},
 }
+
+// segmentGroup is a Fresh group of id (due at due) and its sibling (due
+// 100ms later): written as one segment.
+func (cs *crashCase) segmentGroup(due int64) store.Group {
+	return store.Group{Topic: cs.topic, P: cs.p, Fresh: true, Msgs: []store.NewMessage{
+		{ID: cs.id, Record: newRecord(time.UnixMilli(due), 0)},
+		{ID: cs.sibling, Record: newRecord(time.UnixMilli(due+100), 0)},
+	}}
+}
+
+// writeSegment puts id and its sibling on the topic as a segment, id due
+// in d, and the witness after them.
+func (cs *crashCase) writeSegment(t *testing.T, d time.Duration) {
+	t.Helper()
+	cs.due = clock.CeilMS(time.Now().Add(d)).UnixMilli()
+	if _, err := cs.c.store.AddMany(cs.ctx(), []store.Group{cs.segmentGroup(cs.due)}); err != nil {
+		t.Fatalf("%s: write segment: %v", cs.name(), err)
+	}
+	cs.enqueue(t, time.Until(time.UnixMilli(cs.due))+200*time.Millisecond, 0, false)
+}
+
+// The operations above on a message held by a segment (see keys.SegmentField).
+var segmentCrashOps = []*crashOp{
+	{
+		// store.AddMany of a Fresh group sharing a prefix: the segment
+		// script and the ZADD of its member, in one pipeline.
+		name: "enqueue-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, false) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
+			_, err := fs.AddMany(ctx, []store.Group{cs.segmentGroup(cs.due)})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// poller.poll meeting a segment: the claim script, the explode
+		// script, the ZADD of the sibling (not due yet), ZADD in flight + HMGET.
+		name: "claim-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.writeSegment(t, 0)
+			cs.fence(t)
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := claimAndBegin(ctx, fs, cs)
+			return err
+		},
+		after: afterKept("claim", outDelivered),
+	},
+	{
+		// store.Delete: the script that rewrites the segment without the
+		// message, then ZREM of each index.
+		name: "delete-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) { cs.writeSegment(t, 300*time.Millisecond) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Reschedule: HGET + ZSCORE + HGET of the segment, the
+		// move-out script, ZADD.
+		name: "reschedule-segment", segment: true,
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.writeSegment(t, 300*time.Millisecond)
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: afterRescheduled,
+	},
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -160,21 +159,6 @@ func (cs *crashCase) fence(t *testing.T) {
 	cs.token = takeFence(t, cs.c.store, cs.topic, cs.p)
 }
 
-// takeFence draws a new fencing token for partition p and raises the
-// fence to it, as a consumer that just acquired the lease does.
-func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
-	t.Helper()
-	ctx := context.Background()
-	tok, err := st.NextToken(ctx, topic, p, time.Now().UnixMilli())
-	if err != nil {
-		t.Fatalf("token of %s/%d: %v", topic, p, err)
-	}
-	if err := st.RaiseFence(ctx, topic, p, tok); err != nil {
-		t.Fatalf("fence of %s/%d: %v", topic, p, err)
-	}
-	return tok
-}
-
 // claimAndBegin does what poller.poll does with a due message: claim it,
 // put it in flight with a short visibility deadline, read its record.
 func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
@@ -230,7 +214,7 @@ func newRecord(due time.Time, maxAttempts int) *store.Record {
 // was sent before it reached Redis, nothing after.
 func storeDyingBefore(t *testing.T, addr, cmd string) *store.Store {
 	t.Helper()
-	fs, err := store.Open(store.Options{Addr: addr, Hook: func(c string, _ []any) error {
+	fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(c string, _ []any) error {
 		if c == cmd {
 			return fmt.Errorf("crash before %s: %w", cmd, portable.ErrInjected)
 		}
@@ -240,24 +224,6 @@ func storeDyingBefore(t *testing.T, addr, cmd string) *store.Store {
 		t.Fatal(err)
 	}
 	return fs
-}
-
-func portOf(t *testing.T, addr string) string {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
-// samePartition returns an id of the form prefix+n in partition p.
-func samePartition(prefix string, p, n int) string {
-	for i := 0; ; i++ {
-		id := fmt.Sprintf("%s%d", prefix, i)
-		if partition.For(id, n) == p {
-			return id
-		}
-	}
 }
 
 func crashConsumerOptions(topic string) ConsumerOptions {
@@ -297,7 +263,7 @@ func TestCrashSafety(t *testing.T) {
 				cs.c = newClient(t, addr, Options{Partitions: crashPartitions})
 
 				h := &crashHook{failAt: k}
-				fs, err := store.Open(store.Options{Addr: addr, Hook: h.hook})
+				fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: h.hook})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -51,6 +51,9 @@ var (
 	ErrUnavailable = store.ErrUnreachable
 )
 
+// ErrMalformed is wrapped by the errors of lines ImportJSON cannot read.
+var ErrMalformed = errors.New("delayq: malformed line")
+
 // namedError is an error that says in its own words what it concerns
 // (such as "schedule \"daily\" of topic reports not found") and matches
 // its sentinel with errors.Is, without the sentinel's text.

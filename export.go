@@ -6,36 +6,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
-
-// ExportedMessage is one message of a topic as Export reads it and Import
-// writes it, and one line of the JSON lines format of both (see
-// MarshalJSON).
-type ExportedMessage struct {
-	ID          string
-	State       State     // scheduled, in flight or dead
-	Due         time.Time // when it is (or was last) due
-	DiedAt      time.Time // when it died, when dead
-	Attempts    int       // deliveries that ended so far
-	MaxAttempts int       // 0: the consumer's default
-	LastError   string
-	Created     time.Time
-	Updated     time.Time // last transition
-	// WindowOpened is when the message's debounce window opened (see
-	// Message.MaxWait): zero for a message no Replace or Debounce send
-	// wrote, or whose delivery started since.
-	WindowOpened time.Time
-	// Traceparent is the W3C trace context stored with the message by
-	// an enqueue made under a span (see Client.Send), empty for none:
-	// an import keeps it, so that the message's deliveries stay in its
-	// trace.
-	Traceparent string
-	Body        []byte
-}
 
 // Defaults for ExportOptions.
 const (
@@ -277,27 +251,6 @@ func exportedOf(m store.Exported) *ExportedMessage {
 		e.State, e.DiedAt = StateDead, msTime(m.DiedAt)
 	}
 	return e
-}
-
-// validState says whether s is one of the states of a message.
-func validState(s State) bool {
-	return s == StateScheduled || s == StateInFlight || s == StateDead
-}
-
-// ParseStates reads a comma-separated list of states ("scheduled,dead"),
-// as the command line's --state and the API's ?state= give them. A name
-// that is not a state is an error naming it (not wrapped: the callers
-// say where the list came from).
-func ParseStates(list string) ([]State, error) {
-	var out []State
-	for _, s := range strings.Split(list, ",") {
-		st := State(strings.TrimSpace(s))
-		if !validState(st) {
-			return nil, fmt.Errorf("state %q: want scheduled, inflight or dead", s)
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }
 
 // ExportJSON exports topic as Export does, writing each message to w as

@@ -118,9 +118,6 @@ const (
 	DefaultImportWriters = 4
 )
 
-// ErrMalformed is wrapped by the errors of lines ImportJSON cannot read.
-var ErrMalformed = errors.New("delayq: malformed line")
-
 // ImportOptions configures ImportJSON. The zero value of each field means
 // its default.
 type ImportOptions struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/wire"
 	"github.com/robfig/cron/v3"
 )
 
@@ -110,6 +111,45 @@ func (s *ScheduleInfo) Next(from time.Time, n int) []time.Time {
 	return nextN(cs, from, n)
 }
 
+// scheduleJSON is the wire form of ScheduleInfo shared by the CLI and the
+// HTTP API.
+type scheduleJSON struct {
+	Topic       string   `json:"topic"`
+	Name        string   `json:"name"`
+	Spec        string   `json:"spec"`
+	TZ          string   `json:"tz"`
+	Policy      string   `json:"policy"`
+	MaxAttempts int      `json:"max_attempts"`
+	Paused      bool     `json:"paused"`
+	Version     int64    `json:"version"`
+	Created     string   `json:"created"`
+	Updated     string   `json:"updated"`
+	Source      string   `json:"source,omitempty"`
+	Next        []string `json:"next"`                  // the next 3 occurrences from now; empty when paused
+	Body        *string  `json:"body,omitempty"`        // when the body is UTF-8, even if empty
+	BodyBase64  string   `json:"body_base64,omitempty"` // otherwise
+}
+
+// MarshalJSON encodes the schedule with snake_case keys, times in RFC
+// 3339 UTC, its next three occurrences from now, and the body as "body"
+// (UTF-8) or "body_base64" (anything else).
+func (s *ScheduleInfo) MarshalJSON() ([]byte, error) {
+	tz := s.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	v := scheduleJSON{
+		Topic: s.Topic, Name: s.Name, Spec: s.Spec, TZ: tz, Policy: string(s.Policy), MaxAttempts: s.MaxAttempts,
+		Paused: s.Paused, Version: s.Version, Created: wire.Time(s.Created), Updated: wire.Time(s.Updated),
+		Source: s.Source, Next: []string{},
+	}
+	for _, t := range s.Next(time.Now(), 3) {
+		v.Next = append(v.Next, wire.Time(t))
+	}
+	v.Body, v.BodyBase64 = wire.Body(s.Body)
+	return json.Marshal(v)
+}
+
 // schedRecord is the stored definition: JSON whose first member is the
 // version (the store's scripts read it there).
 type schedRecord struct {
@@ -149,132 +189,6 @@ func decodeSched(topic, name string, b []byte) (*schedRecord, error) {
 		return nil, fmt.Errorf("schedule %q of topic %s: bad stored definition: %v", name, topic, err)
 	}
 	return &r, nil
-}
-
-// specParser reads 5 fields, an optional seconds field first, and
-// descriptors.
-var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// parseSpec parses a schedule's spec in its zone, with errors that name
-// the schedule (unless name is empty), the spec and the zone.
-func parseSpec(name, spec, tz string) (cron.Schedule, error) {
-	what := ""
-	if name != "" {
-		what = fmt.Sprintf("schedule %q: ", name)
-	}
-	loc := time.UTC
-	if tz != "" {
-		l, err := time.LoadLocation(tz)
-		if err != nil || tz == "Local" {
-			return nil, fmt.Errorf("%w: %stime zone %q is not an IANA zone name such as \"Asia/Shanghai\"", ErrInvalid, what, tz)
-		}
-		loc = l
-	}
-	s := strings.TrimSpace(spec)
-	if s == "" {
-		return nil, fmt.Errorf("%w: %sspec is empty", ErrInvalid, what)
-	}
-	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
-		return nil, fmt.Errorf("%w: %sspec %q: give the time zone as the schedule's time zone, not in the spec", ErrInvalid, what, spec)
-	}
-	cs, err := specParser.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %sspec %q: %v", ErrInvalid, what, spec, err)
-	}
-	switch c := cs.(type) {
-	case *cron.SpecSchedule:
-		c.Location = loc
-	case cron.ConstantDelaySchedule:
-		d := strings.TrimSpace(strings.TrimPrefix(s, "@every"))
-		if v, _ := time.ParseDuration(d); v < time.Second || v%time.Second != 0 {
-			return nil, fmt.Errorf("%w: %sspec %q: @every takes whole seconds, at least 1s", ErrInvalid, what, spec)
-		}
-	}
-	if cs.Next(time.Now()).IsZero() {
-		return nil, fmt.Errorf("%w: %sspec %q has no occurrence in the next five years", ErrInvalid, what, spec)
-	}
-	return cs, nil
-}
-
-// ParseSpec checks a cron spec in a time zone ("" for UTC) as a schedule
-// would read it, and returns its next n occurrences after from.
-func ParseSpec(spec, tz string, from time.Time, n int) ([]time.Time, error) {
-	cs, err := parseSpec("", spec, tz)
-	if err != nil {
-		return nil, err
-	}
-	return nextN(cs, from, n), nil
-}
-
-func nextN(cs cron.Schedule, from time.Time, n int) []time.Time {
-	var out []time.Time
-	t := from
-	for range n {
-		t = next(cs, t)
-		if t.IsZero() {
-			break
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-// next is the occurrence after t, to the millisecond (occurrence times
-// are whole seconds).
-func next(cs cron.Schedule, t time.Time) time.Time {
-	n := cs.Next(t)
-	if n.IsZero() {
-		return n
-	}
-	return time.UnixMilli(n.UnixMilli())
-}
-
-// validateScheduleName checks a schedule's name: it is part of the ids
-// of its occurrences, which are split at colons.
-func validateScheduleName(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: schedule name is empty", ErrInvalid)
-	}
-	if len(name) > maxScheduleName {
-		return fmt.Errorf("%w: schedule name %.20q... is %d characters, the limit is %d", ErrInvalid, name, len(name), maxScheduleName)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: schedule name %q has %q at byte %d; use [A-Za-z0-9._-]", ErrInvalid, name, c, i)
-		}
-	}
-	return nil
-}
-
-// ValidateSchedule checks a schedule's name, spec, time zone, policy and
-// max attempts, as SetSchedule does (which also checks the body's size
-// against the client's Options.MaxBodyBytes). Its errors wrap ErrInvalid
-// and name the schedule and the offending value.
-func ValidateSchedule(s Schedule) error {
-	_, err := checkSchedule(&s)
-	return err
-}
-
-// checkSchedule checks s (see ValidateSchedule) and returns its parsed
-// spec.
-func checkSchedule(s *Schedule) (cron.Schedule, error) {
-	if err := validateScheduleName(s.Name); err != nil {
-		return nil, err
-	}
-	cs, err := parseSpec(s.Name, s.Spec, s.TimeZone)
-	if err != nil {
-		return nil, err
-	}
-	switch s.Policy {
-	case "", PolicySkip, PolicyAll:
-	default:
-		return nil, fmt.Errorf("%w: schedule %q: policy %q; want %q or %q", ErrInvalid, s.Name, s.Policy, PolicySkip, PolicyAll)
-	}
-	if s.MaxAttempts < 0 {
-		return nil, fmt.Errorf("%w: schedule %q: max attempts %d is negative", ErrInvalid, s.Name, s.MaxAttempts)
-	}
-	return cs, nil
 }
 
 // validateSchedule checks s for this client and returns its parsed spec.
@@ -616,21 +530,6 @@ func (c *Client) checkSchedules(defs []Schedule) error {
 			return fmt.Errorf("%w: schedule %q is listed twice", ErrInvalid, s.Name)
 		}
 		seen[s.Name] = true
-	}
-	return nil
-}
-
-// applySchedules applies ConsumerOptions.Schedules (see Run).
-func (k *Consumer) applySchedules(ctx context.Context) error {
-	if len(k.opts.Schedules) == 0 {
-		return nil
-	}
-	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
-	for _, a := range done {
-		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
-	}
-	if err != nil {
-		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
 	}
 	return nil
 }

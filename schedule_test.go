@@ -12,156 +12,7 @@ import (
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/partition"
 )
-
-// Spec errors name the schedule and the spec, and say what is wrong.
-func TestScheduleSpecErrors(t *testing.T) {
-	c, err := New(Options{Addr: "127.0.0.1:1", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, tc := range []struct {
-		s    Schedule
-		want []string
-	}{
-		{Schedule{Name: "report", Spec: "61 * * * *"}, []string{`schedule "report"`, `spec "61 * * * *"`, "61"}},
-		{Schedule{Name: "report", Spec: "* * * *"}, []string{`spec "* * * *"`, "expected 5 to 6 fields"}},
-		{Schedule{Name: "report", Spec: "@fortnightly"}, []string{`spec "@fortnightly"`, "unrecognized descriptor"}},
-		{Schedule{Name: "report", Spec: "@every 500ms"}, []string{`spec "@every 500ms"`, "whole seconds"}},
-		{Schedule{Name: "report", Spec: "@every 1.5s"}, []string{`spec "@every 1.5s"`, "whole seconds"}},
-		{Schedule{Name: "report", Spec: ""}, []string{`schedule "report"`, "spec is empty"}},
-		{Schedule{Name: "report", Spec: "0 0 30 2 *"}, []string{`spec "0 0 30 2 *"`, "no occurrence"}},
-		{Schedule{Name: "report", Spec: "CRON_TZ=Asia/Tokyo 0 3 * * *"}, []string{"time zone"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Mars/Olympus"}, []string{`time zone "Mars/Olympus"`, "IANA"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Local"}, []string{`time zone "Local"`}},
-		{Schedule{Name: "re:port", Spec: "0 3 * * *"}, []string{`schedule name "re:port"`, "[A-Za-z0-9._-]"}},
-		{Schedule{Name: "", Spec: "0 3 * * *"}, []string{"schedule name is empty"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", Policy: "some"}, []string{`policy "some"`}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", MaxAttempts: -1}, []string{"max attempts -1"}},
-	} {
-		_, err := c.SetSchedule(context.Background(), "orders", tc.s)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%+v: %v, want ErrInvalid", tc.s, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%+v: error %q does not say %q", tc.s, err, w)
-			}
-		}
-	}
-	for _, spec := range []string{"*/10 * * * *", "30 */2 * * * *", "@hourly", "@daily", "@every 30s", "@every 1h30m", "0 3 * * MON-FRI"} {
-		if _, err := ParseSpec(spec, "Asia/Shanghai", time.Now(), 1); err != nil {
-			t.Errorf("spec %q: %v", spec, err)
-		}
-	}
-	// Ids of occurrences are reserved.
-	_, err = c.Enqueue(context.Background(), Message{Topic: "orders", ID: "@sched:x:1:2:3", Body: []byte("b")})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "reserved") {
-		t.Errorf("enqueue of a reserved id: %v, want ErrInvalid naming the reservation", err)
-	}
-}
-
-// Time zones: fields are read in the schedule's zone. Daylight saving
-// (America/New_York, 2026): robfig/cron's rules, which docs/schedules.md states.
-func TestScheduleTimeZonesAndDST(t *testing.T) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmtAll := func(ts []time.Time, loc *time.Location) string {
-		var s []string
-		for _, x := range ts {
-			s = append(s, x.In(loc).Format("01-02T15:04-07:00"))
-		}
-		return strings.Join(s, " ")
-	}
-	sh, _ := time.LoadLocation("Asia/Shanghai")
-	for _, tc := range []struct {
-		spec, tz string
-		from     time.Time
-		loc      *time.Location
-		want     string
-	}{
-		// 03:00 in Shanghai is 19:00 UTC the day before.
-		{"0 3 * * *", "Asia/Shanghai", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.UTC, "01-01T19:00+00:00 01-02T19:00+00:00"},
-		{"0 3 * * *", "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), sh, "01-01T11:00+08:00 01-02T11:00+08:00"},
-		// Spring forward (03-08, 02:00 EST -> 03:00 EDT): a time in the
-		// skipped hour does not occur that day.
-		{"30 2 * * *", "America/New_York", time.Date(2026, 3, 7, 12, 0, 0, 0, ny), ny, "03-09T02:30-04:00 03-10T02:30-04:00"},
-		{"0 * * * *", "America/New_York", time.Date(2026, 3, 8, 0, 30, 0, 0, ny), ny, "03-08T01:00-05:00 03-08T03:00-04:00 03-08T04:00-04:00"},
-		{"0 0 * * *", "America/New_York", time.Date(2026, 3, 7, 12, 0, 0, 0, ny), ny, "03-08T00:00-05:00 03-09T00:00-04:00"},
-		// Fall back (11-01, 02:00 EDT -> 01:00 EST): a time in the
-		// repeated hour occurs in both passes.
-		{"30 1 * * *", "America/New_York", time.Date(2026, 10, 31, 12, 0, 0, 0, ny), ny, "11-01T01:30-04:00 11-01T01:30-05:00 11-02T01:30-05:00"},
-		{"0 * * * *", "America/New_York", time.Date(2026, 11, 1, 0, 30, 0, 0, ny), ny, "11-01T01:00-04:00 11-01T01:00-05:00 11-01T02:00-05:00"},
-		// @every counts elapsed time, whatever the zone.
-		{"@every 1h", "America/New_York", time.Date(2026, 11, 1, 0, 30, 0, 0, ny), ny, "11-01T01:30-04:00 11-01T01:30-05:00 11-01T02:30-05:00"},
-	} {
-		want := strings.Fields(tc.want)
-		ts, err := ParseSpec(tc.spec, tc.tz, tc.from, len(want))
-		if err != nil {
-			t.Fatalf("%s in %q: %v", tc.spec, tc.tz, err)
-		}
-		if got := fmtAll(ts, tc.loc); got != tc.want {
-			t.Errorf("%s in %q from %v:\n got %s\nwant %s", tc.spec, tc.tz, tc.from, got, tc.want)
-		}
-	}
-}
-
-// Occurrence ids parse back, and every occurrence of a schedule lands in
-// one partition.
-func TestScheduleIDs(t *testing.T) {
-	at := time.UnixMilli(1_780_000_000_000)
-	for _, n := range []int{1, 16, 256} {
-		for _, name := range []string{"report", "a", "x.y-z_9"} {
-			want := schedulePartition(name, n)
-			for i := range 20 {
-				id := ScheduleID(name, 1_700_000_000_123, at.Add(time.Duration(i)*time.Second), n)
-				if got := partition.For(id, n); got != want {
-					t.Errorf("%s in %d partitions: partition %d, want %d", id, n, got, want)
-				}
-				gn, gv, gt, ok := ParseScheduleID(id)
-				if !ok || gn != name || gv != 1_700_000_000_123 || !gt.Equal(at.Add(time.Duration(i)*time.Second)) {
-					t.Errorf("ParseScheduleID(%q) = %q %d %v %v", id, gn, gv, gt, ok)
-				}
-				if err := partition.ValidateID(id); err != nil {
-					t.Errorf("%s: %v", id, err)
-				}
-			}
-		}
-	}
-	for _, id := range []string{"report", "@sched:", "@sched:a:b:c:d", "@sched:a:1:2", "@sched:a b:1:2:x"} {
-		if _, _, _, ok := ParseScheduleID(id); ok {
-			t.Errorf("ParseScheduleID(%q) ok", id)
-		}
-	}
-}
-
-// Missed occurrences: skip delivers the latest only, all at most
-// MaxCatchUp.
-func TestScheduleCatchUp(t *testing.T) {
-	cs, err := parseSpec("x", "@every 1s", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Unix(1_780_000_000, 0)
-	now := at.Add(10*time.Minute + 500*time.Millisecond)
-	run, nxt := catchUp(cs, at, now, PolicySkip)
-	if run || !nxt.Equal(at.Add(10*time.Minute)) {
-		t.Errorf("skip: run %v next %v, want false and the latest, %v", run, nxt, at.Add(10*time.Minute))
-	}
-	run, nxt = catchUp(cs, at, now, PolicyAll)
-	if first := at.Add(10*time.Minute - (MaxCatchUp-1)*time.Second); run || !nxt.Equal(first) {
-		t.Errorf("all, 600 missed: run %v next %v, want false and %v", run, nxt, first)
-	}
-	run, nxt = catchUp(cs, at, at.Add(50*time.Second), PolicyAll)
-	if !run || !nxt.Equal(at.Add(time.Second)) {
-		t.Errorf("all, 50 missed: run %v next %v, want true and %v", run, nxt, at.Add(time.Second))
-	}
-}
 
 // scheduleRecorder records the deliveries of occurrences.
 type scheduleRecorder struct {
@@ -286,6 +137,54 @@ func TestScheduleLifecycle(t *testing.T) {
 	}
 	if err := c.DeleteSchedule(ctx, topic, "tick"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("delete again: %v, want ErrNotFound", err)
+	}
+}
+
+// AddSchedule refuses a name in use, naming the schedule, its topic and
+// its definition, and changes nothing; SetSchedule still replaces. The
+// errors for a missing schedule name it and its topic, not a message,
+// and match ErrNotFound.
+func TestScheduleAddRefusesExisting(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	c := newClient(t, env.Backends[0], Options{Partitions: 4})
+	const topic = "sched-add"
+	first, err := c.AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *", TimeZone: "America/New_York", MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"})
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("second add: %v, want ErrExists", err)
+	}
+	for _, w := range []string{`schedule "daily" of topic sched-add exists already`, `"0 9 * * *" in America/New_York`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	got, err := c.GetSchedule(ctx, topic, "daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != first.Version || got.TimeZone != "America/New_York" || got.MaxAttempts != 3 {
+		t.Errorf("after a refused add: %+v, want it unchanged: %+v", got, first)
+	}
+	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.GetSchedule(ctx, topic, "daily"); got == nil || got.TimeZone != "" || got.Version == first.Version {
+		t.Errorf("SetSchedule did not replace: %+v", got)
+	}
+
+	for name, err := range map[string]error{
+		"get":    func() error { _, err := c.GetSchedule(ctx, topic, "nope"); return err }(),
+		"pause":  c.PauseSchedule(ctx, topic, "nope"),
+		"resume": c.ResumeSchedule(ctx, topic, "nope"),
+		"delete": c.DeleteSchedule(ctx, topic, "nope"),
+	} {
+		if !errors.Is(err, ErrNotFound) || err.Error() != `delayq: schedule "nope" of topic sched-add not found` {
+			t.Errorf("%s of a missing schedule: %v, want ErrNotFound naming the schedule and topic", name, err)
+		}
 	}
 }
 
@@ -599,55 +498,5 @@ func TestScheduleApplyRule(t *testing.T) {
 	}
 	if _, err := c.GetSchedule(ctx, topic, "c"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("c written from a file with an error: %v", err)
-	}
-}
-
-// A cut chain (its pending occurrence deleted by id, or a change written
-// without its first occurrence) is mended by a resume of the running
-// schedule, and by a worker's start that keeps the schedule.
-func TestScheduleMendChain(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
-	ctx := context.Background()
-	c := newClient(t, env.Backends[0], Options{Partitions: 4})
-	topic := "sched-mend"
-	p := schedulePartition("m", 4)
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "@every 10s"}); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := c.store.ScheduleMark(ctx, topic, p, "m")
-	if err := c.Delete(ctx, topic, first); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
-		t.Fatal(err)
-	}
-	mended, _ := c.store.ScheduleMark(ctx, topic, p, "m")
-	if mended == first {
-		t.Fatalf("resume did not mend the chain: mark %s", mended)
-	}
-	if in, err := c.Get(ctx, topic, mended); err != nil || in.State != StateScheduled {
-		t.Fatalf("mended occurrence %s: %+v, %v", mended, in, err)
-	}
-	// Resuming a schedule whose chain runs writes nothing.
-	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := c.store.ScheduleMark(ctx, topic, p, "m"); again != mended {
-		t.Errorf("resume of a running chain moved its mark: %s -> %s", mended, again)
-	}
-	// A file's schedule whose first occurrence was never written (the
-	// writer died after the definition): the next start writes it.
-	file := []Schedule{{Name: "f", Spec: "@daily"}}
-	if _, _, err := c.changeSchedule(ctx, topic, "f", func(*schedRecord) (*schedRecord, error) {
-		return &schedRecord{Spec: "@daily", TOML: tomlHash(file[0]), From: "toml"}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	done, err := c.ApplySchedules(ctx, topic, file)
-	if err != nil || done[0].Action != "kept" {
-		t.Fatalf("apply: %v, %v", done, err)
-	}
-	if mark, _ := c.store.ScheduleMark(ctx, topic, schedulePartition("f", 4), "f"); mark == "" {
-		t.Error("the kept schedule's chain was not started")
 	}
 }

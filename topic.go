@@ -4,10 +4,151 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
 )
+
+// validateTopic checks a topic's name. The rules for names and ids live
+// in package partition, beside the hash they feed: a client, the worker's
+// configuration and the command line all check them there.
+func validateTopic(topic string) error {
+	if err := partition.ValidateTopic(topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// layoutTTL is how long a client uses a topic's layout before it reads
+// it again (at its next use). A change of the partition count waits
+// longer than that before it moves messages (see moveDelay), so that
+// every client writes to and looks in the partitions of both counts by
+// then.
+const layoutTTL = time.Second
+
+// topicLayout is a topic's layout as read at some time.
+type topicLayout struct {
+	l  store.Layout
+	at time.Time
+}
+
+// ensureTopic checks the topic's name, records the topic on its first
+// use (with Options.Partitions) and returns its layout, read again when
+// older than layoutTTL. Only writes that put messages in the topic (or
+// a schedule that will) call it: the others call topicLayout.
+func (c *Client) ensureTopic(ctx context.Context, topic string) (store.Layout, error) {
+	return c.ensureTopicAs(ctx, topic, c.opts.Partitions, c.partitionsSet)
+}
+
+// ensureTopicAs is ensureTopic with n as the count of a topic it creates;
+// set says n was configured, so that a topic stored with another count is
+// worth a warning (once per client, topic and configured count).
+func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set bool) (store.Layout, error) {
+	if err := validateTopic(topic); err != nil {
+		return store.Layout{}, err
+	}
+	now := time.Now()
+	c.mu.Lock()
+	t, known := c.topics[topic]
+	c.mu.Unlock()
+	if known && now.Sub(t.at) < layoutTTL && !set {
+		return t.l, nil
+	}
+	if !known || now.Sub(t.at) >= layoutTTL {
+		var err error
+		var l store.Layout
+		if known {
+			l, err = c.store.ReadLayout(ctx, topic)
+		} else {
+			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
+		}
+		if err == nil && l.Count < 1 {
+			// Deleted since this client read it: created again.
+			l, err = c.store.EnsureTopic(ctx, topic, n, c.opts.Now().UnixMilli())
+		}
+		if err != nil {
+			return store.Layout{}, err
+		}
+		t = topicLayout{l: l, at: now}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.topics[topic] = t
+	if set {
+		c.warnCount(topic, t.l.Count, n)
+	}
+	return t.l, nil
+}
+
+// warnCount logs, once per client, topic and configured count n, that
+// the topic's stored count differs from n. c.mu is held.
+func (c *Client) warnCount(topic string, stored, n int) {
+	key := topic + "\x00" + strconv.Itoa(n)
+	if stored != n && !c.warned[key] {
+		c.warned[key] = true
+		c.log.Warn("topic has another partition count than configured: using the stored count",
+			"topic", topic, "stored", stored, "configured", n)
+	}
+}
+
+// topicLayout checks the topic's name and returns its layout, read again
+// when older than layoutTTL, as ensureTopic does, but never creates the
+// topic: for one that does not exist it fails with an error wrapping
+// ErrNoTopic and writes nothing. Reads, deletes and reschedules call it.
+func (c *Client) topicLayout(ctx context.Context, topic string) (store.Layout, error) {
+	if err := validateTopic(topic); err != nil {
+		return store.Layout{}, err
+	}
+	now := time.Now()
+	c.mu.Lock()
+	t, known := c.topics[topic]
+	c.mu.Unlock()
+	if known && now.Sub(t.at) < layoutTTL {
+		return t.l, nil
+	}
+	l, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return store.Layout{}, err
+	}
+	if l.Count < 1 {
+		c.forget(topic)
+		return store.Layout{}, store.NoTopic(topic)
+	}
+	c.mu.Lock()
+	c.topics[topic] = topicLayout{l: l, at: now}
+	if c.partitionsSet {
+		c.warnCount(topic, l.Count, c.opts.Partitions)
+	}
+	c.mu.Unlock()
+	return l, nil
+}
+
+// forget drops the layout of topic this client keeps, so that its next
+// use reads the topic again.
+func (c *Client) forget(topic string) {
+	c.mu.Lock()
+	delete(c.topics, topic)
+	c.mu.Unlock()
+}
+
+// readTopic reads topic's layout now, not as cached, and wraps ErrNoTopic
+// when the topic does not exist.
+func (c *Client) readTopic(ctx context.Context, topic string) (store.Layout, error) {
+	if err := validateTopic(topic); err != nil {
+		return store.Layout{}, err
+	}
+	l, err := c.store.ReadLayout(ctx, topic)
+	if err != nil {
+		return store.Layout{}, err
+	}
+	if l.Count < 1 {
+		return store.Layout{}, store.NoTopic(topic)
+	}
+	return l, nil
+}
 
 // maxMembersRead bounds the consumers DeleteTopic reads from a topic's
 // members.
@@ -157,20 +298,4 @@ func (c *Client) DeleteTopic(ctx context.Context, topic string, opts DeleteTopic
 	c.log.Info("topic deleted", "topic", topic, "scheduled", u.Scheduled, "inflight", u.InFlight,
 		"dead", u.Dead, "schedules", u.Schedules, "consumers", u.Consumers)
 	return u, nil
-}
-
-// readTopic reads topic's layout now, not as cached, and wraps ErrNoTopic
-// when the topic does not exist.
-func (c *Client) readTopic(ctx context.Context, topic string) (store.Layout, error) {
-	if err := validateTopic(topic); err != nil {
-		return store.Layout{}, err
-	}
-	l, err := c.store.ReadLayout(ctx, topic)
-	if err != nil {
-		return store.Layout{}, err
-	}
-	if l.Count < 1 {
-		return store.Layout{}, store.NoTopic(topic)
-	}
-	return l, nil
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func setup(t *testing.T, addr string) (*store.Store, *redsync.Redsync) {
-	st, err := store.Open(store.Options{Addr: addr})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	// Every run dropped its topic: none is left among the topics, and
 	// (with the check of TestDropTopic) none of their keys.
-	st, err := store.Open(store.Options{Addr: env.Proxy})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: env.Proxy}})
 	if err != nil {
 		t.Fatal(err)
 	}

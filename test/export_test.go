@@ -302,7 +302,7 @@ func TestBenchExport(t *testing.T) {
 			t.Errorf("%s=%s in %q", name, m[1], line)
 		}
 	}
-	st, err := store.Open(store.Options{Addr: env.Proxy})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: env.Proxy}})
 	if err != nil {
 		t.Fatal(err)
 	}

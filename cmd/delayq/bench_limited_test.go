@@ -55,7 +55,7 @@ func TestBenchLimited(t *testing.T) {
 	if idle := values("idle_cmds_per_s"); len(idle) != 1 || idle[0] <= 0 || idle[0] >= cmds[0] {
 		t.Errorf("idle: %v commands a second, %v at the rate limit", idle, cmds[0])
 	}
-	st, err := store.Open(store.Options{Addr: env.Proxy})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: env.Proxy}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestLimitsCLI(t *testing.T) {
 
 	// What runs against the limits: slots of the cap held, and starts the
 	// rate granted in the last whole second.
-	st, err := store.Open(store.Options{Addr: addr})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

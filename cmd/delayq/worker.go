@@ -220,12 +220,12 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 // newUI makes the dashboard served at /ui/: it signs in with [http]
 // token and shows this worker's counters and lateness.
 func (w *worker) newUI(log *slog.Logger) error {
-	r := w.cfg.Redis
+	conn := w.cfg.Redis
+	conn.PoolSize = 0 // the dashboard's own default (ui.DefaultPoolSize), not the worker's
 	w.lateness = ui.NewLateness()
 	var err error
 	w.ui, err = ui.New(ui.Options{
-		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
-		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
+		Conn:  conn,
 		Token: w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
 		Proxies: w.client.Proxies,
 		Counters: func(topic string) (ui.Counters, bool) {

@@ -11,13 +11,6 @@ import (
 // partitions = "auto" with its optional [topic.auto_partitions] table,
 // and every problem named with its key, value, table and line.
 func TestAutoPartitionsTables(t *testing.T) {
-	const head = `[[topic]]
-name = "orders"
-%s
-[topic.handler]
-type = "exec"
-command = ["cat"]
-`
 	for _, tc := range []struct {
 		keys, table string
 		count       int
@@ -29,7 +22,7 @@ command = ["cat"]
 		{`partitions = "auto"`, "[topic.auto_partitions]\nmin = 4\nmax = 64\ngrow_after = \"20s\"\nshrink_after = \"30m\"\ncooldown = \"1m\"\n", 0,
 			&delayq.AutoPartitions{Min: 4, Max: 64, GrowAfter: 20 * time.Second, ShrinkAfter: 30 * time.Minute, Cooldown: time.Minute}},
 	} {
-		cfg, err := Parse([]byte(strings.Replace(head, "%s", tc.keys, 1)+tc.table), "c.toml")
+		cfg, err := Parse(orders(tc.keys+"\n", tc.table), "c.toml")
 		if err != nil {
 			t.Errorf("%q %q: %v", tc.keys, tc.table, err)
 			continue
@@ -54,7 +47,7 @@ command = ["cat"]
 		{`partitions = "auto"`, "[topic.auto_partitions]\ngrow_after = 5\n",
 			`invalid value of "grow_after" in [topic.auto_partitions] of topic "orders" at c.toml line 8:`},
 	} {
-		_, err := Parse([]byte(strings.Replace(head, "%s", tc.keys, 1)+tc.table), "c.toml")
+		_, err := Parse(orders(tc.keys+"\n", tc.table), "c.toml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q %q: error %v, want it to contain %q", tc.keys, tc.table, err, tc.want)
 		}

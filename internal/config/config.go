@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // Defaults that delayq's library does not define.
@@ -43,16 +44,15 @@ type Config struct {
 	Source string
 }
 
-// Redis is the [redis] table: where the queue lives.
-type Redis struct {
-	Addr         string        // host:port of Redis or of a Twemproxy/Codis proxy, or several proxies' separated by commas (the TOML key takes a string or an array). Default DefaultAddr.
-	Password     string        // sent with AUTH when set.
-	Namespace    string        // key prefix. Default delayq.DefaultNamespace ("dq").
-	PoolSize     int           // connections per client. Default delayq.DefaultPoolSize.
-	DialTimeout  time.Duration // Default delayq.DefaultDialTimeout.
-	ReadTimeout  time.Duration // Default delayq.DefaultReadTimeout.
-	WriteTimeout time.Duration // Default delayq.DefaultWriteTimeout.
-}
+// Redis is the [redis] table: where the queue lives, with the keys addr
+// (host:port of Redis or of a Twemproxy/Codis proxy, or several proxies'
+// separated by commas: the TOML key takes a string or an array; default
+// DefaultAddr), password (sent with AUTH when set), namespace (the key
+// prefix; default delayq.DefaultNamespace, "dq"), pool_size (connections
+// per client; default delayq.DefaultPoolSize) and dial_timeout,
+// read_timeout and write_timeout (defaults delayq.DefaultDialTimeout,
+// DefaultReadTimeout and DefaultWriteTimeout).
+type Redis = store.Conn
 
 // Worker is the [worker] table: this process's consumers.
 type Worker struct {

@@ -370,3 +370,10 @@ func TestValidate(t *testing.T) {
 		t.Errorf("second problem missing: %v", err)
 	}
 }
+
+// orders is a file of one topic, "orders", with an exec handler: keys
+// (each line ending in a newline) go into its [[topic]] table, tables
+// after its [topic.handler] table.
+func orders(keys, tables string) []byte {
+	return []byte("[[topic]]\nname = \"orders\"\n" + keys + "[topic.handler]\ntype = \"exec\"\ncommand = [\"cat\"]\n" + tables)
+}

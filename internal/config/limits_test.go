@@ -11,12 +11,6 @@ import (
 // per second, nil without the table, and every problem named with its
 // key, value, table and line.
 func TestLimitsTables(t *testing.T) {
-	const head = `[[topic]]
-name = "orders"
-[topic.handler]
-type = "exec"
-command = ["cat"]
-`
 	for _, tc := range []struct {
 		table string
 		want  *delayq.Limits
@@ -28,7 +22,7 @@ command = ["cat"]
 		{"[topic.limits]\nrate = 0.5\n", &delayq.Limits{Rate: 0.5}},
 		{"[topic.limits]\nconcurrency = 3\n", &delayq.Limits{Concurrency: 3}},
 	} {
-		cfg, err := Parse([]byte(head+tc.table), "c.toml")
+		cfg, err := Parse(orders("", tc.table), "c.toml")
 		if err != nil {
 			t.Errorf("%q: %v", tc.table, err)
 			continue
@@ -65,7 +59,7 @@ command = ["cat"]
 		{"[topic.limits]\nrate = \"1/s\"\nper_host = 3\n",
 			`unknown key "per_host" in [topic.limits] of topic "orders" at c.toml line 8; known keys: rate, burst, concurrency`},
 	} {
-		_, err := Parse([]byte(head+tc.table), "c.toml")
+		_, err := Parse(orders("", tc.table), "c.toml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error\n  %v\nwant one containing\n  %s", tc.table, err, tc.want)
 		}

@@ -8,13 +8,7 @@ import (
 // [[topic.schedule]] tables: parsed in file order, and every problem
 // named with its key, table and line.
 func TestScheduleTables(t *testing.T) {
-	const head = `[[topic]]
-name = "orders"
-[topic.handler]
-type = "exec"
-command = ["cat"]
-`
-	cfg, err := Parse([]byte(head+`
+	cfg, err := Parse(orders("", `
 [[topic.schedule]]
 name = "unpaid"
 spec = "*/10 * * * *"
@@ -38,7 +32,7 @@ policy = "all"
 		t.Errorf("as the library's: %+v", d)
 	}
 
-	_, err = Parse([]byte(head+`
+	_, err = Parse(orders("", `
 [[topic.schedule]]
 name = "report"
 spec = "61 * * * *"

@@ -55,7 +55,7 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 	same(a.do("PUT", base+"/limits", `{"rate":"600/m","concurrency":null}`).want(t, 200), map[string]any{"rate": "10/s"})
 	same(a.do("PUT", base+"/limits", map[string]any{"concurrency": 4}).want(t, 200), map[string]any{"concurrency": 4.0})
 	stored(delayq.Limits{Concurrency: 4})
-	st, err := store.Open(store.Options{Addr: addr})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

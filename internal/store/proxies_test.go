@@ -16,7 +16,7 @@ import (
 // prefixes that repeat it.
 func TestDialErrorNamesAddressOnce(t *testing.T) {
 	for _, addrs := range [][]string{{"127.0.0.1:1"}, {"127.0.0.1:1", "127.0.0.1:2"}} {
-		st, err := Open(Options{Addr: strings.Join(addrs, ",")})
+		st, err := Open(Options{Conn: Conn{Addr: strings.Join(addrs, ",")}})
 		if err != nil {
 			t.Fatal(err)
 		}

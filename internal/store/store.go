@@ -14,8 +14,13 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Options configures Open. Zero values take the defaults named.
-type Options struct {
+// Conn says where the queue's Redis is and how to reach it: the
+// connection options of every configuration that talks to Redis (Open's
+// Options, the dashboard's ui.Options, the worker's [redis] table, and
+// the fields of the same names of delayq.Options, which a client passes
+// on here). Zero values take the defaults of whoever reads them: Open's
+// are named here; the others name theirs.
+type Conn struct {
 	// Addr is host:port of a Redis server, or of a Twemproxy or Codis
 	// proxy; or a comma-separated list of proxies in front of the same
 	// backends (see proxies.go).
@@ -26,8 +31,14 @@ type Options struct {
 	Namespace string
 	// PoolSize caps open connections. Default DefaultPoolSize.
 	PoolSize int
-	// DialTimeout, ReadTimeout, WriteTimeout: see portable.DialOptions.
+	// DialTimeout, ReadTimeout, WriteTimeout bound each connection's
+	// connect, reply and write. Default: see portable.DialOptions.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+}
+
+// Options configures Open. Zero values take the defaults named.
+type Options struct {
+	Conn
 	// Hook is passed to every connection (fault injection in tests).
 	Hook func(cmd string, args []any) error
 	// Logger receives the proxies' ups and downs. Default: discarded.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 )
 
@@ -63,7 +64,7 @@ func seedBench(b *testing.B) {
 // benchPage renders path b.N times.
 func benchPage(b *testing.B, path string) {
 	seedBench(b)
-	srv, err := ui.New(ui.Options{Addr: proxyAddr, Namespace: benchNS})
+	srv, err := ui.New(ui.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: benchNS}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func BenchmarkScheduledPage(b *testing.B) { benchPage(b, "/ui/topics/"+benchTopi
 func BenchmarkDeadPage(b *testing.B)      { benchPage(b, "/ui/topics/"+benchTopic+"/dead") }
 func BenchmarkTopicLiveRegion(b *testing.B) {
 	seedBench(b)
-	srv, err := ui.New(ui.Options{Addr: proxyAddr, Namespace: benchNS})
+	srv, err := ui.New(ui.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: benchNS}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func TestBrowserLimitsTopic(t *testing.T) {
 	}
 
 	// What runs against the cap shows on the next live refresh.
-	st, err := store.Open(store.Options{Addr: proxyAddr, Namespace: f.ns})
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: f.ns}})
 	if err != nil {
 		t.Fatal(err)
 	}

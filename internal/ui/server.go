@@ -43,18 +43,13 @@ const (
 
 // Options configures New. The zero value of each field means its default.
 type Options struct {
-	// Addr is host:port of Redis or of a Twemproxy/Codis proxy. Required.
-	Addr string
-	// Password is sent with AUTH on every connection when set.
-	Password string
-	// Namespace is the key prefix. Default delayq.DefaultNamespace ("dq").
-	Namespace string
-	// PoolSize caps the dashboard's open connections (per pool: one for
-	// reads, one per partition count for actions). Default DefaultPoolSize (16).
-	PoolSize int
-	// DialTimeout, ReadTimeout and WriteTimeout bound each connection's
-	// connect, reply and write. Defaults those of delayq.Options.
-	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Conn is the Redis the dashboard shows. Addr, host:port of Redis or
+	// of a Twemproxy/Codis proxy, is required; Namespace defaults to
+	// delayq.DefaultNamespace ("dq"); PoolSize caps the dashboard's open
+	// connections (per pool: one for reads, one per partition count for
+	// actions), default DefaultPoolSize (16); the timeouts default to
+	// those of delayq.Options.
+	store.Conn
 	// Token, when set, is what a browser signs in with. Default "": no
 	// sign-in (CSRF tokens still guard every action).
 	Token string
@@ -139,10 +134,7 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	st, err := store.Open(store.Options{
-		Addr: o.Addr, Password: o.Password, Namespace: o.Namespace, PoolSize: o.PoolSize,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-	})
+	st, err := store.Open(store.Options{Conn: o.Conn})
 	if err != nil {
 		return nil, fmt.Errorf("ui: %w", err)
 	}

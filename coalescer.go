@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 )
 
 // Single Enqueue and EnqueueAsync calls from many goroutines are
@@ -26,6 +27,24 @@ const (
 	coalesceYields   = 2
 )
 
+// coalescer joins a client's concurrent Enqueue and EnqueueAsync calls
+// into batches (see above): the queue, the flushers that write its
+// batches with c, and their stop at Client.Close.
+type coalescer struct {
+	c *Client
+
+	startOnce sync.Once
+	enq       chan *enqReq
+	gathering chan struct{}  // the turn to gather a batch (capacity 1)
+	partial   chan struct{}  // slots for batches written before they are full
+	sendMu    sync.Mutex     // orders requests being queued with Close
+	senders   sync.WaitGroup // requests being queued
+	closed    chan struct{}  // closed by Close: no new request
+	shut      chan struct{}  // closed once no request is being queued: flushers drain and stop
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
 // enqReq is one call's message, prepared at the call: its due time and
 // given id (in res) are not computed again by the flusher.
 type enqReq struct {
@@ -36,34 +55,16 @@ type enqReq struct {
 	cb   func(EnqueueResult) // ...or EnqueueAsync's or SendAsync's callback is called
 }
 
-// request validates m at the call (generating an empty id, turning a Delay
-// into a due time) and wraps it for the flushers.
-func (c *Client) request(ctx context.Context, m Message) (*enqReq, error) {
-	r := &enqReq{}
-	return r, c.fill(ctx, r, m)
-}
-
-// fill prepares r for m, as request does.
-func (c *Client) fill(ctx context.Context, r *enqReq, m Message) error {
-	if err := validateTopic(m.Topic); err != nil {
-		return err
-	}
-	id, due, err := c.prepare(&m, c.opts.Now())
-	if err != nil {
-		return err
-	}
-	r.ctx, r.m, r.res = ctx, m, EnqueueResult{ID: id, Due: due}
-	return nil
-}
-
-func (c *Client) startCoalescer() {
-	c.co.coalesceOnce.Do(func() {
-		c.co.enq = make(chan *enqReq, coalesceQueue)
-		c.co.gathering = make(chan struct{}, 1)
-		c.co.partial = make(chan struct{}, coalescePartial)
+// start makes the queue and starts the flushers, once, at the first
+// request.
+func (co *coalescer) start() {
+	co.startOnce.Do(func() {
+		co.enq = make(chan *enqReq, coalesceQueue)
+		co.gathering = make(chan struct{}, 1)
+		co.partial = make(chan struct{}, coalescePartial)
 		for range coalesceFlushers {
-			c.co.wg.Add(1)
-			go c.flusher()
+			co.wg.Add(1)
+			go co.flusher()
 		}
 	})
 }
@@ -74,48 +75,48 @@ func (c *Client) startCoalescer() {
 // fewer than coalescePartial partial batches are in flight, gathering more
 // calls meanwhile: light load makes a few growing batches (group commit),
 // heavy load many full ones in parallel.
-func (c *Client) flusher() {
-	defer c.co.wg.Done()
+func (co *coalescer) flusher() {
+	defer co.wg.Done()
 	batch := make([]*enqReq, 0, coalesceMax)
 	var buf flushBuf
 	for {
 		select {
-		case <-c.co.shut:
-			c.drain(batch, &buf)
+		case <-co.shut:
+			co.drain(batch, &buf)
 			return
-		case c.co.gathering <- struct{}{}:
+		case co.gathering <- struct{}{}:
 		}
 		var first *enqReq
 		select {
-		case <-c.co.shut:
-			<-c.co.gathering
-			c.drain(batch, &buf)
+		case <-co.shut:
+			<-co.gathering
+			co.drain(batch, &buf)
 			return
-		case first = <-c.co.enq:
+		case first = <-co.enq:
 		}
 		batch = append(batch[:0], first)
 		partial := false
 	gather:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 				continue
 			default:
 			}
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
-			case c.co.partial <- struct{}{}:
+			case co.partial <- struct{}{}:
 				partial = true
-				batch = c.linger(batch)
+				batch = co.linger(batch)
 				break gather
 			}
 		}
-		<-c.co.gathering
-		c.flush(batch, &buf)
+		<-co.gathering
+		co.flush(batch, &buf)
 		if partial {
-			<-c.co.partial
+			<-co.partial
 		}
 	}
 }
@@ -128,14 +129,14 @@ func (c *Client) flusher() {
 // a few microseconds, not a timer. It pays: without it, 20.0 µs a message
 // and 0.49 commands against 16.0 µs and 0.23 (p=0.003, eight interleaved
 // runs of BenchmarkEnqueue through Twemproxy, generated ids).
-func (c *Client) linger(batch []*enqReq) []*enqReq {
+func (co *coalescer) linger(batch []*enqReq) []*enqReq {
 	for range coalesceYields {
 		runtime.Gosched()
 		n := len(batch)
 	take:
 		for len(batch) < coalesceMax {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 			default:
 				break take
@@ -149,12 +150,12 @@ func (c *Client) linger(batch []*enqReq) []*enqReq {
 }
 
 // drain writes what is still queued once Close has shut the queue.
-func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
+func (co *coalescer) drain(batch []*enqReq, buf *flushBuf) {
 	for {
 		batch = batch[:0]
-		for len(batch) < coalesceMax && len(c.co.enq) > 0 {
+		for len(batch) < coalesceMax && len(co.enq) > 0 {
 			select {
-			case r := <-c.co.enq:
+			case r := <-co.enq:
 				batch = append(batch, r)
 			default:
 			}
@@ -162,7 +163,7 @@ func (c *Client) drain(batch []*enqReq, buf *flushBuf) {
 		if len(batch) == 0 {
 			return
 		}
-		c.flush(batch, buf)
+		co.flush(batch, buf)
 	}
 }
 
@@ -177,7 +178,7 @@ type flushBuf struct {
 
 // flush writes the batch's prepared messages together and reports each
 // outcome to its caller.
-func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
+func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	live := buf.live[:0]
 	for _, r := range batch {
 		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
@@ -204,8 +205,8 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	// without this deadline, to save a timer per batch, measured no faster:
 	// 15.4 µs a message with it against 16.0 without, p=0.51, in eight
 	// interleaved runs of BenchmarkEnqueue through Twemproxy.)
-	wctx, cancel := context.WithTimeout(context.Background(), max(c.opts.RetryFor, 0)+c.opts.DialTimeout+3*(c.opts.WriteTimeout+c.opts.ReadTimeout))
-	err := c.write(wctx, c.opts.Now(), msgs, parts, res)
+	wctx, cancel := context.WithTimeout(context.Background(), max(co.c.opts.RetryFor, 0)+co.c.opts.DialTimeout+3*(co.c.opts.WriteTimeout+co.c.opts.ReadTimeout))
+	err := co.c.write(wctx, co.c.opts.Now(), msgs, parts, res)
 	cancel()
 	if err != nil {
 		for i := range res {
@@ -232,9 +233,9 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 	// Callbacks run off the flusher, so that one waiting (say, enqueueing
 	// again into a full queue) cannot stop the queue from being emptied.
 	// Close waits for them.
-	c.co.wg.Add(1)
+	co.wg.Add(1)
 	go func() {
-		defer c.co.wg.Done()
+		defer co.wg.Done()
 		for _, i := range cbs {
 			live[i].cb(res[i])
 		}
@@ -246,106 +247,40 @@ func (c *Client) flush(batch []*enqReq, buf *flushBuf) {
 // is either queued before the flushers' last drain or refused; a request
 // made from an EnqueueAsync callback during Close is refused at once
 // rather than wait on a queue only the flushers empty.
-func (c *Client) send(ctx context.Context, r *enqReq) error {
-	c.startCoalescer()
-	c.co.sendMu.Lock()
+func (co *coalescer) send(ctx context.Context, r *enqReq) error {
+	co.start()
+	co.sendMu.Lock()
 	select {
-	case <-c.co.closed:
-		c.co.sendMu.Unlock()
+	case <-co.closed:
+		co.sendMu.Unlock()
 		return fmt.Errorf("enqueue: %w", ErrClosed)
 	default:
 	}
-	c.co.senders.Add(1)
-	c.co.sendMu.Unlock()
-	defer c.co.senders.Done()
+	co.senders.Add(1)
+	co.sendMu.Unlock()
+	defer co.senders.Done()
 	select {
-	case c.co.enq <- r:
+	case co.enq <- r:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// EnqueueAsync queues m for the client's coalescer and returns without
-// waiting for the write, like kafka-go's Writer in async mode: single calls
-// from many goroutines then travel in batches of up to 512 messages, at
-// about the rate of EnqueueBatch, where Enqueue waits a round trip or two
-// per call.
-//
-// done, when not nil, is called exactly once with the message's id and its
-// outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
-// write's failure (after which the message may or may not be stored:
-// enqueue it again with the same id and treat ErrDuplicate as success,
-// from done itself if you like). The callbacks of one batch run in order
-// on a goroutine of their own, so done may run concurrently for different
-// messages; Close returns after every callback returned.
-//
-// The returned error is for messages refused before queueing, and done is
-// then not called: bad input (wrapping ErrInvalid), ctx ending while the
-// queue was full (4096 calls; ctx bounds only that wait), or a closed
-// client. A Delay is turned into a due time at the call; an empty ID is
-// generated when the batch is written (see Message.ID), and done gets it.
-// m.Body is written as it is at the write, not copied: do not change it
-// before done is called. Close writes every queued message before it
-// returns.
-//
-// Made under a span, the call has a producer span, as Send has, which
-// ends when the write did.
-func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
-	var cb func(EnqueueResult)
-	if done != nil {
-		cb = func(res EnqueueResult) { done(res.ID, res.Err) }
-	}
-	return c.SendAsync(ctx, m, cb)
-}
-
-// SendAsync is EnqueueAsync whose callback gets what the write did, as
-// Send returns it: the id, the due stored and the outcome (created,
-// replaced, debounced, or rejected with an error wrapping ErrDuplicate;
-// see Message.OnDuplicate).
-func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResult)) error {
-	span, tp := c.startSend(ctx, m.Topic, 1)
-	m.trace = tp
-	r, err := c.request(context.WithoutCancel(ctx), m)
-	if err != nil {
-		span.endErr(err)
-		return err
-	}
-	r.cb = func(EnqueueResult) {}
-	if done != nil {
-		r.cb = done
-	}
-	if span != nil {
-		cb := r.cb
-		r.cb = func(res EnqueueResult) {
-			span.end(res, res.Err)
-			cb(res)
-		}
-	}
-	if err := c.send(ctx, r); err != nil {
-		span.endErr(err)
-		return err
-	}
-	return nil
-}
-
-// enqueueOne is Enqueue through the coalescer. (Recycling its requests
-// through a sync.Pool measured no faster: 17.7 µs a message against 16.0,
-// p=0.44, in eight interleaved runs of BenchmarkEnqueue through Twemproxy.)
-func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, error) {
-	r := &enqReq{done: make(chan EnqueueResult, 1)}
-	if err := c.fill(ctx, r, m); err != nil {
-		return EnqueueResult{ID: m.ID, Err: err}, err
-	}
-	if err := c.send(ctx, r); err != nil {
-		return EnqueueResult{}, err
-	}
-	select {
-	case res := <-r.done:
-		return res, res.Err
-	case <-ctx.Done():
-		// The write may still happen: enqueue again with the same id and
-		// treat ErrDuplicate as success.
-		return EnqueueResult{}, ctx.Err()
-	}
+// close refuses new requests, lets the ones being queued in, and waits
+// for the flushers to write what is queued and for the callbacks to
+// return. It reports whether this call closed the coalescer (the first
+// call does).
+func (co *coalescer) close() bool {
+	first := false
+	co.closeOnce.Do(func() {
+		first = true
+		co.sendMu.Lock()
+		close(co.closed)
+		co.sendMu.Unlock()
+		co.senders.Wait() // calls already queueing get in (flushers still drain)
+		close(co.shut)
+		co.wg.Wait() // the flushers write what is queued, then return
+	})
+	return first
 }

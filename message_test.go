@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
-	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -30,36 +27,18 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 		due := time.Now().Add(50 * time.Millisecond)
 		// One id per state, all in partition 0 so one claim takes them.
 		sched, flight, dead := samePartition("s", 0, n), samePartition("f", 0, n), samePartition("d", 0, n)
-		for _, id := range []string{flight, dead} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("first"), At: due}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tok := takeFence(t, c.store, topic, 0)
-		var claimed []store.Claimed
-		waitFor(t, 5*time.Second, "both claimed", func() bool {
-			cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claimed = append(claimed, cl...)
-			return len(claimed) == 2
-		})
-		deadline := time.Now().Add(time.Hour).UnixMilli()
-		recs, err := c.store.Begin(ctx, topic, 0, []string{flight, dead}, []int64{deadline, deadline})
-		if err != nil || recs[0] == nil || recs[1] == nil {
-			t.Fatalf("begin: %v, %v", recs, err)
-		}
+		recs := beginAll(t, c, topic,
+			Message{Topic: topic, ID: flight, Body: []byte("first"), At: due},
+			Message{Topic: topic, ID: dead, Body: []byte("first"), At: due})
 		r := *recs[1]
 		r.Attempts, r.LastError = 1, "boom"
-		if _, err := c.store.Moves(ctx, topic, 0, []store.Move{{ID: dead, Dead: true, Score: time.Now().UnixMilli(), Record: &r}}); err != nil {
-			t.Fatal(err)
-		}
+		makeDead(t, c, topic, dead, &r, time.Now())
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: sched, Body: []byte("first"), At: due.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		before := map[string]*Info{}
 		for _, id := range []string{sched, flight, dead} {
+			var err error
 			if before[id], err = c.Get(ctx, topic, id); err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +146,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		sent := 0
-		fs, err := store.Open(store.Options{Addr: addr, Hook: func(string, []any) error {
+		fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(string, []any) error {
 			if sent++; sent == 3 { // the first command of the second round trip
 				cancel()
 			}
@@ -241,18 +220,6 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 			t.Errorf("stats after the ack: %+v, %v; want nothing left", st, err)
 		}
 	})
-}
-
-// addEntry writes an index entry for id in partition p's scheduled set,
-// due at (unix ms, returned), with no record behind it: what a write cut
-// short leaves.
-func addEntry(t *testing.T, addr, topic string, p int, id string, at time.Time) int64 {
-	t.Helper()
-	ms := at.UnixMilli()
-	if _, err := testenv.Do(addr, "ZADD", keys.Scheduled(DefaultNamespace, topic, p), strconv.FormatInt(ms, 10), id); err != nil {
-		t.Fatalf("index entry of %s: %v", id, err)
-	}
-	return ms
 }
 
 // Replace rewrites a scheduled message (due, body, max attempts,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -23,8 +22,8 @@ import (
 // Importing again changes nothing and reports each schedule by name.
 func TestExportImportSchedules(t *testing.T) {
 	ctx := context.Background()
-	a := newClient(t, testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0], Options{Partitions: 4})
-	b := newClient(t, testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0], Options{Partitions: 8})
+	a := newClient(t, startDirect(t), Options{Partitions: 4})
+	b := newClient(t, startDirect(t), Options{Partitions: 8})
 	const topic = "sched-move"
 	daily := Schedule{Name: "daily", Spec: "0 9 * * *", TimeZone: "America/New_York", MaxAttempts: 3, Body: []byte{0xff, 0, 1}}
 	for _, s := range []Schedule{daily, {Name: "beat", Spec: "@every 5m", Body: []byte("b")}, {Name: "held", Spec: "@hourly"}} {
@@ -144,7 +143,7 @@ func TestExportImportSchedules(t *testing.T) {
 // writes that occurrence once: a third import writes nothing more.
 func TestImportScheduleAfterCrash(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true}).Backends[0], Options{Partitions: 4})
+	c := newClient(t, startDirect(t), Options{Partitions: 4})
 	const topic = "sched-crash"
 	next := time.Now().Add(time.Hour).Truncate(time.Second)
 	spec := fmt.Sprintf("%d %d * * * *", next.Second(), next.Minute()) // hourly, at next

@@ -11,8 +11,61 @@ import (
 
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
+
+func TestRetryAndDead(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic := "retry"
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "flaky", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "doomed", Body: []byte("y"), MaxAttempts: 2}); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		rec.fail = func(d *Delivery) error {
+			if d.ID == "doomed" || d.Attempt < 3 {
+				return fmt.Errorf("fail attempt %d", d.Attempt)
+			}
+			return nil
+		}
+		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: time.Second,
+			Backoff: []time.Duration{200 * time.Millisecond}}, rec.handle)
+		waitFor(t, 10*time.Second, "flaky acked and doomed dead", func() bool {
+			s := k.Stats()
+			return s.Acked >= 1 && s.Dead >= 1
+		})
+		if n := rec.count("flaky"); n != 3 {
+			t.Errorf("flaky delivered %d times, want 3", n)
+		}
+		rec.mu.Lock()
+		gap := rec.at["flaky"][1].Sub(rec.at["flaky"][0])
+		rec.mu.Unlock()
+		if gap < 200*time.Millisecond {
+			t.Errorf("retry after %v, before the 200ms backoff", gap)
+		}
+		dead, err := c.ListDead(ctx, topic, 10)
+		if err != nil || len(dead) != 1 || dead[0].ID != "doomed" || dead[0].Attempts != 2 || dead[0].LastError != "fail attempt 2" {
+			t.Fatalf("dead = %+v, %v", dead, err)
+		}
+		n, err := c.RequeueDead(ctx, topic)
+		if err != nil || n != 1 {
+			t.Fatalf("requeue dead = %d, %v", n, err)
+		}
+		waitFor(t, 10*time.Second, "doomed dead again", func() bool { return k.Stats().Dead >= 2 })
+		n, err = c.PurgeDead(ctx, topic)
+		if err != nil || n != 1 {
+			t.Fatalf("purge dead = %d, %v", n, err)
+		}
+		if _, err := c.Get(ctx, topic, "doomed"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("purged message found: %v", err)
+		}
+	})
+}
 
 // The consumer options of the takeover tests: the defaults users get
 // (lease 10s, handler timeout 30s, so a visibility deadline 33 s after
@@ -36,15 +89,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 			Message{Topic: topic, ID: fmt.Sprintf("due-%d", i), Body: []byte("due")},
 			Message{Topic: topic, ID: fmt.Sprintf("ahead-%d", i), Body: []byte("ahead"), Delay: time.Second})
 	}
-	res, err := c.EnqueueBatch(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustBatch(t, c, msgs)
 	tok := takeFence(t, c.store, topic, 0)
 	cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
 	if err != nil || len(cl) != 2*n {
@@ -306,4 +351,42 @@ func TestStopAcksLongHandler(t *testing.T) {
 	if err != nil || st.InFlight != 0 || st.Scheduled != 0 {
 		t.Errorf("stats %+v, %v; want nothing scheduled or in flight", st, err)
 	}
+}
+
+// I3: once a newer owner raised the fence, claims under the older token
+// are refused by storage, and the older token cannot lower the fence.
+func TestFenceRefusesSupersededToken(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "fence"
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f"}); err != nil {
+			t.Fatal(err)
+		}
+		st := c.store
+		old, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
+		newer, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
+		if err := st.RaiseFence(ctx, topic, 0, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RaiseFence(ctx, topic, 0, newer); err != nil {
+			t.Fatal(err)
+		}
+		var fe *store.FencedError
+		got, err := st.ClaimIndexOnly(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
+		if !errors.As(err, &fe) || fe.Newest != newer || len(got) != 0 {
+			t.Fatalf("claim under the superseded token: %v, %v; want FencedError at %d", got, err, newer)
+		}
+		if err := st.RaiseFence(ctx, topic, 0, old); !errors.As(err, &fe) {
+			t.Fatalf("raising the fence back to the old token: %v, want FencedError", err)
+		}
+		got, err = st.ClaimIndexOnly(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
+		if err != nil || len(got) != 1 || got[0].ID != "f" {
+			t.Fatalf("claim under the newest token: %v, %v", got, err)
+		}
+		s, err := c.Stats(ctx, topic)
+		if err != nil || s.Partitions[0].Token != newer || s.Scheduled != 0 {
+			t.Fatalf("stats: %+v, %v", s, err)
+		}
+	})
 }

@@ -3,11 +3,84 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
+
+// TestDeleteMany deletes messages in every state and storage at once:
+// records of their own, messages of a segment (the others of the segment
+// stay), in flight and dead, and ids never there; directly and through
+// Twemproxy, and during a change of the partition count.
+func TestDeleteMany(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		const n = 2
+		c := newClient(t, addr, Options{Partitions: n})
+		topic := "del-many"
+		far := time.Now().Add(time.Hour)
+		var batch []Message
+		for i := range 10 { // generated ids: one segment, or a few
+			batch = append(batch, Message{Topic: topic, Body: []byte(fmt.Sprint(i)), At: far})
+		}
+		for i := range 10 {
+			batch = append(batch, Message{Topic: topic, ID: fmt.Sprintf("own-%d", i), At: far})
+		}
+		res, err := c.EnqueueBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.ID)
+		}
+		kept := ids[1] // of the segment, not deleted
+		flight, dead := samePartition("f", 0, n), samePartition("d", 0, n)
+		soon := time.Now().Add(10 * time.Millisecond)
+		recs := beginAll(t, c, topic, Message{Topic: topic, ID: flight, At: soon}, Message{Topic: topic, ID: dead, At: soon})
+		makeDead(t, c, topic, dead, recs[1], time.Now())
+		del := append([]string{ids[0]}, ids[2:]...)
+		del = append(del, flight, dead, "never-1", "never-2")
+		found, err := c.DeleteMany(ctx, topic, del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range del {
+			if want := id != "never-1" && id != "never-2"; found[i] != want {
+				t.Errorf("%q: found %v, want %v", id, found[i], want)
+			}
+			if _, err := c.Get(ctx, topic, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%q after DeleteMany: %v", id, err)
+			}
+		}
+		if in, err := c.Get(ctx, topic, kept); err != nil || string(in.Body) != "1" {
+			t.Fatalf("the message of the segment left alone: %+v, %v", in, err)
+		}
+		st, err := c.Stats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Scheduled != 1 || st.InFlight != 0 || st.Dead != 0 {
+			t.Fatalf("after DeleteMany: %d scheduled, %d in flight, %d dead; want 1, 0, 0", st.Scheduled, st.InFlight, st.Dead)
+		}
+		// During a change of the count: found in the old partition.
+		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		found, err = c.DeleteMany(ctx, topic, []string{kept})
+		if err != nil || !found[0] {
+			t.Fatalf("DeleteMany during a change: %v, %v", found, err)
+		}
+		if _, err := c.Get(ctx, topic, kept); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%q after DeleteMany during a change: %v", kept, err)
+		}
+	})
+}
 
 // A message deleted while its delivery runs stays deleted when the
 // delivery then fails: the retry must not write its record back.
@@ -91,44 +164,6 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 		}
 		if _, err := c.Get(ctx, topic, "y"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("acked message found again: %v", err)
-		}
-	})
-}
-
-// I3: once a newer owner raised the fence, claims under the older token
-// are refused by storage, and the older token cannot lower the fence.
-func TestFenceRefusesSupersededToken(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, addr string) {
-		ctx := context.Background()
-		c := newClient(t, addr, Options{Partitions: 1})
-		topic := "fence"
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f"}); err != nil {
-			t.Fatal(err)
-		}
-		st := c.store
-		old, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
-		newer, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
-		if err := st.RaiseFence(ctx, topic, 0, old); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.RaiseFence(ctx, topic, 0, newer); err != nil {
-			t.Fatal(err)
-		}
-		var fe *store.FencedError
-		got, err := st.ClaimIndexOnly(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
-		if !errors.As(err, &fe) || fe.Newest != newer || len(got) != 0 {
-			t.Fatalf("claim under the superseded token: %v, %v; want FencedError at %d", got, err, newer)
-		}
-		if err := st.RaiseFence(ctx, topic, 0, old); !errors.As(err, &fe) {
-			t.Fatalf("raising the fence back to the old token: %v, want FencedError", err)
-		}
-		got, err = st.ClaimIndexOnly(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
-		if err != nil || len(got) != 1 || got[0].ID != "f" {
-			t.Fatalf("claim under the newest token: %v, %v", got, err)
-		}
-		s, err := c.Stats(ctx, topic)
-		if err != nil || s.Partitions[0].Token != newer || s.Scheduled != 0 {
-			t.Fatalf("stats: %+v, %v", s, err)
 		}
 	})
 }

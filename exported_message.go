@@ -11,6 +11,31 @@ import (
 	"github.com/delayq/delayq/internal/wire"
 )
 
+// ExportedMessage is one message of a topic as Export reads it and Import
+// writes it, and one line of the JSON lines format of both (see
+// MarshalJSON).
+type ExportedMessage struct {
+	ID          string
+	State       State     // scheduled, in flight or dead
+	Due         time.Time // when it is (or was last) due
+	DiedAt      time.Time // when it died, when dead
+	Attempts    int       // deliveries that ended so far
+	MaxAttempts int       // 0: the consumer's default
+	LastError   string
+	Created     time.Time
+	Updated     time.Time // last transition
+	// WindowOpened is when the message's debounce window opened (see
+	// Message.MaxWait): zero for a message no Replace or Debounce send
+	// wrote, or whose delivery started since.
+	WindowOpened time.Time
+	// Traceparent is the W3C trace context stored with the message by
+	// an enqueue made under a span (see Client.Send), empty for none:
+	// an import keeps it, so that the message's deliveries stay in its
+	// trace.
+	Traceparent string
+	Body        []byte
+}
+
 // exportTime is the form of the times of the export format: RFC 3339 in
 // UTC with milliseconds, the precision delayq stores, as every output
 // prints times.

@@ -48,15 +48,7 @@ func TestProxiesDeadAndBack(t *testing.T) {
 	for i := range 100 {
 		msgs = append(msgs, Message{Topic: "px2", ID: fmt.Sprintf("m%d", i), Delay: time.Second + time.Duration(i)*30*time.Millisecond})
 	}
-	res, err := c.EnqueueBatch(ctx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustBatch(t, c, msgs)
 	env.StopProxyN(t, 0)
 	env.StopProxyN(t, 1)
 	time.Sleep(5 * time.Second) // the outage: shorter than the lease (10 s)

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -61,6 +62,17 @@ type PartitionsInfo struct {
 	// Client.SetAutoPartitions); nil when the count is set by hand.
 	// Partitions sets it, the Change of TopicStats does not.
 	Auto *AutoState `json:"auto,omitempty"`
+}
+
+// MarshalJSON encodes the change's progress with its times in RFC 3339
+// UTC with three-digit milliseconds (see PartitionStats.MarshalJSON).
+func (p PartitionsInfo) MarshalJSON() ([]byte, error) {
+	type plain PartitionsInfo
+	return json.Marshal(struct {
+		plain
+		Since       string `json:"since,omitempty"`
+		SettleUntil string `json:"settle_until,omitempty"`
+	}{plain(p), wireTime(p.Since), wireTime(p.SettleUntil)})
 }
 
 // Partitions returns topic's partition count and the progress of a

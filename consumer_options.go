@@ -1,0 +1,241 @@
+package delayq
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/delayq/delayq/lease"
+	"github.com/delayq/delayq/partition"
+)
+
+// Defaults for ConsumerOptions.
+const (
+	DefaultConcurrency       = 16
+	DefaultPrefetch          = 1024
+	DefaultTimeout           = 30 * time.Second
+	DefaultLease             = 10 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultIdlePollInterval  = 5 * time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultReconcileBatch    = 256
+	DefaultClaimBatch        = 256
+	DefaultChangePoll        = lease.DefaultChangePoll
+)
+
+// DefaultBackoff is the retry ladder: after the n-th failed attempt a
+// message is due again DefaultBackoff[n-1] later (the last step repeats).
+var DefaultBackoff = []time.Duration{
+	10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute,
+	4 * time.Minute, 5 * time.Minute, 6 * time.Minute, 7 * time.Minute, 8 * time.Minute,
+	9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// DefaultMaxAttempts is one first delivery plus one retry per step of
+// DefaultBackoff.
+const DefaultMaxAttempts = 17
+
+// ConsumerOptions configures a Consumer. The zero value of each field
+// means its default.
+type ConsumerOptions struct {
+	// Topic to consume. Required.
+	Topic string
+	// ID names this consumer in leases and stats. Default "host-pid-xxxx".
+	ID string
+	// Partitions is the partition count the topic gets if this consumer
+	// creates it. An existing topic keeps its stored count: a different
+	// value is logged as a warning that names both. Default the client's
+	// Options.Partitions.
+	Partitions int
+	// Limits are the fleet-wide limits the topic gets if its limits were
+	// never set nor cleared (see Client.SetLimits). Stored limits win: a
+	// different value is logged as a warning that names both, so that a
+	// rolling deploy with two versions of a file never flips them. nil:
+	// the consumer sets none.
+	Limits *Limits
+	// AutoPartitions turns on the topic's automatic partition count (see
+	// Client.SetAutoPartitions) if it was never set nor turned off; as
+	// with Limits, the stored settings win, and a different value is
+	// logged as a warning. nil: the consumer sets none. Every consumer
+	// of a topic whose count is automatic takes part in it, whatever its
+	// options. Without Partitions, a topic this consumer creates starts
+	// with the client's count brought within Min and Max.
+	AutoPartitions *AutoPartitions
+	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
+	Concurrency int
+	// Prefetch is how many messages may be claimed beyond the free handler
+	// slots: messages claimed ahead of their due time (held in memory until
+	// due) and due ones waiting for a slot. Claim-ahead keeps lateness low
+	// only while Prefetch exceeds the messages due within 1.5 poll
+	// intervals (about 1.5 × rate × PollInterval); the next owner of a
+	// partition whose consumer died holding them returns them at takeover.
+	// Default DefaultPrefetch (1024).
+	Prefetch int
+	// Timeout bounds one handler call (the topic's time to run); the
+	// message's visibility deadline is its due time plus Timeout plus a
+	// margin, the safety net for a handler that hangs. A change of owner
+	// does not wait for it. Default DefaultTimeout (30s).
+	Timeout time.Duration
+	// MaxAttempts caps deliveries of messages that do not set their own.
+	// Default DefaultMaxAttempts (17).
+	MaxAttempts int
+	// Backoff is the retry ladder. Default DefaultBackoff.
+	Backoff []time.Duration
+	// Lease is the partition lease's expiry; it is extended every Lease/3,
+	// or every Lease/2 while its partition is idle (nothing held, running
+	// or due within the poll's reach).
+	// Default DefaultLease (10s).
+	Lease time.Duration
+	// Heartbeat is how often the consumer renews its membership of the
+	// topic (which expires after 3 heartbeats), recomputes its fair share
+	// and tries to acquire partitions it lacks. Default Lease/3.
+	Heartbeat time.Duration
+	// ChangePoll is how often the topic's change counter is read, which
+	// consumers bump when they join, leave or give a partition up: on a
+	// change the consumer recomputes its fair share and takes free
+	// partitions at once, so a partition handed over waits about
+	// ChangePoll for its next owner, not a heartbeat. The counters of
+	// every topic the client's consumers run are read together, in one
+	// HMGET per tick of the shortest ChangePoll among them.
+	// Default DefaultChangePoll (60ms).
+	ChangePoll time.Duration
+	// PollInterval is the longest sleep between two polls of a partition;
+	// messages due within the next PollInterval are claimed ahead and held
+	// until due. Default DefaultPollInterval (1s). Above 40s, claims reach
+	// more than a minute ahead, where messages are written index and
+	// record at once (see Message.ID): a claim that meets such an index
+	// entry before its record has landed drops it, and that message comes
+	// a reconciler pass late (never lost); one that meets the entry an
+	// enqueue of a duplicate id added, in the moment before the enqueue
+	// removes it, delivers the existing message once more.
+	PollInterval time.Duration
+	// IdlePollInterval is the longest sleep of a partition whose last poll
+	// found nothing to claim. Its look (one ZRANGEBYSCORE) also learns
+	// when the earliest message there falls due, and the partition polls
+	// again a PollInterval before that. Producers wake the owner when they
+	// write a message due within WakeAhead (7s), so a message due sooner
+	// than the next look starts on time; one whose wake-up was lost (its
+	// producer died between the write and the wake-up, or the wake-up's
+	// command failed) starts at most IdlePollInterval late. Shorter costs
+	// more Redis commands: an idle partition's lease extension and its
+	// look cost 0.8 commands a second with the defaults.
+	// Default and at most DefaultIdlePollInterval (5s).
+	IdlePollInterval time.Duration
+	// ShutdownTimeout bounds how long Run waits for running handlers after
+	// its context is done. Default DefaultShutdownTimeout (30s).
+	ShutdownTimeout time.Duration
+	// ReconcileInterval is the pause between two reconciler passes over a
+	// partition's records; after a pass that completes a sweep of every
+	// record, the next sweep starts 12 intervals later. A record a crash
+	// left out of every index is re-indexed within
+	// (12 + ceil(records/ReconcileBatch)) × ReconcileInterval.
+	// Default DefaultReconcileInterval (5s).
+	ReconcileInterval time.Duration
+	// ReconcileBatch is about how many records one reconciler pass reads.
+	// Default DefaultReconcileBatch (256).
+	ReconcileBatch int
+	// ClaimBatch caps the ids one claim takes. When Concurrency+Prefetch
+	// slots are all taken, a partition waits up to 1 ms after slots come
+	// back for min(ClaimBatch, (Concurrency+Prefetch)/8) of them before it
+	// claims, and a partition's outcomes (acks, retries) wait up to 1 ms for
+	// one another while more of its deliveries run, so that busy partitions
+	// claim and ack dozens of messages per round trip.
+	// Default DefaultClaimBatch (256).
+	ClaimBatch int
+	// Limit, when positive, stops the consumer after that many deliveries
+	// have started: Run then shuts down gracefully and returns nil.
+	Limit int
+	// Schedules are applied to the topic when Run starts, once the topic
+	// exists, by the rule of Client.ApplySchedules: created when missing,
+	// replaced only when their definition here changed since it was last
+	// applied, so that changes made at run time survive restarts.
+	Schedules []Schedule
+
+	// moveSettle shortens poller.DefaultMoveSettle in tests of the
+	// library that change the partition count; the end-to-end tests run
+	// with the default.
+	moveSettle time.Duration
+	// autoCheck shortens AutoCheckEvery in tests of the library.
+	autoCheck time.Duration
+}
+
+func (o *ConsumerOptions) setDefaults() error {
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID(time.Now())[22:])
+	}
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.%s %v is negative", ErrInvalid, name, *d)
+		}
+		return nil
+	}
+	defInt := func(n *int, v int, name string) error {
+		if *n == 0 {
+			*n = v
+		}
+		if *n < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
+		}
+		return nil
+	}
+	if o.Limits != nil {
+		if err := o.Limits.Validate(); err != nil {
+			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
+		}
+	}
+	if o.AutoPartitions != nil {
+		if err := o.AutoPartitions.Validate(); err != nil {
+			return fmt.Errorf("ConsumerOptions.AutoPartitions: %w", err)
+		}
+	}
+	if o.Partitions != 0 {
+		if err := partition.ValidateCount(o.Partitions); err != nil {
+			return fmt.Errorf("%w: ConsumerOptions.Partitions: %v", ErrInvalid, err)
+		}
+	}
+	for _, err := range []error{
+		defInt(&o.Concurrency, DefaultConcurrency, "Concurrency"),
+		defInt(&o.Prefetch, DefaultPrefetch, "Prefetch"),
+		defInt(&o.MaxAttempts, DefaultMaxAttempts, "MaxAttempts"),
+		defInt(&o.ReconcileBatch, DefaultReconcileBatch, "ReconcileBatch"),
+		defInt(&o.ClaimBatch, DefaultClaimBatch, "ClaimBatch"),
+		def(&o.Timeout, DefaultTimeout, "Timeout"),
+		def(&o.Lease, DefaultLease, "Lease"),
+		def(&o.PollInterval, DefaultPollInterval, "PollInterval"),
+		def(&o.IdlePollInterval, DefaultIdlePollInterval, "IdlePollInterval"),
+		def(&o.ShutdownTimeout, DefaultShutdownTimeout, "ShutdownTimeout"),
+		def(&o.ReconcileInterval, DefaultReconcileInterval, "ReconcileInterval"),
+		def(&o.Heartbeat, o.Lease/3, "Heartbeat"),
+		def(&o.ChangePoll, DefaultChangePoll, "ChangePoll"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if o.IdlePollInterval > DefaultIdlePollInterval {
+		return fmt.Errorf("%w: ConsumerOptions.IdlePollInterval %v is longer than %v: producers wake owners for messages due within %v only", ErrInvalid, o.IdlePollInterval, DefaultIdlePollInterval, WakeAhead)
+	}
+	if o.Lease < 30*time.Millisecond {
+		return fmt.Errorf("%w: ConsumerOptions.Lease %v is shorter than 30ms", ErrInvalid, o.Lease)
+	}
+	if o.Limit < 0 {
+		return fmt.Errorf("%w: ConsumerOptions.Limit %d is negative", ErrInvalid, o.Limit)
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if len(o.Backoff) == 0 {
+		return fmt.Errorf("%w: ConsumerOptions.Backoff is empty", ErrInvalid)
+	}
+	for i, b := range o.Backoff {
+		if b < 0 {
+			return fmt.Errorf("%w: ConsumerOptions.Backoff[%d] %v is negative", ErrInvalid, i, b)
+		}
+	}
+	return nil
+}

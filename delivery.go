@@ -1,0 +1,109 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq/poller"
+)
+
+// Delivery is a message handed to a Handler.
+type Delivery struct {
+	Topic     string
+	ID        string
+	Partition int
+	Token     int64 // fencing token under which the message was claimed
+	Attempt   int   // 1 for the first delivery
+	// Due is the message's own due time: the time it was enqueued or
+	// rescheduled for, kept by a redelivery after a fault (a lost owner, an
+	// expired visibility deadline); after a failed attempt, the retry's
+	// backoff due. Lateness is measured from it.
+	Due  time.Time
+	Body []byte
+}
+
+// Handler processes one delivery. Returning nil acks the message; an error
+// retries it along the backoff ladder, or moves it to the dead set once its
+// attempts are exhausted. ctx is cancelled at the handler timeout and when
+// the partition's lease is lost. ctx carries the delivery's span
+// (trace.SpanFromContext), a child of the enqueue's when the message was
+// enqueued under one (see the README's "Tracing"): spans the handler
+// starts from ctx, and requests it propagates ctx to, join the message's
+// trace.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// handle runs one delivery (called by the dispatcher's workers). An
+// occurrence of a schedule first writes the schedule's next one, and is
+// acked without its handler when it is stale or skipped (see
+// Client.occurrence).
+func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
+	if k.ctrl.pausedAt(k.c.opts.Now()) {
+		// Dequeued as the topic's pause began: not started, back to
+		// scheduled at its due, no attempt spent (see Client.Pause).
+		return false, nil
+	}
+	if m.Record.First != 0 {
+		// Written by a Replace or Debounce send: it starts only if it is
+		// still the record claimed, and a send from now on opens a new
+		// window (see store.Start).
+		sctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+		ok, err := k.c.store.Start(sctx, k.opts.Topic, m.Partition, m.ID, m.Record)
+		cancel()
+		if err != nil {
+			k.c.errLog.Log("start a delivery", err, "component", "consumer", "topic", k.opts.Topic)
+			return false, nil
+		}
+		if !ok {
+			k.count(poller.EventSuperseded, 1)
+			return false, nil // a newer send replaced it: that one is delivered at its due
+		}
+	}
+	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
+		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
+		cancel()
+		if err != nil {
+			// Not started: back to scheduled at its due, tried again at
+			// the next poll, without spending an attempt (a schedule of
+			// max attempts 1 must not lose its chain to a Redis error).
+			k.log.Warn("schedule step failed; the occurrence goes back to be tried again", "id", m.ID, "err", err)
+			return false, nil
+		}
+		if !run {
+			return true, nil
+		}
+	}
+	if k.opts.Limit > 0 {
+		n := k.delivered.Add(1)
+		if n > int64(k.opts.Limit) {
+			k.delivered.Add(-1)
+			k.stop()
+			return false, nil
+		}
+		if n == int64(k.opts.Limit) {
+			defer k.stop()
+		}
+	} else {
+		k.delivered.Add(1)
+	}
+	hctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
+	defer cancel()
+	d := &Delivery{
+		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
+		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
+	}
+	hctx, span := k.startDelivery(hctx, m)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+		k.endDelivery(span, m, err)
+	}()
+	err = k.h(hctx, d)
+	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("handler timed out after %v: %w", k.opts.Timeout, err)
+	}
+	return true, err
+}
