@@ -74,7 +74,7 @@ type Options struct {
 	// Default DefaultRetryFor (5s); negative: no retry.
 	RetryFor time.Duration
 	// TracerProvider makes the spans of enqueues and deliveries (see the
-	// README's "Tracing"). Default the global provider
+	// docs/tracing.md). Default the global provider
 	// (otel.GetTracerProvider), which follows whatever an application
 	// sets with otel.SetTracerProvider, before or after New: a program
 	// that has set up OpenTelemetry traces with no change here, and one

@@ -92,8 +92,8 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // up to ShutdownTimeout for running handlers (then cancels their
 // contexts), leaves the topic's members and returns nil. Started while
 // Redis cannot be reached, it waits for Redis as a running consumer rides
-// out an outage (logged once by the client; see the README's "Proxy
-// outages"). It returns an error only if it could not start (a topic or
+// out an outage (logged once by the client; see
+// docs/proxies.md, "Proxy outages"). It returns an error only if it could not start (a topic or
 // schedule Redis refuses) or was already run.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {

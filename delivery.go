@@ -29,7 +29,7 @@ type Delivery struct {
 // attempts are exhausted. ctx is cancelled at the handler timeout and when
 // the partition's lease is lost. ctx carries the delivery's span
 // (trace.SpanFromContext), a child of the enqueue's when the message was
-// enqueued under one (see the README's "Tracing"): spans the handler
+// enqueued under one (see docs/tracing.md): spans the handler
 // starts from ctx, and requests it propagates ctx to, join the message's
 // trace.
 type Handler func(ctx context.Context, d *Delivery) error

@@ -44,7 +44,7 @@ type Message struct {
 	// producers sending one id at once get one answer each and one
 	// message. A message whose delivery is running when it is replaced
 	// or debounced is not touched: the new one is delivered after it, at
-	// its own due (see the README's "Sending an id again").
+	// its own due (see docs/duplicates.md).
 	OnDuplicate OnDuplicate
 	// MaxWait, with Debounce, bounds the window: the message is due at
 	// the latest MaxWait after the first event of its window, however
@@ -219,7 +219,7 @@ func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
 //
 // Made under a span (see Options.TracerProvider), the send has a
 // producer span, whose context the message stores: its deliveries' spans
-// belong to that trace (see the README's "Tracing").
+// belong to that trace (see docs/tracing.md).
 func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
 	span, tp := c.startSend(ctx, m.Topic, 1)
 	m.trace = tp

@@ -216,7 +216,7 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 }
 
 // partitionCost is the measured cost of an idle partition to the
-// consumer that owns it (README, "Partitions").
+// consumer that owns it (docs/partitions.md).
 const partitionCost = "75 KB of memory, 0.004% of a CPU and 0.9 Redis commands a second"
 
 // CancelPartitions cancels the change of topic's partition count that

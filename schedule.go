@@ -63,7 +63,7 @@ type Schedule struct {
 	Name string `json:"name"`
 	// Spec is a cron spec: 5 fields (minute hour day-of-month month
 	// day-of-week), or 6 with seconds first, or a descriptor such as
-	// @hourly, @daily or "@every 30s" (see the README).
+	// @hourly, @daily or "@every 30s" (see docs/schedules.md).
 	Spec string `json:"spec"`
 	// TimeZone is the IANA zone the spec's fields are read in, such as
 	// "Asia/Shanghai". Default UTC.
