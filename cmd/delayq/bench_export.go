@@ -24,6 +24,14 @@ import (
 // the bench process's peak Go heap during the export and the import, and,
 // with --backends, the CPU the backends spent during each export, as a
 // share of one core summed over the backends.
+//
+// Its steps, each measured, on an exportBench: fill writes the messages;
+// exportFile exports them to a temporary file and exportPaced again,
+// paced; importFile imports the file into the second topic;
+// benchImportAPI imports the same messages with the library's Import
+// into a third; deleteFile deletes the file's messages from the first
+// topic; line prints the figures. The topics are dropped at the end,
+// whatever happened.
 func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(1000000)
 	src, dst := benchTopic("export"), benchTopic("import")
@@ -33,13 +41,8 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	}
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, src), dropTopic(ctx, cfg, dst)) }() // after Close
 	defer c.Close()
-	body := cfg.body()
-	due := time.Now().Add(time.Hour)
-	if err := createTopic(ctx, cfg, c, src); err != nil { // not part of the timing
-		return "", err
-	}
-	filled, err := fill(ctx, cfg, c, numbered(src, "x", n, body, at(due)))
-	if err != nil {
+	b := &exportBench{cfg: cfg, c: c, src: src, dst: dst, n: n, body: cfg.body(), due: time.Now().Add(time.Hour)}
+	if err := b.fill(ctx); err != nil {
 		return "", err
 	}
 	f, err := os.CreateTemp("", "delayq-bench-export-*.jsonl")
@@ -48,86 +51,164 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-
-	var exported delayq.ExportStats
-	exportTook, exportHeap, exportCPU, err := benchPhase(ctx, cfg, func() error {
-		var err error
-		exported, err = c.ExportJSON(ctx, src, f, delayq.ExportOptions{Pace: -1})
-		return err
-	})
-	if err != nil {
+	if err := b.exportFile(ctx, f); err != nil {
 		return "", err
 	}
-	if exported.Exported != n {
-		return "", fmt.Errorf("exported %d messages, want %d", exported.Exported, n)
-	}
-	size, err := f.Seek(0, io.SeekCurrent)
-	if err != nil {
+	if err := b.exportPaced(ctx); err != nil {
 		return "", err
 	}
-	pacedTook, _, pacedCPU, err := benchPhase(ctx, cfg, func() error {
-		_, err := c.ExportJSON(ctx, src, io.Discard, delayq.ExportOptions{})
-		return err
-	})
-	if err != nil {
+	if err := b.importFile(ctx, f); err != nil {
 		return "", err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	var imported delayq.ImportStats
-	importTook, importHeap, importCPU, err := benchPhase(ctx, cfg, func() error {
-		var err error
-		imported, err = c.ImportJSON(ctx, dst, f, delayq.ImportOptions{})
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	if imported.Imported != n {
-		return "", fmt.Errorf("imported %d messages, want %d (%+v)", imported.Imported, n, imported)
 	}
 	// The library's Import without JSON, from --producers goroutines as
 	// the EnqueueBatch fill: what the write path alone does.
 	api := benchTopic("importapi")
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, api)) }()
-	apiTook, err := benchImportAPI(ctx, cfg, c, api, n, body, due)
-	if err != nil {
+	if b.importAPI, err = benchImportAPI(ctx, cfg, c, api, n, b.body, b.due); err != nil {
 		return "", err
 	}
-	// delete --in of the export, from the source topic.
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	if err := b.deleteFile(ctx, f); err != nil {
 		return "", err
 	}
-	deleteTook, _, deleteCPU, err := benchPhase(ctx, cfg, func() error {
-		return deleteListed(ctx, c, src, f.Name(), io.Discard)
+	return b.line(), nil
+}
+
+// exportBench is a run of the export workload: its client, the topic it
+// exports (src) and the one it imports into (dst), its n messages (their
+// body and due), and the figures its steps measured.
+type exportBench struct {
+	cfg      benchConfig
+	c        *delayq.Client
+	src, dst string
+	n        int
+	body     []byte
+	due      time.Time
+
+	filled    time.Duration // the EnqueueBatch fill
+	size      int64         // the file's bytes
+	exported  benchPhaseStats
+	paced     benchPhaseStats
+	imported  benchPhaseStats
+	importAPI time.Duration
+	deleted   benchPhaseStats
+}
+
+// fill creates the source topic (not part of the timing) and writes the
+// n messages to it with EnqueueBatch.
+func (b *exportBench) fill(ctx context.Context) error {
+	if err := createTopic(ctx, b.cfg, b.c, b.src); err != nil {
+		return err
+	}
+	var err error
+	b.filled, err = fill(ctx, b.cfg, b.c, numbered(b.src, "x", b.n, b.body, at(b.due)))
+	return err
+}
+
+// exportFile exports the source topic to f without pacing, checks that
+// every message was, and notes the file's size.
+func (b *exportBench) exportFile(ctx context.Context, f *os.File) error {
+	var exported delayq.ExportStats
+	var err error
+	b.exported, err = benchPhase(ctx, b.cfg, func() error {
+		var err error
+		exported, err = b.c.ExportJSON(ctx, b.src, f, delayq.ExportOptions{Pace: -1})
+		return err
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
-	if st, err := c.Stats(ctx, src); err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
-		return "", fmt.Errorf("after the delete, %s holds %+v (%v)", src, st, err)
+	if exported.Exported != b.n {
+		return fmt.Errorf("exported %d messages, want %d", exported.Exported, b.n)
 	}
-	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	line = fmt.Sprintf("workload=export n=%d body=%d enqueue_batch_given_rate=%.0f export_rate=%.0f paced_export_rate=%.0f import_rate=%.0f import_api_rate=%.0f delete_rate=%.0f file_mb=%.0f export_heap_mb=%.1f import_heap_mb=%.1f",
-		n, cfg.bodySize, rate(filled), rate(exportTook), rate(pacedTook), rate(importTook), rate(apiTook), rate(deleteTook), float64(size)/(1<<20),
-		float64(exportHeap)/(1<<20), float64(importHeap)/(1<<20))
-	if len(cfg.backends) > 0 {
-		pct := func(cpu, took time.Duration) float64 { return 100 * cpu.Seconds() / took.Seconds() }
+	b.size, err = f.Seek(0, io.SeekCurrent)
+	return err
+}
+
+// exportPaced exports the source topic again, with the default pacing,
+// to nowhere.
+func (b *exportBench) exportPaced(ctx context.Context) error {
+	var err error
+	b.paced, err = benchPhase(ctx, b.cfg, func() error {
+		_, err := b.c.ExportJSON(ctx, b.src, io.Discard, delayq.ExportOptions{})
+		return err
+	})
+	return err
+}
+
+// importFile imports f, the export, into the second topic, and checks
+// that every message was.
+func (b *exportBench) importFile(ctx context.Context, f *os.File) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	var imported delayq.ImportStats
+	var err error
+	b.imported, err = benchPhase(ctx, b.cfg, func() error {
+		var err error
+		imported, err = b.c.ImportJSON(ctx, b.dst, f, delayq.ImportOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if imported.Imported != b.n {
+		return fmt.Errorf("imported %d messages, want %d (%+v)", imported.Imported, b.n, imported)
+	}
+	return nil
+}
+
+// deleteFile deletes the messages of f, the export, from the source
+// topic as "delete --in" does, and checks that none is left.
+func (b *exportBench) deleteFile(ctx context.Context, f *os.File) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	var err error
+	b.deleted, err = benchPhase(ctx, b.cfg, func() error {
+		return deleteListed(ctx, b.c, b.src, f.Name(), io.Discard)
+	})
+	if err != nil {
+		return err
+	}
+	if st, err := b.c.Stats(ctx, b.src); err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
+		return fmt.Errorf("after the delete, %s holds %+v (%v)", b.src, st, err)
+	}
+	return nil
+}
+
+// line is the workload's line: the rate of each step, the file's size,
+// the peak heap of the export and of the import and, with --backends,
+// the backends' CPU during each measured step.
+func (b *exportBench) line() string {
+	rate := func(d time.Duration) float64 { return float64(b.n) / d.Seconds() }
+	line := fmt.Sprintf("workload=export n=%d body=%d enqueue_batch_given_rate=%.0f export_rate=%.0f paced_export_rate=%.0f import_rate=%.0f import_api_rate=%.0f delete_rate=%.0f file_mb=%.0f export_heap_mb=%.1f import_heap_mb=%.1f",
+		b.n, b.cfg.bodySize, rate(b.filled), rate(b.exported.took), rate(b.paced.took), rate(b.imported.took), rate(b.importAPI), rate(b.deleted.took), float64(b.size)/(1<<20),
+		float64(b.exported.heap)/(1<<20), float64(b.imported.heap)/(1<<20))
+	if len(b.cfg.backends) > 0 {
+		pct := func(p benchPhaseStats) float64 { return 100 * p.backendCPU.Seconds() / p.took.Seconds() }
 		line += fmt.Sprintf(" export_backend_cpu_pct=%.0f paced_backend_cpu_pct=%.0f import_backend_cpu_pct=%.0f delete_backend_cpu_pct=%.0f",
-			pct(exportCPU, exportTook), pct(pacedCPU, pacedTook), pct(importCPU, importTook), pct(deleteCPU, deleteTook))
+			pct(b.exported), pct(b.paced), pct(b.imported), pct(b.deleted))
 	}
-	return line, nil
+	return line
+}
+
+// benchPhaseStats is what benchPhase measured of a phase: how long it
+// took, the peak Go heap in use meanwhile and the CPU time the backends
+// spent meanwhile.
+type benchPhaseStats struct {
+	took       time.Duration
+	heap       uint64
+	backendCPU time.Duration
 }
 
 // benchPhase runs fn and returns how long it took, the peak Go heap in
 // use meanwhile (sampled every 10 ms, after a GC before it) and the CPU
 // time the backends (--backends) spent meanwhile.
-func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (took time.Duration, heap uint64, backendCPU time.Duration, err error) {
+func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (benchPhaseStats, error) {
 	runtime.GC()
 	cpu0, err := sumBackends(ctx, cfg, portable.BackendCPU)
 	if err != nil {
-		return 0, 0, 0, err
+		return benchPhaseStats{}, err
 	}
 	var peak atomic.Uint64
 	stop := make(chan struct{})
@@ -152,17 +233,17 @@ func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (took tim
 	}()
 	start := time.Now()
 	err = fn()
-	took = time.Since(start)
+	took := time.Since(start)
 	close(stop)
 	wg.Wait()
 	if err != nil {
-		return 0, 0, 0, err
+		return benchPhaseStats{}, err
 	}
 	cpu1, err := sumBackends(ctx, cfg, portable.BackendCPU)
 	if err != nil {
-		return 0, 0, 0, err
+		return benchPhaseStats{}, err
 	}
-	return took, peak.Load(), cpu1 - cpu0, nil
+	return benchPhaseStats{took: took, heap: peak.Load(), backendCPU: cpu1 - cpu0}, nil
 }
 
 // benchImportAPI imports n messages like those of the export workload

@@ -18,105 +18,155 @@ var partitionsPoll = time.Second
 // runPartitions implements "delayq partitions": it prints the topic's
 // partition count and the progress of a change of it, with --set starts
 // one and with --cancel cancels it.
+//
+// Its steps: addPartitionsFlags registers the flags and check refuses
+// those that exclude each other; then, connected, apply does what they
+// ask, and the count and change that result are printed once
+// (finalPartitions) or, with --wait, followed until the change ends
+// (followChange).
 func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("partitions", "--topic T [--set N [--force] | --cancel | --auto [on|off] [--min N] [--max M] [--grow-after D] [--shrink-after D] [--cooldown D]] [--wait] [--json]",
-		"Prints the topic's partition count, as stored in Redis: the count every\n"+
-			"producer, consumer and command of the topic uses, whatever their --partitions\n"+
-			"flag or config says, and the progress of a change of it: the source partitions\n"+
-			"done, the messages moved, what is left to move and the settle time left.\n\n"+
-			"--set N changes the count of the live topic to N, a multiple or a divisor of\n"+
-			"it; the consumers of the topic (delayq sub, or a worker) move the messages and\n"+
-			"end the change, half a minute after it began at the earliest. Asking again for\n"+
-			"the same N is harmless; another N is refused while a change runs, except the\n"+
-			"count it started from, which cancels it. A count past max(64, 32 per live\n"+
-			"consumer) is refused unless --force: each partition costs its owner a lease and\n"+
-			"a polling loop (see docs/partitions.md).\n\n"+
-			"--cancel cancels the running change: the consumers move the messages moved\n"+
-			"already back, and the topic ends at its old count; no message is lost.\n\n"+
-			"--auto lets the count follow the live consumers (--auto off gives it back to\n"+
-			"--set): doubled, up to --max (default 64), once the consumers outnumber the\n"+
-			"partitions for --grow-after (10s); halved, down to --min (default 1), once\n"+
-			"they are at most a quarter of them for --shrink-after (10m); never within\n"+
-			"--cooldown (10s) of the end of the last change. The topic's consumers check\n"+
-			"every 5s and begin the change; the settings are stored, and --auto again\n"+
-			"replaces them (flags not given take their defaults).\n\n"+
-			"--wait follows the change until it ends: one updating line on a terminal, a\n"+
-			"line per change of state otherwise. With no consumer running on the topic,\n"+
-			"nothing would end it: --wait then says so and exits with status 1 at once,\n"+
-			"the change started (it ends once a consumer runs). Interrupted, the change goes\n"+
-			"on without the command.", stdout, stderr)
-	set := cmd.fs.Int("set", 0, "change the partition count to `N`")
-	cancel := cmd.fs.Bool("cancel", false, "cancel the running change: the topic goes back to its old count")
-	force := cmd.fs.Bool("force", false, "with --set, allow a count past max(64, 32 per live consumer)")
-	wait := cmd.fs.Bool("wait", false, "follow the change until it ends")
-	asJSON := cmd.fs.Bool("json", false, "print the delayq.PartitionsInfo value as JSON")
-	var auto onOff
-	cmd.fs.Var(&auto, "auto", "let the count follow the live consumers (on, the default with no value), or stop it (off)")
-	var a delayq.AutoPartitions
-	cmd.fs.IntVar(&a.Min, "min", 0, "with --auto, the smallest `count` (default 1)")
-	cmd.fs.IntVar(&a.Max, "max", 0, "with --auto, the largest `count` (default 64)")
-	cmd.fs.DurationVar(&a.GrowAfter, "grow-after", delayq.DefaultAutoGrowAfter, "with --auto, how long the consumers must outnumber the partitions before the count doubles")
-	cmd.fs.DurationVar(&a.ShrinkAfter, "shrink-after", delayq.DefaultAutoShrinkAfter, "with --auto, how long the consumers must be at most a quarter of the partitions before the count halves")
-	cmd.fs.DurationVar(&a.Cooldown, "cooldown", delayq.DefaultAutoCooldown, "with --auto, the time after a change ends before the next may begin")
+		partitionsAbout, stdout, stderr)
+	f := addPartitionsFlags(cmd)
 	if err := cmd.parse(autoValue(args)); err != nil {
 		return err
 	}
+	if err := f.check(cmd); err != nil {
+		return err
+	}
+	return cmd.connect(func(client *delayq.Client) error {
+		info, err := f.apply(ctx, cmd, client)
+		if err != nil {
+			return err
+		}
+		w := &progressWriter{out: stdout, json: f.json, tty: isTerminal(stdout)}
+		if !f.wait || info.Next == 0 {
+			return finalPartitions(w, info, stderr)
+		}
+		return followChange(ctx, client, cmd.c.topic, w, info)
+	})
+}
+
+// partitionsAbout is the description "delayq partitions -h" prints.
+const partitionsAbout = "Prints the topic's partition count, as stored in Redis: the count every\n" +
+	"producer, consumer and command of the topic uses, whatever their --partitions\n" +
+	"flag or config says, and the progress of a change of it: the source partitions\n" +
+	"done, the messages moved, what is left to move and the settle time left.\n\n" +
+	"--set N changes the count of the live topic to N, a multiple or a divisor of\n" +
+	"it; the consumers of the topic (delayq sub, or a worker) move the messages and\n" +
+	"end the change, half a minute after it began at the earliest. Asking again for\n" +
+	"the same N is harmless; another N is refused while a change runs, except the\n" +
+	"count it started from, which cancels it. A count past max(64, 32 per live\n" +
+	"consumer) is refused unless --force: each partition costs its owner a lease and\n" +
+	"a polling loop (see docs/partitions.md).\n\n" +
+	"--cancel cancels the running change: the consumers move the messages moved\n" +
+	"already back, and the topic ends at its old count; no message is lost.\n\n" +
+	"--auto lets the count follow the live consumers (--auto off gives it back to\n" +
+	"--set): doubled, up to --max (default 64), once the consumers outnumber the\n" +
+	"partitions for --grow-after (10s); halved, down to --min (default 1), once\n" +
+	"they are at most a quarter of them for --shrink-after (10m); never within\n" +
+	"--cooldown (10s) of the end of the last change. The topic's consumers check\n" +
+	"every 5s and begin the change; the settings are stored, and --auto again\n" +
+	"replaces them (flags not given take their defaults).\n\n" +
+	"--wait follows the change until it ends: one updating line on a terminal, a\n" +
+	"line per change of state otherwise. With no consumer running on the topic,\n" +
+	"nothing would end it: --wait then says so and exits with status 1 at once,\n" +
+	"the change started (it ends once a consumer runs). Interrupted, the change goes\n" +
+	"on without the command."
+
+// partitionsFlags are the flags of "delayq partitions" beyond the common
+// ones.
+type partitionsFlags struct {
+	set                 int // --set N
+	cancel, force, wait bool
+	json                bool
+	auto                onOff
+	// settings are the automatic count's: --min, --max, --grow-after,
+	// --shrink-after and --cooldown.
+	settings delayq.AutoPartitions
+}
+
+// addPartitionsFlags registers the flags of "delayq partitions" on cmd.
+func addPartitionsFlags(cmd *command) *partitionsFlags {
+	f := &partitionsFlags{}
+	fs, a := cmd.fs, &f.settings
+	fs.IntVar(&f.set, "set", 0, "change the partition count to `N`")
+	fs.BoolVar(&f.cancel, "cancel", false, "cancel the running change: the topic goes back to its old count")
+	fs.BoolVar(&f.force, "force", false, "with --set, allow a count past max(64, 32 per live consumer)")
+	fs.BoolVar(&f.wait, "wait", false, "follow the change until it ends")
+	fs.BoolVar(&f.json, "json", false, "print the delayq.PartitionsInfo value as JSON")
+	fs.Var(&f.auto, "auto", "let the count follow the live consumers (on, the default with no value), or stop it (off)")
+	fs.IntVar(&a.Min, "min", 0, "with --auto, the smallest `count` (default 1)")
+	fs.IntVar(&a.Max, "max", 0, "with --auto, the largest `count` (default 64)")
+	fs.DurationVar(&a.GrowAfter, "grow-after", delayq.DefaultAutoGrowAfter, "with --auto, how long the consumers must outnumber the partitions before the count doubles")
+	fs.DurationVar(&a.ShrinkAfter, "shrink-after", delayq.DefaultAutoShrinkAfter, "with --auto, how long the consumers must be at most a quarter of the partitions before the count halves")
+	fs.DurationVar(&a.Cooldown, "cooldown", delayq.DefaultAutoCooldown, "with --auto, the time after a change ends before the next may begin")
+	return f
+}
+
+// check refuses the parsed flags that do not go together: the settings
+// of an automatic count without --auto (on), --auto with --set or
+// --cancel, --partitions, --cancel with --set, and --force without --set.
+func (f *partitionsFlags) check(cmd *command) error {
 	autoFlags := []string{"min", "max", "grow-after", "shrink-after", "cooldown"}
-	for _, f := range autoFlags {
-		if cmd.isSet(f) && (!cmd.isSet("auto") || !auto.on) {
-			return cmd.usageErr("--%s applies to --auto (on) only", f)
+	for _, name := range autoFlags {
+		if cmd.isSet(name) && (!cmd.isSet("auto") || !f.auto.on) {
+			return cmd.usageErr("--%s applies to --auto (on) only", name)
 		}
 	}
-	if cmd.isSet("auto") && (cmd.isSet("set") || *cancel) {
+	if cmd.isSet("auto") && (cmd.isSet("set") || f.cancel) {
 		return cmd.usageErr("--auto excludes --set and --cancel: the count is automatic or set by hand")
 	}
 	if cmd.isSet("partitions") {
 		return cmd.usageErr("--partitions does not apply: use --set N to change the count")
 	}
-	if *cancel && cmd.isSet("set") {
+	if f.cancel && cmd.isSet("set") {
 		return cmd.usageErr("--cancel and --set exclude each other")
 	}
-	if *force && !cmd.isSet("set") {
+	if f.force && !cmd.isSet("set") {
 		return cmd.usageErr("--force applies to --set only")
 	}
-	return cmd.connect(func(client *delayq.Client) error {
-		topic := cmd.c.topic
-		var info *delayq.PartitionsInfo
-		var err error
-		switch {
-		case cmd.isSet("set"):
-			info, err = client.SetPartitions(ctx, topic, *set, delayq.PartitionsOptions{Force: *force})
-			if errors.Is(err, delayq.ErrTooManyPartitions) {
-				err = fmt.Errorf("%w (--force sets it anyway)", err)
-			}
-		case *cancel:
-			info, err = client.CancelPartitions(ctx, topic)
-		case cmd.isSet("auto"):
-			var set *delayq.AutoPartitions
-			if auto.on {
-				set = &a
-			}
-			if err = client.SetAutoPartitions(ctx, topic, set); err == nil {
-				info, err = client.Partitions(ctx, topic)
-			}
-		default:
-			info, err = client.Partitions(ctx, topic)
+	return nil
+}
+
+// apply does with client what the flags ask of cmd's topic (--set,
+// --cancel, --auto, or nothing but a read) and returns the topic's count
+// and change as they then are.
+func (f *partitionsFlags) apply(ctx context.Context, cmd *command, client *delayq.Client) (*delayq.PartitionsInfo, error) {
+	topic := cmd.c.topic
+	switch {
+	case cmd.isSet("set"):
+		info, err := client.SetPartitions(ctx, topic, f.set, delayq.PartitionsOptions{Force: f.force})
+		if errors.Is(err, delayq.ErrTooManyPartitions) {
+			err = fmt.Errorf("%w (--force sets it anyway)", err)
 		}
-		if err != nil {
-			return err
+		return info, err
+	case f.cancel:
+		return client.CancelPartitions(ctx, topic)
+	case cmd.isSet("auto"):
+		var set *delayq.AutoPartitions
+		if f.auto.on {
+			set = &f.settings
 		}
-		w := &progressWriter{out: stdout, json: *asJSON, tty: isTerminal(stdout)}
-		if !*wait || info.Next == 0 {
-			if err := w.final(info); err != nil {
-				return err
-			}
-			if info.Next != 0 && idle(info) {
-				fmt.Fprintln(stderr, noConsumer(info))
-			}
-			return nil
+		if err := client.SetAutoPartitions(ctx, topic, set); err != nil {
+			return nil, err
 		}
-		return followChange(ctx, client, topic, w, info)
-	})
+		return client.Partitions(ctx, topic)
+	default:
+		return client.Partitions(ctx, topic)
+	}
+}
+
+// finalPartitions prints info once with w and, when a change runs that
+// no consumer moves, says so on stderr (see noConsumer).
+func finalPartitions(w *progressWriter, info *delayq.PartitionsInfo, stderr io.Writer) error {
+	if err := w.final(info); err != nil {
+		return err
+	}
+	if info.Next != 0 && idle(info) {
+		fmt.Fprintln(stderr, noConsumer(info))
+	}
+	return nil
 }
 
 // followChange shows with w the change of topic's count that info shows

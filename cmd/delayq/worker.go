@@ -311,64 +311,122 @@ func (w *worker) ready(ctx context.Context) error {
 
 // run consumes and serves until ctx is done (nil) or a consumer or the
 // HTTP server fails (its error), then shuts down gracefully.
+//
+// Its steps: listen opens the HTTP API's listener, before anything runs;
+// startConsumers runs a consumer per topic and serve the HTTP server,
+// each in a goroutine of its own that ends the run if it fails;
+// logStarted says what runs; once the run ends, stop shuts the server and
+// the consumers down, and run waits for their goroutines.
 func (w *worker) run(ctx context.Context) error {
-	var ln net.Listener
-	if w.cfg.HTTP.Listen != "" {
-		var err error
-		if ln, err = net.Listen("tcp", w.cfg.HTTP.Listen); err != nil {
-			return fmt.Errorf("http: %w", err)
-		}
+	ln, err := w.listen()
+	if err != nil {
+		return err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		runErr  error
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { runErr = err })
-		cancel()
+	r := &workerRun{cancel: cancel}
+	w.startConsumers(runCtx, r)
+	srv := w.serve(ln, r)
+	w.logStarted(ln)
+
+	<-runCtx.Done()
+	if err := w.stop(srv); err != nil {
+		return err
 	}
+	r.wg.Wait()
+	w.log.Info("worker stopped")
+	return r.err
+}
+
+// workerRun is what the goroutines of a worker's run share: the group
+// that waits for them, and the first of their failures, which ends the
+// run. Safe for concurrent use.
+type workerRun struct {
+	wg     sync.WaitGroup
+	cancel context.CancelFunc // ends the run
+	once   sync.Once
+	err    error // the first failure, read after wg.Wait
+}
+
+// fail ends the run with err, unless an earlier failure did.
+func (r *workerRun) fail(err error) {
+	r.once.Do(func() { r.err = err })
+	r.cancel()
+}
+
+// listen opens the listener of [http] listen, nil without one.
+func (w *worker) listen() (net.Listener, error) {
+	if w.cfg.HTTP.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", w.cfg.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	return ln, nil
+}
+
+// startConsumers runs the consumer of each topic under runCtx, each in a
+// goroutine of r; a consumer's failure fails r.
+func (w *worker) startConsumers(runCtx context.Context, r *workerRun) {
 	for _, t := range w.topics {
 		t.running.Store(true)
-		wg.Add(1)
+		r.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer r.wg.Done()
 			defer t.running.Store(false)
 			if err := t.consumer.Run(runCtx); err != nil {
-				fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
+				r.fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
 			}
 		}()
 	}
-	var srv *http.Server
-	if ln != nil {
-		var h http.Handler = withTraceContext(httpapi.New(httpapi.Options{
-			Client: w.clientOf, Duplicates: w.duplicates, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
-			Ready: w.ready, Gatherer: w.reg, Logger: w.base,
-		}))
-		if w.ui != nil {
-			h = withUI(w.ui, h)
-		}
-		srv = &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: workerReadHeaderTimeout,
-			ReadTimeout:       workerReadTimeout,
-			WriteTimeout:      workerWriteTimeout,
-			IdleTimeout:       workerIdleTimeout,
-			ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				fail(fmt.Errorf("http: %w", err))
-			}
-		}()
-		if w.cfg.HTTP.Token == "" {
-			w.log.Warn("the HTTP API needs no token: anyone who reaches it can enqueue and delete ([http] token)")
-		}
+}
+
+// serve serves the HTTP API (with the dashboard, if any) on ln, in a
+// goroutine of r whose failure fails r, and returns its server; nil
+// without ln. It warns when the API needs no token.
+func (w *worker) serve(ln net.Listener, r *workerRun) *http.Server {
+	if ln == nil {
+		return nil
 	}
+	srv := w.httpServer()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			r.fail(fmt.Errorf("http: %w", err))
+		}
+	}()
+	if w.cfg.HTTP.Token == "" {
+		w.log.Warn("the HTTP API needs no token: anyone who reaches it can enqueue and delete ([http] token)")
+	}
+	return srv
+}
+
+// httpServer is the worker's HTTP server: the API, and the dashboard at
+// /ui/ if there is one, with the worker's timeouts, its errors logged.
+func (w *worker) httpServer() *http.Server {
+	var h http.Handler = withTraceContext(httpapi.New(httpapi.Options{
+		Client: w.clientOf, Duplicates: w.duplicates, Proxies: w.client.Proxies, Token: w.cfg.HTTP.Token, MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes,
+		Ready: w.ready, Gatherer: w.reg, Logger: w.base,
+	}))
+	if w.ui != nil {
+		h = withUI(w.ui, h)
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: workerReadHeaderTimeout,
+		ReadTimeout:       workerReadTimeout,
+		WriteTimeout:      workerWriteTimeout,
+		IdleTimeout:       workerIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// logStarted logs that the worker started: its id, Redis, topics,
+// tracing endpoint, the address it listens on (ln's, "" without one) and
+// its dashboard's; it warns when there is no topic to consume.
+func (w *worker) logStarted(ln net.Listener) {
 	names := make([]string, len(w.topics))
 	for i, t := range w.topics {
 		names[i] = t.cfg.Name
@@ -388,8 +446,14 @@ func (w *worker) run(ctx context.Context) error {
 		}
 	}
 	w.log.Info("worker started", attrs...)
+}
 
-	<-runCtx.Done()
+// stop shuts the worker down once its run ended: /readyz fails, the HTTP
+// server srv (nil: none) gets workerHTTPShutdown, at most shutdown_timeout,
+// to finish its requests, and the consumers, draining, get
+// shutdown_timeout and workerStopGrace to hand their partitions back; a
+// consumer that does not is an error.
+func (w *worker) stop(srv *http.Server) error {
 	w.stopping.Store(true)
 	w.log.Info("worker stopping", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout)
 	if srv != nil {
@@ -410,9 +474,7 @@ func (w *worker) run(ctx context.Context) error {
 				t.cfg.Name, w.cfg.Worker.ShutdownTimeout+workerStopGrace, err)
 		}
 	}
-	wg.Wait()
-	w.log.Info("worker stopped")
-	return runErr
+	return nil
 }
 
 // withUI serves the dashboard at /ui/ (it has its own sign-in) and

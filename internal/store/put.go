@@ -208,21 +208,16 @@ type PutGroup struct {
 // go with the decisions, ZADD NX, as for Group.Ahead). res[g][i] is the result of
 // groups[g].Puts[i]. A message held in a segment has it exploded first,
 // and its group is sent again.
+//
+// Its steps: putJobs lists every send of every group; then, round by
+// round, putCmds builds each group's pipeline (groupPutCmds) and one
+// round trip sends them all; putDecisions reads each group's decisions
+// (groupDecisions), explodes the segments that held some of its ids and
+// gathers the second round trip, on the same connection, which lowers
+// the index entries that may be later than their records and revives
+// dead messages. The sends a segment held go round again, once.
 func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]PutResult, error) {
-	res := make([][]PutResult, len(groups))
-	type job struct {
-		g    int
-		idxs []int // the puts of groups[g] to send
-	}
-	var todo []job
-	for g := range groups {
-		res[g] = make([]PutResult, len(groups[g].Puts))
-		idxs := make([]int, len(groups[g].Puts))
-		for i := range idxs {
-			idxs[i] = i
-		}
-		todo = append(todo, job{g, idxs})
-	}
+	res, todo := putJobs(groups)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("send to %d partitions: %w", len(groups), err)
@@ -232,103 +227,14 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 		if try > 1 {
 			return nil, fmt.Errorf("send to partition %d: an id still in a segment", groups[todo[0].g].P)
 		}
-		var cmds []cmd
-		at := make([]int, len(todo)) // the put script's reply of each job
-		ahead := make([]bool, len(todo))
-		sent := make([][]int64, len(todo)) // the due of each message created: its entry sent with the decision
-		for j, jb := range todo {
-			gr := groups[jb.g]
-			args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+5*len(jb.idxs))
-			only := ""
-			if gr.OnlyIfExists {
-				only = "1"
-			}
-			args = append(args, nowMS, only)
-			zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
-			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
-			sent[j] = make([]int64, len(jb.idxs))
-			for k, i := range jb.idxs {
-				m := gr.Puts[i]
-				rec := m.created(nowMS)
-				sent[j][k] = rec.Due
-				args = append(args, m.ID, m.Policy[:1], m.Due, m.MaxWait, rec.Encode())
-				zadd = append(zadd, rec.Due, m.ID)
-				dead = append(dead, m.ID)
-			}
-			at[j] = len(cmds)
-			cmds = append(cmds, cmd{"EVALSHA", args})
-			// Due past the claims' reach: the entries go with the
-			// decisions (an entry earlier than its record is harmless;
-			// the second round trip lowers those that may be later), and
-			// a dead message lives again.
-			if ahead[j] = gr.Ahead && !gr.OnlyIfExists; ahead[j] {
-				cmds = append(cmds, cmd{"ZADD", zadd}, cmd{"ZREM", dead})
-			}
-		}
-		replies, err := roundTrip(ctx, c, cmds)
+		first, sent := s.putCmds(groups, todo, nowMS)
+		replies, err := roundTrip(ctx, c, first)
 		if err != nil {
 			return nil, fmt.Errorf("send to %d partitions: %w", len(todo), err)
 		}
-		var again []job
-		var second []cmd
-		for j, jb := range todo {
-			gr := groups[jb.g]
-			vals, err := redis.Int64s(replies[at[j]], nil)
-			if err != nil || len(vals) != 2*len(jb.idxs) {
-				return nil, fmt.Errorf("send to partition %d: bad reply %v (%v)", gr.P, replies[at[j]], err)
-			}
-			added := 0
-			if ahead[j] {
-				added, _ = redis.Int(replies[at[j]+1], nil)
-			}
-			var index []any
-			dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
-			var held []int
-			for k, i := range jb.idxs {
-				m := gr.Puts[i]
-				o, due := vals[2*k], vals[2*k+1]
-				earlier := o > putEarlier/2
-				if earlier {
-					o -= putEarlier
-				}
-				sent := sent[j][k]
-				if o == PutCreated {
-					due = sent
-				}
-				switch o {
-				case putInSegment:
-					held = append(held, i)
-				case putGone:
-				default:
-					res[jb.g][i] = PutResult{Outcome: int(o), Due: due}
-					if !ahead[j] && o != PutCreated {
-						dead = append(dead, m.ID) // a dead message lives again
-					}
-					// The entry sent with the decision stands unless it
-					// may be later than the record: the message moved
-					// earlier than its entry, its window capped it below
-					// the entry sent, or some id of the group had an
-					// entry already (a message created may have had a
-					// stale, later one).
-					if !ahead[j] || earlier || due < sent || (o == PutCreated && added < len(jb.idxs)) {
-						index = append(index, due, m.ID)
-					}
-				}
-			}
-			if len(held) > 0 {
-				// Exploded, its messages back in scheduled under their
-				// own ids (see explode), then sent again.
-				if _, err := s.explodeFor(ctx, gr.Topic, gr.P, gr.Puts); err != nil {
-					return nil, err
-				}
-				again = append(again, job{jb.g, held})
-			}
-			if len(index) > 0 {
-				second = append(second, s.indexCmd(gr.Topic, gr.P, index))
-			}
-			if len(dead) > 1 {
-				second = append(second, cmd{"ZREM", dead})
-			}
+		second, again, err := s.putDecisions(ctx, groups, todo, sent, replies, res)
+		if err != nil {
+			return nil, err
 		}
 		if len(second) > 0 {
 			if _, err := roundTrip(ctx, c, second); err != nil {
@@ -339,6 +245,170 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 		todo = again
 	}
 	return res, nil
+}
+
+// putJob is what a round of Puts sends of a group: groups[g].Puts[i] for
+// each i of idxs (all of them in the first round, then those a segment
+// held).
+type putJob struct {
+	g    int
+	idxs []int
+}
+
+// putSent is what the first round trip of a round of Puts sent for a job:
+// where the reply of its putScript call is among the replies; whether its
+// index entries went with it (ahead: the ZADD NX and the ZREM of its dead
+// entries follow that reply); and the due of each of its messages if
+// created, the entry sent.
+type putSent struct {
+	at    int
+	ahead bool
+	dues  []int64
+}
+
+// putJobs returns the results of groups, to be filled, and the jobs of
+// the first round of Puts: every send of every group.
+func putJobs(groups []PutGroup) ([][]PutResult, []putJob) {
+	res := make([][]PutResult, len(groups))
+	var todo []putJob
+	for g := range groups {
+		res[g] = make([]PutResult, len(groups[g].Puts))
+		idxs := make([]int, len(groups[g].Puts))
+		for i := range idxs {
+			idxs[i] = i
+		}
+		todo = append(todo, putJob{g, idxs})
+	}
+	return res, todo
+}
+
+// putCmds returns the first round trip of a round of Puts: the commands
+// of each job in turn (groupPutCmds), and what they sent for each.
+func (s *Store) putCmds(groups []PutGroup, todo []putJob, nowMS int64) ([]cmd, []putSent) {
+	var cmds []cmd
+	sent := make([]putSent, len(todo))
+	for j, jb := range todo {
+		gc, ahead, dues := s.groupPutCmds(groups[jb.g], jb.idxs, nowMS)
+		sent[j] = putSent{at: len(cmds), ahead: ahead, dues: dues}
+		cmds = append(cmds, gc...)
+	}
+	return cmds, sent
+}
+
+// groupPutCmds returns the commands that send the puts idxs of gr: the
+// putScript call that decides and writes their records and, for an Ahead
+// group that is not OnlyIfExists (ahead), the index entries at the due of
+// each message if created (ZADD NX) and the removal of their dead
+// entries; with those dues.
+func (s *Store) groupPutCmds(gr PutGroup, idxs []int, nowMS int64) (cmds []cmd, ahead bool, dues []int64) {
+	args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+5*len(idxs))
+	only := ""
+	if gr.OnlyIfExists {
+		only = "1"
+	}
+	args = append(args, nowMS, only)
+	zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
+	dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
+	dues = make([]int64, len(idxs))
+	for k, i := range idxs {
+		m := gr.Puts[i]
+		rec := m.created(nowMS)
+		dues[k] = rec.Due
+		args = append(args, m.ID, m.Policy[:1], m.Due, m.MaxWait, rec.Encode())
+		zadd = append(zadd, rec.Due, m.ID)
+		dead = append(dead, m.ID)
+	}
+	cmds = []cmd{{"EVALSHA", args}}
+	// Due past the claims' reach: the entries go with the decisions (an
+	// entry earlier than its record is harmless; the second round trip
+	// lowers those that may be later), and a dead message lives again.
+	if ahead = gr.Ahead && !gr.OnlyIfExists; ahead {
+		cmds = append(cmds, cmd{"ZADD", zadd}, cmd{"ZREM", dead})
+	}
+	return cmds, ahead, dues
+}
+
+// putDecisions reads the replies of the first round trip of a round of
+// Puts (putCmds), job by job: it fills res with each job's decisions
+// (groupDecisions) and explodes the segments that held some of its ids.
+// It returns the second round trip, and the jobs of the sends a segment
+// held, for the next round.
+func (s *Store) putDecisions(ctx context.Context, groups []PutGroup, todo []putJob, sent []putSent, replies []any, res [][]PutResult) (second []cmd, again []putJob, err error) {
+	for j, jb := range todo {
+		gr := groups[jb.g]
+		cmds, held, err := s.groupDecisions(gr, jb.idxs, sent[j], replies, res[jb.g])
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(held) > 0 {
+			// Exploded, its messages back in scheduled under their
+			// own ids (see explode), then sent again.
+			if _, err := s.explodeFor(ctx, gr.Topic, gr.P, gr.Puts); err != nil {
+				return nil, nil, err
+			}
+			again = append(again, putJob{jb.g, held})
+		}
+		second = append(second, cmds...)
+	}
+	return second, again, nil
+}
+
+// groupDecisions reads the decisions of the puts idxs of gr from the
+// replies (as sent says) into res, the results of gr: the outcome and due
+// of each, none for a message left out (putGone), and for one a segment
+// holds, none either: it is held, to be sent again. It returns what the
+// second round trip sends for gr: the index entries that may be later
+// than their records, lowered (indexEarlierScript), and, unless the first
+// round trip sent it, the removal of the dead entries of the messages the
+// sends revived.
+func (s *Store) groupDecisions(gr PutGroup, idxs []int, sent putSent, replies []any, res []PutResult) (cmds []cmd, held []int, err error) {
+	vals, err := redis.Int64s(replies[sent.at], nil)
+	if err != nil || len(vals) != 2*len(idxs) {
+		return nil, nil, fmt.Errorf("send to partition %d: bad reply %v (%v)", gr.P, replies[sent.at], err)
+	}
+	added := 0
+	if sent.ahead {
+		added, _ = redis.Int(replies[sent.at+1], nil)
+	}
+	var index []any
+	dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
+	for k, i := range idxs {
+		m := gr.Puts[i]
+		o, due := vals[2*k], vals[2*k+1]
+		earlier := o > putEarlier/2
+		if earlier {
+			o -= putEarlier
+		}
+		entry := sent.dues[k]
+		if o == PutCreated {
+			due = entry
+		}
+		switch o {
+		case putInSegment:
+			held = append(held, i)
+		case putGone:
+		default:
+			res[i] = PutResult{Outcome: int(o), Due: due}
+			if !sent.ahead && o != PutCreated {
+				dead = append(dead, m.ID) // a dead message lives again
+			}
+			// The entry sent with the decision stands unless it may be
+			// later than the record: the message moved earlier than its
+			// entry, its window capped it below the entry sent, or some
+			// id of the group had an entry already (a message created
+			// may have had a stale, later one).
+			if !sent.ahead || earlier || due < entry || (o == PutCreated && added < len(idxs)) {
+				index = append(index, due, m.ID)
+			}
+		}
+	}
+	if len(index) > 0 {
+		cmds = append(cmds, s.indexCmd(gr.Topic, gr.P, index))
+	}
+	if len(dead) > 1 {
+		cmds = append(cmds, cmd{"ZREM", dead})
+	}
+	return cmds, held, nil
 }
 
 // created is the record of m if its send creates it at nowMS: its window
