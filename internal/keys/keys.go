@@ -191,6 +191,11 @@ const (
 	// MetaChanged is when the last change of the partition count ended
 	// (unix ms).
 	MetaChanged = "changed"
+	// MetaMost is the largest partition count the topic has had, set
+	// when a change begins: a shrink leaves the keys of the partitions
+	// past the new count (their epoch, their fence), which a drop of the
+	// topic deletes too.
+	MetaMost = "most"
 )
 
 // Rate is a HASH: the token bucket of the topic's rate limit (see

@@ -106,7 +106,8 @@ func (s *Store) ReadAutoState(ctx context.Context, topic string) (AutoState, err
 // KEYS[1]: meta HASH. ARGV[1..5]: the fields partitions, next, since,
 // moved count and reversed; ARGV[6..7]: the fields signal and changed;
 // ARGV[8]: now (unix ms), ARGV[9]: the count seen, ARGV[10]: the target,
-// ARGV[11]: after (ms), ARGV[12]: cooldown (ms).
+// ARGV[11]: after (ms), ARGV[12]: cooldown (ms), ARGV[13]: the field
+// most (the largest count, raised as a change begins).
 // Returns {state, since}: state -1 for a topic that does not exist, 0
 // no signal, 1 a signal held since since, 2 the change begun.
 var autoStepScript = newScript(`
@@ -129,6 +130,7 @@ if now - since < tonumber(ARGV[11]) or now - changed < tonumber(ARGV[12]) then r
 redis.call('HDEL', KEYS[1], ARGV[4], ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[8])
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[10])
+redis.call('HSET', KEYS[1], ARGV[13], math.max(cur, target, tonumber(redis.call('HGET', KEYS[1], ARGV[13])) or 0))
 return {2, since}
 `)
 
@@ -140,7 +142,7 @@ return {2, since}
 // caller tells the consumers of a change begun (Changed).
 func (s *Store) AutoStep(ctx context.Context, topic string, count, target int, afterMS, cooldownMS, nowMS int64) (begun bool, since int64, err error) {
 	r, err := s.script(ctx, autoStepScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaNext, keys.MetaSince,
-		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS)
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS, keys.MetaMost)
 	if err != nil {
 		return false, 0, fmt.Errorf("automatic partition count of %s: %w", topic, err)
 	}

@@ -24,7 +24,7 @@ import (
 func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.script(ctx, changeScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, n, nowMS,
-		keys.MetaMovedCount, keys.MetaReversed)
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaMost)
 	if err != nil {
 		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
 	}

@@ -414,7 +414,8 @@ return 1
 // changeScript starts a change of the partition count.
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the new count, ARGV[5]: now (unix ms), ARGV[6..7]: the fields
-// moved count and reversed (cleared when a change starts).
+// moved count and reversed (cleared when a change starts), ARGV[8]: the
+// field most (the largest count, raised as a change begins).
 // Returns {count, next, since}: next and since 0 when no change runs (the
 // count is the new one already); {-1, 0, 0} for a topic that does not exist;
 // {-2, count, next} when a change to another count runs.
@@ -431,6 +432,7 @@ if cur == n then return {cur, 0, 0} end
 redis.call('HDEL', KEYS[1], ARGV[6], ARGV[7])
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[8], math.max(cur, n, tonumber(redis.call('HGET', KEYS[1], ARGV[8])) or 0))
 return {cur, n, tonumber(ARGV[5])}
 `)
 

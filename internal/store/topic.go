@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/partition"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -54,7 +55,8 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 }
 
 // DropTopic deletes every key of topic: those of its partitions (as many
-// as its stored count says, both counts' while a change runs), its
+// as the largest count it has had, keys.MetaMost: a shrink leaves the
+// epoch and fence of the partitions past its new count), its
 // members, its schedules, its entry among the topics, and last its
 // metadata, so that a drop cut short can be run again. It checks nothing:
 // Client.DeleteTopic checks first that nothing uses the topic;
@@ -65,6 +67,11 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
+	most, err := s.mostPartitions(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("drop topic %s: %w", topic, err)
+	}
+	n = max(n, most)
 	del := func(k string) cmd { return cmd{"DEL", []any{k}} }
 	var cmds []cmd
 	for p := range n {
@@ -82,4 +89,26 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
 	return nil
+}
+
+// mostPartitions returns the largest partition count topic has had
+// (keys.MetaMost), 0 when it never changed; partition.MaxPartitions for a
+// topic whose count changed before the largest was recorded, whose
+// leftover partitions cannot be told otherwise.
+func (s *Store) mostPartitions(ctx context.Context, topic string) (int, error) {
+	r, err := s.do(ctx, cmd{"HMGET", []any{keys.Meta(s.ns, topic), keys.MetaMost, keys.MetaChanged}})
+	if err != nil {
+		return 0, err
+	}
+	vals, err := redis.Values(r[0], nil)
+	if err != nil || len(vals) != 2 {
+		return 0, fmt.Errorf("largest partition count: bad reply %v (%v)", r[0], err)
+	}
+	switch {
+	case vals[0] != nil:
+		return redis.Int(vals[0], nil)
+	case vals[1] != nil:
+		return partition.MaxPartitions, nil
+	}
+	return 0, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -95,5 +96,61 @@ func TestDropTopic(t *testing.T) {
 				t.Errorf("dropping it again: %v", err)
 			}
 		})
+	}
+}
+
+// TestDropTopicAfterShrink: a topic shrunk from 8 to 4 partitions keeps
+// the epoch and fence of partitions 4-7 (what their owners left); its
+// drop deletes them, whether the largest count was recorded as the
+// change began or, for a change older than that record, not at all.
+func TestDropTopicAfterShrink(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	for _, recorded := range []bool{true, false} {
+		topic := fmt.Sprintf("shrunk-%v", recorded)
+		now := time.Now().UnixMilli()
+		if _, err := s.EnsureTopic(ctx, topic, 8, now); err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for p := 4; p < 8; p++ {
+			token, err := s.NextToken(ctx, topic, p, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RaiseFence(ctx, topic, p, token); err != nil {
+				t.Fatal(err)
+			}
+			left = append(left, keys.Epoch(s.ns, topic, p), keys.Scheduled(s.ns, topic, p))
+		}
+		if _, err := s.BeginChange(ctx, topic, 4, now); err != nil {
+			t.Fatal(err)
+		}
+		// The change ends as the last mover's MarkMoved ends it.
+		meta := keys.Meta(s.ns, topic)
+		end := []cmd{{"HSET", []any{meta, keys.MetaPartitions, 4}}, {"HDEL", []any{meta, keys.MetaNext, keys.MetaSince}},
+			{"HSET", []any{meta, keys.MetaChanged, now}}}
+		if !recorded {
+			end = append(end, cmd{"HDEL", []any{meta, keys.MetaMost}})
+		}
+		if _, err := s.do(ctx, end...); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.TopicPartitions(ctx, topic); err != nil || n != 4 {
+			t.Fatalf("%s: %d partitions after the change, %v; want 4", topic, n, err)
+		}
+		if err := s.DropTopic(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range left {
+			r, err := s.do(ctx, cmd{"EXISTS", []any{k}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, _ := redis.Int(r[0], nil); e == 1 {
+				t.Errorf("%s: %s left after the drop", topic, k)
+			}
+		}
 	}
 }
