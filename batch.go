@@ -44,17 +44,51 @@ func (c *Client) retrying(ctx context.Context) context.Context {
 // res[i], unless res[i].Err is set already; parts is scratch space, one
 // slot per message. It sets each message's outcome in res[i].Err; the
 // error is for a failure of the whole write.
+//
+// Its steps: place gives each message its partition (and a generated id);
+// sortWrites tells how each is written (its writeKind) and orders them,
+// the sends with a policy (isPut) set aside; cutGroup cuts them into
+// groups of one topic, partition and kind; addGroups writes the groups
+// (store.AddMany), writePuts the sends with a policy and putGroups adds
+// their partitions to the groups; setOutcomes fills in the outcomes; wake
+// wakes the owners of partitions that got a message due soon.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
 	ctx = c.retrying(ctx)
 	if err := c.place(ctx, now, msgs, parts, res); err != nil {
 		return err
 	}
-	// The messages to write, in groups of one topic, partition and
-	// freshness, each group in the callers' order (a stable sort: after
-	// steering, the usual batch is one group already).
 	kind := make([]writeKind, len(msgs))
-	idx := make([]int, 0, len(msgs))
-	var puts []int
+	idx, puts := sortWrites(now, msgs, parts, res, kind)
+	var groups []store.Group
+	var members [][]int // the indexes of each group's messages
+	for rest := idx; len(rest) > 0; {
+		var g store.Group
+		var m []int
+		g, m, rest = cutGroup(now, msgs, parts, res, kind, rest)
+		groups, members = append(groups, g), append(members, m)
+	}
+	if err := c.addGroups(ctx, groups, members, res); err != nil {
+		return err
+	}
+	if len(puts) > 0 {
+		if err := c.writePuts(ctx, now, msgs, parts, res, puts); err != nil {
+			return err
+		}
+		groups, members = putGroups(msgs, parts, puts, groups, members)
+	}
+	setOutcomes(res)
+	c.wake(ctx, now, groups, members, res)
+	return nil
+}
+
+// sortWrites returns the messages to write (indexes into msgs) in groups
+// of one topic, partition and kind, each group in the callers' order (a
+// stable sort: after steering, the usual batch is one group already), and
+// apart from them the sends with a policy (see isPut), in the callers'
+// order. It sets each message's kind in kind[i]. Messages whose res[i].Err
+// is set are in neither.
+func sortWrites(now time.Time, msgs []Message, parts []int, res []EnqueueResult, kind []writeKind) (idx, puts []int) {
+	idx = make([]int, 0, len(msgs))
 	for i := range msgs {
 		if res[i].Err != nil {
 			continue
@@ -84,40 +118,54 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		}
 		return cmp.Compare(kind[a], kind[b])
 	})
-	var groups []store.Group
-	var members [][]int // the indexes of each group's messages
-	for lo := 0; lo < len(idx); {
-		first := idx[lo]
-		hi := lo + 1
-		for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && kind[idx[hi]] == kind[first] {
-			hi++
-		}
-		group := idx[lo:hi]
-		lo = hi
-		topic := msgs[first].Topic
-		if kind[first] != writeFresh && len(group) > 1 {
-			group = firstOfEach(group, msgs, res)
-		}
-		news := make([]store.NewMessage, len(group))
-		recs := make([]store.Record, len(group)) // one allocation for the group
-		for j, i := range group {
-			recs[j] = store.Record{
-				Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
-				MaxAttempts: msgs[i].MaxAttempts, Trace: msgs[i].trace, Body: msgs[i].Body,
-			}
-			news[j] = store.NewMessage{ID: res[i].ID, Record: &recs[j]}
-			if imp := msgs[i].imported; imp != nil {
-				imp.fill(&recs[j])
-				news[j].DiedAt = imp.diedAt
-			}
-		}
-		groups = append(groups, store.Group{
-			Topic: topic, P: parts[first], Msgs: news,
-			Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead, Dead: kind[first] == writeDead,
-		})
-		members = append(members, group)
+	return idx, puts
+}
+
+// cutGroup cuts the first group AddMany writes off idx, sorted by
+// sortWrites: the messages of its first message's topic, partition and
+// kind, with their records. It returns the group, the indexes of its
+// messages and the rest of idx. A given id that came earlier in the group
+// is left out, its result ErrDuplicate (see firstOfEach).
+func cutGroup(now time.Time, msgs []Message, parts []int, res []EnqueueResult, kind []writeKind, idx []int) (g store.Group, members, rest []int) {
+	first := idx[0]
+	hi := 1
+	for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && kind[idx[hi]] == kind[first] {
+		hi++
 	}
-	// At most maxPipeline records per round trip.
+	members, rest = idx[:hi], idx[hi:]
+	if kind[first] != writeFresh && len(members) > 1 {
+		members = firstOfEach(members, msgs, res)
+	}
+	g = store.Group{
+		Topic: msgs[first].Topic, P: parts[first], Msgs: newMessages(now, msgs, res, members),
+		Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead, Dead: kind[first] == writeDead,
+	}
+	return g, members, rest
+}
+
+// newMessages returns the records of the messages group (indexes into
+// msgs), written now, with the fields an import keeps.
+func newMessages(now time.Time, msgs []Message, res []EnqueueResult, group []int) []store.NewMessage {
+	news := make([]store.NewMessage, len(group))
+	recs := make([]store.Record, len(group)) // one allocation for the group
+	for j, i := range group {
+		recs[j] = store.Record{
+			Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
+			MaxAttempts: msgs[i].MaxAttempts, Trace: msgs[i].trace, Body: msgs[i].Body,
+		}
+		news[j] = store.NewMessage{ID: res[i].ID, Record: &recs[j]}
+		if imp := msgs[i].imported; imp != nil {
+			imp.fill(&recs[j])
+			news[j].DiedAt = imp.diedAt
+		}
+	}
+	return news
+}
+
+// addGroups writes groups with store.AddMany, at most maxPipeline records
+// per round trip (a group larger than that alone), and sets the result
+// of each message of members[g].
+func (c *Client) addGroups(ctx context.Context, groups []store.Group, members [][]int, res []EnqueueResult) error {
 	for lo := 0; lo < len(groups); {
 		hi, n := lo, 0
 		for hi < len(groups) && (hi == lo || n+len(groups[hi].Msgs) <= maxPipeline) {
@@ -135,31 +183,36 @@ func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts
 		}
 		lo = hi
 	}
-	if len(puts) > 0 {
-		if err := c.writePuts(ctx, now, msgs, parts, res, puts); err != nil {
-			return err
+	return nil
+}
+
+// putGroups returns groups and members with a group (no messages) for
+// each partition the sends with a policy puts went to, for wake; it
+// sorts puts.
+func putGroups(msgs []Message, parts []int, puts []int, groups []store.Group, members [][]int) ([]store.Group, [][]int) {
+	slices.SortStableFunc(puts, func(a, b int) int {
+		return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(parts[a], parts[b]))
+	})
+	for lo := 0; lo < len(puts); {
+		hi := lo + 1
+		for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && parts[puts[hi]] == parts[puts[lo]] {
+			hi++
 		}
-		// The owners to wake: one group per partition of the sends.
-		slices.SortStableFunc(puts, func(a, b int) int {
-			return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(parts[a], parts[b]))
-		})
-		for lo := 0; lo < len(puts); {
-			hi := lo + 1
-			for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && parts[puts[hi]] == parts[puts[lo]] {
-				hi++
-			}
-			groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: parts[puts[lo]]})
-			members = append(members, puts[lo:hi])
-			lo = hi
-		}
+		groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: parts[puts[lo]]})
+		members = append(members, puts[lo:hi])
+		lo = hi
 	}
+	return groups, members
+}
+
+// setOutcomes sets the outcome of each message written without a policy
+// (those with one have theirs from writePuts) from its error.
+func setOutcomes(res []EnqueueResult) {
 	for i := range res {
 		if res[i].Outcome == "" {
 			res[i].Outcome = outcomeOf(res[i].Err)
 		}
 	}
-	c.wake(ctx, now, groups, members, res)
-	return nil
 }
 
 // place records each message's topic on its first use and gives each

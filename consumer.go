@@ -95,6 +95,15 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // out an outage (logged once by the client; see
 // docs/proxies.md, "Proxy outages"). It returns an error only if it could not start (a topic or
 // schedule Redis refuses) or was already run.
+//
+// Its steps: start (the topic, its schedules, limits, automatic count and
+// controls); the watch of the topic's change counter; the goroutines
+// beside the partition loops (background: the followers of the controls
+// and of the automatic count, the limiter, the kept acks); the lease
+// manager (newRun, consumerRun.managerOptions), whose Work runs a
+// partition loop for each partition the consumer owns (consumerRun.loop)
+// and whose stop arms the hard stop (consumerRun.stopping); manage, until
+// ctx is done or Shutdown is called; then the end (consumerRun.end).
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
@@ -108,90 +117,132 @@ func (k *Consumer) Run(ctx context.Context) error {
 	}
 	changes, unwatch := k.c.watch.subscribe(k.opts.Topic, k.opts.ChangePoll)
 	defer unwatch()
-	fctx, stopFollow := context.WithCancel(context.Background())
-	followed, autoDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(followed)
-		k.followControls(fctx)
-	}()
-	go func() {
-		defer close(autoDone)
-		k.followAuto(fctx)
-	}()
-	defer func() {
-		stopFollow()
-		<-followed
-		<-autoDone
-	}()
+	defer background(k.followControls, k.followAuto)()
 	// The limits' slots held are given back once every loop returned.
 	lim := newLimiter(k)
-	limCtx, stopLim := context.WithCancel(context.Background())
-	limDone := make(chan struct{})
-	go func() {
-		defer close(limDone)
-		lim.run(limCtx)
-	}()
-	defer func() {
-		stopLim()
-		<-limDone
-	}()
+	defer background(lim.run)()
 	// Acks the loops could not write before they lost their leases are
 	// written once Redis answers, until the consumer stops.
 	kept := newKeptAcks(k)
-	keptCtx, stopKept := context.WithCancel(context.Background())
-	keptDone := make(chan struct{})
-	go func() {
-		defer close(keptDone)
-		kept.run(keptCtx)
-	}()
-	defer func() {
-		stopKept()
-		<-keptDone
-	}()
-	d := poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
-	work, hardStop := context.WithCancel(context.Background())
-	defer hardStop()
-	abandon := make(chan struct{})
-	var hard *time.Timer
-	topic, ns := k.opts.Topic, k.c.opts.Namespace
-	m, err := lease.NewManager(lease.ManagerOptions{
-		Topic: topic, ID: k.opts.ID, Partitions: l.Span(), Span: k.readLayout,
-		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, Changes: changes,
-		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
-		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
-		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },
-		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
-			wake, unwatch := k.c.watch.subscribe(keys.WakeField(topic, p), k.opts.ChangePoll)
-			defer unwatch()
-			cfg := k.pollerConfig(p, l, d, work, abandon)
-			cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, lim
-			cfg.Keep = func(ids []string, headers [][]byte) { kept.keep(p, ids, headers) }
-			return poller.Run(l.Ctx(), stop, cfg)
-		},
-		Stopping: func() {
-			k.log.Info("consumer stopping", "owned", len(k.Stats().Owned))
-			// Past ShutdownTimeout, running handlers are cancelled; a
-			// second later, loops stop waiting for those that ignore it.
-			hard = time.AfterFunc(k.opts.ShutdownTimeout, func() {
-				hardStop()
-				time.AfterFunc(time.Second, func() { close(abandon) })
-			})
-		},
-		Gained: func(int) {
-			k.count(eventLeasesGained, 1)
-			outage.LeaseGained()
-		},
-		Lost: func(int) {
-			k.count(eventLeasesLost, 1)
-			outage.LeaseLost()
-		},
-		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog, Quiet: outage.Quiet,
-	})
+	defer background(kept.run)()
+	r := k.newRun(outage, lim, kept)
+	defer r.hardStop()
+	m, err := lease.NewManager(r.managerOptions(l, changes))
 	if err != nil {
 		return err
 	}
 	k.mgr.Store(m)
 	k.log.Info("consumer started", "partitions", l.Count, "changing_to", l.Next, "concurrency", k.opts.Concurrency)
+	k.manage(ctx, m)
+	r.end()
+	k.log.Info("consumer stopped")
+	return nil
+}
+
+// background runs each of fs in a goroutine of its own, under one
+// context, and returns the function that cancels it and waits until
+// every one returned.
+func background(fs ...func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx)
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// consumerRun is what one Run shares with the callbacks of its lease
+// manager: the parts every partition loop uses, and the hard stop.
+type consumerRun struct {
+	k      *Consumer
+	outage *store.Outage
+	lim    *limiter
+	kept   *keptAcks
+	d      *poller.Dispatcher // the handler workers the loops share
+	// work is the context the handlers run under, which the run owns:
+	// hardStop cancels it ShutdownTimeout after the stop began, and
+	// abandon is closed a second later, when the loops stop waiting for
+	// handlers that ignore it. hard is that timer, once the stop began.
+	work     context.Context
+	hardStop context.CancelFunc
+	abandon  chan struct{}
+	hard     *time.Timer
+}
+
+// newRun returns the parts of a run the loops share: the dispatcher of
+// the consumer's handlers and the context they run under.
+func (k *Consumer) newRun(outage *store.Outage, lim *limiter, kept *keptAcks) *consumerRun {
+	r := &consumerRun{k: k, outage: outage, lim: lim, kept: kept}
+	r.d = poller.NewDispatcher(k.opts.Concurrency, k.opts.Prefetch, k.handle)
+	r.work, r.hardStop = context.WithCancel(context.Background())
+	r.abandon = make(chan struct{})
+	return r
+}
+
+// managerOptions returns the options of the lease manager of a topic
+// whose layout start read as l, and whose change counter's moves come on
+// changes.
+func (r *consumerRun) managerOptions(l *store.Layout, changes <-chan struct{}) lease.ManagerOptions {
+	k := r.k
+	topic, ns := k.opts.Topic, k.c.opts.Namespace
+	return lease.ManagerOptions{
+		Topic: topic, ID: k.opts.ID, Partitions: l.Span(), Span: k.readLayout,
+		Expiry: k.opts.Lease, Heartbeat: k.opts.Heartbeat, Changes: changes,
+		Members: k.c.store, Redsync: redsync.New(redigo.NewPool(k.c.store.Pool())),
+		Name:  func(p int) string { return keys.Lease(ns, topic, p) },
+		Value: func() string { return keys.LeaseValue(k.opts.ID, NewID(time.Now())) },
+		Work:  r.loop, Stopping: r.stopping, Gained: r.gained, Lost: r.lost,
+		Logger: k.log, Now: k.c.opts.Now, Errors: k.c.errLog, Quiet: r.outage.Quiet,
+	}
+}
+
+// loop is the lease manager's Work: it runs the partition loop of p
+// (poller.Run) under its lease l until stop, woken by the partition's
+// wake-ups, paused with the topic, its claims granted by the limiter, and
+// its acks kept when it loses the lease with some unwritten.
+func (r *consumerRun) loop(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+	k := r.k
+	wake, unwatch := k.c.watch.subscribe(keys.WakeField(k.opts.Topic, p), k.opts.ChangePoll)
+	defer unwatch()
+	cfg := k.pollerConfig(p, l, r.d, r.work, r.abandon)
+	cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, r.lim
+	cfg.Keep = func(ids []string, headers [][]byte) { r.kept.keep(p, ids, headers) }
+	return poller.Run(l.Ctx(), stop, cfg)
+}
+
+// stopping is called once when the lease manager begins to stop: it arms
+// the hard stop. Past ShutdownTimeout, running handlers are cancelled; a
+// second later, loops stop waiting for those that ignore it.
+func (r *consumerRun) stopping() {
+	r.k.log.Info("consumer stopping", "owned", len(r.k.Stats().Owned))
+	r.hard = time.AfterFunc(r.k.opts.ShutdownTimeout, func() {
+		r.hardStop()
+		time.AfterFunc(time.Second, func() { close(r.abandon) })
+	})
+}
+
+// gained counts a lease gained, and tells the outage.
+func (r *consumerRun) gained(int) {
+	r.k.count(eventLeasesGained, 1)
+	r.outage.LeaseGained()
+}
+
+// lost counts a lease lost, and tells the outage.
+func (r *consumerRun) lost(int) {
+	r.k.count(eventLeasesLost, 1)
+	r.outage.LeaseLost()
+}
+
+// manage runs the lease manager m until ctx is done or Shutdown is
+// called (or Limit deliveries started), and its graceful stop.
+func (k *Consumer) manage(ctx context.Context, m *lease.Manager) {
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -202,13 +253,17 @@ func (k *Consumer) Run(ctx context.Context) error {
 		}
 	}()
 	m.Run(mctx)
-	k.stop()
-	if hard != nil {
-		hard.Stop()
+}
+
+// end ends the run once the manager returned: the consumer is stopped
+// (when ctx ended it, a later Shutdown has nothing to stop), the hard
+// stop is disarmed and the dispatcher closed.
+func (r *consumerRun) end() {
+	r.k.stop()
+	if r.hard != nil {
+		r.hard.Stop()
 	}
-	d.Close()
-	k.log.Info("consumer stopped")
-	return nil
+	r.d.Close()
 }
 
 // Backoff of a consumer's start while Redis cannot be reached.

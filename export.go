@@ -92,105 +92,163 @@ type ExportStats struct {
 // fails with ErrChangeRunning, to be run again.
 //
 // emit may keep the message it is given: each is its own.
+//
+// Its steps: the options' defaults (ExportOptions.setDefaults); the
+// topic's layout and the order of its partitions (exportOrder); then, for
+// each partition, its scan (exporter.scanPartition: each read's messages
+// emitted by exporter.emitRead, then a pause, exportPause), and the check
+// that no change of the count began meanwhile (exportLayoutSame).
 func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
 	begin := time.Now()
-	var st ExportStats
 	if err := validateTopic(topic); err != nil {
-		return st, err
+		return ExportStats{}, err
 	}
-	if opts.Batch == 0 {
-		opts.Batch = DefaultExportBatch
-	}
-	if opts.Pace == 0 {
-		opts.Pace = DefaultExportPace
-	}
-	if opts.Batch < 0 || opts.Rate < 0 {
-		return st, fmt.Errorf("%w: export of %s: Batch %d and Rate %d must not be negative", ErrInvalid, topic, opts.Batch, opts.Rate)
-	}
-	for _, s := range opts.States {
-		if !validState(s) {
-			return st, fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead)
-		}
+	if err := opts.setDefaults(topic); err != nil {
+		return ExportStats{}, err
 	}
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
-		return st, err
+		return ExportStats{}, err
 	}
-	// The partitions messages move out of first, then the others.
+	ex := &exporter{c: c, topic: topic, opts: opts, l: l, emit: emit, begin: begin, moving: map[string]struct{}{}}
+	for _, p := range exportOrder(l) {
+		if err := ex.scanPartition(ctx, p); err != nil {
+			return ex.st, err
+		}
+		if err := c.exportLayoutSame(ctx, topic, l); err != nil {
+			return ex.st, err
+		}
+	}
+	ex.st.Elapsed = time.Since(begin)
+	return ex.st, nil
+}
+
+// setDefaults sets the default of each zero field of o, and fails,
+// naming topic, on a negative Batch or Rate or an unknown state.
+func (o *ExportOptions) setDefaults(topic string) error {
+	if o.Batch == 0 {
+		o.Batch = DefaultExportBatch
+	}
+	if o.Pace == 0 {
+		o.Pace = DefaultExportPace
+	}
+	if o.Batch < 0 || o.Rate < 0 {
+		return fmt.Errorf("%w: export of %s: Batch %d and Rate %d must not be negative", ErrInvalid, topic, o.Batch, o.Rate)
+	}
+	for _, s := range o.States {
+		if !validState(s) {
+			return fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead)
+		}
+	}
+	return nil
+}
+
+// exportOrder returns the partitions of layout l in the order an export
+// reads them: the partitions messages move out of first, then the others.
+func exportOrder(l store.Layout) []int {
 	order := l.Sources()
 	for p := range l.Span() {
 		if !l.IsSource(p) {
 			order = append(order, p)
 		}
 	}
-	moving := map[string]struct{}{} // ids read in a source partition that belong elsewhere
-	for _, p := range order {
-		source := l.IsSource(p)
-		seen := map[string]struct{}{}
-		var leftBefore int64
-		for cursor, done, scan := "0", false, 1; !done; {
-			t0 := time.Now()
-			pass, err := c.store.ExportScan(ctx, topic, p, cursor, opts.Batch)
-			if err != nil {
-				return st, err
-			}
-			took := time.Since(t0)
-			if c.exportRead != nil {
-				c.exportRead(p, scan, pass.Next == "0")
-			}
-			if cursor == "0" {
-				leftBefore = pass.LeftBefore
-			}
-			cursor, done = pass.Next, pass.Next == "0"
-			if done && scan == 1 && pass.LeftAfter != leftBefore {
-				// Messages left segments during the scan: a second
-				// scan finds those whose new field the first passed.
-				cursor, done, scan = "0", false, 2
-				st.Rescans++
-			}
-			st.Reads++
-			for _, bad := range pass.Corrupt {
-				st.Corrupt++
-				c.log.Warn("export: undecodable record left out", "topic", topic, "partition", p, "record", bad)
-			}
-			for _, m := range pass.Msgs {
-				if _, ok := seen[m.ID]; ok {
-					st.Duplicates++
-					continue
-				}
-				seen[m.ID] = struct{}{}
-				if source {
-					if l.Place(m.ID) != p {
-						moving[m.ID] = struct{}{}
-					}
-				} else if _, ok := moving[m.ID]; ok {
-					st.Duplicates++
-					continue
-				}
-				e := exportedOf(m)
-				if len(opts.States) > 0 && !slices.Contains(opts.States, e.State) {
-					st.Filtered++
-					continue
-				}
-				if err := emit(e); err != nil {
-					return st, err
-				}
-				st.Exported++
-			}
-			st.Elapsed = time.Since(begin)
-			if opts.Progress != nil {
-				opts.Progress(st)
-			}
-			if err := exportPause(ctx, took, opts, st, begin); err != nil {
-				return st, err
-			}
+	return order
+}
+
+// exporter is one Export under way: what it reads, what it has read and
+// its counts.
+type exporter struct {
+	c     *Client
+	topic string
+	opts  ExportOptions
+	l     store.Layout // the topic's, as read at the start
+	emit  func(*ExportedMessage) error
+	begin time.Time
+	st    ExportStats
+	// moving holds the ids read in a source partition that belong
+	// elsewhere, left out when read there.
+	moving map[string]struct{}
+}
+
+// scanPartition reads partition p with HSCAN, opts.Batch fields at a
+// time, and emits its messages (see emitRead), pausing after each read
+// (see exportPause). When messages left segments during the scan, it
+// scans p a second time, which finds those whose new field the first
+// passed (see Export).
+func (ex *exporter) scanPartition(ctx context.Context, p int) error {
+	source := ex.l.IsSource(p)
+	seen := map[string]struct{}{}
+	var leftBefore int64
+	for cursor, done, scan := "0", false, 1; !done; {
+		t0 := time.Now()
+		pass, err := ex.c.store.ExportScan(ctx, ex.topic, p, cursor, ex.opts.Batch)
+		if err != nil {
+			return err
 		}
-		if err := c.exportLayoutSame(ctx, topic, l); err != nil {
-			return st, err
+		took := time.Since(t0)
+		if ex.c.exportRead != nil {
+			ex.c.exportRead(p, scan, pass.Next == "0")
+		}
+		if cursor == "0" {
+			leftBefore = pass.LeftBefore
+		}
+		cursor, done = pass.Next, pass.Next == "0"
+		if done && scan == 1 && pass.LeftAfter != leftBefore {
+			// Messages left segments during the scan: a second
+			// scan finds those whose new field the first passed.
+			cursor, done, scan = "0", false, 2
+			ex.st.Rescans++
+		}
+		ex.st.Reads++
+		if err := ex.emitRead(p, source, seen, &pass); err != nil {
+			return err
+		}
+		ex.st.Elapsed = time.Since(ex.begin)
+		if ex.opts.Progress != nil {
+			ex.opts.Progress(ex.st)
+		}
+		if err := exportPause(ctx, took, ex.opts, ex.st, ex.begin); err != nil {
+			return err
 		}
 	}
-	st.Elapsed = time.Since(begin)
-	return st, nil
+	return nil
+}
+
+// emitRead logs the undecodable records of a read of partition p and
+// emits its messages in opts.States, but those read before: in p (seen,
+// the ids read there so far) or, for a partition that is no source, in a
+// source (moving). In a source, it adds to moving the ids that belong
+// elsewhere.
+func (ex *exporter) emitRead(p int, source bool, seen map[string]struct{}, pass *store.ExportPass) error {
+	for _, bad := range pass.Corrupt {
+		ex.st.Corrupt++
+		ex.c.log.Warn("export: undecodable record left out", "topic", ex.topic, "partition", p, "record", bad)
+	}
+	for _, m := range pass.Msgs {
+		if _, ok := seen[m.ID]; ok {
+			ex.st.Duplicates++
+			continue
+		}
+		seen[m.ID] = struct{}{}
+		if source {
+			if ex.l.Place(m.ID) != p {
+				ex.moving[m.ID] = struct{}{}
+			}
+		} else if _, ok := ex.moving[m.ID]; ok {
+			ex.st.Duplicates++
+			continue
+		}
+		e := exportedOf(m)
+		if len(ex.opts.States) > 0 && !slices.Contains(ex.opts.States, e.State) {
+			ex.st.Filtered++
+			continue
+		}
+		if err := ex.emit(e); err != nil {
+			return err
+		}
+		ex.st.Exported++
+	}
+	return nil
 }
 
 // exportLayoutSame fails when a change of the partition count began since

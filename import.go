@@ -240,126 +240,179 @@ func (b *importBatch) parse(strict bool) {
 // schedules among the messages (ids beginning with ScheduleIDPrefix) are
 // counted and left out: the imported schedule's chain writes its pending
 // occurrence, at the time the schedule's line gives.
+//
+// Its steps: the options' defaults (ImportOptions.setDefaults); then the
+// lines are read into batches, and each batch of opts.Batch lines is sent
+// (importer.send) to a goroutine of its own (importBatch.run: parse, then
+// write); with opts.Writers batches under way, the oldest is finished
+// (importer.finish: waited for, then counted and reported,
+// importer.count); at the end of the input, a failed batch or a strict
+// import's halt, the batches left are finished (importer.end).
 func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
-	var st ImportStats
-	if opts.Batch == 0 {
-		opts.Batch = DefaultImportBatch
+	if err := opts.setDefaults(); err != nil {
+		return ImportStats{}, err
 	}
-	if opts.Writers == 0 {
-		opts.Writers = DefaultImportWriters
-	}
-	if opts.Batch < 0 || opts.Writers < 0 {
-		return st, fmt.Errorf("%w: ImportOptions.Batch %d and Writers %d must not be negative", ErrInvalid, opts.Batch, opts.Writers)
-	}
-	report := func(line int, id string, err error) {
-		if opts.Report != nil {
-			opts.Report(line, id, err)
-		}
-	}
-	// Batches under way, oldest first: their outcomes are counted and
-	// reported in that order, by this goroutine.
-	var queue []*importBatch
-	var failed, halted error
-	finish := func() {
-		b := queue[0]
-		queue = queue[1:]
-		<-b.done
-		if failed != nil || halted != nil {
-			return
-		}
-		if b.err != nil {
-			failed = fmt.Errorf("lines %d to %d: %w", b.rawLines[0], b.rawLines[len(b.rawLines)-1], b.err)
-			return
-		}
-		st.Lines += len(b.msgs) + len(b.bad) + len(b.scheds) + b.occurs
-		st.Malformed += len(b.bad)
-		st.Schedules += len(b.scheds)
-		st.Occurrences += b.occurs
-		// The lines not imported, reported in line order.
-		var reps []badLine
-		for _, x := range b.scheds {
-			if x.err == nil {
-				st.SchedulesImported++
-				continue
-			}
-			reps = append(reps, badLine{x.line, "", x.err})
-		}
-		for i, r := range b.res {
-			switch {
-			case r.Err == nil:
-				st.Imported++
-				continue
-			case errors.Is(r.Err, ErrDuplicate):
-				st.Duplicates++
-			default:
-				st.Rejected++
-			}
-			reps = append(reps, badLine{b.lines[i], b.msgs[i].ID, r.Err})
-		}
-		reps = append(reps, b.bad...)
-		slices.SortStableFunc(reps, func(x, y badLine) int { return x.line - y.line })
-		for _, x := range reps {
-			report(x.line, x.id, x.err)
-		}
-		if b.halt && len(b.bad) > 0 { // the batch with the malformed line: finish counts none after it
-			halted = b.bad[len(b.bad)-1].err
-		}
-		if opts.Progress != nil {
-			opts.Progress(st)
-		}
-	}
-	var prev *importBatch
-	cur := &importBatch{}
-	send := func() {
-		b, before := cur, prev
-		b.parsed, b.done = make(chan struct{}), make(chan struct{})
-		cur, prev = &importBatch{}, b
-		queue = append(queue, b)
-		go func() {
-			defer close(b.done)
-			b.parse(opts.Strict)
-			if before != nil {
-				<-before.parsed // a strict import writes nothing after a malformed line
-				if before.halt {
-					b.halt, b.msgs, b.bad, b.scheds, b.occurs = true, nil, nil, nil, 0
-				}
-			}
-			close(b.parsed)
-			if b.err = b.importSchedules(ctx, c, topic); b.err != nil {
-				return
-			}
-			if len(b.msgs) > 0 { // none after a batch that halted
-				b.res, b.err = c.Import(ctx, topic, b.msgs)
-			}
-		}()
-		for len(queue) >= opts.Writers && failed == nil && halted == nil {
-			finish()
-		}
-	}
-	end := func(err error) (ImportStats, error) {
-		for len(queue) > 0 {
-			finish()
-		}
-		return st, errors.Join(failed, halted, err)
-	}
+	im := &importer{c: c, topic: topic, opts: opts, cur: &importBatch{}}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, rerr := br.ReadBytes('\n') // no length limit: bodies may be over 1 MiB
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return end(fmt.Errorf("read line %d: %w", n, rerr))
+			return im.end(fmt.Errorf("read line %d: %w", n, rerr))
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			cur.raw, cur.rawLines = append(cur.raw, line), append(cur.rawLines, n)
+			im.cur.raw, im.cur.rawLines = append(im.cur.raw, line), append(im.cur.rawLines, n)
 		}
-		if len(cur.raw) >= opts.Batch || (rerr != nil && len(cur.raw) > 0) {
-			send()
+		if len(im.cur.raw) >= opts.Batch || (rerr != nil && len(im.cur.raw) > 0) {
+			im.send(ctx)
 		}
-		if failed != nil || halted != nil || rerr != nil {
-			return end(nil)
+		if im.stopped() || rerr != nil {
+			return im.end(nil)
 		}
 		if err := ctx.Err(); err != nil {
-			return end(fmt.Errorf("stopped at line %d: %w", n, err))
+			return im.end(fmt.Errorf("stopped at line %d: %w", n, err))
 		}
+	}
+}
+
+// setDefaults sets the default of each zero field of o, and fails on a
+// negative Batch or Writers.
+func (o *ImportOptions) setDefaults() error {
+	if o.Batch == 0 {
+		o.Batch = DefaultImportBatch
+	}
+	if o.Writers == 0 {
+		o.Writers = DefaultImportWriters
+	}
+	if o.Batch < 0 || o.Writers < 0 {
+		return fmt.Errorf("%w: ImportOptions.Batch %d and Writers %d must not be negative", ErrInvalid, o.Batch, o.Writers)
+	}
+	return nil
+}
+
+// importer is one ImportJSON under way: the batch being read, the batches
+// sent, and what they did. Only ImportJSON's goroutine uses it.
+type importer struct {
+	c     *Client
+	topic string
+	opts  ImportOptions
+	st    ImportStats
+	// queue holds the batches under way, oldest first: their outcomes
+	// are counted and reported in that order.
+	queue []*importBatch
+	prev  *importBatch // the batch sent last
+	cur   *importBatch // the batch being read
+	// failed is the error of the first batch that failed, halted the
+	// malformed line that stopped a strict import: either ends it.
+	failed, halted error
+}
+
+// stopped reports whether a batch failed or a strict import halted.
+func (im *importer) stopped() bool { return im.failed != nil || im.halted != nil }
+
+// send starts a goroutine that parses and writes the batch read so far
+// (see importBatch.run) and begins the next; then, while opts.Writers
+// batches are under way, it finishes the oldest.
+func (im *importer) send(ctx context.Context) {
+	b, before := im.cur, im.prev
+	b.parsed, b.done = make(chan struct{}), make(chan struct{})
+	im.cur, im.prev = &importBatch{}, b
+	im.queue = append(im.queue, b)
+	go b.run(ctx, im.c, im.topic, im.opts.Strict, before)
+	for len(im.queue) >= im.opts.Writers && !im.stopped() {
+		im.finish()
+	}
+}
+
+// finish waits until the oldest batch under way is written and counts it
+// (see count); after a batch failed or a strict import halted, it only
+// waits. A batch that failed ends the import with its lines' numbers.
+func (im *importer) finish() {
+	b := im.queue[0]
+	im.queue = im.queue[1:]
+	<-b.done
+	if im.stopped() {
+		return
+	}
+	if b.err != nil {
+		im.failed = fmt.Errorf("lines %d to %d: %w", b.rawLines[0], b.rawLines[len(b.rawLines)-1], b.err)
+		return
+	}
+	im.count(b)
+}
+
+// count adds the lines of written batch b to the stats, reports those
+// not imported in line order, halts a strict import at b's malformed
+// line, and reports the progress.
+func (im *importer) count(b *importBatch) {
+	st := &im.st
+	st.Lines += len(b.msgs) + len(b.bad) + len(b.scheds) + b.occurs
+	st.Malformed += len(b.bad)
+	st.Schedules += len(b.scheds)
+	st.Occurrences += b.occurs
+	// The lines not imported, reported in line order.
+	var reps []badLine
+	for _, x := range b.scheds {
+		if x.err == nil {
+			st.SchedulesImported++
+			continue
+		}
+		reps = append(reps, badLine{x.line, "", x.err})
+	}
+	for i, r := range b.res {
+		switch {
+		case r.Err == nil:
+			st.Imported++
+			continue
+		case errors.Is(r.Err, ErrDuplicate):
+			st.Duplicates++
+		default:
+			st.Rejected++
+		}
+		reps = append(reps, badLine{b.lines[i], b.msgs[i].ID, r.Err})
+	}
+	reps = append(reps, b.bad...)
+	slices.SortStableFunc(reps, func(x, y badLine) int { return x.line - y.line })
+	if im.opts.Report != nil {
+		for _, x := range reps {
+			im.opts.Report(x.line, x.id, x.err)
+		}
+	}
+	if b.halt && len(b.bad) > 0 { // the batch with the malformed line: finish counts none after it
+		im.halted = b.bad[len(b.bad)-1].err
+	}
+	if im.opts.Progress != nil {
+		im.opts.Progress(*st)
+	}
+}
+
+// end finishes the batches under way and returns the stats, with the
+// error of a failed batch, a strict import's halt, and err.
+func (im *importer) end(err error) (ImportStats, error) {
+	for len(im.queue) > 0 {
+		im.finish()
+	}
+	return im.st, errors.Join(im.failed, im.halted, err)
+}
+
+// run is a batch's goroutine: it parses the batch, drops what it holds
+// when the batch before halted a strict import (which writes nothing
+// after a malformed line), then writes its schedules and its messages
+// (Import). It closes b.parsed once parsed and b.done once written.
+func (b *importBatch) run(ctx context.Context, c *Client, topic string, strict bool, before *importBatch) {
+	defer close(b.done)
+	b.parse(strict)
+	if before != nil {
+		<-before.parsed // a strict import writes nothing after a malformed line
+		if before.halt {
+			b.halt, b.msgs, b.bad, b.scheds, b.occurs = true, nil, nil, nil, 0
+		}
+	}
+	close(b.parsed)
+	if b.err = b.importSchedules(ctx, c, topic); b.err != nil {
+		return
+	}
+	if len(b.msgs) > 0 { // none after a batch that halted
+		b.res, b.err = c.Import(ctx, topic, b.msgs)
 	}
 }
 
