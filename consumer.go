@@ -92,19 +92,18 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // up to ShutdownTimeout for running handlers (then cancels their
 // contexts), leaves the topic's members and returns nil. Started while
 // Redis cannot be reached, it waits for Redis as a running consumer rides
-// out an outage (logged once by the client; see
-// docs/proxies.md, "Proxy outages"). It returns an error only if it could not start (a topic or
+// out an outage (logged once by the client; see docs/proxies.md, "Proxy
+// outages"). It returns an error only if it could not start (a topic or
 // schedule Redis refuses) or was already run.
-//
-// Its steps: start (the topic, its schedules, limits, automatic count and
-// controls); the watch of the topic's change counter; the goroutines
-// beside the partition loops (background: the followers of the controls
-// and of the automatic count, the limiter, the kept acks); the lease
-// manager (newRun, consumerRun.managerOptions), whose Work runs a
-// partition loop for each partition the consumer owns (consumerRun.loop)
-// and whose stop arms the hard stop (consumerRun.stopping); manage, until
-// ctx is done or Shutdown is called; then the end (consumerRun.end).
 func (k *Consumer) Run(ctx context.Context) error {
+	// Its steps: start (the topic, its schedules, limits, automatic count and
+	// controls); the watch of the topic's change counter; the goroutines
+	// beside the partition loops (background: the followers of the controls
+	// and of the automatic count, the limiter, the kept acks); the lease
+	// manager (newRun, consumerRun.managerOptions), whose Work runs a
+	// partition loop for each partition the consumer owns (consumerRun.loop)
+	// and whose stop arms the hard stop (consumerRun.stopping); manage, until
+	// ctx is done or Shutdown is called; then the end (consumerRun.end).
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
 	}

@@ -92,13 +92,12 @@ type ExportStats struct {
 // fails with ErrChangeRunning, to be run again.
 //
 // emit may keep the message it is given: each is its own.
-//
-// Its steps: the options' defaults (ExportOptions.setDefaults); the
-// topic's layout and the order of its partitions (exportOrder); then, for
-// each partition, its scan (exporter.scanPartition: each read's messages
-// emitted by exporter.emitRead, then a pause, exportPause), and the check
-// that no change of the count began meanwhile (exportLayoutSame).
 func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
+	// Its steps: the options' defaults (ExportOptions.setDefaults); the
+	// topic's layout and the order of its partitions (exportOrder); then, for
+	// each partition, its scan (exporter.scanPartition: each read's messages
+	// emitted by exporter.emitRead, then a pause, exportPause), and the check
+	// that no change of the count began meanwhile (exportLayoutSame).
 	begin := time.Now()
 	if err := validateTopic(topic); err != nil {
 		return ExportStats{}, err
