@@ -190,16 +190,26 @@ func policyFleet(t *testing.T, policy string) {
 		}
 		return time.Time{}, false
 	}
-	total, worst, early, overlap, tooMany := 0, 0, 0, 0, 0
+	total, worst, early, overlap, tooMany, quietGaps := 0, 0, 0, 0, 0, 0
 	for id, es := range byID {
 		ds := deliveries[id]
 		sort.Slice(ds, func(i, j int) bool { return ds[i].at.Before(ds[j].at) })
 		total += len(ds)
 		worst = max(worst, len(ds))
-		spanID := es[len(es)-1].at.Sub(es[0].at)
-		if limit := int(math.Ceil(spanID.Seconds()/maxWait.Seconds())) + 1; len(ds) > limit {
+		// At most ceil(span / max wait) + 1 deliveries, when every window
+		// closes by its max wait; a quiet gap of an id (no event for the
+		// delay: the producers fall behind their 10 s on a loaded
+		// machine) closes one early, and counts one more.
+		spanID, quiet := es[len(es)-1].at.Sub(es[0].at), 0
+		for i := 1; i < len(es); i++ {
+			if es[i].done.Sub(es[i-1].at) >= delay-slack {
+				quiet++
+			}
+		}
+		quietGaps += quiet
+		if limit := int(math.Ceil(spanID.Seconds()/maxWait.Seconds())) + 1 + quiet; len(ds) > limit {
 			tooMany++
-			t.Errorf("%s: %d deliveries of events over %v, want at most %d", id, len(ds), spanID, limit)
+			t.Errorf("%s: %d deliveries of events over %v with %d quiet gaps, want at most %d", id, len(ds), spanID, quiet, limit)
 		}
 		prev := time.Time{}
 		for i, d := range ds {
@@ -243,8 +253,8 @@ func policyFleet(t *testing.T, policy string) {
 			t.Errorf("%s: last delivery carries %q, not its last event %q", id, last.body, lastOf(id))
 		}
 	}
-	testenv.Figure(t, "scenario=%s producers=%d events=%d ids=%d sent_in_s=%.1f delay_s=2 max_wait_s=6 deliveries=%d max_per_id=%d early=%d overlapping=%d too_many=%d lost=0",
-		policy, producers, len(sent), len(byID), sendSpan.Seconds(), total, worst, early, overlap, tooMany)
+	testenv.Figure(t, "scenario=%s producers=%d events=%d ids=%d sent_in_s=%.1f quiet_gaps=%d delay_s=2 max_wait_s=6 deliveries=%d max_per_id=%d early=%d overlapping=%d too_many=%d lost=0",
+		policy, producers, len(sent), len(byID), sendSpan.Seconds(), quietGaps, total, worst, early, overlap, tooMany)
 }
 
 // waitUntil polls cond every 10 ms until it holds (true) or timeout
