@@ -63,15 +63,20 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 // benchmarks and tests drop their throwaway topics with it. A client or
 // consumer still using the topic writes some of its keys again.
 func (s *Store) DropTopic(ctx context.Context, topic string) error {
-	n, err := s.TopicPartitions(ctx, topic)
+	meta := keys.Meta(s.ns, topic)
+	r, err := s.do(ctx, layoutReads(meta), cmd{"HMGET", []any{meta, keys.MetaMost, keys.MetaChanged}})
 	if err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
-	most, err := s.mostPartitions(ctx, topic)
+	l, err := layoutOf(r[0])
 	if err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
-	n = max(n, most)
+	most, err := mostOf(r[1])
+	if err != nil {
+		return fmt.Errorf("drop topic %s: %w", topic, err)
+	}
+	n := max(l.Span(), most)
 	del := func(k string) cmd { return cmd{"DEL", []any{k}} }
 	var cmds []cmd
 	for p := range n {
@@ -85,24 +90,21 @@ func (s *Store) DropTopic(ctx context.Context, topic string) error {
 	}
 	cmds = append(cmds, del(keys.Members(s.ns, topic)), del(keys.Schedules(s.ns, topic)),
 		del(keys.Rate(s.ns, topic)), del(keys.Slots(s.ns, topic)), cmd{"HDEL", fields}, cmd{"ZREM", []any{keys.Topics(s.ns), topic}})
-	if _, err := s.steps(ctx, cmds, []cmd{del(keys.Meta(s.ns, topic))}); err != nil {
+	if _, err := s.steps(ctx, cmds, []cmd{del(meta)}); err != nil {
 		return fmt.Errorf("drop topic %s: %w", topic, err)
 	}
 	return nil
 }
 
-// mostPartitions returns the largest partition count topic has had
-// (keys.MetaMost), 0 when it never changed; partition.MaxPartitions for a
-// topic whose count changed before the largest was recorded, whose
-// leftover partitions cannot be told otherwise.
-func (s *Store) mostPartitions(ctx context.Context, topic string) (int, error) {
-	r, err := s.do(ctx, cmd{"HMGET", []any{keys.Meta(s.ns, topic), keys.MetaMost, keys.MetaChanged}})
-	if err != nil {
-		return 0, err
-	}
-	vals, err := redis.Values(r[0], nil)
+// mostOf reads the reply of an HMGET of a topic's fields most and
+// changed: the largest partition count it has had (keys.MetaMost), 0
+// when it never changed; partition.MaxPartitions for a topic whose count
+// changed before the largest was recorded, whose leftover partitions
+// cannot be told otherwise.
+func mostOf(r any) (int, error) {
+	vals, err := redis.Values(r, nil)
 	if err != nil || len(vals) != 2 {
-		return 0, fmt.Errorf("largest partition count: bad reply %v (%v)", r[0], err)
+		return 0, fmt.Errorf("largest partition count: bad reply %v (%v)", r, err)
 	}
 	switch {
 	case vals[0] != nil:
