@@ -88,6 +88,28 @@ func enqueueDueNow(t *testing.T, c *Client, topic string, n int) time.Time {
 	return at
 }
 
+// limitedFleet sends topic a first message, sets its limits to lim and
+// runs 2 consumers of 8 handlers each on s, and returns once the first
+// message was delivered and both consumers follow lim.
+func limitedFleet(t *testing.T, c *Client, topic string, lim Limits, s *starts) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLimits(ctx, topic, lim); err != nil {
+		t.Fatal(err)
+	}
+	var ks []*Consumer
+	for range 2 {
+		ks = append(ks, runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle))
+	}
+	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
+	for _, k := range ks {
+		seenLimits(t, k, lim)
+	}
+}
+
 // Two consumers of a topic limited to 100 starts a second start 100 a
 // second between them, none early, none twice; raised to 200, the new
 // rate holds within a second.
@@ -96,21 +118,8 @@ func TestRateLimitFleet(t *testing.T) {
 	const P, N = 8, 900
 	c := newClient(t, testAddr(t), Options{Partitions: P})
 	topic := "rated"
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetLimits(ctx, topic, Limits{Rate: 100}); err != nil {
-		t.Fatal(err)
-	}
 	s := newStarts(5 * time.Millisecond)
-	var ks []*Consumer
-	for range 2 {
-		ks = append(ks, runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle))
-	}
-	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
-	for _, k := range ks {
-		seenLimits(t, k, Limits{Rate: 100})
-	}
+	limitedFleet(t, c, topic, Limits{Rate: 100}, s)
 	t0 := enqueueDueNow(t, c, topic, N-1)
 	time.Sleep(time.Until(t0.Add(4 * time.Second)))
 	r1 := s.rate(t0.Add(time.Second), t0.Add(4*time.Second))
@@ -140,21 +149,8 @@ func TestConcurrencyCapFleet(t *testing.T) {
 	const P, N, hold = 8, 120, 100 * time.Millisecond
 	c := newClient(t, testAddr(t), Options{Partitions: P})
 	topic := "capped"
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetLimits(ctx, topic, Limits{Concurrency: 4}); err != nil {
-		t.Fatal(err)
-	}
 	s := newStarts(hold)
-	var ks []*Consumer
-	for range 2 {
-		ks = append(ks, runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle))
-	}
-	waitFor(t, 10*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
-	for _, k := range ks {
-		seenLimits(t, k, Limits{Concurrency: 4})
-	}
+	limitedFleet(t, c, topic, Limits{Concurrency: 4}, s)
 	t0 := enqueueDueNow(t, c, topic, N-1)
 	waitFor(t, 20*time.Second, "every message delivered", func() bool { return s.finished.Load() >= N })
 	took := time.Since(t0)
