@@ -51,13 +51,11 @@ func (c *Client) ensureTopicAs(ctx context.Context, topic string, n int, set boo
 		return store.Layout{}, err
 	}
 	now := time.Now()
-	c.mu.Lock()
-	t, known := c.topics[topic]
-	c.mu.Unlock()
-	if known && now.Sub(t.at) < layoutTTL && !set {
+	t, known, fresh := c.cached(topic, now)
+	if fresh && !set {
 		return t.l, nil
 	}
-	if !known || now.Sub(t.at) >= layoutTTL {
+	if !fresh {
 		var err error
 		var l store.Layout
 		if known {
@@ -103,10 +101,7 @@ func (c *Client) topicLayout(ctx context.Context, topic string) (store.Layout, e
 		return store.Layout{}, err
 	}
 	now := time.Now()
-	c.mu.Lock()
-	t, known := c.topics[topic]
-	c.mu.Unlock()
-	if known && now.Sub(t.at) < layoutTTL {
+	if t, _, fresh := c.cached(topic, now); fresh {
 		return t.l, nil
 	}
 	l, err := c.store.ReadLayout(ctx, topic)
@@ -124,6 +119,15 @@ func (c *Client) topicLayout(ctx context.Context, topic string) (store.Layout, e
 	}
 	c.mu.Unlock()
 	return l, nil
+}
+
+// cached returns the layout of topic this client keeps, whether it keeps
+// one, and whether that one is younger than layoutTTL at now.
+func (c *Client) cached(topic string, now time.Time) (t topicLayout, known, fresh bool) {
+	c.mu.Lock()
+	t, known = c.topics[topic]
+	c.mu.Unlock()
+	return t, known, known && now.Sub(t.at) < layoutTTL
 }
 
 // forget drops the layout of topic this client keeps, so that its next
