@@ -62,11 +62,17 @@ func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, n
 // (unix ms), leaving ones not counted (they are scored minus their
 // expiry): one ZCOUNT, whatever the number of members.
 func (s *Store) LiveMembers(ctx context.Context, topic string, nowMS int64) (int, error) {
-	r, err := s.do(ctx, cmd{"ZCOUNT", []any{keys.Members(s.ns, topic), "(" + itoa(nowMS), "+inf"}})
+	r, err := s.do(ctx, s.liveMembersCmd(topic, nowMS))
 	if err != nil {
 		return 0, fmt.Errorf("live members of %s: %w", topic, err)
 	}
 	return redis.Int(r[0], nil)
+}
+
+// liveMembersCmd counts topic's members live at nowMS: leaving members
+// are scored minus their expiry, and are not counted.
+func (s *Store) liveMembersCmd(topic string, nowMS int64) cmd {
+	return cmd{"ZCOUNT", []any{keys.Members(s.ns, topic), "(" + itoa(nowMS), "+inf"}}
 }
 
 // Leave removes consumer id from topic's members.

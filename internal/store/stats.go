@@ -76,8 +76,7 @@ func (s *Store) stats(ctx context.Context, topic string, n int, now int64) (*Top
 		}
 	}
 	if now > 0 {
-		// Leaving members are scored minus their expiry: not counted.
-		cmds = append(cmds, cmd{"ZCOUNT", []any{keys.Members(s.ns, topic), "(" + itoa(now), "+inf"}})
+		cmds = append(cmds, s.liveMembersCmd(topic, now))
 	}
 	all, err := s.do(ctx, cmds...)
 	if err != nil {
