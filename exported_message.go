@@ -67,8 +67,9 @@ type exportJSON struct {
 // state is "scheduled", "inflight" or "dead"; times are RFC 3339 in UTC
 // with milliseconds; died_at is set when dead, last_error when not empty,
 // window_opened when a debounce window is open (see Message.MaxWait),
-// traceparent when the message was enqueued under a span; the body is "body" when it is valid UTF-8 and "body_base64" (standard
-// base64) otherwise.
+// traceparent when the message was enqueued under a span; the body is
+// "body" when it is valid UTF-8 and "body_base64" (standard base64)
+// otherwise.
 func (m *ExportedMessage) MarshalJSON() ([]byte, error) {
 	return m.appendJSON(nil)
 }
