@@ -440,7 +440,7 @@ type ConsumerStats struct {
 	Repaired     int64 // records re-indexed by the reconciler
 	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
 	Moved        int64 // messages moved to their partition in a new partition count (see Client.SetPartitions)
-	Superseded   int64 // deliveries whose message a newer send replaced while they ran: the newer one was scheduled (see Message.OnDuplicate)
+	Superseded   int64 // claimed messages that a newer send or a reschedule replaced before their delivery started (not started) or while it ran: the newer version is delivered at its own due (see Message.OnDuplicate)
 	LeasesGained int64
 	LeasesLost   int64
 	Owned        []int // partitions owned now

@@ -158,8 +158,8 @@ func moveSetup(t *testing.T, c *Client, topic, kind string) []string {
 	if kind == "dead" {
 		p := partition.For(id, 2)
 		tok := takeFence(t, c.store, topic, p)
-		cl, recs, err := c.store.ClaimBegin(ctx, topic, p, tok, time.Now().Add(time.Second).UnixMilli(), 1,
-			func(int64) int64 { return time.Now().Add(time.Minute).UnixMilli() })
+		cl, recs, err := c.store.ClaimBegin(ctx, topic, p, store.Claim{Token: tok, MaxDueMS: time.Now().Add(time.Second).UnixMilli(), Limit: 1,
+			Deadline: func(int64) int64 { return time.Now().Add(time.Minute).UnixMilli() }})
 		if err != nil || len(cl) != 1 {
 			t.Fatalf("claim %s: %v %v", id, cl, err)
 		}

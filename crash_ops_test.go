@@ -256,6 +256,77 @@ var crashOps = []*crashOp{
 		after: afterKept("claim", outDelivered),
 	},
 	{
+		// poller.startHeld: the start of a message claimed ahead, one
+		// script on the records. Started or not, the message was claimed
+		// by a consumer that died: the fresh one returns it from in
+		// flight, its start cleared, and delivers it.
+		name:  "start-held",
+		setup: func(t *testing.T, cs *crashCase) { cs.claimedAhead(t, 100*time.Millisecond) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			got, err := fs.StartMany(ctx, cs.topic, cs.p, []string{cs.id}, []*store.Record{cs.rec0})
+			if err == nil && got[0] != store.StartOK {
+				return fmt.Errorf("start: %d, want StartOK", got[0])
+			}
+			return err
+		},
+		after: afterKept("start", outDelivered),
+	},
+	{
+		// store.Delete of a message claimed ahead and not started: the
+		// delete script, then ZREM of each index. Record deleted => the
+		// held copy never starts (the fresh consumer finds a tombstone).
+		name:  "delete-held",
+		setup: func(t *testing.T, cs *crashCase) { cs.claimedAhead(t, 300*time.Millisecond) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Delete of a message whose delivery started: the same
+		// commands, and ErrRunning. Record deleted => never delivered
+		// again; not deleted => the delivery of the consumer that died is
+		// run again by the fresh one.
+		name:  "delete-running",
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			err := fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			if errors.Is(err, ErrRunning) {
+				return nil
+			}
+			if err == nil {
+				return errors.New("delete of a started delivery: nil, want ErrRunning")
+			}
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Reschedule of a message claimed ahead and not started:
+		// HGET + ZSCORE dead, the compare-and-write of the record, ZADD.
+		// Once the record has the new due, the held copy never starts at
+		// the old one.
+		name: "reschedule-held",
+		setup: func(t *testing.T, cs *crashCase) {
+			cs.claimedAhead(t, 300*time.Millisecond)
+			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
+		},
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			in := cs.found(t)
+			if in == nil {
+				t.Fatalf("%s: record lost by a crashed reschedule", cs.name())
+			}
+			cs.expect = outDelivered
+			cs.minAt = time.UnixMilli(cs.due)
+			if in.Due.UnixMilli() == cs.newDue {
+				cs.minAt, cs.note = time.UnixMilli(cs.newDue), "moved"
+			}
+		},
+	},
+	{
 		// store.Ack: the compare-and-delete of the record, then ZREM in
 		// flight.
 		name:  "ack",

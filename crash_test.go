@@ -160,11 +160,13 @@ func (cs *crashCase) fence(t *testing.T) {
 }
 
 // claimAndBegin does what poller.poll does with a due message: claim it,
-// put it in flight with a short visibility deadline, read its record.
+// put it in flight with a short visibility deadline, read its record and
+// start its delivery; it returns the record as started.
 func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
 	deadline := time.Now().Add(300 * time.Millisecond).UnixMilli()
-	cl, recs, err := s.ClaimBegin(ctx, cs.topic, cs.p, cs.token, time.Now().Add(100*time.Millisecond).UnixMilli(), 1,
-		func(int64) int64 { return deadline })
+	now := time.Now()
+	cl, recs, err := s.ClaimBegin(ctx, cs.topic, cs.p, store.Claim{Token: cs.token, MaxDueMS: now.Add(100 * time.Millisecond).UnixMilli(),
+		StartByMS: now.Add(100 * time.Millisecond).UnixMilli(), Limit: 1, Deadline: func(int64) int64 { return deadline }})
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +176,18 @@ func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.R
 	if recs[0] == nil {
 		return nil, fmt.Errorf("begin: no record for %q", cs.id)
 	}
-	return recs[0], nil
+	if !cl[0].Started {
+		// Taken out of a segment: the loop starts it when it hands it to
+		// a handler.
+		got, err := s.StartMany(ctx, cs.topic, cs.p, []string{cs.id}, recs[:1])
+		if err != nil {
+			return nil, err
+		}
+		if got[0] != store.StartOK {
+			return nil, fmt.Errorf("start %q: %d, want StartOK", cs.id, got[0])
+		}
+	}
+	return recs[0].Started(), nil
 }
 
 // inFlight leaves the message claimed by a consumer that will never finish it.
@@ -187,6 +200,21 @@ func (cs *crashCase) inFlight(t *testing.T, maxAttempts int) {
 		t.Fatalf("%s: claim: %v", cs.name(), err)
 	}
 	cs.rec0 = rec
+}
+
+// claimedAhead leaves the message claimed ahead by a consumer that will
+// never start it: in flight, its delivery not started, due in d.
+func (cs *crashCase) claimedAhead(t *testing.T, d time.Duration) {
+	t.Helper()
+	cs.enqueue(t, d, 0, true)
+	cs.fence(t)
+	deadline := time.Now().Add(d + 300*time.Millisecond).UnixMilli()
+	cl, recs, err := cs.c.store.ClaimBegin(cs.ctx(), cs.topic, cs.p, store.Claim{Token: cs.token,
+		MaxDueMS: time.UnixMilli(cs.due).Add(time.Millisecond).UnixMilli(), Limit: 1, Deadline: func(int64) int64 { return deadline }})
+	if err != nil || len(cl) != 1 || cl[0].ID != cs.id || recs[0] == nil || cl[0].Started {
+		t.Fatalf("%s: claim ahead: %+v %v", cs.name(), cl, err)
+	}
+	cs.rec0 = recs[0]
 }
 
 // found reads the message with the normal client: nil when not found.

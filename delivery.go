@@ -34,31 +34,18 @@ type Delivery struct {
 // trace.
 type Handler func(ctx context.Context, d *Delivery) error
 
-// handle runs one delivery (called by the dispatcher's workers). An
-// occurrence of a schedule first writes the schedule's next one, and is
-// acked without its handler when it is stale or skipped (see
-// Client.occurrence).
+// handle runs one delivery (called by the dispatcher's workers), whose
+// start its partition loop wrote already (see store.StartMany): a
+// message deleted, replaced or rescheduled before that never comes here.
+// An occurrence of a schedule first writes the schedule's next one, and
+// is acked without its handler when it is stale or skipped (see
+// Client.occurrence). A message returned here unstarted (a pause, the
+// delivery limit) goes back to scheduled with its start undone.
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
 	if k.ctrl.pausedAt(k.c.opts.Now()) {
 		// Dequeued as the topic's pause began: not started, back to
 		// scheduled at its due, no attempt spent (see Client.Pause).
 		return false, nil
-	}
-	if m.Record.First != 0 {
-		// Written by a Replace or Debounce send: it starts only if it is
-		// still the record claimed, and a send from now on opens a new
-		// window (see store.Start).
-		sctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-		ok, err := k.c.store.Start(sctx, k.opts.Topic, m.Partition, m.ID, m.Record)
-		cancel()
-		if err != nil {
-			k.c.errLog.Log("start a delivery", err, "component", "consumer", "topic", k.opts.Topic)
-			return false, nil
-		}
-		if !ok {
-			k.count(poller.EventSuperseded, 1)
-			return false, nil // a newer send replaced it: that one is delivered at its due
-		}
 	}
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
 		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +108,21 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 		}
 		deadlines = append(deadlines, dl)
 	}
-	if _, err := c.store.Begin(ctx, topic, 0, ids, deadlines); err != nil {
+	recs, err := c.store.Begin(ctx, topic, 0, ids, deadlines)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The deliveries started there: those due, and with pastDeadline
+	// (handlers that overran) every one.
+	var started []string
+	var startedRecs []*store.Record
+	for i, id := range ids {
+		if pastDeadline || strings.HasPrefix(id, "due-") {
+			started, startedRecs = append(started, id), append(startedRecs, recs[i])
+		}
+	}
+	if got, err := c.store.StartMany(ctx, topic, 0, started, startedRecs); err != nil || slices.ContainsFunc(got, func(v int64) bool { return v != store.StartOK }) {
+		t.Fatalf("start: %v %v", got, err)
 	}
 	return due, tok
 }
@@ -387,6 +401,80 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 		s, err := c.Stats(ctx, topic)
 		if err != nil || s.Partitions[0].Token != newer || s.Scheduled != 0 {
 			t.Fatalf("stats: %+v, %v", s, err)
+		}
+	})
+}
+
+// TestWritesAfterStart: a Delete or Reschedule that comes after a
+// delivery started says so (ErrRunning). The delete removes the message
+// all the same: the failed delivery is not retried. The reschedule
+// changes nothing: the delivery's ack removes the message. One that
+// comes while the message is claimed ahead and held wins: the held copy
+// never starts.
+func TestWritesAfterStart(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 2})
+		topic := "after-start"
+		started := make(chan string, 4)
+		release := make(chan struct{})
+		rec := newRecorder()
+		rec.fail = func(d *Delivery) error {
+			if d.ID == "held" {
+				return nil
+			}
+			started <- d.ID
+			<-release
+			return errors.New("boom")
+		}
+		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 200 * time.Millisecond, Lease: 2 * time.Second,
+			Backoff: []time.Duration{50 * time.Millisecond}}, rec.handle)
+		for _, id := range []string{"del", "res"} {
+			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			select {
+			case <-started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the deliveries did not start")
+			}
+		}
+		if err := c.Delete(ctx, topic, "del"); !errors.Is(err, ErrRunning) {
+			t.Errorf("delete of a running delivery: %v, want ErrRunning", err)
+		}
+		if _, err := c.Get(ctx, topic, "del"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get after a delete of a running delivery: %v, want ErrNotFound", err)
+		}
+		if _, err := c.Reschedule(ctx, topic, "res", time.Now().Add(time.Hour)); !errors.Is(err, ErrRunning) {
+			t.Errorf("reschedule of a running delivery: %v, want ErrRunning", err)
+		}
+		// A message claimed ahead (due within 1.5 poll intervals) and
+		// deleted while held never starts.
+		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "held", Body: []byte("x"), Delay: 250 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "held claimed ahead", func() bool {
+			in, err := c.Get(ctx, topic, "held")
+			return err == nil && in.State == StateInFlight
+		})
+		if err := c.Delete(ctx, topic, "held"); err != nil {
+			t.Errorf("delete of a held message: %v, want nil", err)
+		}
+		close(release)
+		// "res" fails and is retried (50 ms) by its own record: its
+		// second delivery starts, then fails again; "del" is gone.
+		waitFor(t, 10*time.Second, "res delivered again", func() bool { return rec.count("res") >= 2 })
+		waitFor(t, 10*time.Second, "the failed delete's delivery settled", func() bool { return k.Stats().Tombstones >= 2 })
+		if n := rec.count("del"); n != 1 {
+			t.Errorf("del delivered %d times, want once (deleted while it ran: not retried)", n)
+		}
+		if n := rec.count("held"); n != 0 {
+			t.Errorf("held delivered %d times after its delete", n)
+		}
+		if _, err := c.Get(ctx, topic, "del"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get del after its delivery failed: %v, want ErrNotFound", err)
 		}
 	})
 }

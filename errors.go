@@ -20,9 +20,18 @@ var (
 	// Errors wrapping it read `topic "T" does not exist` and match
 	// ErrNotFound too.
 	ErrNoTopic = store.ErrNoTopic
-	// ErrNotScheduled: the message exists but is in flight or dead, so it
-	// cannot be rescheduled.
+	// ErrNotScheduled: the message exists but is dead, so it cannot be
+	// rescheduled.
 	ErrNotScheduled = store.ErrNotScheduled
+	// ErrRunning: a delivery of the message started before the write.
+	// From Delete: the message is deleted all the same and is never
+	// retried, but the delivery that started may run to its end. From
+	// Reschedule: nothing changed. A delivery starts when its consumer
+	// commits to it, in one script with the message's record (see
+	// docs/guarantees.md): a Delete, Reschedule, Replace or Debounce that
+	// returned before that start wins, and the version it removed never
+	// starts.
+	ErrRunning = store.ErrRunning
 	// ErrChangeRunning: a change of the topic's partition count to
 	// another count runs (see Client.SetPartitions).
 	ErrChangeRunning = store.ErrChangeRunning

@@ -154,9 +154,12 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 	return in, nil
 }
 
-// Delete removes a message from wherever it is (scheduled, in flight or
-// dead). A message deleted while scheduled is never delivered. It returns
-// an error wrapping ErrNotFound if there is no such message.
+// Delete removes a message from wherever it is (scheduled, claimed ahead
+// by a consumer, in flight or dead). Once it returned nil, no delivery of
+// the message starts. It returns an error wrapping ErrNotFound if there
+// is no such message, and one wrapping ErrRunning if a delivery of it had
+// started: the message is deleted and never retried, but that delivery
+// may run to its end.
 func (c *Client) Delete(ctx context.Context, topic, id string) error {
 	ps, err := c.check(ctx, topic, id)
 	if err != nil {
@@ -166,28 +169,34 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 	// before it removes the old one, and leaves a message rewritten or
 	// deleted meanwhile where it was.
 	found := false
+	var running error
 	for _, p := range ps {
 		err := c.store.Delete(ctx, topic, p, id)
-		if err == nil {
+		switch {
+		case err == nil:
 			found = true
-		} else if !errors.Is(err, ErrNotFound) {
+		case errors.Is(err, ErrRunning):
+			found, running = true, err
+		case !errors.Is(err, ErrNotFound):
 			return err
 		}
 	}
 	if !found {
 		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	}
-	return nil
+	return running
 }
 
 // maxDeleteMany bounds the ids one DeleteMany call takes.
 const maxDeleteMany = 10000
 
 // DeleteMany removes the messages of ids from topic, wherever each is
-// (scheduled, in flight or dead), as Delete does each but with two round
-// trips per partition for them all. found[i] says whether there was a
-// message of ids[i] to remove: one delivered, deleted or never there is
-// not an error. It takes up to 10,000 ids (ErrInvalid beyond).
+// (scheduled, claimed ahead, in flight or dead), as Delete does each but
+// with two round trips per partition for them all. found[i] says whether
+// there was a message of ids[i] to remove (one whose delivery had started
+// counts: it is removed, as Delete does with ErrRunning): one delivered,
+// deleted or never there is not an error. It takes up to 10,000 ids
+// (ErrInvalid beyond).
 func (c *Client) DeleteMany(ctx context.Context, topic string, ids []string) (found []bool, err error) {
 	if len(ids) > maxDeleteMany {
 		return nil, fmt.Errorf("%w: %d ids to delete from %s, at most %d a call", ErrInvalid, len(ids), topic, maxDeleteMany)
@@ -232,17 +241,19 @@ func (c *Client) DeleteMany(ctx context.Context, topic string, ids []string) (fo
 		if err != nil {
 			return nil, err
 		}
-		for j, ok := range got {
-			found[byP[p].idx[j]] = found[byP[p].idx[j]] || ok
+		for j, n := range got {
+			found[byP[p].idx[j]] = found[byP[p].idx[j]] || n != store.DeleteNone
 		}
 	}
 	return found, nil
 }
 
-// Reschedule moves a scheduled message to a new due time and returns the
-// due time stored (at rounded up to the millisecond). It wraps ErrNotFound
-// when there is no such message and ErrNotScheduled when it is in flight
-// or dead.
+// Reschedule moves a scheduled message (or one a consumer claimed ahead
+// and has not started) to a new due time and returns the due time stored
+// (at rounded up to the millisecond). Once it returned, the message is
+// delivered at the new due, and never at the old one. It wraps
+// ErrNotFound when there is no such message, ErrRunning when a delivery
+// of it started (nothing changed) and ErrNotScheduled when it is dead.
 func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time) (time.Time, error) {
 	ps, err := c.check(ctx, topic, id)
 	if err != nil {

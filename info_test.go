@@ -105,10 +105,11 @@ func TestDeleteDuringDeliveryStaysDeleted(t *testing.T) {
 		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 50 * time.Millisecond, Lease: 3 * time.Second,
 			Backoff: []time.Duration{0}}, rec.handle)
 		<-started
-		if err := c.Delete(ctx, topic, "x"); err != nil {
-			t.Fatal(err)
-		}
+		err := c.Delete(ctx, topic, "x")
 		close(release)
+		if !errors.Is(err, ErrRunning) {
+			t.Fatalf("delete of a running delivery: %v, want ErrRunning", err)
+		}
 		waitFor(t, 10*time.Second, "the failed delivery's outcome", func() bool { return k.Stats().Tombstones >= 1 })
 		if _, err := c.Get(ctx, topic, "x"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("deleted message found again: %v", err)

@@ -12,11 +12,13 @@ import (
 )
 
 // ClaimStore is what a loop's poll needs from storage: an idle
-// partition's look at its earliest message, the claim, and the fence
-// raised again when the claim finds it missing or older.
+// partition's look at its earliest message, the claim, the start of the
+// deliveries of messages it held until due, and the fence raised again
+// when the claim finds it missing or older.
 type ClaimStore interface {
 	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
-	ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]store.Claimed, []*store.Record, error)
+	ClaimBegin(ctx context.Context, topic string, p int, cl store.Claim) ([]store.Claimed, []*store.Record, error)
+	StartMany(ctx context.Context, topic string, p int, ids []string, recs []*store.Record) ([]int64, error)
 	RaiseFence(ctx context.Context, topic string, p int, token int64) error
 }
 
@@ -57,7 +59,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	if !ok {
 		return next, nil
 	}
-	claimed, recs, err := p.claim(ctx, now, maxDue, grant.N)
+	claimed, recs, err := p.claim(ctx, now, maxDue, grant)
 	if err != nil {
 		return next, p.claimFailed(ctx, err, grant)
 	}
@@ -66,7 +68,7 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 		return next, nil
 	}
 	p.writeUnheld(ctx, grant, p.hold(now, maxDue, grant, claimed, recs))
-	p.dispatchDue(cfg.Now())
+	p.dispatchDue(ctx, cfg.Now())
 	return p.again(now, next, n, grant, len(claimed), reach), nil
 }
 
@@ -137,15 +139,25 @@ func (p *part) limit(ctx context.Context, now time.Time, n int, from, next time.
 	return grant, next, true
 }
 
-// claim claims up to n messages due up to maxDue (store.ClaimBegin), and
-// gives each the visibility deadline of its delivery: its due (now, if
-// later) plus the handler's timeout and the visibility margin.
-func (p *part) claim(ctx context.Context, now time.Time, maxDue int64, n int) ([]store.Claimed, []*store.Record, error) {
+// claim claims up to grant.N messages due up to maxDue
+// (store.ClaimBegin), and gives each the visibility deadline of its
+// delivery: its due (now, if later) plus the handler's timeout and the
+// visibility margin. The deliveries of those due by now start in the
+// claim (Claimed.Started), unless the limits give them start times of
+// their own: those, and the messages claimed ahead, start when the loop
+// hands them to the dispatcher (see dispatchDue).
+func (p *part) claim(ctx context.Context, now time.Time, maxDue int64, grant Grant) ([]store.Claimed, []*store.Record, error) {
 	cfg := p.cfg
 	nowMS := now.UnixMilli()
 	visibility := (cfg.Timeout + cfg.VisibilityMargin).Milliseconds()
-	return cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cfg.Token, maxDue, n,
-		func(due int64) int64 { return max(due, nowMS) + visibility })
+	cl := store.Claim{
+		Token: cfg.Token, MaxDueMS: maxDue, Limit: grant.N,
+		Deadline: func(due int64) int64 { return max(due, nowMS) + visibility },
+	}
+	if grant.Start == nil {
+		cl.StartByMS = nowMS
+	}
+	return cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cl)
 }
 
 // claimFailed gives back the slots and the grant of a claim that failed,
@@ -243,6 +255,9 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 			}
 		}
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
+		if c.Started {
+			m.started()
+		}
 		if grant.Start != nil {
 			m.start = grant.Start(started) // the limits' time for it, if after its due
 		}

@@ -27,7 +27,7 @@ func (p *part) pauseOrDispatch(ctx context.Context, now time.Time) (paused bool,
 	if p.paused {
 		p.paused, p.nextPoll = false, now
 	}
-	p.dispatchDue(now)
+	p.dispatchDue(ctx, now)
 	return paused, until, changed
 }
 

@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +41,7 @@ const (
 	EventStale       = "stale" // claimed by an index entry older than its record's due: held or returned to that due
 	EventRepaired    = "repaired"
 	EventMoved       = "moved"      // message moved to its partition in a new partition count
-	EventSuperseded  = "superseded" // a delivery's record was replaced by a newer send while it ran: the newer one is scheduled
+	EventSuperseded  = "superseded" // a claimed message's record was replaced (a send, a reschedule) before its delivery started or while it ran: the newer one is scheduled
 )
 
 // ErrFenced is returned by Run when the partition's fence holds a newer
@@ -418,14 +417,6 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// dispatchDue hands every held message that is due to the dispatcher.
-func (p *part) dispatchDue(now time.Time) {
-	for len(p.held) > 0 && !p.held.peek().at().After(now) {
-		m := heap.Pop(&p.held).(*Msg)
-		p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
-	}
-}
-
 // RepairStore is what the loop's repairs of what a fault left behind need
 // from storage: the in-flight messages whose visibility deadline passed
 // (requeueExpired, from poll) and the reconciler's passes over the
@@ -452,7 +443,8 @@ func (p *part) requeueExpiredWhenDue(ctx context.Context, now time.Time) {
 // requeueExpired moves in-flight messages whose visibility deadline passed
 // (a handler overran at a consumer that handed the partition over, or a
 // write of its outcome failed) back to scheduled at their own due time,
-// counting an attempt, or to dead when out of attempts. A lost owner's
+// counting an attempt, or to dead when out of attempts; one whose
+// delivery never started goes back without an attempt. A lost owner's
 // messages come back sooner, at takeover (see recoverLost).
 func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 	cfg := p.cfg
@@ -474,6 +466,13 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		}
 		if recs[i].Corrupt != nil {
 			moves = append(moves, p.corruptMove(id, recs[i], now))
+			continue
+		}
+		if !recs[i].Running {
+			// No delivery of it started (a stale in-flight entry, or a
+			// message claimed ahead by a consumer that died): back at its
+			// own due, no attempt spent.
+			moves = append(moves, store.Move{ID: id, Score: recs[i].Due})
 			continue
 		}
 		mv := p.failMove(id, recs[i], now, "visibility deadline passed: the delivery did not finish (handler overran, or its consumer died)")
@@ -500,6 +499,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 func (p *part) failMove(id string, rec *store.Record, now time.Time, reason string) store.Move {
 	cfg := p.cfg
 	r := *rec
+	r.Running = false // back to scheduled or to dead: no delivery runs
 	r.Attempts++
 	r.LastError = reason
 	r.Updated = max(now.UnixMilli(), rec.Updated)

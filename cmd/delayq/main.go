@@ -7,7 +7,7 @@
 //
 // Run "delayq help" for the list of commands and "delayq <command> -h" for
 // the flags of one. Exit status: 0 on success, 1 on error, 2 on a usage
-// error.
+// error, 3 when a delete or reschedule came after a delivery started.
 package main
 
 import (
@@ -19,6 +19,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/delayq/delayq"
 )
 
 // main runs the command line until it finishes or SIGINT/SIGTERM, and
@@ -42,8 +44,15 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	if errors.Is(err, delayq.ErrRunning) {
+		os.Exit(exitRunning)
+	}
 	os.Exit(1)
 }
+
+// exitRunning is the exit status of a delete or reschedule that came
+// after a delivery of the message started (delayq.ErrRunning).
+const exitRunning = 3
 
 // usageText lists the commands.
 const usageText = `delayq is a Redis delay queue that works behind Twemproxy and Codis.

@@ -45,7 +45,9 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runDelete implements "delayq delete".
 func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("delete", "--topic T (--id ID | --in FILE)",
-		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\".\n"+
+		"Deletes the message, whether scheduled, in flight or dead, and prints \"deleted ID\":\n"+
+			"no delivery of it starts from then on. Exits 3 when a delivery of it had started\n"+
+			"(deleted all the same, never retried, but that delivery may finish).\n"+
 			"With --in, deletes every message whose id is on a line of FILE (the JSON lines\n"+
 			"of \"delayq export\": what a move to another cluster took, see\n"+
 			"docs/export-import.md), then the schedules of its schedule lines, and prints\n"+
@@ -73,8 +75,9 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runReschedule implements "delayq reschedule".
 func runReschedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, id := idCommand("reschedule", "--topic T --id ID (--delay DUR | --at TIME)",
-		"Moves a scheduled message to a new due time and prints it (RFC 3339, UTC).\n"+
-			"Messages in flight or dead cannot be rescheduled.", stdout, stderr)
+		"Moves a scheduled message to a new due time and prints it (RFC 3339, UTC): it is\n"+
+			"delivered then, never at its old due. Exits 3, changing nothing, when a delivery\n"+
+			"of it started; dead messages cannot be rescheduled.", stdout, stderr)
 	var due dueFlags
 	due.add(cmd, "")
 	if err := cmd.parse(args); err != nil {

@@ -453,6 +453,7 @@ func TestStatusOf(t *testing.T) {
 		{fmt.Errorf("x: %w", delayq.ErrDuplicate), 409},
 		{fmt.Errorf("x: %w", delayq.ErrNotFound), 404},
 		{fmt.Errorf("x: %w", delayq.ErrNotScheduled), 409},
+		{fmt.Errorf("x: %w", delayq.ErrRunning), 409},
 		{context.DeadlineExceeded, 504},
 		{errors.New("EOF"), 500},
 	} {

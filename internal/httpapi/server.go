@@ -168,6 +168,10 @@ func (w *jsonErrorWriter) Write(p []byte) (int, error) {
 type errorBody struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"` // the request field at fault, if one is
+	// State is the state of the message a 409 concerns: "running" (a
+	// delivery of it started: a DELETE deleted it all the same, see
+	// delayq.ErrRunning) or "dead" (a reschedule).
+	State string `json:"state,omitempty"`
 }
 
 // writeJSON writes v as the JSON body of a response with status code.
@@ -197,7 +201,14 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case code >= 500:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, code, errorBody{Error: err.Error()})
+	body := errorBody{Error: err.Error()}
+	switch {
+	case errors.Is(err, delayq.ErrRunning):
+		body.State = "running"
+	case errors.Is(err, delayq.ErrNotScheduled):
+		body.State = "dead"
+	}
+	writeJSON(w, code, body)
 }
 
 // statusOf maps an error of the library to an HTTP status.
@@ -208,7 +219,7 @@ func statusOf(err error) int {
 	case errors.Is(err, delayq.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, delayq.ErrDuplicate),
-		errors.Is(err, delayq.ErrNotScheduled),
+		errors.Is(err, delayq.ErrNotScheduled), errors.Is(err, delayq.ErrRunning),
 		errors.Is(err, delayq.ErrTopicInUse), errors.Is(err, delayq.ErrExists):
 		return http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded):

@@ -37,6 +37,7 @@ var counterDefs = []*counterDef{
 	{name: "corrupt_total", help: "Records that could not be decoded, moved to the dead set with the decode error.", get: func(s *delayq.ConsumerStats) int64 { return s.Corrupt }},
 	{name: "tombstones_total", help: "Claimed ids whose record had been deleted.", get: func(s *delayq.ConsumerStats) int64 { return s.Tombstones }},
 	{name: "repaired_total", help: "Records re-indexed by the reconciler.", get: func(s *delayq.ConsumerStats) int64 { return s.Repaired }},
+	{name: "superseded_total", help: "Claimed messages whose record a send or a reschedule replaced before their delivery started (not started: the newer version is delivered at its due) or while it ran (the newer version was scheduled).", get: func(s *delayq.ConsumerStats) int64 { return s.Superseded }},
 	{name: "stale_total", help: "Claims by an index entry due before its record's due (left by a crashed write): delivered at the record's due.", get: func(s *delayq.ConsumerStats) int64 { return s.Stale }},
 	{name: "leases_gained_total", help: "Partition leases acquired.", get: func(s *delayq.ConsumerStats) int64 { return s.LeasesGained }},
 	{name: "leases_lost_total", help: "Partition leases lost or released.", get: func(s *delayq.ConsumerStats) int64 { return s.LeasesLost }},

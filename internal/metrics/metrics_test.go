@@ -141,6 +141,7 @@ func TestConsumerMetrics(t *testing.T) {
 				{"delayq_tombstones_total", nil, 0},
 				{"delayq_repaired_total", nil, 0},
 				{"delayq_stale_total", nil, 0},
+				{"delayq_superseded_total", nil, 0},
 				{"delayq_leases_lost_total", nil, 0},
 				{"delayq_scheduled", nil, 0},
 				{"delayq_inflight", nil, 0},

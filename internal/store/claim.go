@@ -36,6 +36,21 @@ func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, 
 type Claimed struct {
 	ID  string
 	Due int64 // unix ms
+	// Started: the claim started its delivery (see Claim.StartByMS), its
+	// record as returned is the one claimed, before the start.
+	Started bool
+}
+
+// Claim is what a ClaimBegin takes: up to Limit ids due by MaxDueMS,
+// under the fencing token Token, each put in flight at the visibility
+// deadline Deadline(due) gives; those of its messages due by StartByMS
+// (0: none) are started in the read of their records (see StartMany).
+type Claim struct {
+	Token     int64
+	MaxDueMS  int64
+	StartByMS int64
+	Limit     int
+	Deadline  func(dueMS int64) int64
 }
 
 // splitClaimed reads the reply of the peek and claim scripts, {id1, due1,
@@ -54,11 +69,12 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 	return plain, segs
 }
 
-// ClaimBegin claims up to limit ids due by maxDueMS from partition p under
-// the caller's fencing token, puts them in flight with the visibility
-// deadline deadline(due) gives, and reads their records (see Begin for
-// nil and Corrupt ones). A *FencedError means the fence holds another
-// token and nothing was claimed.
+// ClaimBegin claims, from partition p, up to cl.Limit ids due by
+// cl.MaxDueMS under the caller's fencing token, puts them in flight with
+// the visibility deadline cl.Deadline(due) gives, reads their records
+// (see Begin for nil and Corrupt ones) and starts the deliveries of
+// those due by cl.StartByMS (Claimed.Started). A *FencedError means the
+// fence holds another token and nothing was claimed.
 //
 // An id is in flight before it leaves the scheduled set: the claim looks
 // first (peekScript, which also checks the fence), then sends, in one
@@ -66,7 +82,7 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // (claimIDsScript) and the read of their records. A consumer that dies
 // at any point leaves each id scheduled, in flight, or both, never in
 // neither, so the partition's next owner returns it at once (it returns
-// everything in flight at takeover). Entries put in flight for ids the
+// everything in flight at takeover, and clears their starts). Entries put in flight for ids the
 // claim did not take (deleted or rescheduled meanwhile) are removed. Ids
 // of a segment are claimed with the segment and put in flight after it
 // is taken apart, as ClaimIndexOnly does; should that fail midway, the reconciler
@@ -80,12 +96,13 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // On an error other than a *FencedError some ids may be in flight and
 // not scheduled, without the caller knowing them: the caller returns
 // them (with the other in-flight messages not its own) to scheduled.
-func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]Claimed, []*Record, error) {
+func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) ([]Claimed, []*Record, error) {
+	token, maxDueMS, limit, deadline := cl.Token, cl.MaxDueMS, cl.Limit, cl.Deadline
 	peeked, peekedSegs, err := s.listDue(ctx, peekScript, topic, p, token, maxDueMS, limit)
 	if err != nil || len(peeked)+len(peekedSegs) == 0 {
 		return nil, nil, err
 	}
-	cmds := s.claimCmds(topic, p, token, maxDueMS, peeked, peekedSegs, deadline)
+	cmds := s.claimCmds(topic, p, cl, peeked, peekedSegs)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
@@ -105,9 +122,21 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, token, maxD
 		return nil, nil, err
 	}
 	all, segs := splitClaimed(got)
-	claimed, recs, taken := toStart(all, running, recsByID)
+	claimed, recs, taken, stale := toStart(all, running, recsByID)
+	for i := range claimed {
+		claimed[i].Started = StartsBy(recs[i], cl.StartByMS)
+	}
 	if err := dropUnclaimed(ctx, c, keys.InFlight(s.ns, topic, p), peeked, taken, running); err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
+	}
+	if len(stale) > 0 {
+		zadd := []any{keys.InFlight(s.ns, topic, p)}
+		for _, m := range stale {
+			zadd = append(zadd, deadline(m.Due), m.ID)
+		}
+		if _, err := roundTrip(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
+			return nil, nil, fmt.Errorf("claim partition %d: deadlines of stale in-flight entries: %w", p, err)
+		}
 	}
 	if len(segs) == 0 {
 		return claimed, recs, nil
@@ -142,16 +171,24 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 // claimCmds returns the pipeline of a ClaimBegin, from the ids and
 // segments it peeked: the in-flight entries of the ids at deadline(due)
 // (beginNewScript), the claim of exactly those ids and segments
-// (claimIDsScript, fenced), and the read of the ids' records.
-func (s *Store) claimCmds(topic string, p int, token, maxDueMS int64, peeked []Claimed, peekedSegs []string, deadline func(dueMS int64) int64) []cmd {
+// (claimIDsScript, fenced), and the read of the ids' records, which
+// starts those due by cl.StartByMS (readStartScript).
+//
+// A start there of an id the claim did not take (rescheduled, or running
+// already: see below) leaves its record marked as running while no
+// delivery of that version runs. The outcome of the running delivery
+// clears it (see Ack), and a rescheduled record is due later than the
+// claim's start-by, unless it was moved earlier, when the claim takes it.
+func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) []cmd {
 	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
-	claimArgs = append(claimArgs, keys.Fence, token, maxDueMS)
+	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
 	var zadd []any
-	hmget := []any{keys.Records(s.ns, topic, p)}
+	read := scriptCall(readStartScript, keys.Records(s.ns, topic, p), 1+len(peeked))
+	read = append(read, cl.StartByMS)
 	for _, m := range peeked {
 		claimArgs = append(claimArgs, m.ID)
-		zadd = append(zadd, deadline(m.Due), m.ID)
-		hmget = append(hmget, m.ID)
+		zadd = append(zadd, cl.Deadline(m.Due), m.ID)
+		read = append(read, m.ID)
 	}
 	for _, f := range peekedSegs {
 		claimArgs = append(claimArgs, f)
@@ -167,7 +204,7 @@ func (s *Store) claimCmds(topic string, p int, token, maxDueMS int64, peeked []C
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
 	if len(peeked) > 0 {
-		cmds = append(cmds, cmd{"HMGET", hmget})
+		cmds = append(cmds, cmd{"EVALSHA", read})
 	}
 	return cmds
 }
@@ -210,19 +247,27 @@ func claimReplies(p int, peeked []Claimed, replies []any) (running map[string]bo
 }
 
 // toStart returns, of the ids the claim took (all), those whose delivery
-// starts now, with their records: all but those running already. taken
-// is every id it took.
-func toStart(all []Claimed, running map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool) {
+// starts now, with their records: all but those running already. An id
+// in flight already whose record is not running (no delivery of it
+// started) has a stale in-flight entry, which a claim refused by the
+// fence left (see ClaimBegin): it is taken too, and returned in stale,
+// whose entries get the claim's deadline. taken is every id it took.
+func toStart(all []Claimed, running map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool, stale []Claimed) {
 	claimed = all[:0:0]
 	taken = make(map[string]bool, len(all))
 	for _, m := range all {
 		taken[m.ID] = true
+		rec := recsByID[m.ID]
+		if running[m.ID] && rec != nil && rec.Corrupt == nil && !rec.Running {
+			stale = append(stale, m)
+			running[m.ID] = false
+		}
 		if !running[m.ID] {
 			claimed = append(claimed, m)
-			recs = append(recs, recsByID[m.ID])
+			recs = append(recs, rec)
 		}
 	}
-	return claimed, recs, taken
+	return claimed, recs, taken, stale
 }
 
 // dropUnclaimed removes, from the in-flight ZSET ik, the entries that

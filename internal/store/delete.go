@@ -10,7 +10,9 @@ import (
 
 // Delete removes a message from wherever it is: the record first, then its
 // index entries, so a crash in between leaves a tombstone, never a message
-// that comes back. ErrNotFound if there was nothing to remove.
+// that comes back. ErrNotFound if there was nothing to remove; ErrRunning
+// if a delivery of it had started (see StartMany): it is removed all the
+// same, and is not retried, but that delivery may run to its end.
 func (s *Store) Delete(ctx context.Context, topic string, p int, id string) error {
 	mk := keys.Records(s.ns, topic, p)
 	var removed any
@@ -19,10 +21,7 @@ func (s *Store) Delete(ctx context.Context, topic string, p int, id string) erro
 		// The record, or the segment's entry.
 		removed, err = s.script(ctx, segDeleteScript, mk, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:])
 	} else {
-		var r []any
-		if r, err = s.do(ctx, cmd{"HDEL", []any{mk, id}}); err == nil {
-			removed = r[0]
-		}
+		removed, err = s.script(ctx, deleteScript, mk, id)
 	}
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", id, err)
@@ -34,18 +33,28 @@ func (s *Store) Delete(ctx context.Context, topic string, p int, id string) erro
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", id, err)
 	}
-	if n, _ := redis.Int64(removed, nil); n == 0 {
+	switch n, _ := redis.Int64(removed, nil); n {
+	case DeleteNone:
 		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+	case DeleteRunning:
+		return fmt.Errorf("%w: message %q in topic %s: deleted, and not retried, but the delivery that started may run to its end", ErrRunning, id, topic)
 	}
 	return nil
 }
 
+// Outcomes of a delete, per message.
+const (
+	DeleteNone    = 0 // nothing to remove
+	DeleteDone    = 1 // removed before any delivery of it started
+	DeleteRunning = 2 // removed, but a delivery of it had started
+)
+
 // DeleteMany removes the messages of ids from partition p as Delete
 // removes each, in two round trips for them all: their records first
 // (deleteManyScript, which also cuts those a segment holds out of it),
-// then their entries in the three indexes. It reports, per id, whether
-// there was a message to remove.
-func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []string) ([]bool, error) {
+// then their entries in the three indexes. It reports, per id, what it
+// did: DeleteNone, DeleteDone or DeleteRunning.
+func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []string) ([]int, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -73,9 +82,5 @@ func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []strin
 	if err != nil {
 		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
 	}
-	out := make([]bool, len(ids))
-	for i, n := range removed {
-		out[i] = n == 1
-	}
-	return out, nil
+	return removed, nil
 }

@@ -16,6 +16,9 @@ var (
 	// names it (a message, a schedule, a topic: see ErrNoTopic).
 	ErrNotFound     = errors.New("delayq: not found")
 	ErrNotScheduled = errors.New("delayq: message is not scheduled")
+	// ErrRunning: a delivery of the message started before the write
+	// (see StartMany).
+	ErrRunning = errors.New("delayq: a delivery of the message is running")
 	// ErrChangeRunning: another change of the partition count runs.
 	ErrChangeRunning = errors.New("delayq: a change of the partition count runs")
 	// ErrNoTopic: the topic does not exist (nothing ever created it, or it

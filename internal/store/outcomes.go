@@ -60,7 +60,8 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 // were claimed with (see Store.Ack).
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
 // Returns per id 0 (removed, or gone), or the due of the record that
-// replaced it, which stays.
+// replaced it, which stays, its running flag cleared: the delivery that
+// set it (the header's) ended.
 var ackScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 2 do
@@ -71,6 +72,9 @@ for i = 1, #ARGV, 2 do
     redis.call('HDEL', KEYS[1], ARGV[i])
     out[#out + 1] = 0
   else
+    if runningOf(ARGV[i + 1]) > 0 and runningOf(v) > 0 then
+      redis.call('HSET', KEYS[1], ARGV[i], notRunning(v))
+    end
     out[#out + 1] = (readHeader(v))
   end
 end
@@ -167,7 +171,9 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 // is given, still begin with it (see Move.Was).
 // KEYS[1]: records HASH. ARGV: id1, record1, header1, ... (header ""
 // for none). Returns per id -1 (gone), 0 (written), or the due of the
-// record that replaced the one claimed (left as it is).
+// record that replaced the one claimed (left as it is, but for its
+// running flag, cleared when the header given had it: the delivery of
+// the one claimed ended).
 var updateIfScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -178,6 +184,9 @@ for i = 1, #ARGV, 3 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
+    if ARGV[i + 2] ~= '' and runningOf(ARGV[i + 2]) > 0 and runningOf(v) > 0 then
+      redis.call('HSET', KEYS[1], ARGV[i], notRunning(v))
+    end
     out[#out + 1] = (readHeader(v))
   end
 end

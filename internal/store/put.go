@@ -58,12 +58,23 @@ type PutResult struct {
 // begins; flagsOf(v) the flags of its version byte (recordTraced);
 // writeHeader(due, created, updated, first, flags) encodes the header of
 // a record with a First, fixed width (recordVersionFirst), with flags,
-// which must be those of the record whose rest follows it.
+// which must be those of the record whose rest follows it. runningOf(v)
+// is the running flag of v's version byte (recordRunning, or 0), and
+// notRunning(v) is v without it.
 var recordLua = fmt.Sprintf(`
-local V2, HEADER2, VERSIONS = %d, '>Bi7i7i7i7', %d
+local V2, HEADER2, VERSIONS, RUNNING = %d, '>Bi7i7i7i7', %d, %d
 local function flagsOf(v)
   local b = string.byte(v, 1)
   return b - b %% VERSIONS
+end
+local function runningOf(v)
+  if string.byte(v, 1) %% (2 * RUNNING) >= RUNNING then return RUNNING end
+  return 0
+end
+local function notRunning(v)
+  local r = runningOf(v)
+  if r == 0 then return v end
+  return string.char(string.byte(v, 1) - r) .. string.sub(v, 2)
 end
 local function reads(v, pos)
   local n, mul = 0, 1
@@ -94,7 +105,7 @@ end
 local function writeHeader(due, created, updated, first, flags)
   return struct.pack(HEADER2, V2 + flags, due, created, updated, first)
 end
-`, recordVersionFirst, recordVersionMask+1)
+`, recordVersionFirst, recordVersionMask+1, recordRunning)
 
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
@@ -111,7 +122,10 @@ end
 //     event then opens a new window, now.
 //
 // Every replacement moves Updated past the old one, so an outcome of a
-// delivery of the old record sees the change (see Record.Header).
+// delivery of the old record sees the change (see Record.Header), and
+// keeps the running flag of the record it replaces (see StartMany): while
+// a delivery of the id runs, a Delete says so. The outcome of that
+// delivery clears it.
 // KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
 // ids that have a record (the old partition of a change); then for each
 // message: id, policy (its first letter), due asked, max wait, and the
@@ -161,7 +175,7 @@ for i = 3, #ARGV, 5 do
         due = window + maxWait
       end
     end
-    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec)) .. string.sub(rec, HEADER_LEN + 1))
+    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec) + runningOf(v)) .. string.sub(rec, HEADER_LEN + 1))
     if oldDue > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due
@@ -442,37 +456,4 @@ func (s *Store) explodeFor(ctx context.Context, topic string, p int, puts []Put)
 		}
 	}
 	return s.explode(ctx, topic, p, segs, nil, 0, 0)
-}
-
-// startScript marks the start of a delivery of a record a Put wrote (its
-// First set), if it is still the record claimed: its First becomes
-// Started, so that a send after this moment opens a new window. A record
-// a send replaced since the claim is not started: the newer event is
-// delivered instead, at its own due.
-// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: the header claimed.
-// Returns 1 (started) or 0 (replaced or gone).
-var startScript = newScript(recordLua + `
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v or string.sub(v, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
-local due, created, updated, _, pos = readHeader(v)
-redis.call('HSET', KEYS[1], ARGV[1], writeHeader(due, created, updated, -1, flagsOf(v)) .. string.sub(v, pos))
-return 1
-`)
-
-// Start marks the start of the delivery of rec, the record of id as
-// claimed (see startScript), and reports whether it may start. rec's
-// First becomes Started, as stored.
-func (s *Store) Start(ctx context.Context, topic string, p int, id string, rec *Record) (bool, error) {
-	r, err := s.script(ctx, startScript, keys.Records(s.ns, topic, p), id, rec.Header())
-	if err != nil {
-		return false, fmt.Errorf("start %q in partition %d: %w", id, p, err)
-	}
-	n, err := redis.Int(r, nil)
-	if err != nil {
-		return false, fmt.Errorf("start %q in partition %d: %w", id, p, err)
-	}
-	if n == 1 {
-		rec.First = Started
-	}
-	return n == 1, nil
 }

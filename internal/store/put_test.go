@@ -11,7 +11,7 @@ import (
 )
 
 // TestPutHeaders checks that the headers the scripts write (a Put that
-// creates, replaces and debounces, a Start) are the bytes Go encodes for
+// creates, replaces and debounces, a start) are the bytes Go encodes for
 // the same record, since an outcome compares a record's stored header
 // with the one Go encodes from its claim; and that each holds what the
 // policy says.
@@ -37,7 +37,7 @@ func TestPutHeaders(t *testing.T) {
 		if enc := rec.Encode(); !bytes.Equal(enc, raw) {
 			t.Errorf("%s: stored %x, Go encodes the record decoded as %x", what, raw, enc)
 		}
-		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || rec.Trace != want.Trace || string(rec.Body) != string(want.Body) {
+		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || rec.Running != want.Running || rec.Trace != want.Trace || string(rec.Body) != string(want.Body) {
 			t.Errorf("%s: stored %+v, want %+v", what, rec, want)
 		}
 		return rec
@@ -48,30 +48,44 @@ func TestPutHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	start := func(what string, r *Record) {
+		t.Helper()
+		if got, err := s.StartMany(ctx, "t", 0, []string{"x"}, []*Record{r}); err != nil || got[0] != StartOK {
+			t.Fatalf("%s: %v %v", what, got, err)
+		}
+	}
 	put(now, Put{ID: "x", Policy: PolicyDebounce, Due: now + 5000, MaxWait: 60000, Body: []byte("a")})
 	stored("created", Record{Due: now + 5000, Created: now, Updated: now, First: now, Body: []byte("a")})
 	put(now+1000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 1000 + 70000, MaxWait: 60000, Body: []byte("b")})
 	stored("debounced, capped by its window", Record{Due: now + 60000, Created: now, Updated: now + 1000, First: now, Body: []byte("b")})
 	put(now+1000, Put{ID: "x", Policy: PolicyReplace, Due: now + 2000, Body: []byte("c")})
 	r := stored("replaced in the same millisecond", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: now + 1000, Body: []byte("c")})
-	if ok, err := s.Start(ctx, "t", 0, "x", r); !ok || err != nil {
-		t.Fatalf("start: %v %v", ok, err)
-	}
-	stored("started", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: Started, Body: []byte("c")})
+	start("start", r)
+	stored("started", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: Started, Running: true, Body: []byte("c")})
+	// A send while the delivery runs keeps the running flag, which the
+	// outcome of that delivery clears.
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
-	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
+	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Running: true, Body: []byte("d")})
+	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Started().Header()}); err != nil || kept != 1 {
+		t.Fatalf("ack of the started record, replaced since: kept %d, %v", kept, err)
+	}
+	stored("the delivery that ran acked", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
 
 	// A trace: the flag of the version byte follows the event written
 	// (the trace comes with the rest of the record), and a start keeps it.
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	put(now+4000, Put{ID: "x", Policy: PolicyReplace, Due: now + 9000, Trace: tp, Body: []byte("e")})
 	r = stored("replaced by a traced event", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: now + 4000, Trace: tp, Body: []byte("e")})
-	if ok, err := s.Start(ctx, "t", 0, "x", r); !ok || err != nil {
-		t.Fatalf("start a traced record: %v %v", ok, err)
+	start("start a traced record", r)
+	stored("traced, started", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Running: true, Trace: tp, Body: []byte("e")})
+	// Its delivery failed: the retry writes the record back, not running.
+	retry := *r.Started()
+	retry.Running, retry.Attempts = false, 1
+	if gone, err := s.Moves(ctx, "t", 0, []Move{{ID: "x", Score: now + 9000, Record: &retry, Was: r.Started().Header()}}); err != nil || gone != 0 {
+		t.Fatalf("retry: gone %d, %v", gone, err)
 	}
-	stored("traced, started", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Trace: tp, Body: []byte("e")})
 	put(now+5000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9500, MaxWait: 60000, Body: []byte("f")})
-	stored("debounced by an untraced event", Record{Due: now + 9500, Created: now, Updated: now + 5000, First: now + 5000, Body: []byte("f")})
+	stored("debounced by an untraced event after a start", Record{Due: now + 9500, Created: now, Updated: now + 5000, First: now + 5000, Body: []byte("f")})
 	put(now+6000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9600, MaxWait: 60000, Trace: tp, Body: []byte("g")})
 	r = stored("debounced by a traced event", Record{Due: now + 9600, Created: now, Updated: now + 6000, First: now + 5000, Trace: tp, Body: []byte("g")})
 	// The outcome of its delivery compares the header Go encodes with

@@ -9,29 +9,40 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Reschedule moves a scheduled message to a new due time (unix ms).
-// ErrNotFound if there is no such message, ErrNotScheduled if it is in
-// flight or dead (or was claimed while this ran).
+// Reschedule moves a message that is scheduled, or claimed ahead by a
+// consumer and not started, to a new due time (unix ms). ErrNotFound if
+// there is no such message, ErrRunning if a delivery of it started (see
+// StartMany), ErrNotScheduled if it is dead.
+//
+// The record is rewritten only while it is the one read, and while no
+// delivery of it started (updateIfScript compares its header, running
+// flag included), then indexed at the new due. A consumer holding the
+// message until its old due finds, at its start, a record that is not
+// the one it claimed: it does not start it, and returns it to scheduled
+// at the record's due (see StartMany). Should Reschedule stop between the
+// two writes, the record, which has the new due, is claimed by its old
+// entry (and held or returned to its due) or indexed by the reconciler.
 func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
-	// Twice at most: a message moved out of its segment by a claim
-	// meanwhile is rescheduled as a record of its own.
+	// A few times at most: a message moved out of its segment by a claim,
+	// or whose record changed, meanwhile is read again.
 	for try := 0; ; try++ {
 		err := s.reschedule(ctx, topic, p, id, dueMS, nowMS)
-		if !errors.Is(err, errExploded) {
+		if !errors.Is(err, errChanged) {
 			return err
 		}
-		if try == 1 {
-			return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
+		if try == 4 {
+			return fmt.Errorf("%w: %q in topic %s kept changing while it was rescheduled", ErrNotScheduled, id, topic)
 		}
 	}
 }
 
-// errExploded says a message left its segment while Reschedule ran.
-var errExploded = errors.New("segment exploded meanwhile")
+// errChanged says a message's record changed (or left its segment)
+// while Reschedule ran.
+var errChanged = errors.New("record changed meanwhile")
 
 func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
 	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{sk, id}}}, segReads(mk, id)...)...)
+	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}}}, segReads(mk, id)...)...)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
@@ -45,38 +56,33 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 		}
 		return s.rescheduleHeld(ctx, topic, p, id, e, dueMS, nowMS)
 	}
-	if r[1] == nil {
-		return fmt.Errorf("%w: %q in topic %s is in flight or dead", ErrNotScheduled, id, topic)
-	}
 	b, _ := redis.Bytes(r[0], nil)
 	rec, err := DecodeRecord(b)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	old, _ := redis.Int64(r[1], nil)
-	rec.Due, rec.Updated = dueMS, nowMS
-	// The record is rewritten only if it still exists: a message claimed
-	// and acked since the read above must not come back.
-	ok, err := s.update(ctx, topic, p, []string{id}, []*Record{rec})
+	switch {
+	case rec.Running:
+		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, topic)
+	case r[1] != nil:
+		return fmt.Errorf("%w: %q in topic %s is dead", ErrNotScheduled, id, topic)
+	}
+	was := rec.Header()
+	rec.Due, rec.Updated = dueMS, max(nowMS, rec.Updated+1)
+	st, err := s.updateIf(ctx, topic, p, []string{id}, []*Record{rec}, [][]byte{was})
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	if !ok[0] {
+	switch st[0] {
+	case -1:
 		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+	case 0:
+	default:
+		return errChanged
 	}
-	r2, err := s.do(ctx, cmd{"ZADD", []any{sk, "XX", "CH", dueMS, id}},
-		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
-		cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}})
-	if err != nil {
+	if _, err := s.do(ctx, cmd{"ZADD", []any{sk, dueMS, id}}); err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	if ch, _ := redis.Int64(r2[0], nil); ch == 0 && old != dueMS && (r2[1] != nil || r2[2] != nil) {
-		return fmt.Errorf("%w: %q in topic %s was claimed meanwhile", ErrNotScheduled, id, topic)
-	}
-	// Rescheduled; or its entry went meanwhile, but not to flight or
-	// death (a move of a change of the partition count took it): then
-	// the record, which has the new due, is in no index, and is indexed
-	// at that due by the mover or the reconciler.
 	return nil
 }
 
@@ -98,7 +104,7 @@ func (s *Store) rescheduleHeld(ctx context.Context, topic string, p int, id stri
 	case 0:
 		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
 	case 2:
-		return errExploded
+		return errChanged
 	}
 	if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Scheduled(s.ns, topic, p), dueMS, id}}); err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)

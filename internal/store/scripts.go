@@ -330,16 +330,37 @@ redis.call('HINCRBY', KEYS[1], LEFT, 1)
 return out
 `)
 
+// deleteLua declares delRecord(id): it deletes id's record from the
+// records HASH KEYS[1] and returns 0 (there was none), 1 (deleted) or 2
+// (deleted, and a delivery of it had started: see StartMany).
+var deleteLua = fmt.Sprintf(`
+local function delRecord(id)
+  local v = redis.call('HGET', KEYS[1], id)
+  if not v then return 0 end
+  redis.call('HDEL', KEYS[1], id)
+  if string.byte(v, 1) %% %d >= %d then return 2 end
+  return 1
+end
+`, 2*recordRunning, recordRunning)
+
 // segDeleteScript deletes a message that may be held by a segment: its
 // own record if it has one, else its entry in the segment (the segment is
 // rewritten without it; an empty one stays until claimed, so that it
 // still accounts for its index entry).
 // KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: its segment's field,
-// ARGV[3]: its suffix. Returns 1 if it removed something, 0 if not.
-var segDeleteScript = newScript(segCutLua + `
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return 1 end
+// ARGV[3]: its suffix. Returns 1 if it removed something, 2 if what it
+// removed was a record whose delivery had started, 0 if nothing.
+var segDeleteScript = newScript(segCutLua + deleteLua + `
+local n = delRecord(ARGV[1])
+if n > 0 then return n end
 if segCut(ARGV[2], ARGV[3]) then return 1 end
 return 0
+`)
+
+// deleteScript deletes a message's record (see delRecord).
+// KEYS[1]: records HASH. ARGV[1]: id. Returns 0, 1 or 2 (see delRecord).
+var deleteScript = newScript(deleteLua + `
+return delRecord(ARGV[1])
 `)
 
 // deleteManyScript deletes messages that may be held by segments, as
@@ -347,12 +368,14 @@ return 0
 // in its segment.
 // KEYS[1]: records HASH. ARGV: id1, its segment's field ("" when no
 // segment can hold it), its suffix, id2, ...
-// Returns one integer per id: 1 removed, 0 nothing to remove.
-var deleteManyScript = newScript(segCutLua + `
+// Returns one integer per id: 1 removed, 2 removed while a delivery of
+// it had started, 0 nothing to remove.
+var deleteManyScript = newScript(segCutLua + deleteLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
-    out[#out + 1] = 1
+  local n = delRecord(ARGV[i])
+  if n > 0 then
+    out[#out + 1] = n
   elseif ARGV[i + 1] ~= '' and segCut(ARGV[i + 1], ARGV[i + 2]) then
     out[#out + 1] = 1
   else

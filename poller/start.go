@@ -1,0 +1,95 @@
+package poller
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// startRetry is how long a loop whose start of held messages failed
+// waits before it tries again.
+const startRetry = 100 * time.Millisecond
+
+// dispatchDue hands every held message that is due to the dispatcher,
+// once its delivery started in Redis: a message the claim started
+// already goes at once, the others start together, in one script
+// (startHeld).
+func (p *part) dispatchDue(ctx context.Context, now time.Time) {
+	var toStart []*Msg
+	for len(p.held) > 0 && !p.held.peek().at().After(now) {
+		m := heap.Pop(&p.held).(*Msg)
+		if m.unstarted != nil {
+			p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
+		} else {
+			toStart = append(toStart, m)
+		}
+	}
+	if len(toStart) > 0 {
+		p.startHeld(ctx, now, toStart)
+	}
+}
+
+// startHeld starts the deliveries of messages the loop held until due
+// (store.StartMany) and hands those that started to the dispatcher. A
+// message deleted meanwhile is dropped, and one whose record a send or a
+// reschedule rewrote goes back to scheduled at the new record's due: the
+// version the loop claimed never starts. When the start fails, the
+// messages are held again and tried again after startRetry (a start
+// whose reply was lost is recognised as the loop's own).
+func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
+	cfg := p.cfg
+	ids := make([]string, len(ms))
+	recs := make([]*store.Record, len(ms))
+	for i, m := range ms {
+		ids[i], recs[i] = m.ID, m.Record
+	}
+	got, err := cfg.Store.StartMany(ctx, cfg.Topic, cfg.Partition, ids, recs)
+	if err != nil {
+		p.logErr("start deliveries", err)
+		retry := now.Add(startRetry)
+		for _, m := range ms {
+			m.start = retry
+			heap.Push(&p.held, m)
+		}
+		return
+	}
+	var tomb []string
+	var moves []store.Move
+	for i, m := range ms {
+		switch got[i] {
+		case store.StartOK:
+			m.started()
+			cfg.Dispatch.ready <- m
+			continue
+		case store.StartGone:
+			tomb = append(tomb, m.ID)
+		default:
+			moves = append(moves, store.Move{ID: m.ID, Score: got[i]})
+		}
+		p.forget(m)
+	}
+	if len(tomb) > 0 {
+		p.count(EventTombstone, len(tomb))
+		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+			p.logErr("drop tombstones", err) // found again at their deadline
+		}
+	}
+	if len(moves) > 0 {
+		p.count(EventSuperseded, len(moves))
+		if _, err := p.writeMoves(ctx, moves); err != nil {
+			// Still in flight: returned, without an attempt, at the
+			// deadline (see requeueExpired).
+			p.logErr("return messages replaced or rescheduled before their start", err)
+		}
+	}
+}
+
+// forget lets go of a held message that does not start: its claim slot
+// and its slot of the topic's concurrency cap are freed.
+func (p *part) forget(m *Msg) {
+	delete(p.mine, m.ID)
+	p.cfg.Dispatch.release(1)
+	p.gateDone(m.slot, 1)
+}
