@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,4 +322,92 @@ func countIs(c *Client, topic string, n int) func() bool {
 		info, err := c.Partitions(context.Background(), topic)
 		return err == nil && info.Count == n && info.Next == 0
 	}
+}
+
+// A person's count wins over the automatic one: on an automatic topic,
+// SetPartitions and CancelPartitions are refused with ErrAutoPartitions,
+// naming --auto off, and change nothing; once the person turns it off,
+// the count they set (or the cancel they asked for) holds, though the
+// consumers that would have the automatic count change it keep running,
+// and a consumer that starts with the automatic count in its options
+// does not turn it back on.
+func TestAutoPartitionsPersonWins(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 4})
+	const topic = "auto-person"
+	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
+		moveSettle: 3 * time.Second, autoCheck: 100 * time.Millisecond, // a change lasts 3 s: time to cancel it
+		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: 300 * time.Millisecond, Cooldown: 300 * time.Millisecond}}
+	nop := func(context.Context, *Delivery) error { return nil }
+	start := func(id string) {
+		o := opts
+		o.ID = id
+		runStoppable(t, c, o, nop)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrAutoPartitions) || !strings.Contains(err.Error(), "--auto off") {
+			t.Fatalf("%s on an automatic topic: %v; want ErrAutoPartitions naming --auto off", what, err)
+		}
+	}
+	// holds fails unless cond holds at every look for d: many times the
+	// automatic count's checks and its grow_after and shrink_after.
+	holds := func(d time.Duration, what string, cond func(*PartitionsInfo) bool) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			info, err := c.Partitions(ctx, topic)
+			if err != nil || !cond(info) {
+				t.Fatalf("%s: %+v, %v", what, info, err)
+			}
+		}
+	}
+
+	// One consumer: the automatic count shrinks 4 to 2 (its min).
+	start("k0")
+	waitFor(t, 30*time.Second, "one consumer shrinking the count to 2", countIs(c, topic, 2))
+	_, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{})
+	refused("SetPartitions", err)
+	_, err = c.CancelPartitions(ctx, topic)
+	refused("CancelPartitions with no change", err)
+	holds(time.Second, "the count after a refused set", func(i *PartitionsInfo) bool { return i.Count == 2 && i.Next == 0 })
+
+	// Three: it grows 2 to 4; a cancel of that change is refused, and
+	// the change goes on.
+	start("k1")
+	start("k2")
+	waitFor(t, 30*time.Second, "three consumers growing the count", func() bool {
+		info, err := c.Partitions(ctx, topic)
+		return err == nil && info.Count == 2 && info.Next == 4
+	})
+	info, err := c.CancelPartitions(ctx, topic)
+	refused("CancelPartitions of an automatic change", err)
+	if info, err = c.Partitions(ctx, topic); err != nil || info.Next != 4 || info.Cancelled {
+		t.Fatalf("after a refused cancel: %+v, %v; want the change to 4 running, not cancelled", info, err)
+	}
+
+	// Turned off, the person's cancel works, and the count stays 2
+	// though three consumers are more than 2 partitions.
+	if err := c.SetAutoPartitions(ctx, topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = c.CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
+		t.Fatalf("cancel with the automatic count off: %+v, %v", info, err)
+	}
+	waitFor(t, 30*time.Second, "the cancelled change back at 2", countIs(c, topic, 2))
+	holds(3*time.Second, "2 partitions, as the person's cancel left them, with 3 consumers", func(i *PartitionsInfo) bool {
+		return i.Count == 2 && i.Next == 0 && i.Auto == nil
+	})
+
+	// The person's count: 8 holds with 3 consumers (the automatic count
+	// would halve it), and a consumer starting with the automatic count
+	// in its options leaves it off.
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start("k3")
+	waitFor(t, 30*time.Second, "the count set by hand, 8", countIs(c, topic, 8))
+	holds(3*time.Second, "8 partitions, as the person set them, with 4 consumers", func(i *PartitionsInfo) bool {
+		return i.Count == 8 && i.Next == 0 && i.Auto == nil
+	})
 }

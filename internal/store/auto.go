@@ -39,6 +39,21 @@ func (s *Store) SetAuto(ctx context.Context, topic string, a Auto, ifUnset bool)
 	return s.setControl(ctx, topic, keys.MetaAuto, "automatic partition count", string(b), ifUnset)
 }
 
+// AutoOn is the error of a change or cancel by hand of topic's count
+// while it is automatic; l is the layout then. It wraps
+// ErrAutoPartitions and says how to turn the automatic count off: a
+// person's count must not be undone by the automation minutes later, so
+// it is refused rather than taken and then lost.
+func AutoOn(topic string, l Layout) error {
+	now := fmt.Sprintf("it has %d partitions", l.Count)
+	if l.Changing() {
+		now = fmt.Sprintf("it is changing from %d to %d partitions", l.Count, l.Next)
+	}
+	return fmt.Errorf("%w: topic %q follows its consumers (%s), and would undo a count or a cancel by hand; "+
+		"turn that off first (delayq partitions --topic %s --auto off, or Client.SetAutoPartitions with nil), then set the count or cancel the change",
+		ErrAutoPartitions, topic, now, topic)
+}
+
 // decodeAuto reads the MetaAuto field of meta: the settings, and whether
 // they were ever set (or turned off).
 func decodeAuto(meta string, v any) (Auto, bool, error) {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/testenv"
@@ -58,4 +60,52 @@ func TestAutoStep(t *testing.T) {
 	step(t0+9000, 8, 16, false, t0+9000)
 	step(t0+10200, 8, 16, false, t0+9000) // held long enough, but cooling down
 	step(t0+10500, 8, 16, true, t0+9000)
+}
+
+// While a topic's count is automatic, the scripts that begin and cancel
+// a change by hand refuse (ErrAutoPartitions) and write nothing, whatever
+// the caller read before; turned off, they work again.
+func TestChangeRefusedWhileAuto(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const topic, t0 = "auto-refuse", int64(1_800_000_000_000)
+	if _, err := s.EnsureTopic(ctx, topic, 4, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetAuto(ctx, topic, Auto{Min: 2, Max: 8}, false); err != nil {
+		t.Fatal(err)
+	}
+	layout := func(want Layout) {
+		t.Helper()
+		if l, err := s.ReadLayout(ctx, topic); err != nil || l.Count != want.Count || l.Next != want.Next {
+			t.Fatalf("layout %+v, %v; want %d -> %d", l, err, want.Count, want.Next)
+		}
+	}
+	if _, err := s.BeginChange(ctx, topic, 8, t0); !errors.Is(err, ErrAutoPartitions) || !strings.Contains(err.Error(), "--auto off") {
+		t.Fatalf("begin a change by hand of an automatic count: %v; want ErrAutoPartitions naming --auto off", err)
+	}
+	layout(Layout{Count: 4})
+	// The automatic count's own change, then a cancel by hand.
+	step := func(at int64) (bool, error) {
+		begun, _, err := s.AutoStep(ctx, topic, 4, 8, 0, 0, at)
+		return begun, err
+	}
+	if _, err := step(t0); err != nil {
+		t.Fatal(err)
+	}
+	if begun, err := step(t0 + 1); err != nil || !begun {
+		t.Fatalf("the automatic change: begun %v, %v", begun, err)
+	}
+	if _, err := s.CancelChange(ctx, topic, Layout{Count: 4, Next: 8}, t0+2); !errors.Is(err, ErrAutoPartitions) {
+		t.Fatalf("cancel by hand of an automatic change: %v; want ErrAutoPartitions", err)
+	}
+	layout(Layout{Count: 4, Next: 8})
+	if _, err := s.SetAuto(ctx, topic, Auto{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.CancelChange(ctx, topic, Layout{Count: 4, Next: 8}, t0+3); err != nil || !l.Reversed {
+		t.Fatalf("cancel with the automatic count off: %+v, %v", l, err)
+	}
+	layout(Layout{Count: 8, Next: 4})
 }
