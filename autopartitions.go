@@ -300,15 +300,23 @@ func (k *Consumer) followAuto(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-		if err := k.autoCheck(rctx, *a); err != nil {
+		if err := k.autoCheck(rctx, *a, autoStep(every)); err != nil {
 			k.c.errLog.Log("check the automatic partition count", err, "component", "consumer", "topic", k.opts.Topic)
 		}
 		cancel()
 	}
 }
 
-// autoCheck is one check of the automatic count a.
-func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
+// autoStep is the most one check of the automatic count adds to the
+// time a wish held and to the time since the last change ended, for
+// checks every every: a little more than the longest time between two
+// checks of one consumer (every, jittered by 10%), so that a fleet with
+// sound clocks counts real time, and one clock off by minutes adds no
+// more than that per check (see store.AutoStep).
+func autoStep(every time.Duration) time.Duration { return every + every/5 }
+
+// autoCheck is one check of the automatic count a; step: see autoStep.
+func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions, step time.Duration) error {
 	topic := k.opts.Topic
 	l, err := k.c.store.ReadLayout(ctx, topic)
 	if err != nil {
@@ -322,7 +330,8 @@ func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
 	if !l.Changing() {
 		target, after = autoTarget(a, l.Count, live)
 	}
-	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(), k.c.opts.Now().UnixMilli())
+	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(),
+		step.Milliseconds(), k.c.opts.Now().UnixMilli())
 	if err != nil || !begun {
 		return err
 	}
