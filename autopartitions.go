@@ -22,10 +22,16 @@ import (
 // the ceiling SetPartitions holds a person to (PartitionsCeiling).
 // Damping: a wish must hold at every check for its time (any check that
 // wants otherwise starts it again), one change runs at a time, and none
-// begins until Cooldown after the last one ended. No leader: each
-// consumer of the topic checks every AutoCheckEvery, and the first to
-// see a wish through begins the change with one script, which begins at
-// most one.
+// begins until Cooldown after the last one ended; the times are the
+// checking consumers' own, each bounded against the others' (a check
+// adds at most a check interval and a fifth to the time a wish held, or
+// to the time since the last change ended), so that one clock off by
+// minutes neither begins a change at once nor holds one back. No
+// leader: each consumer of the topic checks every AutoCheckEvery, and
+// the first to see a wish through begins the change with one script,
+// which begins at most one. A person's count wins: while the count is
+// automatic, SetPartitions and CancelPartitions are refused
+// (ErrAutoPartitions) and change nothing; turn it off first.
 type AutoPartitions struct {
 	// Min and Max bound the count: a topic below Min grows to it (to the
 	// smallest multiple of its count from Min up, in one change, as far

@@ -61,6 +61,8 @@ const partitionsAbout = "Prints the topic's partition count, as stored in Redis:
 	"a polling loop (see docs/partitions.md).\n\n" +
 	"--cancel cancels the running change: the consumers move the messages moved\n" +
 	"already back, and the topic ends at its old count; no message is lost.\n\n" +
+	"On a topic with --auto, --set and --cancel are refused and change nothing: the\n" +
+	"automatic count would undo them. Run --auto off first, then set or cancel.\n\n" +
 	"--auto lets the count follow the live consumers (--auto off gives it back to\n" +
 	"--set): doubled, up to --max (default 64), once the consumers outnumber the\n" +
 	"partitions for --grow-after (10s); halved, down to --min (default 1), once\n" +
