@@ -382,6 +382,9 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	})
 	info, err := c.CancelPartitions(ctx, topic)
 	refused("CancelPartitions of an automatic change", err)
+	if info != nil {
+		t.Errorf("a refused cancel returned %+v", info)
+	}
 	if info, err = c.Partitions(ctx, topic); err != nil || info.Next != 4 || info.Cancelled {
 		t.Fatalf("after a refused cancel: %+v, %v; want the change to 4 running, not cancelled", info, err)
 	}
