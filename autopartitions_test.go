@@ -332,6 +332,7 @@ func countIs(c *Client, topic string, n int) func() bool {
 // and a consumer that starts with the automatic count in its options
 // does not turn it back on.
 func TestAutoPartitionsPersonWins(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	ctx := context.Background()
 	c := newClient(t, env.Proxy, Options{Partitions: 4})
