@@ -14,26 +14,37 @@ import (
 // AutoPartitions makes a topic's partition count follow its consumers:
 // the count doubles (within Max) once the live consumers outnumber the
 // partitions for GrowAfter, so that every consumer owns one, and halves
-// (within Min) once they have been at most a quarter of the partitions
-// for ShrinkAfter, so that idle partitions stop costing their owners'
-// leases and polls. A shrink never leads to a grow: after it the
-// consumers are still at most half the count. Damping: a wish must hold
-// at every check for its time (any check that wants otherwise starts it
-// again), one change runs at a time, and none begins until Cooldown after
-// the last one ended. No leader: each consumer of the topic checks every
-// AutoCheckEvery, and the first to see a wish through begins the change
-// with one script, which begins at most one.
+// (within Min) once they have been at most half the partitions for
+// ShrinkAfter, so that idle partitions stop costing their owners' leases
+// and polls, and a count doubled for a passing surge of consumers (a
+// rolling deploy) comes back. A shrink never leads to a grow: after it
+// each consumer still owns one partition or more. It never grows past
+// the ceiling SetPartitions holds a person to (PartitionsCeiling).
+// Damping: a wish must hold at every check for its time (any check that
+// wants otherwise starts it again), one change runs at a time, and none
+// begins until Cooldown after the last one ended; the times are the
+// checking consumers' own, each bounded against the others' (a check
+// adds at most a check interval and a fifth to the time a wish held, or
+// to the time since the last change ended), so that one clock off by
+// minutes neither begins a change at once nor holds one back. No
+// leader: each consumer of the topic checks every AutoCheckEvery, and
+// the first to see a wish through begins the change with one script,
+// which begins at most one. A person's count wins: while the count is
+// automatic, SetPartitions and CancelPartitions are refused
+// (ErrAutoPartitions) and change nothing; turn it off first.
 type AutoPartitions struct {
-	// Min and Max bound the count (a topic below Min grows to it, one
-	// above Max shrinks to it, by halves and doublings). Defaults: 1 and
+	// Min and Max bound the count: a topic below Min grows to it (to the
+	// smallest multiple of its count from Min up, in one change, as far
+	// as the ceiling allows), one above Max shrinks to the largest
+	// divisor of its count within Max. Defaults: 1 and
 	// MinPartitionsCeiling (64).
 	Min int
 	Max int
 	// GrowAfter is how long the live consumers must outnumber the
 	// partitions before the count doubles. Default DefaultAutoGrowAfter.
 	GrowAfter time.Duration
-	// ShrinkAfter is how long the live consumers must be at most a
-	// quarter of the partitions before the count halves. Default
+	// ShrinkAfter is how long the live consumers must be at most half
+	// the partitions before the count halves. Default
 	// DefaultAutoShrinkAfter.
 	ShrinkAfter time.Duration
 	// Cooldown is the time after a change of the count ends before the
@@ -209,21 +220,68 @@ func maxTime(a, b time.Time) time.Time {
 
 // autoTarget is the count an automatic count a wants for a topic of
 // count partitions and live consumers, and how long the wish must hold;
-// 0 when it wants none.
+// 0 when it wants none. It is pure, and every count it wants is a
+// multiple or a divisor of count, so that any change can run:
+//
+//   - above Max, the largest divisor of count within Max (one change,
+//     whether count is even or odd);
+//   - below Min, the smallest multiple of count from Min up, as far as
+//     Max and the ceiling SetPartitions holds a person to without Force
+//     (PartitionsCeiling of live) allow; where the ceiling is all that
+//     stops it, the largest multiple under the ceiling, and the rest
+//     once more consumers raise it; where no multiple of count lies
+//     between Min and Max at all (a count of 4, min 5, max 7), the
+//     largest divisor of count that has one (2, then 6);
+//   - within the bounds, double while the live consumers outnumber the
+//     partitions (never past Max or the ceiling), and shrink to the
+//     largest divisor from Min up that still gives each consumer one
+//     (half an even count) once they are at most half the count. After
+//     a shrink the consumers are at most the count, so it never calls
+//     for a grow back; and a count doubled for a passing surge of
+//     consumers (a rolling deploy) halves again once they are back.
 func autoTarget(a AutoPartitions, count, live int) (int, time.Duration) {
-	grow := count*2 <= a.Max && count*2 <= partition.MaxPartitions
-	shrink := count%2 == 0 && count/2 >= a.Min
+	hi := min(a.Max, PartitionsCeiling(live), partition.MaxPartitions)
 	switch {
-	case count < a.Min && grow:
+	case count > a.Max:
+		return largestDivisor(count, 1, a.Max), a.ShrinkAfter
+	case count < a.Min:
+		m := (a.Min + count - 1) / count * count // the smallest multiple from Min up
+		switch {
+		case m <= hi:
+			return m, a.GrowAfter
+		case m <= a.Max: // only the ceiling stops it: as far as that
+			if up := hi / count * count; up > count {
+				return up, a.GrowAfter
+			}
+			return 0, 0
+		}
+		// No multiple of count between Min and Max: down to a divisor
+		// with one.
+		for d := count - 1; d >= 1; d-- {
+			if count%d == 0 && (a.Min+d-1)/d*d <= a.Max {
+				return d, a.ShrinkAfter
+			}
+		}
+		return 0, 0
+	case live > count && count*2 <= hi:
 		return count * 2, a.GrowAfter
-	case count > a.Max && count%2 == 0:
-		return count / 2, a.ShrinkAfter
-	case live > count && grow:
-		return count * 2, a.GrowAfter
-	case live*4 <= count && shrink:
-		return count / 2, a.ShrinkAfter
+	case live*2 <= count:
+		if d := largestDivisor(count, max(a.Min, live, 1), count-1); d > 0 {
+			return d, a.ShrinkAfter
+		}
 	}
 	return 0, 0
+}
+
+// largestDivisor returns the largest divisor of n from lo to hi; 0 when
+// there is none.
+func largestDivisor(n, lo, hi int) int {
+	for d := min(hi, n); d >= lo; d-- {
+		if n%d == 0 {
+			return d
+		}
+	}
+	return 0
 }
 
 // followAuto checks the topic's automatic partition count every
@@ -248,15 +306,23 @@ func (k *Consumer) followAuto(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-		if err := k.autoCheck(rctx, *a); err != nil {
+		if err := k.autoCheck(rctx, *a, autoStep(every)); err != nil {
 			k.c.errLog.Log("check the automatic partition count", err, "component", "consumer", "topic", k.opts.Topic)
 		}
 		cancel()
 	}
 }
 
-// autoCheck is one check of the automatic count a.
-func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
+// autoStep is the most one check of the automatic count adds to the
+// time a wish held and to the time since the last change ended, for
+// checks every every: a little more than the longest time between two
+// checks of one consumer (every, jittered by 10%), so that a fleet with
+// sound clocks counts real time, and one clock off by minutes adds no
+// more than that per check (see store.AutoStep).
+func autoStep(every time.Duration) time.Duration { return every + every/5 }
+
+// autoCheck is one check of the automatic count a; step: see autoStep.
+func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions, step time.Duration) error {
 	topic := k.opts.Topic
 	l, err := k.c.store.ReadLayout(ctx, topic)
 	if err != nil {
@@ -270,7 +336,8 @@ func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions) error {
 	if !l.Changing() {
 		target, after = autoTarget(a, l.Count, live)
 	}
-	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(), k.c.opts.Now().UnixMilli())
+	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(),
+		step.Milliseconds(), k.c.opts.Now().UnixMilli())
 	if err != nil || !begun {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,32 +14,106 @@ import (
 )
 
 func TestAutoTarget(t *testing.T) {
-	a := AutoPartitions{Min: 4, Max: 64}.withDefaults()
+	d := AutoPartitions{Min: 4, Max: 64}.withDefaults()
+	with := func(lo, hi int) AutoPartitions { return AutoPartitions{Min: lo, Max: hi}.withDefaults() }
+	grow, shrink := DefaultAutoGrowAfter, DefaultAutoShrinkAfter
 	for _, tc := range []struct {
+		name              string
+		a                 AutoPartitions
 		count, live, want int
 		after             time.Duration
 	}{
-		{4, 2, 0, 0},                           // within the count, not far below it
-		{4, 4, 0, 0},                           // one each
-		{4, 5, 8, DefaultAutoGrowAfter},        // more consumers than partitions
-		{8, 16, 16, DefaultAutoGrowAfter},      // doubling, one step at a time
-		{64, 100, 0, 0},                        // at max
-		{16, 4, 8, DefaultAutoShrinkAfter},     // a quarter or fewer
-		{16, 5, 0, 0},                          // more than a quarter
-		{8, 2, 4, DefaultAutoShrinkAfter},      // down to min
-		{4, 0, 0, 0},                           // at min
-		{2, 1, 4, DefaultAutoGrowAfter},        // below min
-		{128, 200, 64, DefaultAutoShrinkAfter}, // above max
+		{"within the count, not far below it", d, 4, 3, 0, 0},
+		{"one each", d, 4, 4, 0, 0},
+		{"more consumers than partitions", d, 4, 5, 8, grow},
+		{"doubling, one step at a time", d, 8, 16, 16, grow},
+		{"at max", d, 64, 100, 0, 0},
+		{"a quarter", d, 16, 4, 8, shrink},
+		{"half: each still owns one after the shrink", d, 16, 8, 8, shrink},
+		{"more than half", d, 16, 9, 0, 0},
+		{"down to min", d, 8, 2, 4, shrink},
+		{"at min", d, 4, 0, 0, 0},
+		{"below min", d, 2, 1, 4, grow},
+		{"below min, to it in one change", with(16, 64), 2, 1, 16, grow},
+		{"below min, not a multiple of it", with(4, 6), 3, 1, 6, grow},
+		{"even, above max", d, 128, 200, 64, shrink},
+		{"even, above max, into it in one change", d, 256, 1, 64, shrink},
+		{"even, above max, not a power of two", d, 96, 1, 48, shrink},
+		{"odd above max", with(1, 8), 9, 1, 3, shrink},
+		{"odd above max, prime", with(1, 8), 13, 20, 1, shrink},
+		{"odd within the bounds, halving impossible", with(1, 64), 9, 3, 3, shrink},
+		{"odd within the bounds, no divisor keeps one each", with(1, 64), 15, 6, 0, 0},
+		{"below min, doubling passes max: down to a divisor with a multiple in range", with(5, 7), 4, 1, 2, shrink},
+		{"... then into range", with(5, 7), 2, 1, 6, grow},
+		{"below min, no divisor has a multiple in range but 3", with(11, 13), 9, 0, 3, shrink},
+		{"below min, prime: down to 1", with(11, 13), 7, 0, 1, shrink},
+		{"below min past the ceiling: as far as the ceiling", with(256, 512), 16, 1, 64, grow},
+		{"below min at the ceiling: waits for consumers", with(256, 512), 64, 1, 0, 0},
+		{"below min, more consumers raise the ceiling", with(256, 512), 64, 8, 256, grow},
+		{"below a min past the default ceiling, no consumer", with(128, 128), 16, 0, 64, grow},
+		{"grow within max, not past the ceiling", with(1, 4096), 2048, 4000, 4096, grow},
+		{"no multiple within max", with(1, 64), 48, 60, 0, 0},
 	} {
-		got, after := autoTarget(a, tc.count, tc.live)
-		if got != tc.want || after != tc.after {
-			t.Errorf("autoTarget(%d partitions, %d live) = %d after %v, want %d after %v", tc.count, tc.live, got, after, tc.want, tc.after)
+		t.Run(tc.name, func(t *testing.T) {
+			got, after := autoTarget(tc.a, tc.count, tc.live)
+			if got != tc.want || after != tc.after {
+				t.Errorf("autoTarget(%s, %d partitions, %d live) = %d after %v, want %d after %v", tc.a, tc.count, tc.live, got, after, tc.want, tc.after)
+			}
+		})
+	}
+}
+
+// A surge of consumers (a rolling deploy starting the new ones before
+// stopping the old) doubles the count; once the fleet is back to its
+// size, the count comes back too, and stays.
+func TestAutoTargetSurge(t *testing.T) {
+	a := AutoPartitions{Min: 1, Max: 64}.withDefaults()
+	count := 8
+	for _, step := range []struct{ live, want int }{{8, 8}, {16, 16}, {8, 8}, {8, 8}, {5, 8}} {
+		if to, _ := autoTarget(a, count, step.live); to != 0 {
+			count = to
 		}
-		// A change never leads to its reverse: the fair share after it
-		// does not want the count back.
-		if got != 0 && got >= a.Min && got <= a.Max && tc.count >= a.Min && tc.count <= a.Max {
-			if back, _ := autoTarget(a, got, tc.live); back == tc.count {
-				t.Errorf("%d partitions, %d live: %d, which wants %d again", tc.count, tc.live, got, back)
+		if count != step.want {
+			t.Fatalf("%d live consumers: %d partitions, want %d", step.live, count, step.want)
+		}
+	}
+}
+
+// For every count and fleet, under bounds of every shape, the automatic
+// count wants only counts a change can reach (a multiple or a divisor),
+// never grows past the ceiling, never wants a change back, and reaches a
+// count it keeps within a few changes: within Min and Max, or below Min
+// only where the ceiling holds it.
+func TestAutoTargetConverges(t *testing.T) {
+	bounds := []AutoPartitions{{Min: 1, Max: 64}, {Min: 4, Max: 64}, {Min: 5, Max: 7}, {Min: 11, Max: 13},
+		{Min: 3, Max: 3}, {Min: 256, Max: 512}, {Min: 100, Max: 4096}, {Min: 1, Max: 1}}
+	for _, a := range bounds {
+		a = a.withDefaults()
+		for start := 1; start <= 300; start++ {
+			for _, live := range []int{0, 1, 2, 3, 5, 8, 9, 16, 33, 100} {
+				count, seen := start, map[int]bool{start: true}
+				for steps := 0; ; steps++ {
+					to, _ := autoTarget(a, count, live)
+					if to == 0 {
+						break
+					}
+					switch {
+					case to == count:
+						t.Fatalf("%s, %d live, %d partitions: wants %d, the count it has", a, live, count, to)
+					case to%count != 0 && count%to != 0:
+						t.Fatalf("%s, %d live, %d partitions: wants %d, neither a multiple nor a divisor", a, live, count, to)
+					case to > count && to > PartitionsCeiling(live):
+						t.Fatalf("%s, %d live, %d partitions: grows to %d, past the ceiling %d", a, live, count, to, PartitionsCeiling(live))
+					case seen[to]:
+						t.Fatalf("%s, %d live, from %d partitions: comes back to %d", a, live, start, to)
+					case steps > 8:
+						t.Fatalf("%s, %d live, from %d partitions: still changing after %d changes", a, live, start, steps)
+					}
+					seen[to], count = true, to
+				}
+				if count > a.Max || count < a.Min && count*2 <= min(a.Max, PartitionsCeiling(live)) {
+					t.Errorf("%s, %d live, from %d partitions: keeps %d", a, live, start, count)
+				}
 			}
 		}
 	}
@@ -247,4 +322,96 @@ func countIs(c *Client, topic string, n int) func() bool {
 		info, err := c.Partitions(context.Background(), topic)
 		return err == nil && info.Count == n && info.Next == 0
 	}
+}
+
+// A person's count wins over the automatic one: on an automatic topic,
+// SetPartitions and CancelPartitions are refused with ErrAutoPartitions,
+// naming --auto off, and change nothing; once the person turns it off,
+// the count they set (or the cancel they asked for) holds, though the
+// consumers that would have the automatic count change it keep running,
+// and a consumer that starts with the automatic count in its options
+// does not turn it back on.
+func TestAutoPartitionsPersonWins(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 4})
+	const topic = "auto-person"
+	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
+		moveSettle: 3 * time.Second, autoCheck: 100 * time.Millisecond, // a change lasts 3 s: time to cancel it
+		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: 300 * time.Millisecond, Cooldown: 300 * time.Millisecond}}
+	nop := func(context.Context, *Delivery) error { return nil }
+	start := func(id string) {
+		o := opts
+		o.ID = id
+		runStoppable(t, c, o, nop)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrAutoPartitions) || !strings.Contains(err.Error(), "--auto off") {
+			t.Fatalf("%s on an automatic topic: %v; want ErrAutoPartitions naming --auto off", what, err)
+		}
+	}
+	// holds fails unless cond holds at every look for d: many times the
+	// automatic count's checks and its grow_after and shrink_after.
+	holds := func(d time.Duration, what string, cond func(*PartitionsInfo) bool) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			info, err := c.Partitions(ctx, topic)
+			if err != nil || !cond(info) {
+				t.Fatalf("%s: %+v, %v", what, info, err)
+			}
+		}
+	}
+
+	// One consumer: the automatic count shrinks 4 to 2 (its min).
+	start("k0")
+	waitFor(t, 30*time.Second, "one consumer shrinking the count to 2", countIs(c, topic, 2))
+	_, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{})
+	refused("SetPartitions", err)
+	_, err = c.CancelPartitions(ctx, topic)
+	refused("CancelPartitions with no change", err)
+	holds(time.Second, "the count after a refused set", func(i *PartitionsInfo) bool { return i.Count == 2 && i.Next == 0 })
+
+	// Three: it grows 2 to 4; a cancel of that change is refused, and
+	// the change goes on.
+	start("k1")
+	start("k2")
+	waitFor(t, 30*time.Second, "three consumers growing the count", func() bool {
+		info, err := c.Partitions(ctx, topic)
+		return err == nil && info.Count == 2 && info.Next == 4
+	})
+	info, err := c.CancelPartitions(ctx, topic)
+	refused("CancelPartitions of an automatic change", err)
+	if info != nil {
+		t.Errorf("a refused cancel returned %+v", info)
+	}
+	if info, err = c.Partitions(ctx, topic); err != nil || info.Next != 4 || info.Cancelled {
+		t.Fatalf("after a refused cancel: %+v, %v; want the change to 4 running, not cancelled", info, err)
+	}
+
+	// Turned off, the person's cancel works, and the count stays 2
+	// though three consumers are more than 2 partitions.
+	if err := c.SetAutoPartitions(ctx, topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = c.CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
+		t.Fatalf("cancel with the automatic count off: %+v, %v", info, err)
+	}
+	waitFor(t, 30*time.Second, "the cancelled change back at 2", countIs(c, topic, 2))
+	holds(3*time.Second, "2 partitions, as the person's cancel left them, with 3 consumers", func(i *PartitionsInfo) bool {
+		return i.Count == 2 && i.Next == 0 && i.Auto == nil
+	})
+
+	// The person's count: 8 holds with 3 consumers (the automatic count
+	// would halve it), and a consumer starting with the automatic count
+	// in its options leaves it off.
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start("k3")
+	waitFor(t, 30*time.Second, "the count set by hand, 8", countIs(c, topic, 8))
+	holds(3*time.Second, "8 partitions, as the person set them, with 4 consumers", func(i *PartitionsInfo) bool {
+		return i.Count == 8 && i.Next == 0 && i.Auto == nil
+	})
 }

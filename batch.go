@@ -188,17 +188,25 @@ func (c *Client) addGroups(ctx context.Context, groups []store.Group, members []
 
 // putGroups returns groups and members with a group (no messages) for
 // each partition the sends with a policy puts went to, for wake; it
-// sorts puts.
+// sorts puts. During a change of the count, a send that writePuts wrote
+// to its old partition (putOld still set) went there, not to parts[i]:
+// that partition's owner delivers it, so that is the one to wake.
 func putGroups(msgs []Message, parts []int, puts []int, groups []store.Group, members [][]int) ([]store.Group, [][]int) {
+	wrote := func(i int) int {
+		if msgs[i].putOld > 0 {
+			return msgs[i].putOld - 1
+		}
+		return parts[i]
+	}
 	slices.SortStableFunc(puts, func(a, b int) int {
-		return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(parts[a], parts[b]))
+		return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(wrote(a), wrote(b)))
 	})
 	for lo := 0; lo < len(puts); {
 		hi := lo + 1
-		for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && parts[puts[hi]] == parts[puts[lo]] {
+		for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && wrote(puts[hi]) == wrote(puts[lo]) {
 			hi++
 		}
-		groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: parts[puts[lo]]})
+		groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: wrote(puts[lo])})
 		members = append(members, puts[lo:hi])
 		lo = hi
 	}

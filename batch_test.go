@@ -467,3 +467,67 @@ func segmentPair(t *testing.T, p, n int) (string, string) {
 	}
 	return a, b
 }
+
+// During a change of the count, a send with a policy (replace, debounce)
+// of an id that lives in its old partition is written there, and wakes
+// that partition's owner, who delivers it: not the owner of the id's
+// partition in the new count, who has nothing to claim (the message
+// would then wait for an idle poll, up to 5.5 s). A send of a new id goes
+// to the new count and wakes that partition's owner.
+func TestWakePutDuringChange(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	ctx := context.Background()
+	c := newClient(t, env.Proxy, Options{Partitions: 4})
+	const topic = "wake-change"
+	movedID := func(prefix string) string { // an id whose partition in 8 is not its partition in 4
+		for i := 0; ; i++ {
+			if id := fmt.Sprint(prefix, i); partition.For(id, 8) >= 4 {
+				return id
+			}
+		}
+	}
+	old := movedID("old-")
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// No consumer runs: the change stays started, the message stays put.
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	counters := func(ps ...int) []int64 {
+		t.Helper()
+		var fields []string
+		for _, p := range ps {
+			fields = append(fields, keys.WakeField(topic, p))
+		}
+		got, err := c.store.Changes(ctx, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, policy := range []OnDuplicate{Replace, Debounce} {
+		from, to := partition.For(old, 4), partition.For(old, 8)
+		before := counters(from, to)
+		r, err := c.EnqueueBatch(ctx, []Message{{Topic: topic, ID: old, OnDuplicate: policy}})
+		if err != nil || r[0].Err != nil {
+			t.Fatalf("%s: %v, %v", policy, err, r)
+		}
+		if info, err := c.Get(ctx, topic, old); err != nil || info.Partition != from {
+			t.Fatalf("%s: %+v, %v; want the message in its old partition %d", policy, info, err, from)
+		}
+		after := counters(from, to)
+		if after[0] != before[0]+1 || after[1] != before[1] {
+			t.Errorf("%s of an id in old partition %d (new %d): wake-ups %v -> %v; want the old partition's owner woken, once, and not the new one's",
+				policy, from, to, before, after)
+		}
+	}
+	fresh := movedID("new-")
+	before := counters(partition.For(fresh, 4), partition.For(fresh, 8))
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fresh, OnDuplicate: Replace}); err != nil {
+		t.Fatal(err)
+	}
+	if after := counters(partition.For(fresh, 4), partition.For(fresh, 8)); after[0] != before[0] || after[1] != before[1]+1 {
+		t.Errorf("replace of a new id: wake-ups %v -> %v; want the new partition's owner woken, once", before, after)
+	}
+}

@@ -42,6 +42,11 @@ var (
 	// ErrNoChange: no change of the topic's partition count runs, to
 	// cancel (see Client.CancelPartitions).
 	ErrNoChange = store.ErrNoChange
+	// ErrAutoPartitions: the topic's partition count is automatic (see
+	// Client.SetAutoPartitions): SetPartitions and CancelPartitions are
+	// refused until it is turned off, so that a count set by hand is
+	// never undone by the automation.
+	ErrAutoPartitions = store.ErrAutoPartitions
 	// ErrTooManyPartitions: a partition count past what the topic's
 	// consumers can carry (see Client.SetPartitions and
 	// PartitionsOptions.Force).

@@ -173,7 +173,11 @@ type PartitionsOptions struct {
 // has, changes nothing; asking, while a change runs, for the count it
 // started from cancels it (see CancelPartitions); asking for another
 // count while a change runs fails with an error wrapping
-// ErrChangeRunning.
+// ErrChangeRunning. While the topic's count is automatic (see
+// SetAutoPartitions) it fails with an error wrapping ErrAutoPartitions
+// and changes nothing: a person's count wins over the automation, which
+// would otherwise undo it within minutes, so the automation is turned
+// off first, by the person (SetAutoPartitions with nil).
 func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts PartitionsOptions) (*PartitionsInfo, error) {
 	if err := validateTopic(topic); err != nil {
 		return nil, err
@@ -183,6 +187,9 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 	}
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.refuseAuto(ctx, topic, l); err != nil {
 		return nil, err
 	}
 	if l.Changing() && n == l.Count {
@@ -226,10 +233,15 @@ const partitionCost = "75 KB of memory, 0.004% of a CPU and 0.9 Redis commands a
 // is found in its new partition until it is moved back, one written to
 // the new count meanwhile is moved too. Cancelling a change cancelled
 // already changes nothing. It fails with an error wrapping ErrNoChange
-// when no change runs.
+// when no change runs, and with one wrapping ErrAutoPartitions, changing
+// nothing, while the topic's count is automatic (see SetPartitions): the
+// automation would begin its change again once the reverse ended.
 func (c *Client) CancelPartitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.refuseAuto(ctx, topic, l); err != nil {
 		return nil, err
 	}
 	if !l.Changing() {
@@ -239,6 +251,22 @@ func (c *Client) CancelPartitions(ctx context.Context, topic string) (*Partition
 		return c.Partitions(ctx, topic)
 	}
 	return c.cancel(ctx, topic, l)
+}
+
+// refuseAuto returns the error of a change or cancel by hand of topic,
+// whose layout is l, when its count is automatic (see store.AutoOn). It
+// is read first so that the refusal comes before any other complaint
+// about the count; the scripts that begin and cancel a change refuse it
+// too, so that a count turned automatic meanwhile is not changed.
+func (c *Client) refuseAuto(ctx context.Context, topic string, l store.Layout) error {
+	ctrl, _, err := c.store.ReadControls(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if ctrl.Auto.On() {
+		return store.AutoOn(topic, l)
+	}
+	return nil
 }
 
 // cancel reverses the change l runs.

@@ -3,10 +3,12 @@ package test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -20,9 +22,9 @@ const (
 // 64, the default grow_after and cooldown, shrink_after 15 s) through
 // Twemproxy with the defaults: 2 subs, then 14 more: within 2 minutes
 // the count is 16 and every sub owns a partition, reached in two
-// doublings no closer than the cooldown; then 12 leave: the count halves
-// to 8 once the 4 left have been a quarter of it for shrink_after, and
-// stays. Messages fall due all along: none lost, early or delivered
+// doublings no closer than the cooldown; then 11 leave: the count halves
+// to 8 once the 5 left have been at most half of it for shrink_after,
+// and stays (5 are more than half of 8). Messages fall due all along: none lost, early or delivered
 // twice, and as late as through a change by hand (TestRepartitionLive's
 // bounds).
 func TestAutoPartitionsFleet(t *testing.T) {
@@ -94,11 +96,11 @@ func TestAutoPartitionsFleet(t *testing.T) {
 	t.Logf("16 partitions, one owned by each of 16 subs, %v after 14 joined", took.Round(time.Second))
 
 	left := time.Now()
-	stopAllSubs(t, subs[4:])
-	subs = subs[:4]
-	shrunk := waitOwners(t, c, topic, left, autoShrinkWait+2*time.Minute, "8 partitions, 2 owned by each of 4 subs", func(o ownership) bool {
+	stopAllSubs(t, subs[5:])
+	subs = subs[:5]
+	shrunk := waitOwners(t, c, topic, left, autoShrinkWait+2*time.Minute, "8 partitions, 1 or 2 owned by each of 5 subs", func(o ownership) bool {
 		info, err := c.Partitions(context.Background(), topic)
-		return err == nil && info.Count == 8 && info.Next == 0 && len(o.owner) == 8 && o.ownedExactlyBy(8, 2, 2, ids[:4]...)
+		return err == nil && info.Count == 8 && info.Next == 0 && len(o.owner) == 8 && o.ownedFairlyBy(8, ids[:5]...)
 	})
 	waitFor(t, faultDrain+span, func() bool { return len(l.missing()) == 0 }, "every message delivered")
 	stopWatch()
@@ -120,7 +122,7 @@ func TestAutoPartitionsFleet(t *testing.T) {
 		}
 	}
 	if len(changes) == 3 && changes[2].began.Sub(left) < autoShrinkWait {
-		t.Errorf("the shrink began %v after 12 subs left, before shrink_after (%v)", changes[2].began.Sub(left), autoShrinkWait)
+		t.Errorf("the shrink began %v after 11 subs left, before shrink_after (%v)", changes[2].began.Sub(left), autoShrinkWait)
 	}
 	rep := checkFaultLedger(t, l, topic)
 	if rep.duplicates > 0 {
@@ -133,4 +135,73 @@ func TestAutoPartitionsFleet(t *testing.T) {
 	testenv.Figure(t, "scenario=auto-partitions grow_4_16_s=%.1f shrink_16_8_s=%.1f changes=%d messages=%d lost=%d duplicates=%d lateness_ms p99=%.1f max=%.1f",
 		took.Seconds(), shrunk.Seconds(), len(changes), rep.messages, rep.lost, rep.duplicates,
 		float64(p99.Microseconds())/1000, float64(worst.Microseconds())/1000)
+}
+
+// TestAutoPartitionsPersonWins drives delayq partitions against an
+// automatic count that one sub (the defaults: a check every 5 s, changes
+// of 30 s at least) runs, min 2, max 8: with one consumer it halves 4 to
+// 2. While that change runs, --set and --cancel are refused, exit 1,
+// naming --auto off, and change nothing. After --auto off, --cancel
+// brings the count back to 4, and --set 8 then takes it to 8: each
+// count holds for three checks' worth, though the automatic count, were
+// it on, would halve it within two.
+func TestAutoPartitionsPersonWins(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "e2e.auto-person"
+	c := faultClient(t, addr, 4)
+	ctx := context.Background()
+	base := []string{"--addr", addr, "--topic", topic}
+	partitions := func(args ...string) result {
+		return cli(t, "", append(append([]string{"partitions"}, base...), args...)...)
+	}
+	layout := func() (count, next int, cancelled bool) {
+		info, err := c.Partitions(ctx, topic)
+		if err != nil {
+			return -1, -1, false
+		}
+		return info.Count, info.Next, info.Cancelled
+	}
+	// holds fails unless the count is want, with no change, at every look
+	// for 3 checks of the automatic count.
+	holds := func(want int, what string) {
+		t.Helper()
+		for end := time.Now().Add(3 * delayq.AutoCheckEvery); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if count, next, _ := layout(); count != want || next != 0 {
+				t.Fatalf("%s: %d partitions, changing to %d; want %d, as the person left them", what, count, next, want)
+			}
+		}
+	}
+
+	l := newLedger()
+	s := startSub(t, l, 0, handoverSubArgs(addr, topic, 4, "ap-0")...)
+	defer stopAllSubs(t, []*sub{s})
+	waitFor(t, faultSettle, func() bool { count, _, _ := layout(); return count == 4 }, "the topic")
+	mustCLI(t, "", append(append([]string{"partitions"}, base...), "--auto", "--min", "2", "--max", "8",
+		"--grow-after", "1s", "--shrink-after", "1s", "--cooldown", "1s")...)
+	waitFor(t, 4*delayq.AutoCheckEvery, func() bool { count, next, _ := layout(); return count == 4 && next == 2 },
+		"the automatic count halving 4 to 2 for its one consumer")
+
+	for _, args := range [][]string{{"--set", "8"}, {"--set", "4"}, {"--cancel"}} {
+		r := partitions(args...)
+		wantExit(t, r, 1, "automatic", "--auto off")
+		if count, next, cancelled := layout(); count != 4 || next != 2 || cancelled {
+			t.Fatalf("after a refused partitions %v: %d -> %d (cancelled %v); want the automatic change from 4 to 2 running", args, count, next, cancelled)
+		}
+	}
+
+	mustCLI(t, "", append(append([]string{"partitions"}, base...), "--auto", "off")...)
+	r := mustCLI(t, "", append(append([]string{"partitions"}, base...), "--cancel")...)
+	if !strings.Contains(r.stdout, "cancelled") {
+		t.Fatalf("--cancel with the automatic count off: %s", r)
+	}
+	waitFor(t, 3*time.Minute, func() bool { count, next, _ := layout(); return count == 4 && next == 0 }, "the cancelled change back at 4")
+	holds(4, "after --cancel")
+
+	mustCLI(t, "", append(append([]string{"partitions"}, base...), "--set", "8")...)
+	waitFor(t, 3*time.Minute, func() bool { count, next, _ := layout(); return count == 8 && next == 0 }, "the count set, 8")
+	holds(8, "after --set 8")
+	if r := partitions(); r.code != 0 || strings.Contains(r.stdout, topic+": auto") {
+		t.Errorf("partitions after --auto off: %s; want no automatic count", r)
+	}
 }

@@ -61,10 +61,12 @@ const partitionsAbout = "Prints the topic's partition count, as stored in Redis:
 	"a polling loop (see docs/partitions.md).\n\n" +
 	"--cancel cancels the running change: the consumers move the messages moved\n" +
 	"already back, and the topic ends at its old count; no message is lost.\n\n" +
+	"On a topic with --auto, --set and --cancel are refused and change nothing: the\n" +
+	"automatic count would undo them. Run --auto off first, then set or cancel.\n\n" +
 	"--auto lets the count follow the live consumers (--auto off gives it back to\n" +
 	"--set): doubled, up to --max (default 64), once the consumers outnumber the\n" +
 	"partitions for --grow-after (10s); halved, down to --min (default 1), once\n" +
-	"they are at most a quarter of them for --shrink-after (10m); never within\n" +
+	"they are at most half of them for --shrink-after (10m); never within\n" +
 	"--cooldown (10s) of the end of the last change. The topic's consumers check\n" +
 	"every 5s and begin the change; the settings are stored, and --auto again\n" +
 	"replaces them (flags not given take their defaults).\n\n" +
@@ -99,7 +101,7 @@ func addPartitionsFlags(cmd *command) *partitionsFlags {
 	fs.IntVar(&a.Min, "min", 0, "with --auto, the smallest `count` (default 1)")
 	fs.IntVar(&a.Max, "max", 0, "with --auto, the largest `count` (default 64)")
 	fs.DurationVar(&a.GrowAfter, "grow-after", delayq.DefaultAutoGrowAfter, "with --auto, how long the consumers must outnumber the partitions before the count doubles")
-	fs.DurationVar(&a.ShrinkAfter, "shrink-after", delayq.DefaultAutoShrinkAfter, "with --auto, how long the consumers must be at most a quarter of the partitions before the count halves")
+	fs.DurationVar(&a.ShrinkAfter, "shrink-after", delayq.DefaultAutoShrinkAfter, "with --auto, how long the consumers must be at most half the partitions before the count halves")
 	fs.DurationVar(&a.Cooldown, "cooldown", delayq.DefaultAutoCooldown, "with --auto, the time after a change ends before the next may begin")
 	return f
 }

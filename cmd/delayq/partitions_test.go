@@ -234,7 +234,8 @@ func TestStatsTableChange(t *testing.T) {
 }
 
 // "partitions --auto" stores an automatic count (the flags not given at
-// their defaults) and prints it; "--auto off" turns it off; the auto
+// their defaults) and prints it; --set and --cancel are refused while it
+// is on; "--auto off" turns it off; the auto
 // flags without --auto, --auto beside --set and a bad value are usage
 // errors.
 func TestPartitionsAuto(t *testing.T) {
@@ -257,6 +258,15 @@ func TestPartitionsAuto(t *testing.T) {
 	a, err := c.AutoPartitionsOf(context.Background(), "auto")
 	if err != nil || a == nil || a.Min != 4 || a.Max != 32 || a.GrowAfter != 20*time.Second || a.Cooldown != delayq.DefaultAutoCooldown {
 		t.Fatalf("stored: %+v, %v", a, err)
+	}
+	// While it is on, --set and --cancel are refused, naming --auto off.
+	for _, args := range [][]string{{"--set", "8"}, {"--cancel"}} {
+		if _, _, err := runArgs(t, append(base, args...)...); !errors.Is(err, delayq.ErrAutoPartitions) || !strings.Contains(err.Error(), "--auto off") {
+			t.Errorf("%v on an automatic count: %v; want ErrAutoPartitions naming --auto off", args, err)
+		}
+	}
+	if info, err := c.Partitions(context.Background(), "auto"); err != nil || info.Count != 4 || info.Next != 0 {
+		t.Fatalf("after a refused --set: %+v, %v; want 4 partitions, no change", info, err)
 	}
 	if stdout, stderr, err = runArgs(t, append(base, "--auto", "off")...); err != nil || stdout != "auto: 4 partitions\n" {
 		t.Fatalf("--auto off: %q %v %s", stdout, err, stderr)

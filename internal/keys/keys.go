@@ -191,6 +191,14 @@ const (
 	// MetaChanged is when the last change of the partition count ended
 	// (unix ms).
 	MetaChanged = "changed"
+	// MetaAutoSeen is the time of the last check of the automatic count
+	// (unix ms, on the clock of the consumer that made it), and
+	// MetaAutoCooled how long the checks have seen since the last change
+	// ended, as "<changed>:<ms>": each check adds the time since the one
+	// before, at most a step, so that no clock can make a wish hold or a
+	// cooldown pass by more than that at once (see store.AutoStep).
+	MetaAutoSeen   = "auto_seen"
+	MetaAutoCooled = "auto_cooled"
 	// MetaMost is the largest partition count the topic has had, set
 	// when a change begins: a shrink leaves the keys of the partitions
 	// past the new count (their epoch, their fence), which a drop of the

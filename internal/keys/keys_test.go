@@ -55,6 +55,8 @@ func TestGoldenNames(t *testing.T) {
 		{MetaMovedPrefix, "moved:"},
 		{MetaMovedCount, "moved_messages"},
 		{MetaReversed, "reversed"},
+		{MetaAutoSeen, "auto_seen"},
+		{MetaAutoCooled, "auto_cooled"},
 		{MetaPaused, "paused"},
 	} {
 		if tc.got != tc.want {

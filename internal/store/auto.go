@@ -39,6 +39,21 @@ func (s *Store) SetAuto(ctx context.Context, topic string, a Auto, ifUnset bool)
 	return s.setControl(ctx, topic, keys.MetaAuto, "automatic partition count", string(b), ifUnset)
 }
 
+// AutoOn is the error of a change or cancel by hand of topic's count
+// while it is automatic; l is the layout then. It wraps
+// ErrAutoPartitions and says how to turn the automatic count off: a
+// person's count must not be undone by the automation minutes later, so
+// it is refused rather than taken and then lost.
+func AutoOn(topic string, l Layout) error {
+	now := fmt.Sprintf("it has %d partitions", l.Count)
+	if l.Changing() {
+		now = fmt.Sprintf("it is changing from %d to %d partitions", l.Count, l.Next)
+	}
+	return fmt.Errorf("%w: topic %q follows its consumers (%s), and would undo a count or a cancel by hand; "+
+		"turn that off first (delayq partitions --topic %s --auto off, or Client.SetAutoPartitions with nil), then set the count or cancel the change",
+		ErrAutoPartitions, topic, now, topic)
+}
+
 // decodeAuto reads the MetaAuto field of meta: the settings, and whether
 // they were ever set (or turned off).
 func decodeAuto(meta string, v any) (Auto, bool, error) {
@@ -103,17 +118,41 @@ func (s *Store) ReadAutoState(ctx context.Context, topic string) (AutoState, err
 // and the count is still the one seen: checks of many consumers at once
 // begin one change at most. Any check that wants none, or another,
 // starts the signal again.
+//
+// Each consumer checks with its own clock, and no clock is trusted with
+// more than a step: a check adds to the time the wish held, and to the
+// time since the last change ended (cooled, kept for the value of changed
+// it counts from), the time since the check before (seen), at most step,
+// never less than 0. So a clock ahead by minutes adds a step, not
+// minutes, and one behind adds nothing and holds nothing back: the next
+// check counts from its own clock again. The since stored is the time
+// the wish has held, back from now: the earliest it began on this clock.
 // KEYS[1]: meta HASH. ARGV[1..5]: the fields partitions, next, since,
 // moved count and reversed; ARGV[6..7]: the fields signal and changed;
 // ARGV[8]: now (unix ms), ARGV[9]: the count seen, ARGV[10]: the target,
 // ARGV[11]: after (ms), ARGV[12]: cooldown (ms), ARGV[13]: the field
-// most (the largest count, raised as a change begins).
+// most (the largest count, raised as a change begins), ARGV[14..15]: the
+// fields seen and cooled, ARGV[16]: step (ms).
 // Returns {state, since}: state -1 for a topic that does not exist, 0
 // no signal, 1 a signal held since since, 2 the change begun.
 var autoStepScript = newScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur then return {-1, 0} end
-local now, target = tonumber(ARGV[8]), tonumber(ARGV[10])
+local now, target, step = tonumber(ARGV[8]), tonumber(ARGV[10]), tonumber(ARGV[16])
+local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[14]))
+local gap = 0
+if seen then gap = math.min(math.max(now - seen, 0), step) end
+redis.call('HSET', KEYS[1], ARGV[14], now)
+local changed = redis.call('HGET', KEYS[1], ARGV[7])
+local cooled = nil
+if changed then
+  local c = redis.call('HGET', KEYS[1], ARGV[15])
+  cooled = 0
+  if c and string.sub(c, 1, #changed + 1) == changed .. ':' then
+    cooled = tonumber(string.sub(c, #changed + 2)) + gap
+  end
+  redis.call('HSET', KEYS[1], ARGV[15], changed .. ':' .. cooled)
+end
 if target == 0 or redis.call('HGET', KEYS[1], ARGV[2]) or cur ~= tonumber(ARGV[9]) then
   redis.call('HDEL', KEYS[1], ARGV[6])
   return {0, 0}
@@ -124,9 +163,11 @@ if not sig or string.sub(sig, 1, #want) ~= want then
   redis.call('HSET', KEYS[1], ARGV[6], want .. ARGV[8])
   return {1, now}
 end
-local since = tonumber(string.sub(sig, #want + 1))
-local changed = tonumber(redis.call('HGET', KEYS[1], ARGV[7])) or 0
-if now - since < tonumber(ARGV[11]) or now - changed < tonumber(ARGV[12]) then return {1, since} end
+local held = 0
+if seen then held = math.max(seen - tonumber(string.sub(sig, #want + 1)), 0) + gap end
+local since = now - held
+redis.call('HSET', KEYS[1], ARGV[6], want .. since)
+if held < tonumber(ARGV[11]) or (cooled and cooled < tonumber(ARGV[12])) then return {1, since} end
 redis.call('HDEL', KEYS[1], ARGV[4], ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[8])
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[10])
@@ -137,12 +178,15 @@ return {2, since}
 // AutoStep runs one check of topic's automatic partition count (see
 // autoStepScript): count is the count the caller saw, target the count
 // it wants (0: none), after how long the wish must have held and
-// cooldown the time since the last change's end. It returns whether it
-// began the change, and since when the signal holds (0: none). The
-// caller tells the consumers of a change begun (Changed).
-func (s *Store) AutoStep(ctx context.Context, topic string, count, target int, afterMS, cooldownMS, nowMS int64) (begun bool, since int64, err error) {
+// cooldown the time since the last change's end; stepMS is the most one
+// check adds to either (about the time between two checks of one
+// consumer). It returns whether it began the change, and since when the
+// signal holds (0: none), on the caller's clock. The caller tells the
+// consumers of a change begun (Changed).
+func (s *Store) AutoStep(ctx context.Context, topic string, count, target int, afterMS, cooldownMS, stepMS, nowMS int64) (begun bool, since int64, err error) {
 	r, err := s.script(ctx, autoStepScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaNext, keys.MetaSince,
-		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS, keys.MetaMost)
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS, keys.MetaMost,
+		keys.MetaAutoSeen, keys.MetaAutoCooled, stepMS)
 	if err != nil {
 		return false, 0, fmt.Errorf("automatic partition count of %s: %w", topic, err)
 	}

@@ -18,13 +18,14 @@ import (
 // BeginChange starts changing topic's partition count to n, as of nowMS,
 // and returns the layout after the call: unchanged when the count is n
 // already or a change to n runs. It fails with ErrNoTopic for a topic
-// that does not exist and ErrChangeRunning (naming both counts) while a change to
-// another count runs. n must be a multiple or a divisor of the count;
+// that does not exist, ErrChangeRunning (naming both counts) while a change to
+// another count runs, and ErrAutoPartitions while the topic's count is
+// automatic (see AutoOn). n must be a multiple or a divisor of the count;
 // the caller checks.
 func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.script(ctx, changeScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, n, nowMS,
-		keys.MetaMovedCount, keys.MetaReversed, keys.MetaMost)
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaMost, keys.MetaAuto)
 	if err != nil {
 		return Layout{}, fmt.Errorf("change partitions of %s: %w", topic, err)
 	}
@@ -38,12 +39,13 @@ func (s *Store) BeginChange(ctx context.Context, topic string, n int, nowMS int6
 // l.Next back to l.Count, as of nowMS (see cancelScript). It returns the
 // layout after the call: the reverse change, the same when it was
 // cancelled already, or one with no change when it ended meanwhile. It
-// fails with ErrNotFound for a topic never used and ErrChangeRunning when
-// another change than l's runs.
+// fails with ErrNotFound for a topic never used, ErrChangeRunning when
+// another change than l's runs, and ErrAutoPartitions while the topic's
+// count is automatic (see AutoOn).
 func (s *Store) CancelChange(ctx context.Context, topic string, l Layout, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
 	r, err := s.script(ctx, cancelScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix,
-		keys.MetaMovedCount, keys.MetaReversed, l.Count, l.Next, nowMS)
+		keys.MetaMovedCount, keys.MetaReversed, l.Count, l.Next, nowMS, keys.MetaAuto)
 	if err != nil {
 		return Layout{}, fmt.Errorf("cancel the change of partitions of %s: %w", topic, err)
 	}
@@ -68,6 +70,8 @@ func changeReply(topic string, r any) (Layout, error) {
 	case vals[0] == -2:
 		return Layout{}, fmt.Errorf("%w: topic %q is changing from %d to %d partitions; wait for it to end, or cancel it (delayq partitions --topic %s [--wait | --cancel])",
 			ErrChangeRunning, topic, vals[1], vals[2], topic)
+	case vals[0] == -3:
+		return Layout{}, AutoOn(topic, Layout{Count: int(vals[1]), Next: int(vals[2])})
 	}
 	return Layout{Count: int(vals[0]), Next: int(vals[1]), Since: vals[2]}, nil
 }

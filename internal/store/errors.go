@@ -24,6 +24,9 @@ var (
 	// ErrNoTopic: the topic does not exist (nothing ever created it, or it
 	// was deleted). It matches ErrNotFound too.
 	ErrNoTopic error = &kindError{msg: "delayq: no such topic", parent: ErrNotFound}
+	// ErrAutoPartitions: the partition count is automatic, and a change
+	// or cancel by hand is refused until it is turned off (see AutoOn).
+	ErrAutoPartitions = errors.New("delayq: the partition count is automatic")
 	// ErrNoChange: no change of the partition count runs (to cancel).
 	ErrNoChange = errors.New("delayq: no change of the partition count runs")
 	// ErrChangeReplaced: a move pass stopped because the change it ran

@@ -434,17 +434,35 @@ return 1
 
 // Topic metadata.
 
+// autoOnLua declares autoOn(field): whether the automatic partition
+// count stored in that field of the meta HASH KEYS[1] is on. The field
+// holds Auto as JSON, whose max is set exactly when it is on (off is
+// stored as "{}"; see Auto.On). A person's change of the count is
+// refused while it is on, in the script that would begin it, so that no
+// check of the automatic count can come between the refusal's read and
+// the write.
+const autoOnLua = `
+local function autoOn(field)
+  local a = redis.call('HGET', KEYS[1], field)
+  return a and string.find(a, '"max":', 1, true) ~= nil
+end
+`
+
 // changeScript starts a change of the partition count.
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the new count, ARGV[5]: now (unix ms), ARGV[6..7]: the fields
 // moved count and reversed (cleared when a change starts), ARGV[8]: the
-// field most (the largest count, raised as a change begins).
+// field most (the largest count, raised as a change begins), ARGV[9]:
+// the field auto (a change by hand is refused while it is on: see
+// autoOnLua).
 // Returns {count, next, since}: next and since 0 when no change runs (the
 // count is the new one already); {-1, 0, 0} for a topic that does not exist;
-// {-2, count, next} when a change to another count runs.
-var changeScript = newScript(`
+// {-2, count, next} when a change to another count runs; {-3, count,
+// next} while the count is automatic.
+var changeScript = newScript(autoOnLua + `
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur then return {-1, 0, 0} end
+if autoOn(ARGV[9]) then return {-3, cur, tonumber(redis.call('HGET', KEYS[1], ARGV[2])) or 0} end
 local n = tonumber(ARGV[4])
 local nxt = tonumber(redis.call('HGET', KEYS[1], ARGV[2]))
 if nxt then
@@ -468,14 +486,18 @@ return {cur, n, tonumber(ARGV[5])}
 // KEYS[1]: meta HASH. ARGV[1..3]: the fields partitions, next and since,
 // ARGV[4]: the prefix of the moved marks, ARGV[5..6]: the fields moved
 // count and reversed, ARGV[7..8]: the count and next of the change to
-// cancel (as the caller read them), ARGV[9]: now (unix ms).
+// cancel (as the caller read them), ARGV[9]: now (unix ms), ARGV[10]:
+// the field auto (a cancel by hand is refused while it is on: see
+// autoOnLua).
 // Returns {count, next, since} after the call: the reverse change, or
 // the layout unchanged when it is the reverse already (cancelled before)
 // or no change runs (next 0: the change ended); {-1, 0, 0} for a topic
-// never used; {-2, count, next} when another change runs.
-var cancelScript = newScript(`
+// never used; {-2, count, next} when another change runs; {-3, count,
+// next} while the count is automatic.
+var cancelScript = newScript(autoOnLua + `
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur then return {-1, 0, 0} end
+if autoOn(ARGV[10]) then return {-3, cur, tonumber(redis.call('HGET', KEYS[1], ARGV[2])) or 0} end
 local nxt = tonumber(redis.call('HGET', KEYS[1], ARGV[2]))
 if not nxt then return {cur, 0, 0} end
 local since = tonumber(redis.call('HGET', KEYS[1], ARGV[3])) or 0
