@@ -161,7 +161,7 @@ func (cs *crashCase) fence(t *testing.T) {
 
 // claimAndBegin does what poller.poll does with a due message: claim it,
 // put it in flight with a short visibility deadline, read its record and
-// start its delivery; it returns the record as started.
+// start its delivery; it returns the record as claimed.
 func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
 	deadline := time.Now().Add(300 * time.Millisecond).UnixMilli()
 	now := time.Now()
@@ -187,7 +187,7 @@ func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.R
 			return nil, fmt.Errorf("start %q: %d, want StartOK", cs.id, got[0])
 		}
 	}
-	return recs[0].Started(), nil
+	return recs[0], nil
 }
 
 // inFlight leaves the message claimed by a consumer that will never finish it.

@@ -255,9 +255,7 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 			}
 		}
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
-		if c.Started {
-			m.started()
-		}
+		m.begun = c.Started
 		if grant.Start != nil {
 			m.start = grant.Start(started) // the limits' time for it, if after its due
 		}

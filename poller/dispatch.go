@@ -15,12 +15,11 @@ type Msg struct {
 	Partition int
 	Token     int64
 	Due       time.Time
-	// Record is the message's record: as claimed, then, once its
-	// delivery started, as the start wrote it (see store.StartMany).
-	Record *store.Record
-	// unstarted is the record as claimed once the delivery started (nil
-	// before): what goes back should the delivery not run after all.
-	unstarted *store.Record
+	Record    *store.Record
+	// begun: its delivery started in Redis (its running mark: see
+	// store.StartMany), in the claim or when the loop handed it to the
+	// dispatcher.
+	begun bool
 	part      *part
 	index     int // in the held heap
 	// state is msgQueued until a worker starts the message (msgStarted)
@@ -59,26 +58,6 @@ const (
 	// partition's next owner delivers it again.
 	SettledLeft Settlement = "left"
 )
-
-// started notes that the message's delivery started in Redis (see
-// store.StartMany): its record is now the started one.
-func (m *Msg) started() {
-	u := *m.Record
-	u.Running = false
-	m.unstarted, m.Record = &u, m.Record.Started()
-}
-
-// unstart returns the move of a message whose delivery started in Redis
-// but did not run (a pause, a stop, the delivery limit): back to
-// scheduled at its due, with its record as claimed. A message not started
-// goes back as it is.
-func (m *Msg) unstart() store.Move {
-	mv := store.Move{ID: m.ID, Score: m.Due.UnixMilli()}
-	if m.unstarted != nil {
-		mv.Record, mv.Was = m.unstarted, m.Record.Header()
-	}
-	return mv
-}
 
 // at is when the message may start: its due, or later if the rate limit
 // says so.

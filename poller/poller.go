@@ -357,8 +357,8 @@ func (p *part) wakeAt(now time.Time, paused bool, pausedUntil, moveAt time.Time)
 	if p.recovering {
 		wake = minTime(wake, now.Add(100*time.Millisecond))
 	}
-	if len(p.held) > 0 && p.held.peek().at().Before(wake) {
-		wake = p.held.peek().at()
+	if at, ok := p.startAt(); ok && at.Before(wake) {
+		wake = at
 	}
 	if len(p.pending) > 0 {
 		// Coalescing outcomes: write them when the linger ends; after
@@ -422,7 +422,7 @@ func minTime(a, b time.Time) time.Time {
 // (requeueExpired, from poll) and the reconciler's passes over the
 // records (reconcile, from Run).
 type RepairStore interface {
-	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, error)
+	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, []bool, error)
 	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
 }
 
@@ -448,7 +448,7 @@ func (p *part) requeueExpiredWhenDue(ctx context.Context, now time.Time) {
 // messages come back sooner, at takeover (see recoverLost).
 func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 	cfg := p.cfg
-	ids, recs, err := cfg.Store.Expired(ctx, cfg.Topic, cfg.Partition, now.UnixMilli(), cfg.ClaimBatch)
+	ids, recs, started, err := cfg.Store.Expired(ctx, cfg.Topic, cfg.Partition, now.UnixMilli(), cfg.ClaimBatch)
 	if err != nil {
 		p.logErr("expired", err)
 		return
@@ -468,7 +468,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 			moves = append(moves, p.corruptMove(id, recs[i], now))
 			continue
 		}
-		if !recs[i].Running {
+		if !started[i] {
 			// No delivery of it started (a stale in-flight entry, or a
 			// message claimed ahead by a consumer that died): back at its
 			// own due, no attempt spent.
@@ -499,7 +499,10 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 func (p *part) failMove(id string, rec *store.Record, now time.Time, reason string) store.Move {
 	cfg := p.cfg
 	r := *rec
-	r.Running = false // back to scheduled or to dead: no delivery runs
+	if r.First != 0 {
+		// A delivery started: the next debounce send opens a new window.
+		r.First = store.Started
+	}
 	r.Attempts++
 	r.LastError = reason
 	r.Updated = max(now.UnixMilli(), rec.Updated)

@@ -100,7 +100,9 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		case r.outcome == Returned || r.outcome == Dropped:
 			// Dropped under a lease still trusted here: a worker saw it
 			// lapse, or released at a handover; it did not start.
-			moves = append(moves, m.unstart())
+			// Its running mark, if its delivery began in Redis, goes
+			// with the move: it did not run.
+			moves = append(moves, store.Move{ID: m.ID, Score: m.Due.UnixMilli()})
 			movedRes = append(movedRes, r)
 		default: // Failed
 			mv := p.failMove(m.ID, m.Record, now, r.err.Error())

@@ -12,23 +12,47 @@ import (
 // waits before it tries again.
 const startRetry = 100 * time.Millisecond
 
+// startLead is how long before its due a held message starts in Redis:
+// the round trip of its start is then over by its due (lateness is not
+// the start's), and messages due within it start together. A write of
+// the message in that last moment is told the delivery started.
+const startLead = 5 * time.Millisecond
+
 // dispatchDue hands every held message that is due to the dispatcher,
-// once its delivery started in Redis: a message the claim started
-// already goes at once, the others start together, in one script
-// (startHeld).
+// once its delivery started in Redis: a message the claim started goes
+// at once; the others, and those due within startLead, start together,
+// in one script (startHeld), and those started go when due.
 func (p *part) dispatchDue(ctx context.Context, now time.Time) {
 	var toStart []*Msg
-	for len(p.held) > 0 && !p.held.peek().at().After(now) {
-		m := heap.Pop(&p.held).(*Msg)
-		if m.unstarted != nil {
+	for len(p.held) > 0 {
+		m := p.held.peek()
+		if m.begun && !m.at().After(now) {
+			heap.Pop(&p.held)
 			p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
-		} else {
-			toStart = append(toStart, m)
+			continue
 		}
+		if m.begun || m.at().After(now.Add(startLead)) {
+			break
+		}
+		heap.Pop(&p.held)
+		toStart = append(toStart, m)
 	}
 	if len(toStart) > 0 {
 		p.startHeld(ctx, now, toStart)
 	}
+}
+
+// startAt is when the loop next has a held message to start or to hand
+// to the dispatcher (ok false: it holds none).
+func (p *part) startAt() (at time.Time, ok bool) {
+	if len(p.held) == 0 {
+		return time.Time{}, false
+	}
+	m := p.held.peek()
+	if m.begun {
+		return m.at(), true
+	}
+	return m.at().Add(-startLead), true
 }
 
 // startHeld starts the deliveries of messages the loop held until due
@@ -60,8 +84,12 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	for i, m := range ms {
 		switch got[i] {
 		case store.StartOK:
-			m.started()
-			cfg.Dispatch.ready <- m
+			m.begun = true
+			if m.at().After(now) {
+				heap.Push(&p.held, m) // started ahead of its due: handed over at it
+			} else {
+				cfg.Dispatch.ready <- m
+			}
 			continue
 		case store.StartGone:
 			tomb = append(tomb, m.ID)

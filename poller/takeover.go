@@ -123,9 +123,9 @@ func (p *part) recoverLost(ctx context.Context, now time.Time) (n int, done bool
 					moves = append(moves, p.corruptMove(id, r, now))
 				case r.Attempts >= p.maxAttempts(r):
 					// Its last failure was written, its move to dead was not.
-					moves = append(moves, notRunning(store.Move{ID: id, Dead: true, Score: now.UnixMilli()}, r))
+					moves = append(moves, store.Move{ID: id, Dead: true, Score: now.UnixMilli()})
 				default:
-					moves = append(moves, notRunning(store.Move{ID: id, Score: r.Due}, r))
+					moves = append(moves, store.Move{ID: id, Score: r.Due})
 				}
 			}
 			if !p.writeRecovered(ctx, tomb, moves) {
@@ -141,18 +141,6 @@ func (p *part) recoverLost(ctx context.Context, now time.Time) (n int, done bool
 		}
 	}
 	return n, false
-}
-
-// notRunning returns mv, the move of an in-flight message whose record
-// is r, with r's start cleared when a delivery of it had started: no
-// delivery of it runs once it is moved.
-func notRunning(mv store.Move, r *store.Record) store.Move {
-	if r.Running {
-		u := *r
-		u.Running = false
-		mv.Record, mv.Was = &u, r.Header()
-	}
-	return mv
 }
 
 // writeRecovered drops the in-flight entries of tombstones and writes the

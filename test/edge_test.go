@@ -24,8 +24,15 @@ import (
 // a message deleted with nil never starts; one replaced or rescheduled
 // with nil never starts at its old due or with its old body, and starts
 // once with the new ones; ErrRunning allows the old delivery (none is
-// expected here: every write comes before the due).
+// expected here: every write comes before the due). During a change of
+// the partition count too: the topic grows from 16 to 32 partitions as
+// the writes begin, and its messages move meanwhile.
 func TestWritesAtTheEdge(t *testing.T) {
+	t.Run("steady", func(t *testing.T) { writesAtTheEdge(t, false) })
+	t.Run("change", func(t *testing.T) { writesAtTheEdge(t, true) })
+}
+
+func writesAtTheEdge(t *testing.T, change bool) {
 	t.Parallel()
 	const (
 		n     = 240
@@ -74,6 +81,12 @@ func TestWritesAtTheEdge(t *testing.T) {
 	}
 	if time.Now().After(base.Add(-1500 * time.Millisecond)) {
 		t.Fatalf("the sends took until %v, past the first claim ahead", time.Now())
+	}
+	if change {
+		time.Sleep(time.Until(base.Add(-1500 * time.Millisecond)))
+		if _, err := c.SetPartitions(ctx, topic, 32, delayq.PartitionsOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, m := range msgs {
@@ -145,6 +158,12 @@ func TestWritesAtTheEdge(t *testing.T) {
 	}
 	if late > n/20 {
 		t.Errorf("%d of %d writes came within %v of their due: the machine is too slow to judge them", late, n, slack)
+	}
+	if change {
+		p, err := c.Partitions(ctx, topic)
+		if err != nil || (p.Count != 32 && p.Next != 32) {
+			t.Errorf("partitions after the change: %+v, %v; want 32, or a change to 32", p, err)
+		}
 	}
 	t.Logf("%d messages, %d writes within %v of their due not judged", n, late, slack)
 }

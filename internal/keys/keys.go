@@ -51,7 +51,17 @@ const (
 	// ScheduleMark begins the field of the records HASH holding a
 	// schedule's chain mark (see ScheduleMarkField).
 	ScheduleMark = "\x06"
+	// RunningMark begins the field of the records HASH that marks a
+	// message whose delivery started (see RunningField).
+	RunningMark = "\x07"
 )
+
+// RunningField is the field of the records HASH (value "1") that marks
+// the delivery of the message id as started: set by a consumer as it
+// commits to the delivery, removed with the delivery's outcome. Delete,
+// Reschedule and the policy sends read it in the same script as the
+// record.
+func RunningField(id string) string { return RunningMark + id }
 
 // ScheduleIDPrefix begins the id of every occurrence of a schedule; the
 // schedule's occurrences and mark live in partition

@@ -48,6 +48,8 @@ func TestGoldenNames(t *testing.T) {
 		{LeaseOwner("nospace"), "nospace"},
 		{ScheduleMark, "\x06"},
 		{ScheduleMarkField("report"), "\x06report"},
+		{RunningMark, "\x07"},
+		{RunningField("order-42"), "\x07order-42"},
 		{MetaPartitions, "partitions"},
 		{MetaCreated, "created"},
 		{MetaNext, "next"},
@@ -83,6 +85,7 @@ func TestNameKinds(t *testing.T) {
 		{SegmentExtraField, false, false, false},
 		{SegmentLeftField, false, false, false},
 		{ScheduleMarkField("report"), false, false, false},
+		{RunningField("order-42"), false, false, false},
 		{"", false, false, false},
 	} {
 		if got := IsIDField(tc.name); got != tc.id {
@@ -111,7 +114,7 @@ func TestOfPartition(t *testing.T) {
 // that no name a user gives (a schedule's) makes one collide with another.
 func TestReservedRecordFieldsDistinct(t *testing.T) {
 	seen := map[byte]string{}
-	for _, f := range []string{SegmentMark, SegmentExtraField, SegmentPendingMark, SegmentLeftField, ScheduleMark} {
+	for _, f := range []string{SegmentMark, SegmentExtraField, SegmentPendingMark, SegmentLeftField, ScheduleMark, RunningMark} {
 		if other, dup := seen[f[0]]; dup {
 			t.Errorf("reserved fields %q and %q begin with the same byte %q", f, other, f[0])
 		}

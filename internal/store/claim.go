@@ -102,7 +102,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 	if err != nil || len(peeked)+len(peekedSegs) == 0 {
 		return nil, nil, err
 	}
-	cmds := s.claimCmds(topic, p, cl, peeked, peekedSegs)
+	cmds, starts := s.claimCmds(topic, p, cl, peeked, peekedSegs)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
@@ -117,16 +117,13 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 		}
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	running, got, recsByID, err := claimReplies(p, peeked, replies)
+	running, staleIDs, got, recsByID, err := claimReplies(p, peeked, len(starts) > 0, replies)
 	if err != nil {
 		return nil, nil, err
 	}
 	all, segs := splitClaimed(got)
-	claimed, recs, taken, stale := toStart(all, running, recsByID)
-	for i := range claimed {
-		claimed[i].Started = StartsBy(recs[i], cl.StartByMS)
-	}
-	if err := dropUnclaimed(ctx, c, keys.InFlight(s.ns, topic, p), peeked, taken, running); err != nil {
+	claimed, recs, taken, stale := toStart(all, running, staleIDs, starts, recsByID)
+	if err := s.dropUnclaimed(ctx, c, topic, p, peeked, taken, running, unstarted(starts, running, claimed)); err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
 	}
 	if len(stale) > 0 {
@@ -171,123 +168,170 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 // claimCmds returns the pipeline of a ClaimBegin, from the ids and
 // segments it peeked: the in-flight entries of the ids at deadline(due)
 // (beginNewScript), the claim of exactly those ids and segments
-// (claimIDsScript, fenced), and the read of the ids' records, which
-// starts those due by cl.StartByMS (readStartScript).
+// (claimIDsScript, fenced), the read of the ids' running marks, the
+// marks of those due by cl.StartByMS (the start of their deliveries: see
+// StartMany), and the read of the ids' records, after the marks. It
+// returns which ids it starts.
 //
-// A start there of an id the claim did not take (rescheduled, or running
-// already: see below) leaves its record marked as running while no
-// delivery of that version runs. The outcome of the running delivery
-// clears it (see Ack), and a rescheduled record is due later than the
-// claim's start-by, unless it was moved earlier, when the claim takes it.
-func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) []cmd {
+// An id in flight already (its delivery runs, and a send replaced its
+// record meanwhile: see Puts) keeps its entry there, and is not claimed
+// again: the outcome of the running delivery schedules the newer event
+// (see Ack and Move.Was). Never two deliveries of one id at once.
+func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool) {
+	mk := keys.Records(s.ns, topic, p)
 	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
 	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
 	var zadd []any
-	read := scriptCall(readStartScript, keys.Records(s.ns, topic, p), 1+len(peeked))
-	read = append(read, cl.StartByMS)
-	for _, m := range peeked {
+	hmget := []any{mk}
+	marks := []any{mk}
+	ids := make([]string, len(peeked))
+	starts = map[string]bool{}
+	for i, m := range peeked {
 		claimArgs = append(claimArgs, m.ID)
 		zadd = append(zadd, cl.Deadline(m.Due), m.ID)
-		read = append(read, m.ID)
+		hmget = append(hmget, m.ID)
+		ids[i] = m.ID
+		if cl.StartByMS > 0 && m.Due <= cl.StartByMS {
+			starts[m.ID] = true
+			marks = append(marks, keys.RunningField(m.ID), "1")
+		}
 	}
 	for _, f := range peekedSegs {
 		claimArgs = append(claimArgs, f)
 	}
-	// An id already in flight (its delivery runs, and a send replaced
-	// its record meanwhile: see Puts) keeps its entry there, and is not
-	// claimed again: the outcome of the running delivery schedules the
-	// newer event (see Ack and Move.Was). Never two deliveries of one id
-	// at once.
-	var cmds []cmd
 	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, keys.InFlight(s.ns, topic, p), len(zadd)), zadd...)})
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
 	if len(peeked) > 0 {
-		cmds = append(cmds, cmd{"EVALSHA", read})
+		cmds = append(cmds, cmd{"HMGET", runningFields([]any{mk}, ids)})
+		if len(marks) > 1 {
+			cmds = append(cmds, cmd{"HMSET", marks})
+		}
+		cmds = append(cmds, cmd{"HMGET", hmget})
 	}
-	return cmds
+	return cmds, starts
 }
 
 // claimReplies reads the replies of claimCmds' pipeline: the peeked ids
-// that were in flight already (running: beginNewScript left their
-// entries), the ids and segments the claim took ({id1, due1, ...}) and
-// the records read, by id.
-func claimReplies(p int, peeked []Claimed, replies []any) (running map[string]bool, got []string, recsByID map[string]*Record, err error) {
+// that were in flight already and whose delivery had started (running:
+// beginNewScript left their entries, and they had a running mark), those
+// in flight already whose delivery had not (stale: an entry a claim
+// refused by the fence left behind, which no delivery will end), the ids
+// and segments the claim took ({id1, due1, ...}) and the records read, by
+// id. marked says whether the pipeline wrote marks.
+func claimReplies(p int, peeked []Claimed, marked bool, replies []any) (running, stale map[string]bool, got []string, recsByID map[string]*Record, err error) {
 	at := 0
-	running = map[string]bool{}
+	running, stale = map[string]bool{}, map[string]bool{}
+	var inFlight []int
 	if len(peeked) > 0 {
 		at = 1
-		in, err := redis.Ints(replies[0], nil)
-		if err != nil || len(in) != len(peeked) {
-			return nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
-		}
-		for i, v := range in {
-			if v == 1 {
-				running[peeked[i].ID] = true
-			}
+		inFlight, err = redis.Ints(replies[0], nil)
+		if err != nil || len(inFlight) != len(peeked) {
+			return nil, nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
 		}
 	}
 	got, err = redis.Strings(replies[at], nil)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	if len(peeked) > 0 {
-		raw, err := redis.ByteSlices(replies[at+1], nil)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
-		}
-		recs := decodeAll(raw, len(peeked))
-		recsByID = make(map[string]*Record, len(peeked))
-		for i, m := range peeked {
-			recsByID[m.ID] = recs[i]
+	if len(peeked) == 0 {
+		return running, stale, got, nil, nil
+	}
+	started, err := redis.Values(replies[at+1], nil)
+	if err != nil || len(started) != len(peeked) {
+		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[at+1], err)
+	}
+	for i, v := range inFlight {
+		switch {
+		case v == 1 && started[i] != nil:
+			running[peeked[i].ID] = true
+		case v == 1:
+			stale[peeked[i].ID] = true
 		}
 	}
-	return running, got, recsByID, nil
+	last := at + 2
+	if marked {
+		last++
+	}
+	raw, err := redis.ByteSlices(replies[last], nil)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+	}
+	recs := decodeAll(raw, len(peeked))
+	recsByID = make(map[string]*Record, len(peeked))
+	for i, m := range peeked {
+		recsByID[m.ID] = recs[i]
+	}
+	return running, stale, got, recsByID, nil
 }
 
 // toStart returns, of the ids the claim took (all), those whose delivery
-// starts now, with their records: all but those running already. An id
-// in flight already whose record is not running (no delivery of it
-// started) has a stale in-flight entry, which a claim refused by the
-// fence left (see ClaimBegin): it is taken too, and returned in stale,
-// whose entries get the claim's deadline. taken is every id it took.
-func toStart(all []Claimed, running map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool, stale []Claimed) {
+// starts now or later here, with their records: all but those running
+// already. An id in flight already whose delivery had not started has a
+// stale in-flight entry: it is taken, and returned in stale too, whose
+// entries get the claim's deadline. taken is every id it took.
+func toStart(all []Claimed, running, staleIDs, starts map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool, stale []Claimed) {
 	claimed = all[:0:0]
 	taken = make(map[string]bool, len(all))
 	for _, m := range all {
 		taken[m.ID] = true
-		rec := recsByID[m.ID]
-		if running[m.ID] && rec != nil && rec.Corrupt == nil && !rec.Running {
+		if running[m.ID] {
+			continue
+		}
+		if staleIDs[m.ID] {
 			stale = append(stale, m)
-			running[m.ID] = false
 		}
-		if !running[m.ID] {
-			claimed = append(claimed, m)
-			recs = append(recs, rec)
-		}
+		rec := recsByID[m.ID]
+		// A record due later than its entry (a stale entry) is held to
+		// its due, and started then.
+		m.Started = starts[m.ID] && rec != nil && rec.Corrupt == nil && rec.Due <= m.Due
+		claimed = append(claimed, m)
+		recs = append(recs, rec)
 	}
 	return claimed, recs, taken, stale
 }
 
-// dropUnclaimed removes, from the in-flight ZSET ik, the entries that
-// claimCmds wrote for peeked ids the claim did not take (deleted or
-// rescheduled meanwhile); the entries of ids running already are theirs,
-// and stay.
-func dropUnclaimed(ctx context.Context, c redis.Conn, ik string, peeked []Claimed, taken, running map[string]bool) error {
-	if len(taken) >= len(peeked) {
-		return nil
+// unstarted returns the ids whose running marks the claim wrote and
+// whose delivery does not start now: not taken (deleted or claimed
+// meanwhile), or held to a record due later than its entry. The ids
+// running already had their marks before.
+func unstarted(starts, running map[string]bool, claimed []Claimed) []string {
+	var out []string
+	now := make(map[string]bool, len(claimed))
+	for _, m := range claimed {
+		now[m.ID] = m.Started
 	}
-	rem := []any{ik}
+	for id := range starts {
+		if !now[id] && !running[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// dropUnclaimed removes, from the in-flight ZSET, the entries that
+// claimCmds wrote for peeked ids the claim did not take (deleted or
+// rescheduled meanwhile), and the running marks of unmarked (see
+// unstarted); the entries of ids running already are theirs, and stay.
+func (s *Store) dropUnclaimed(ctx context.Context, c redis.Conn, topic string, p int, peeked []Claimed, taken, running map[string]bool, unmarked []string) error {
+	var cmds []cmd
+	if len(unmarked) > 0 {
+		cmds = append(cmds, clearRunning(keys.Records(s.ns, topic, p), unmarked))
+	}
+	rem := []any{keys.InFlight(s.ns, topic, p)}
 	for _, m := range peeked {
 		if !taken[m.ID] && !running[m.ID] {
 			rem = append(rem, m.ID)
 		}
 	}
-	if len(rem) == 1 { // only ids running elsewhere
+	if len(rem) > 1 {
+		cmds = append(cmds, cmd{"ZREM", rem})
+	}
+	if len(cmds) == 0 {
 		return nil
 	}
-	_, err := pipe(ctx, c, []cmd{{"ZREM", rem}})
+	_, err := pipe(ctx, c, cmds)
 	return err
 }
 

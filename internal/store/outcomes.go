@@ -8,8 +8,8 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Ack removes delivered messages: records and in-flight entries, in one
-// pipelined round trip. A record is removed only while it is the one
+// Ack removes delivered messages: records, running marks and in-flight
+// entries, in one pipelined round trip. A record is removed only while it is the one
 // delivered: headers[i] is the header of ids[i]'s record as claimed (see
 // Record.Header). A record a send replaced meanwhile (see Puts) is the
 // newer event's, and stays: it goes back to scheduled at its own due, in
@@ -33,6 +33,7 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 	defer c.Close()
 	r, err := roundTrip(ctx, c, []cmd{
 		{"EVALSHA", args},
+		clearRunning(mk, ids),
 		{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
 	if err != nil {
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
@@ -60,8 +61,7 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 // were claimed with (see Store.Ack).
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
 // Returns per id 0 (removed, or gone), or the due of the record that
-// replaced it, which stays, its running flag cleared: the delivery that
-// set it (the header's) ended.
+// replaced it, which stays.
 var ackScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 2 do
@@ -72,21 +72,19 @@ for i = 1, #ARGV, 2 do
     redis.call('HDEL', KEYS[1], ARGV[i])
     out[#out + 1] = 0
   else
-    if runningOf(ARGV[i + 1]) > 0 and runningOf(v) > 0 then
-      redis.call('HSET', KEYS[1], ARGV[i], notRunning(v))
-    end
     out[#out + 1] = (readHeader(v))
   end
 end
 return out
 `)
 
-// Drop removes in-flight entries without touching records (tombstones).
+// Drop removes in-flight entries (and running marks) without touching
+// records (tombstones).
 func (s *Store) Drop(ctx context.Context, topic string, p int, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.do(ctx, cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)})
+	_, err := s.do(ctx, clearRunning(keys.Records(s.ns, topic, p), ids), cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)})
 	if err != nil {
 		return fmt.Errorf("drop %d in partition %d: %w", len(ids), p, err)
 	}
@@ -108,8 +106,8 @@ type Move struct {
 
 // Moves writes the records that carry one (only where the record still
 // exists: a message deleted meanwhile is not brought back), then the
-// destinations (ZADD to scheduled and dead), then removes the in-flight
-// entries. Used for retries, deaths, expired visibility deadlines and held
+// destinations (ZADD to scheduled and dead) and the removal of the
+// running marks, then removes the in-flight entries. Used for retries, deaths, expired visibility deadlines and held
 // messages returned at shutdown. It returns how many moves were skipped
 // because their record was gone.
 func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (gone int, err error) {
@@ -139,8 +137,10 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 	var sched []any
 	dead := []any{keys.Dead(s.ns, topic, p)}
 	rem := []any{keys.InFlight(s.ns, topic, p)}
+	moved := make([]string, 0, len(moves))
 	for _, m := range moves {
 		rem = append(rem, m.ID)
+		moved = append(moved, m.ID)
 		st := status[m.ID]
 		switch {
 		case m.Record != nil && st < 0:
@@ -153,7 +153,8 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 			sched = append(sched, m.Score, m.ID)
 		}
 	}
-	var first []cmd
+	// No delivery of a message moved runs: its running mark goes.
+	first := []cmd{clearRunning(keys.Records(s.ns, topic, p), moved)}
 	if len(sched) > 0 {
 		// Never later than an entry a send wrote meanwhile (see Puts).
 		first = append(first, s.indexCmd(topic, p, sched))
@@ -171,9 +172,7 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 // is given, still begin with it (see Move.Was).
 // KEYS[1]: records HASH. ARGV: id1, record1, header1, ... (header ""
 // for none). Returns per id -1 (gone), 0 (written), or the due of the
-// record that replaced the one claimed (left as it is, but for its
-// running flag, cleared when the header given had it: the delivery of
-// the one claimed ended).
+// record that replaced the one claimed (left as it is).
 var updateIfScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -184,9 +183,6 @@ for i = 1, #ARGV, 3 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
-    if ARGV[i + 2] ~= '' and runningOf(ARGV[i + 2]) > 0 and runningOf(v) > 0 then
-      redis.call('HSET', KEYS[1], ARGV[i], notRunning(v))
-    end
     out[#out + 1] = (readHeader(v))
   end
 end
@@ -240,18 +236,31 @@ func CorruptMove(id string, rec *Record, nowMS int64) Move {
 }
 
 // Expired returns up to limit in-flight ids whose visibility deadline is at
-// or before nowMS, with their records (nil for tombstones).
-func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*Record, error) {
+// or before nowMS, with their records (nil for tombstones) and whether
+// their deliveries had started (their running marks).
+func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*Record, []bool, error) {
 	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.InFlight(s.ns, topic, p), 0, nowMS, "LIMIT", 0, limit}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
 	}
 	ids, _ := redis.Strings(r[0], nil)
 	if len(ids) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	recs, err := s.Records(ctx, topic, p, ids)
-	return ids, recs, err
+	mk := keys.Records(s.ns, topic, p)
+	r, err = s.do(ctx, cmd{"HMGET", runningFields(append([]any{mk}, strs(ids)...), ids)})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
+	}
+	raw, _ := redis.ByteSlices(r[0], nil)
+	if len(raw) != 2*len(ids) {
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: bad reply of %d values", p, len(raw))
+	}
+	started := make([]bool, len(ids))
+	for i := range ids {
+		started[i] = raw[len(ids)+i] != nil
+	}
+	return ids, decodeAll(raw[:len(ids)], len(ids)), started, nil
 }
 
 // Records reads the records of ids (nil for missing ones, Corrupt set on

@@ -58,23 +58,12 @@ type PutResult struct {
 // begins; flagsOf(v) the flags of its version byte (recordTraced);
 // writeHeader(due, created, updated, first, flags) encodes the header of
 // a record with a First, fixed width (recordVersionFirst), with flags,
-// which must be those of the record whose rest follows it. runningOf(v)
-// is the running flag of v's version byte (recordRunning, or 0), and
-// notRunning(v) is v without it.
+// which must be those of the record whose rest follows it.
 var recordLua = fmt.Sprintf(`
-local V2, HEADER2, VERSIONS, RUNNING = %d, '>Bi7i7i7i7', %d, %d
+local V2, HEADER2, VERSIONS = %d, '>Bi7i7i7i7', %d
 local function flagsOf(v)
   local b = string.byte(v, 1)
   return b - b %% VERSIONS
-end
-local function runningOf(v)
-  if string.byte(v, 1) %% (2 * RUNNING) >= RUNNING then return RUNNING end
-  return 0
-end
-local function notRunning(v)
-  local r = runningOf(v)
-  if r == 0 then return v end
-  return string.char(string.byte(v, 1) - r) .. string.sub(v, 2)
 end
 local function reads(v, pos)
   local n, mul = 0, 1
@@ -105,7 +94,7 @@ end
 local function writeHeader(due, created, updated, first, flags)
   return struct.pack(HEADER2, V2 + flags, due, created, updated, first)
 end
-`, recordVersionFirst, recordVersionMask+1, recordRunning)
+`, recordVersionFirst, recordVersionMask+1)
 
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
@@ -122,10 +111,9 @@ end
 //     event then opens a new window, now.
 //
 // Every replacement moves Updated past the old one, so an outcome of a
-// delivery of the old record sees the change (see Record.Header), and
-// keeps the running flag of the record it replaces (see StartMany): while
-// a delivery of the id runs, a Delete says so. The outcome of that
-// delivery clears it.
+// delivery of the old record sees the change (see Record.Header). A
+// delivery of the id that started (its running mark: see StartMany)
+// counts as started for the window, as First at Started does.
 // KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
 // ids that have a record (the old partition of a change); then for each
 // message: id, policy (its first letter), due asked, max wait, and the
@@ -134,7 +122,7 @@ end
 // First).
 // Returns {outcome, due} per message; the due of a message created is
 // its record's (0 in the reply).
-var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN = %d, %d\n", putEarlier, headerFirstLen) + `
+var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING = %d, %d, %q\n", putEarlier, headerFirstLen, keys.RunningMark) + `
 local now, onlyIfExists = tonumber(ARGV[1]), ARGV[2] == '1'
 local out = {}
 for i = 3, #ARGV, 5 do
@@ -166,7 +154,9 @@ for i = 3, #ARGV, 5 do
     local outcome, window = 2, now
     if policy == 'd' then
       outcome = 3
-      if first > 0 then
+      if redis.call('HGET', KEYS[1], RUNNING .. id) then
+        window = now
+      elseif first > 0 then
         window = first
       elseif first == 0 then
         window = created
@@ -175,7 +165,7 @@ for i = 3, #ARGV, 5 do
         due = window + maxWait
       end
     end
-    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec) + runningOf(v)) .. string.sub(rec, HEADER_LEN + 1))
+    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec)) .. string.sub(rec, HEADER_LEN + 1))
     if oldDue > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due

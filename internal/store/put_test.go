@@ -37,7 +37,7 @@ func TestPutHeaders(t *testing.T) {
 		if enc := rec.Encode(); !bytes.Equal(enc, raw) {
 			t.Errorf("%s: stored %x, Go encodes the record decoded as %x", what, raw, enc)
 		}
-		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || rec.Running != want.Running || rec.Trace != want.Trace || string(rec.Body) != string(want.Body) {
+		if rec.Due != want.Due || rec.Created != want.Created || rec.Updated != want.Updated || rec.First != want.First || rec.Trace != want.Trace || string(rec.Body) != string(want.Body) {
 			t.Errorf("%s: stored %+v, want %+v", what, rec, want)
 		}
 		return rec
@@ -61,13 +61,17 @@ func TestPutHeaders(t *testing.T) {
 	put(now+1000, Put{ID: "x", Policy: PolicyReplace, Due: now + 2000, Body: []byte("c")})
 	r := stored("replaced in the same millisecond", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: now + 1000, Body: []byte("c")})
 	start("start", r)
-	stored("started", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: Started, Running: true, Body: []byte("c")})
-	// A send while the delivery runs keeps the running flag, which the
-	// outcome of that delivery clears.
+	stored("started: the record is as it was", Record{Due: now + 2000, Created: now, Updated: now + 1001, First: now + 1000, Body: []byte("c")})
+	// A debounce send while the delivery runs opens a new window; the
+	// outcome of the delivery finds the record replaced, keeps it and
+	// clears the running mark.
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
-	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Running: true, Body: []byte("d")})
-	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Started().Header()}); err != nil || kept != 1 {
+	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
+	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 1 {
 		t.Fatalf("ack of the started record, replaced since: kept %d, %v", kept, err)
+	}
+	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), keys.RunningField("x")}}); err != nil || r[0] != nil {
+		t.Errorf("running mark after the ack: %v, %v", r, err)
 	}
 	stored("the delivery that ran acked", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
 
@@ -77,13 +81,14 @@ func TestPutHeaders(t *testing.T) {
 	put(now+4000, Put{ID: "x", Policy: PolicyReplace, Due: now + 9000, Trace: tp, Body: []byte("e")})
 	r = stored("replaced by a traced event", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: now + 4000, Trace: tp, Body: []byte("e")})
 	start("start a traced record", r)
-	stored("traced, started", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Running: true, Trace: tp, Body: []byte("e")})
-	// Its delivery failed: the retry writes the record back, not running.
-	retry := *r.Started()
-	retry.Running, retry.Attempts = false, 1
-	if gone, err := s.Moves(ctx, "t", 0, []Move{{ID: "x", Score: now + 9000, Record: &retry, Was: r.Started().Header()}}); err != nil || gone != 0 {
+	// Its delivery failed: the retry writes the record back with First
+	// at Started (a delivery started), and no running mark.
+	retry := *r
+	retry.First, retry.Attempts = Started, 1
+	if gone, err := s.Moves(ctx, "t", 0, []Move{{ID: "x", Score: now + 9000, Record: &retry, Was: r.Header()}}); err != nil || gone != 0 {
 		t.Fatalf("retry: gone %d, %v", gone, err)
 	}
+	stored("traced, retried", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Trace: tp, Body: []byte("e")})
 	put(now+5000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9500, MaxWait: 60000, Body: []byte("f")})
 	stored("debounced by an untraced event after a start", Record{Due: now + 9500, Created: now, Updated: now + 5000, First: now + 5000, Body: []byte("f")})
 	put(now+6000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 9600, MaxWait: 60000, Trace: tp, Body: []byte("g")})

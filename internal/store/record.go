@@ -23,13 +23,7 @@ type Record struct {
 	// ("00-<trace id>-<span id>-<flags>"), empty for a message enqueued
 	// outside a trace: its delivery's span is linked to it.
 	Trace string
-	// Running is set once a consumer started a delivery of this record
-	// (see StartMany): the start and a write of the same message (Delete,
-	// Reschedule, a Replace) meet on it, in one script on the records
-	// HASH. It is cleared when the message goes back to scheduled or to
-	// dead, and never exported.
-	Running bool
-	Body    []byte
+	Body  []byte
 	// Corrupt is set, by the readers that return every record they find,
 	// on a record that could not be decoded: its Body is then the raw
 	// stored bytes and every other field is zero. It is never encoded.
@@ -48,15 +42,10 @@ type Record struct {
 // last error. Every reader masks it off the version (recordVersionMask),
 // and every script that rewrites a header keeps it (see recordLua). A
 // record without a trace is encoded as it was before traces existed.
-//
-// recordRunning is the flag of a record whose delivery started (see
-// Record.Running and StartMany); a record without it is encoded as it
-// was before the flag existed.
 const (
 	recordVersion      = 1
 	recordVersionFirst = 2
 	recordTraced       = 0x10
-	recordRunning      = 0x20
 	recordVersionMask  = 0x0f
 	headerFirstLen     = 1 + 4*7
 )
@@ -122,9 +111,6 @@ func (r *Record) versionByte() byte {
 	if r.Trace != "" {
 		v |= recordTraced
 	}
-	if r.Running {
-		v |= recordRunning
-	}
 	return v
 }
 
@@ -164,13 +150,12 @@ var ErrBadRecord = errors.New("delayq: bad record")
 // of b, not a copy: b must not be changed or reused afterwards (a reply's
 // bytes are not).
 func DecodeRecord(b []byte) (*Record, error) {
-	if len(b) == 0 || b[0]&^(recordVersionMask|recordTraced|recordRunning) != 0 ||
+	if len(b) == 0 || b[0]&^(recordVersionMask|recordTraced) != 0 ||
 		(b[0]&recordVersionMask != recordVersion && b[0]&recordVersionMask != recordVersionFirst) {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
 	}
 	var r Record
 	traced := b[0]&recordTraced != 0
-	r.Running = b[0]&recordRunning != 0
 	if b[0]&recordVersionMask == recordVersionFirst {
 		if len(b) < headerFirstLen {
 			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)

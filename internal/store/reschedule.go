@@ -15,8 +15,8 @@ import (
 // StartMany), ErrNotScheduled if it is dead.
 //
 // The record is rewritten only while it is the one read, and while no
-// delivery of it started (updateIfScript compares its header, running
-// flag included), then indexed at the new due. A consumer holding the
+// delivery of it started (rescheduleScript compares its header, and
+// looks for its running mark), then indexed at the new due. A consumer holding the
 // message until its old due finds, at its start, a record that is not
 // the one it claimed: it does not start it, and returns it to scheduled
 // at the record's due (see StartMany). Should Reschedule stop between the
@@ -40,14 +40,29 @@ func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, 
 // while Reschedule ran.
 var errChanged = errors.New("record changed meanwhile")
 
+// rescheduleScript writes a rescheduled record over the record read,
+// unless a delivery of it started meanwhile (its running mark).
+// KEYS[1]: records HASH. ARGV[1]: id, ARGV[2]: the new record, ARGV[3]:
+// the header of the record read, ARGV[4]: the id's running mark.
+// Returns 0 (written), -1 (gone), -2 (a delivery started) or 1 (the
+// record changed: read it again).
+var rescheduleScript = newScript(`
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return -1 end
+if redis.call('HGET', KEYS[1], ARGV[4]) then return -2 end
+if string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then return 1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 0
+`)
+
 func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
 	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}}}, segReads(mk, id)...)...)
+	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}}, {"HGET", []any{mk, keys.RunningField(id)}}}, segReads(mk, id)...)...)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	if r[0] == nil {
-		e, err := segHeld(r[2:], id)
+		e, err := segHeld(r[3:], id)
 		if err != nil {
 			return fmt.Errorf("reschedule %q: %w", id, err)
 		}
@@ -62,20 +77,22 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	switch {
-	case rec.Running:
+	case r[2] != nil:
 		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, topic)
 	case r[1] != nil:
 		return fmt.Errorf("%w: %q in topic %s is dead", ErrNotScheduled, id, topic)
 	}
 	was := rec.Header()
 	rec.Due, rec.Updated = dueMS, max(nowMS, rec.Updated+1)
-	st, err := s.updateIf(ctx, topic, p, []string{id}, []*Record{rec}, [][]byte{was})
+	st, err := s.script(ctx, rescheduleScript, mk, id, rec.Encode(), was, keys.RunningField(id))
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
-	switch st[0] {
+	switch n, _ := redis.Int(st, nil); n {
 	case -1:
 		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+	case -2:
+		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, topic)
 	case 0:
 	default:
 		return errChanged

@@ -330,18 +330,18 @@ redis.call('HINCRBY', KEYS[1], LEFT, 1)
 return out
 `)
 
-// deleteLua declares delRecord(id): it deletes id's record from the
-// records HASH KEYS[1] and returns 0 (there was none), 1 (deleted) or 2
-// (deleted, and a delivery of it had started: see StartMany).
+// deleteLua declares delRecord(id): it deletes id's record and running
+// mark (see StartMany) from the records HASH KEYS[1] and returns 0 (there
+// was no record), 1 (deleted) or 2 (deleted, and a delivery of it had
+// started).
 var deleteLua = fmt.Sprintf(`
 local function delRecord(id)
-  local v = redis.call('HGET', KEYS[1], id)
-  if not v then return 0 end
-  redis.call('HDEL', KEYS[1], id)
-  if string.byte(v, 1) %% %d >= %d then return 2 end
-  return 1
+  local n = redis.call('HDEL', KEYS[1], id)
+  local r = redis.call('HDEL', KEYS[1], %q .. id)
+  if n == 0 then return 0 end
+  return n + r
 end
-`, 2*recordRunning, recordRunning)
+`, keys.RunningMark)
 
 // segDeleteScript deletes a message that may be held by a segment: its
 // own record if it has one, else its entry in the segment (the segment is
