@@ -61,7 +61,7 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 	}
 	defer st.Close()
 	now := time.Now()
-	if n, _, err := st.TakeSlots(ctx, topic, 4, []string{"a", "b", "c"}, now, now.Add(time.Hour)); err != nil || n != 3 {
+	if n, _, err := st.TakeSlots(ctx, topic, 4, []string{"a", "b", "c"}, now.Add(time.Hour), nil); err != nil || n != 3 {
 		t.Fatalf("TakeSlots: %d, %v", n, err)
 	}
 	if r := a.do("GET", base+"/limits", nil).want(t, 200); r.json["running"] != 3.0 || r.json["concurrency"] != 4.0 {
