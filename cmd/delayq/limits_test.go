@@ -65,6 +65,7 @@ func TestLimitsCLI(t *testing.T) {
 		{[]string{"--rate", "0/d"}, []string{"--rate", `"0/d"`, "s, m or h"}},
 		{[]string{"--rate", "-5"}, []string{"--rate", `"-5"`}},
 		{[]string{"--rate", "2000000"}, []string{"--rate", `"2000000"`, "above"}},
+		{[]string{"--rate", "1e-9/s"}, []string{"--rate", `"1e-9/s"`, "below the slowest rate limit, 1/h", "pause"}},
 		{[]string{"--burst", "-1", "--rate", "5"}, []string{"--burst", `"-1"`, "negative"}},
 		{[]string{"--concurrency", "-2"}, []string{"--concurrency", `"-2"`, "negative"}},
 		{[]string{"--concurrency", "many"}, []string{"-concurrency", `"many"`}},

@@ -77,6 +77,8 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 		{`{"rate":-1}`, "rate"},
 		{`{"rate":true}`, "rate"},
 		{`{"rate":2000000}`, "rate"},
+		{`{"rate":"1e-9/s"}`, "rate"},
+		{`{"rate":1e-9}`, "rate"},
 		{`{"burst":5}`, "burst"},
 		{`{"rate":"5/s","burst":-1}`, "burst"},
 		{`{"rate":"5/s","burst":1.5}`, "burst"},
