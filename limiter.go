@@ -77,7 +77,8 @@ type limiter struct {
 	mu           sync.Mutex
 	rateWait     time.Time     // the bucket gave less than wanted: not asked again before then,
 	rateWaitFor  store.Limits  // while the limits are these
-	offset       time.Duration // this clock's to the bucket's timeline (see store.TokenTake)
+	offset       time.Duration // this clock's to the bucket's timeline, in its epoch (see store.TokenTake)
+	epoch        int64
 	skewWarned   time.Time
 	slotsRefused bool // the fleet refused slots; asked again at slotsRetryAt or when told
 	slotsRetryAt time.Time
@@ -184,24 +185,24 @@ func (l *limiter) Reach() time.Duration {
 // bucket, unless it refused lately under the same limits (asked false:
 // none taken, to ask again at Next()).
 func (l *limiter) takeTokens(ctx context.Context, n int, now, from time.Time, lim store.Limits) (t store.Tokens, asked bool, err error) {
-	waiting := func() (store.Tokens, time.Duration, bool) {
+	waiting := func() (store.Tokens, time.Duration, int64, bool) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// Next() is the wait's end.
-		return store.Tokens{Base: l.rateWait, Before: 1, Rate: lim.Rate}, l.offset, l.rateWaitFor == lim && now.Before(l.rateWait)
+		return store.Tokens{Base: l.rateWait, Before: 1, Rate: lim.Rate}, l.offset, l.epoch, l.rateWaitFor == lim && now.Before(l.rateWait)
 	}
-	if t, _, ok := waiting(); ok {
+	if t, _, _, ok := waiting(); ok {
 		return t, false, nil
 	}
 	l.takeMu.Lock()
 	defer l.takeMu.Unlock()
-	t, offset, ok := waiting() // a take that held takeMu before may have set it
+	t, offset, epoch, ok := waiting() // a take that held takeMu before may have set it
 	if ok {
 		return t, false, nil
 	}
 	t, err = l.k.c.store.TakeTokens(ctx, l.topic(), store.TokenTake{
 		Rate: lim.Rate, Burst: lim.BurstOrDefault(), Want: n, Min: minTake(lim.Rate),
-		Now: now, From: from, Offset: offset, Horizon: rateHorizon,
+		Now: now, From: from, Offset: offset, Epoch: epoch, Horizon: rateHorizon,
 	})
 	if err == nil {
 		l.learn(&t)
@@ -216,7 +217,7 @@ func (l *limiter) takeTokens(ctx context.Context, n int, now, from time.Time, li
 func (l *limiter) learn(t *store.Tokens) {
 	now := l.now()
 	l.mu.Lock()
-	l.offset += t.Learn(now)
+	l.offset, l.epoch = t.Offset+t.Learn(now), t.Epoch
 	offset := l.offset
 	ahead := t.PeerOffset - offset // the previous taker's offset: its clock is behind this one by that
 	warn := (offset > maxClockSkew || ahead > maxClockSkew) && now.Sub(l.skewWarned) >= skewWarnEvery

@@ -72,7 +72,9 @@ func decodeLimits(meta string, v any) (l Limits, set bool, err error) {
 // see TokenTake.Offset), ARGV[2] rate (per ms), ARGV[3] burst, ARGV[5]
 // horizon (ms), ARGV[6] the fewest to grant, ARGV[7] the caller's now on
 // the bucket's timeline (ms), ARGV[8] the caller's offset to that
-// timeline (ms).
+// timeline (ms) and ARGV[9] the timeline's epoch it was learned in,
+// ARGV[10] how long (ms) the timeline may go unmoved by a caller on its
+// own clock before it starts again (timelineReset).
 //
 // A token is granted when it is in the bucket, or comes into it within
 // the horizon (the bucket goes below zero by those, never by more than a
@@ -81,20 +83,36 @@ func decodeLimits(meta string, v any) (l Limits, set bool, err error) {
 // than wanted) are not granted, so that takes come in batches. The bucket
 // refills from its last take (field at), never from a time behind that,
 // so no clock can make it refill twice; it never holds more than the
-// burst, whatever burst it was filled with. Field clk is the latest now
-// any caller gave, and off that caller's offset: a caller behind clk
-// learns from the reply how far (see TakeTokens), so a clock ahead of the
-// others moves the timeline, never the others' waits. It counts the
-// starts granted per whole second (fields sec, cur, prev), and returns
-// {grant, tokens before it (in millionths), at, clk, off of the last
-// caller}.
+// burst, whatever burst it was filled with.
+//
+// Field clk is the latest now any caller gave, off that caller's offset,
+// ep the timeline's epoch and lead the latest now a caller with no offset
+// gave (one on its own clock). A caller behind clk learns from the reply
+// how far (see TakeTokens), so a clock ahead of the others moves the
+// timeline, never the others' waits. An offset of another epoch is
+// dropped. When no caller on its own clock moved the timeline for
+// ARGV[10] (the clock ahead that set it is gone or was set right), a
+// caller with an offset starts a new epoch from its own clock.
+//
+// It counts the starts granted per whole second (fields sec, cur, prev),
+// and returns {grant, tokens before it (in millionths), at, clk, off of
+// the last caller, ep, the caller's offset as it applied}.
 var takeTokensScript = newScript(`
 local from, rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, horizon = tonumber(ARGV[4]), tonumber(ARGV[5])
-local now, off = tonumber(ARGV[7]), tonumber(ARGV[8])
-local v = redis.call('HMGET', KEYS[1], 't', 'at', 'sec', 'cur', 'prev', 'clk', 'off')
+local now, off, cep, reset = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local v = redis.call('HMGET', KEYS[1], 't', 'at', 'sec', 'cur', 'prev', 'clk', 'off', 'ep', 'lead')
+local ep = tonumber(v[8]) or 0
+if cep ~= ep then now, from, off = now - off, from - off, 0 end
 local t, at = tonumber(v[1]), tonumber(v[2])
 if not t then t, at = burst, from end
+local clk, lead, peer = tonumber(v[6]) or now, tonumber(v[9]) or now, tonumber(v[7]) or off
+if off > 0 and math.max(now, clk) - lead > reset then
+  ep = ep + 1
+  at, clk = at - off, clk - off
+  now, from, off, lead, peer = now - off, from - off, 0, now - off, 0
+end
+if off == 0 and now > lead then lead = now end
 if from > at then
   t = math.min(burst, t + (from - at) * rate)
   at = from
@@ -114,11 +132,18 @@ if s ~= sec then
   cur, sec = 0, s
 end
 cur = cur + g
-local clk, peer = tonumber(v[6]) or now, tonumber(v[7]) or off
 if now >= clk then clk = now end
-redis.call('HMSET', KEYS[1], 't', string.format('%.6f', t), 'at', at, 'sec', sec, 'cur', cur, 'prev', prev, 'clk', clk, 'off', off)
-return {g, math.floor(before * 1000000), at, clk, peer}
+redis.call('HMSET', KEYS[1], 't', string.format('%.6f', t), 'at', at, 'sec', sec, 'cur', cur, 'prev', prev,
+  'clk', clk, 'off', off, 'ep', ep, 'lead', lead)
+return {g, math.floor(before * 1000000), at, clk, peer, ep, off}
 `)
+
+// timelineReset is how long a rate limit's timeline may go unmoved by a
+// taker on its own clock before a taker starts it again from its own
+// (see takeTokensScript): after a clock that was ahead is set right or
+// stops, the others' offsets go back to zero within this, and their
+// warnings of a skew stop.
+const timelineReset = time.Minute
 
 // refundScript gives ARGV[1] tokens back to the bucket in KEYS[1] (a
 // grant its taker could not use), up to the burst ARGV[2].
@@ -146,8 +171,10 @@ type TokenTake struct {
 	// refills up to From.
 	Now, From time.Time
 	// Offset is added to the caller's clock to give the bucket's
-	// timeline: the sum of what earlier grants' Behind said.
+	// timeline, as learned in the timeline's Epoch: zero at first, then
+	// the grants' Offset plus what Learn said.
 	Offset time.Duration
+	Epoch  int64
 	// Horizon: the tokens that come into the bucket within it are
 	// granted too, each to start at its time.
 	Horizon time.Duration
@@ -173,6 +200,12 @@ type Tokens struct {
 	// before this one.
 	Clock      time.Time
 	PeerOffset time.Duration
+	// Offset and Epoch are the caller's offset as it applied (zero when
+	// it was of another epoch, or this take started a new one) and the
+	// timeline's epoch: the caller's next take sends them, Offset plus
+	// what Learn says.
+	Offset time.Duration
+	Epoch  int64
 }
 
 // Learn returns how far the clock of a caller whose reply came at after
@@ -232,16 +265,19 @@ func (s *Store) TakeTokens(ctx context.Context, topic string, a TokenTake) (Toke
 	off := a.Offset.Milliseconds()
 	now := a.Now.UnixMilli() + off
 	r, err := s.script(ctx, takeTokensScript, keys.Rate(s.ns, topic), from.UnixMilli()+off,
-		strconv.FormatFloat(a.Rate/1000, 'g', -1, 64), a.Burst, a.Want, a.Horizon.Milliseconds(), a.Min, now, off)
+		strconv.FormatFloat(a.Rate/1000, 'g', -1, 64), a.Burst, a.Want, a.Horizon.Milliseconds(), a.Min, now, off,
+		a.Epoch, timelineReset.Milliseconds())
 	if err != nil {
 		return Tokens{}, fmt.Errorf("rate limit of %s: %w", topic, err)
 	}
 	v, err := redis.Int64s(r, nil)
-	if err != nil || len(v) != 5 {
+	if err != nil || len(v) != 7 {
 		return Tokens{}, fmt.Errorf("rate limit of %s: bad reply %v (%v)", topic, r, err)
 	}
+	off = v[6] // as it applied
 	return Tokens{N: int(v[0]), Before: float64(v[1]) / 1e6, Base: time.UnixMilli(v[2] - off), Rate: a.Rate, Horizon: a.Horizon, Min: a.Min,
-		Clock: time.UnixMilli(v[3] - off), PeerOffset: time.Duration(v[4]) * time.Millisecond}, nil
+		Clock: time.UnixMilli(v[3] - off), PeerOffset: time.Duration(v[4]) * time.Millisecond,
+		Offset: time.Duration(off) * time.Millisecond, Epoch: v[5]}, nil
 }
 
 // RefundTokens gives n tokens of a grant back to topic's bucket.
