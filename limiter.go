@@ -515,7 +515,7 @@ func (l *limiter) renew() {
 	case err != nil:
 		l.k.c.errLog.Log("renew slots of the concurrency cap", err, "component", "consumer", "topic", l.topic())
 	case n < len(names):
-		l.k.log.Warn("slots of the concurrency cap expired while held (the process stopped past its lease?): the cap may be passed until their deliveries end",
+		l.k.log.Warn("slots of the concurrency cap were freed while held (the process did not renew them for a lease: stopped, or cut off from Redis?): the cap may be passed until their deliveries end",
 			"held", len(names), "renewed", n)
 	}
 }
