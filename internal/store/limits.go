@@ -41,15 +41,27 @@ func DefaultBurst(rate float64) int { return max(1, int(math.Ceil(rate/10))) }
 
 // SetLimits stores topic's limits (a zero l clears them, which is stored
 // too), then bumps its controls' counter for its consumers to follow at
-// once. With ifUnset, it writes only when the topic's limits were never
-// set or cleared (a worker's file), and reports whether it wrote. It fails
-// with ErrNoTopic for a topic that does not exist.
+// once, then deletes the rate limit's bucket: nothing of the old limits
+// (tokens of a larger burst, a debt, the timeline) carries over, and the
+// next take starts a bucket full at the burst set now. With ifUnset, it
+// writes only when the topic's limits were never set or cleared (a
+// worker's file), and reports whether it wrote. It fails with ErrNoTopic
+// for a topic that does not exist.
 func (s *Store) SetLimits(ctx context.Context, topic string, l Limits, ifUnset bool) (written bool, err error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return false, err
 	}
-	return s.setControl(ctx, topic, keys.MetaLimits, "limits", string(b), ifUnset)
+	written, err = s.setControl(ctx, topic, keys.MetaLimits, "limits", string(b), ifUnset)
+	if err != nil || !written {
+		return written, err
+	}
+	if _, err := s.do(ctx, cmd{"DEL", []any{keys.Rate(s.ns, topic)}}); err != nil {
+		// The limits are stored: the takes cap the old tokens at the new
+		// burst anyway, so this only costs the bucket's old state.
+		s.log.Warn("limits stored, but their rate limit's old bucket could not be deleted", "topic", topic, "err", err)
+	}
+	return true, nil
 }
 
 // decodeLimits reads the keys.MetaLimits field v (nil: never set).
@@ -72,7 +84,9 @@ func decodeLimits(meta string, v any) (l Limits, set bool, err error) {
 // see TokenTake.Offset), ARGV[2] rate (per ms), ARGV[3] burst, ARGV[5]
 // horizon (ms), ARGV[6] the fewest to grant, ARGV[7] the caller's now on
 // the bucket's timeline (ms), ARGV[8] the caller's offset to that
-// timeline (ms) and ARGV[9] the timeline's epoch it was learned in,
+// timeline (ms) and ARGV[9] the timeline's epoch it was learned in (a
+// new bucket's epoch is the now of its first take, so that no offset
+// learned of an older bucket applies to it),
 // ARGV[10] how long (ms) the timeline may go unmoved by a caller on its
 // own clock before it starts again (timelineReset).
 //
@@ -102,7 +116,7 @@ local from, rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local want, horizon = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now, off, cep, reset = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local v = redis.call('HMGET', KEYS[1], 't', 'at', 'sec', 'cur', 'prev', 'clk', 'off', 'ep', 'lead')
-local ep = tonumber(v[8]) or 0
+local ep = tonumber(v[8]) or now
 if cep ~= ep then now, from, off = now - off, from - off, 0 end
 local t, at = tonumber(v[1]), tonumber(v[2])
 if not t then t, at = burst, from end

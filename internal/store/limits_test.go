@@ -29,12 +29,13 @@ func TestTakeTokensClocks(t *testing.T) {
 		return g
 	}
 	// A clock an hour ahead takes the burst.
-	if g := take(T.Add(time.Hour), 0, 0); g.N != 1 {
-		t.Fatalf("the first take got %d, want the burst of 1", g.N)
+	first := take(T.Add(time.Hour), 0, 0)
+	if first.N != 1 {
+		t.Fatalf("the first take got %d, want the burst of 1", first.N)
 	}
 	// One on time is behind: nothing to refill yet, but its times are on
 	// its own clock, and it learns the hour.
-	g := take(T.Add(time.Millisecond), 0, 0)
+	g := take(T.Add(time.Millisecond), 0, first.Epoch)
 	learned := g.Learn(T.Add(2 * time.Millisecond))
 	if g.N != 0 || learned < time.Hour-time.Second || learned > time.Hour {
 		t.Fatalf("behind by an hour: granted %d, learned %v; want 0 and about an hour", g.N, learned)
@@ -50,12 +51,43 @@ func TestTakeTokensClocks(t *testing.T) {
 	// The clock ahead stops (or is set right): a minute on, the timeline
 	// starts again from the one on time.
 	g = take(T.Add(time.Minute+time.Second), off, g.Epoch)
-	if g.Offset != 0 || g.Epoch != 1 || g.Learn(T.Add(time.Minute+time.Second)) != 0 {
+	if g.Offset != 0 || g.Epoch != first.Epoch+1 || g.Learn(T.Add(time.Minute+time.Second)) != 0 {
 		t.Fatalf("a minute with no taker on its own clock: offset %v epoch %d, want 0 and a new epoch", g.Offset, g.Epoch)
 	}
 	// The clock set right, with its offset of the old epoch (none): on
 	// the new timeline, nothing to learn.
 	if g := take(T.Add(time.Minute+1100*time.Millisecond), 0, 0); g.Offset != 0 || g.Learn(T.Add(time.Minute+1100*time.Millisecond)) != 0 {
 		t.Fatalf("set right: offset %v, want 0", g.Offset)
+	}
+}
+
+// Limits set anew start a new bucket: tokens a burst of 50 left, and its
+// timeline, do not carry over a change to a burst of 1.
+func TestSetLimitsNewBucket(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const topic = "rebucket"
+	now := time.Now()
+	if _, err := s.EnsureTopic(ctx, topic, 2, now.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetLimits(ctx, topic, Limits{Rate: 5, Burst: 50}, false); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.TakeTokens(ctx, topic, TokenTake{Rate: 5, Burst: 50, Want: 1, Min: 1, Now: now.Add(time.Hour)}); err != nil || g.Before != 50 {
+		t.Fatalf("a take of the burst of 50: %+v, %v", g, err)
+	}
+	for _, l := range []Limits{{}, {Rate: 5}} {
+		if _, err := s.SetLimits(ctx, topic, l, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := s.TakeTokens(ctx, topic, TokenTake{Rate: 5, Burst: 1, Want: 30, Min: 1, Now: now})
+	if err != nil || g.N != 1 || g.Before != 1 {
+		t.Fatalf("after clear and 5/s: granted %d of a bucket of %v (%v), want the burst of 1", g.N, g.Before, err)
+	}
+	if g.Learn(now) != 0 {
+		t.Fatalf("after clear and 5/s: the old timeline (an hour ahead) carried over: %+v", g)
 	}
 }
