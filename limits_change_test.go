@@ -3,9 +3,14 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // A rate limit raised from 1/h to 1000/s acts within a second: the
@@ -145,24 +150,26 @@ func TestBurstAfterClear(t *testing.T) {
 }
 
 // skewedClient returns a client on addr whose clock is the real one plus
-// *off (which the test may change as it runs).
-func skewedClient(t *testing.T, addr string, p int, off *atomic.Int64) *Client {
-	return newClient(t, addr, Options{Partitions: p, Now: func() time.Time { return time.Now().Add(time.Duration(off.Load())) }})
+// *off (which the test may change as it runs), logging to log.
+func skewedClient(t *testing.T, addr string, p int, off *atomic.Int64, log io.Writer) *Client {
+	return newClient(t, addr, Options{Partitions: p, Now: func() time.Time { return time.Now().Add(time.Duration(off.Load())) },
+		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 }
 
 // A consumer whose clock is ahead (by 5 s, by an hour) or behind neither
 // stalls another consumer's share of the rate limit nor lets the fleet
-// pass it.
+// pass it; a skew beyond MaxClockSkew is warned about on both sides.
 func TestRateLimitSkewedClock(t *testing.T) {
 	for _, skew := range []time.Duration{0, 5 * time.Second, time.Hour, -time.Hour} {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			ctx := context.Background()
 			const P, N, rate = 8, 700, 100
 			addr := testAddr(t)
-			c := newClient(t, addr, Options{Partitions: P})
-			var off atomic.Int64
+			var logA, logB testenv.Buffer
+			var zero, off atomic.Int64
 			off.Store(int64(skew))
-			cs := skewedClient(t, addr, P, &off)
+			c := skewedClient(t, addr, P, &zero, &logA)
+			cs := skewedClient(t, addr, P, &off, &logB)
 			topic := "rated-skew"
 			s := newStarts(5 * time.Millisecond)
 			var byA, byB atomic.Int64
@@ -204,6 +211,14 @@ func TestRateLimitSkewedClock(t *testing.T) {
 			}
 			waitFor(t, 20*time.Second, "every message delivered", func() bool { return s.finished.Load() >= N })
 			s.check(t, N)
+			ahead, behind := &logB, &logA // which log says which
+			if skew < 0 {
+				ahead, behind = behind, ahead
+			}
+			warned := strings.Contains(ahead.String(), "this process's clock is ahead") && strings.Contains(behind.String(), "this process's clock is behind")
+			if big := skew > MaxClockSkew || skew < -MaxClockSkew; warned != big {
+				t.Errorf("clock %v off: warned %v, want %v\nthe one ahead logged: %s\nthe one behind: %s", skew, warned, big, ahead, behind)
+			}
 		})
 	}
 }
@@ -219,7 +234,7 @@ func TestConcurrencyCapSkewedClock(t *testing.T) {
 			c := newClient(t, addr, Options{Partitions: P})
 			var off atomic.Int64
 			off.Store(int64(skew))
-			cs := skewedClient(t, addr, P, &off)
+			cs := skewedClient(t, addr, P, &off, io.Discard)
 			topic := "capped-skew"
 			s := newStarts(hold)
 			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first", Delay: 3 * time.Hour}); err != nil {
