@@ -54,6 +54,14 @@ func (x *controls) limits() store.Limits {
 	return x.c.Limits
 }
 
+// limitsAndChange returns the topic's limits, and a channel closed at
+// the next change of its controls.
+func (x *controls) limitsAndChange() (store.Limits, <-chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.c.Limits, x.ch
+}
+
 // auto returns the topic's automatic partition count.
 func (x *controls) auto() store.Auto {
 	x.mu.Lock()

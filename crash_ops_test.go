@@ -243,11 +243,11 @@ var crashOps = []*crashOp{
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			now := time.Now()
-			if _, err := fs.TakeTokens(ctx, cs.topic, 100, 10, 1, 1, now, 100*time.Millisecond); err != nil {
+			if _, err := fs.TakeTokens(ctx, cs.topic, store.TokenTake{Rate: 100, Burst: 10, Want: 1, Min: 1, Now: now, Horizon: 100 * time.Millisecond}); err != nil {
 				return err
 			}
 			lease := crashConsumerOptions(cs.topic).Lease
-			if _, _, err := fs.TakeSlots(ctx, cs.topic, 1, []string{"crashed 1"}, now, now.Add(lease)); err != nil {
+			if _, _, err := fs.TakeSlots(ctx, cs.topic, 1, []string{"crashed 1"}, now.Add(lease), nil); err != nil {
 				return err
 			}
 			_, err := claimAndBegin(ctx, fs, cs)

@@ -29,7 +29,21 @@ const (
 	// asks again, unless slots are given back sooner (it is told) or a
 	// slot of a dead holder expires sooner.
 	slotsRetry = time.Second
+	// maxClockSkew: see MaxClockSkew.
+	maxClockSkew = MaxClockSkew
 )
+
+// MaxClockSkew is how far the clocks of a topic's processes may differ
+// before it is worth a word: a consumer whose clock is farther than this
+// from another's that takes from the same rate limit logs a warning (at
+// most once a minute), and delayq doctor reports members whose heartbeats
+// are that far from its own clock. Skew of any size neither stalls the
+// rate nor lets the concurrency cap be passed (see docs/guarantees.md),
+// but due times are compared with consumers' clocks.
+const MaxClockSkew = 5 * time.Second
+
+// skewWarnEvery is how often a consumer warns of a clock skew at most.
+const skewWarnEvery = time.Minute
 
 // minTake is the fewest starts a take of the bucket grants (unless it
 // wants fewer): half a horizon's worth, so that the fleet takes about
@@ -44,22 +58,44 @@ func minTake(rate float64) int {
 // within rateHorizon, each with its start time, and a refused take is
 // not asked again before a token can come. The concurrency cap is a set
 // of slots in Redis, each held by one claimed message from its claim to
-// its outcome, expiring with its holder; slots freed here serve this
-// consumer's other deliveries for up to slotTenure, then go back to the
-// fleet, whose waiting consumers are told.
+// its outcome and renewed by its holder while it lives; slots freed here
+// serve this consumer's other deliveries for up to slotTenure, then go
+// back to the fleet, whose waiting consumers are told.
+//
+// Neither depends on the clocks of the processes agreeing. The bucket
+// keeps its own timeline (see store.TakeTokens), which the limiter learns
+// its offset to. A slot is freed by a consumer the cap refused only when
+// it saw the slot keep its score (its holder's expiry, by the holder's
+// clock) for a lease by its own clock: the holder stopped renewing it. A
+// change of the limits drops every wait computed under the old ones and
+// wakes the loops that wait.
 type limiter struct {
 	k *Consumer
 
 	takeMu sync.Mutex // one take at a time goes to Redis
 
 	mu           sync.Mutex
-	rateWait     time.Time // the bucket gave less than wanted: not asked again before then
-	slotsRefused bool      // the fleet refused slots; asked again at slotsRetryAt or when told
+	rateWait     time.Time     // the bucket gave less than wanted: not asked again before then,
+	rateWaitFor  store.Limits  // while the limits are these
+	offset       time.Duration // this clock's to the bucket's timeline, in its epoch (see store.TokenTake)
+	epoch        int64
+	skewWarned   time.Time
+	slotsRefused bool // the fleet refused slots; asked again at slotsRetryAt or when told
 	slotsRetryAt time.Time
+	seen         map[string]seenSlot // the fleet's slots as the cap's refusals showed them
+	lastExpiry   int64               // the latest expiry given a slot here (unix ms)
 	seq          int
 	idle, busy   []slot
-	wake         chan struct{} // closed when a slot frees here or in the fleet
+	wake         chan struct{} // closed when a slot frees here or in the fleet, or the limits change
+	rateWake     chan struct{} // closed when the rate may grant what it refused: the limits changed, or starts came back
 	releaseAt    *time.Timer
+}
+
+// seenSlot is a slot of another holder, with its score, and when this
+// consumer first saw it with that score.
+type seenSlot struct {
+	score int64
+	since time.Time
 }
 
 type slot struct {
@@ -69,7 +105,9 @@ type slot struct {
 
 var _ poller.Gate = (*limiter)(nil)
 
-func newLimiter(k *Consumer) *limiter { return &limiter{k: k, wake: make(chan struct{})} }
+func newLimiter(k *Consumer) *limiter {
+	return &limiter{k: k, wake: make(chan struct{}), rateWake: make(chan struct{}), seen: map[string]seenSlot{}}
+}
 
 func (l *limiter) now() time.Time { return l.k.c.opts.Now() }
 
@@ -103,21 +141,24 @@ func (l *limiter) Take(ctx context.Context, n int, from time.Time) (poller.Grant
 		g.N = got
 	}
 	if lim.Rate > 0 {
-		if from.Before(now) {
-			from = now
-		}
-		t, asked, err := l.takeTokens(ctx, g.N, from, lim)
+		t, asked, err := l.takeTokens(ctx, g.N, now, from, lim)
 		if t.N < g.N && g.Slots {
 			l.Done(g.N - t.N) // the slots taken for those
 		}
 		g.Retry = t.Next()
-		if t.N < g.N && asked {
-			// The bucket gave less than wanted: it is not asked again
-			// before a batch of tokens can come, however many loops
-			// want some.
+		if t.N < g.N {
 			l.mu.Lock()
-			l.rateWait = g.Retry.Add(time.Duration(rand.Int64N(int64(rateHorizon / 10))))
-			g.Retry = l.rateWait
+			if asked {
+				// The bucket gave less than wanted: it is not asked
+				// again before a batch of tokens can come, however many
+				// loops want some, unless the limits change.
+				l.rateWait = g.Retry.Add(time.Duration(rand.Int64N(int64(rateHorizon / 10))))
+				l.rateWaitFor = lim
+				g.Retry = l.rateWait
+			}
+			if g.Wake == nil {
+				g.Wake = l.rateWake // ask again at once when it may grant
+			}
 			l.mu.Unlock()
 		}
 		g.N = t.N
@@ -140,24 +181,76 @@ func (l *limiter) Reach() time.Duration {
 	return 0
 }
 
-// takeTokens takes up to n starts from the bucket, unless it refused
-// lately (asked false: none taken, to ask again at Next()).
-func (l *limiter) takeTokens(ctx context.Context, n int, now time.Time, lim store.Limits) (t store.Tokens, asked bool, err error) {
-	waiting := func() (store.Tokens, bool) {
+// takeTokens takes up to n starts wanted from from (see Take) from the
+// bucket, unless it refused lately under the same limits (asked false:
+// none taken, to ask again at Next()).
+func (l *limiter) takeTokens(ctx context.Context, n int, now, from time.Time, lim store.Limits) (t store.Tokens, asked bool, err error) {
+	waiting := func() (store.Tokens, time.Duration, int64, bool) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return store.Tokens{Base: l.rateWait, Before: 1, Rate: lim.Rate}, now.Before(l.rateWait) // Next() is the wait's end
+		// Next() is the wait's end.
+		return store.Tokens{Base: l.rateWait, Before: 1, Rate: lim.Rate}, l.offset, l.epoch, l.rateWaitFor == lim && now.Before(l.rateWait)
 	}
-	if t, ok := waiting(); ok {
+	if t, _, _, ok := waiting(); ok {
 		return t, false, nil
 	}
 	l.takeMu.Lock()
 	defer l.takeMu.Unlock()
-	if t, ok := waiting(); ok { // a take that held takeMu before may have set it
+	t, offset, epoch, ok := waiting() // a take that held takeMu before may have set it
+	if ok {
 		return t, false, nil
 	}
-	t, err = l.k.c.store.TakeTokens(ctx, l.topic(), lim.Rate, lim.BurstOrDefault(), n, minTake(lim.Rate), now, rateHorizon)
+	t, err = l.k.c.store.TakeTokens(ctx, l.topic(), store.TokenTake{
+		Rate: lim.Rate, Burst: lim.BurstOrDefault(), Want: n, Min: minTake(lim.Rate),
+		Now: now, From: from, Offset: offset, Epoch: epoch, Horizon: rateHorizon,
+	})
+	if err == nil {
+		l.learn(&t)
+	}
 	return t, true, err
+}
+
+// learn takes from a grant this clock's offset to the bucket's timeline
+// (see store.Tokens.Learn), and warns (at most every skewWarnEvery) when
+// this clock is more than maxClockSkew behind or ahead of another that
+// took from the bucket.
+func (l *limiter) learn(t *store.Tokens) {
+	now := l.now()
+	l.mu.Lock()
+	l.offset, l.epoch = t.Offset+t.Learn(now), t.Epoch
+	offset := l.offset
+	ahead := t.PeerOffset - offset // the previous taker's offset: its clock is behind this one by that
+	warn := (offset > maxClockSkew || ahead > maxClockSkew) && now.Sub(l.skewWarned) >= skewWarnEvery
+	if warn {
+		l.skewWarned = now
+	}
+	l.mu.Unlock()
+	switch {
+	case !warn:
+	case ahead > maxClockSkew:
+		l.k.log.Warn("this process's clock is ahead of another's that takes from the topic's rate limit: keep the hosts' clocks synchronised (due times are compared with consumers' clocks)",
+			"ahead", ahead.Round(time.Millisecond), "bound", maxClockSkew)
+	default:
+		l.k.log.Warn("this process's clock is behind another's that takes from the topic's rate limit: keep the hosts' clocks synchronised (due times are compared with consumers' clocks)",
+			"behind", offset.Round(time.Millisecond), "bound", maxClockSkew)
+	}
+}
+
+// limitsChanged drops the waits computed under the old limits and wakes
+// the loops waiting for them, which ask again at once.
+func (l *limiter) limitsChanged() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rateWait = time.Time{}
+	l.slotsRefused = false
+	l.rateWakeLocked()
+	l.notifyLocked()
+}
+
+// rateWakeLocked wakes the loops the rate refused: they ask again.
+func (l *limiter) rateWakeLocked() {
+	close(l.rateWake)
+	l.rateWake = make(chan struct{})
 }
 
 // takeSlots takes up to n slots for claims: slots freed here lately
@@ -188,10 +281,12 @@ func (l *limiter) takeSlots(ctx context.Context, n int, now time.Time, limit int
 		l.seq++
 		want[i] = l.k.opts.ID + " " + strconv.Itoa(l.seq)
 	}
+	expiry := l.expiryLocked(now)
+	evict := l.unrenewedLocked(now)
 	l.mu.Unlock()
 
 	l.takeMu.Lock()
-	took, first, err := l.k.c.store.TakeSlots(ctx, l.topic(), limit, want, now, now.Add(l.k.opts.Lease))
+	took, held, err := l.k.c.store.TakeSlots(ctx, l.topic(), limit, want, expiry, evict)
 	l.takeMu.Unlock()
 
 	l.mu.Lock()
@@ -202,14 +297,71 @@ func (l *limiter) takeSlots(ctx context.Context, n int, now time.Time, limit int
 	got += took
 	if err != nil || took < len(want) {
 		// Refused (or unknown): not asked again before slots are given
-		// back in the fleet, one of a dead holder expires, or slotsRetry.
+		// back in the fleet, one of a dead holder can be freed, or
+		// slotsRetry.
 		l.slotsRefused = true
 		l.slotsRetryAt = now.Add(slotsRetry)
-		if first.After(now) && first.Before(l.slotsRetryAt) {
-			l.slotsRetryAt = first
+		if err == nil {
+			if free := l.witnessLocked(now, held); free.Before(l.slotsRetryAt) {
+				l.slotsRetryAt = maxTime(now, free)
+			}
 		}
 	}
 	return got, l.slotsRetryAt, err
+}
+
+// expiryLocked is the score of a slot taken or renewed at now: a lease
+// later, and after every score given before here, so that a renewal
+// always changes it (see witnessLocked).
+func (l *limiter) expiryLocked(now time.Time) time.Time {
+	e := max(now.Add(l.k.opts.Lease).UnixMilli(), l.lastExpiry+1)
+	l.lastExpiry = e
+	return time.UnixMilli(e)
+}
+
+// witnessLocked records the fleet's slots as a refusal of the cap showed
+// them: a slot whose score changed since it was last seen was renewed,
+// and is seen anew from now. It returns when the first slot not held here
+// will have kept its score for a lease (the zero time: none).
+func (l *limiter) witnessLocked(now time.Time, held []store.Slot) time.Time {
+	mine := map[string]bool{}
+	for _, ss := range [][]slot{l.idle, l.busy} {
+		for _, s := range ss {
+			mine[s.name] = true
+		}
+	}
+	seen := make(map[string]seenSlot, len(held))
+	var first time.Time
+	for _, h := range held {
+		if mine[h.Member] {
+			continue
+		}
+		s, ok := l.seen[h.Member]
+		if !ok || s.score != h.Score {
+			s = seenSlot{score: h.Score, since: now}
+		}
+		seen[h.Member] = s
+		if free := s.since.Add(l.k.opts.Lease); first.IsZero() || free.Before(first) {
+			first = free
+		}
+	}
+	l.seen = seen
+	return first
+}
+
+// unrenewedLocked returns the slots seen keep their score for a lease or
+// more by this clock: their holders stopped renewing them (died, or lost
+// Redis for a lease), and a take frees them if they still have it. The
+// holder's clock plays no part: a slot is never freed for its score being
+// behind this clock, by however much.
+func (l *limiter) unrenewedLocked(now time.Time) []store.Slot {
+	var out []store.Slot
+	for m, s := range l.seen {
+		if now.Sub(s.since) >= l.k.opts.Lease {
+			out = append(out, store.Slot{Member: m, Score: s.score})
+		}
+	}
+	return out
 }
 
 // Unused implements poller.Gate: the last k claims of g found no
@@ -222,16 +374,19 @@ func (l *limiter) Unused(g poller.Grant, k int) {
 	if g.Start == nil || lim.Rate == 0 {
 		return
 	}
-	// The starts go back: the bucket may grant again at once.
-	l.mu.Lock()
-	l.rateWait = time.Time{}
-	l.mu.Unlock()
+	// The starts go back: the bucket may grant again at once, and the
+	// loops it refused ask again (they may wait for far longer than the
+	// starts given back take to come at a low rate).
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := l.k.c.store.RefundTokens(ctx, l.topic(), k, lim.BurstOrDefault()); err != nil {
 			l.k.c.errLog.Log("give unused starts back to the rate limit", err, "component", "consumer", "topic", l.topic())
 		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.rateWait = time.Time{}
+		l.rateWakeLocked()
 	}()
 }
 
@@ -309,6 +464,7 @@ func (l *limiter) release(ss []slot) {
 func (l *limiter) run(ctx context.Context) {
 	freed, unwatch := l.k.c.watch.subscribe(keys.SlotsField(l.topic()), l.k.opts.ChangePoll)
 	defer unwatch()
+	lim, changed := l.k.ctrl.limitsAndChange()
 	t := time.NewTicker(l.k.opts.Heartbeat)
 	defer t.Stop()
 	for {
@@ -325,6 +481,12 @@ func (l *limiter) run(ctx context.Context) {
 			return
 		case <-freed:
 			l.told()
+		case <-changed:
+			var now store.Limits
+			if now, changed = l.k.ctrl.limitsAndChange(); now != lim {
+				lim = now
+				l.limitsChanged()
+			}
 		case <-t.C:
 			l.renew()
 		}
@@ -340,18 +502,20 @@ func (l *limiter) renew() {
 			names = append(names, s.name)
 		}
 	}
-	l.mu.Unlock()
 	if len(names) == 0 {
+		l.mu.Unlock()
 		return
 	}
+	expiry := l.expiryLocked(l.now())
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.k.opts.Heartbeat)
 	defer cancel()
-	n, err := l.k.c.store.RenewSlots(ctx, l.topic(), names, l.now().Add(l.k.opts.Lease))
+	n, err := l.k.c.store.RenewSlots(ctx, l.topic(), names, expiry)
 	switch {
 	case err != nil:
 		l.k.c.errLog.Log("renew slots of the concurrency cap", err, "component", "consumer", "topic", l.topic())
 	case n < len(names):
-		l.k.log.Warn("slots of the concurrency cap expired while held (the process stopped past its lease?): the cap may be passed until their deliveries end",
+		l.k.log.Warn("slots of the concurrency cap were freed while held (the process did not renew them for a lease: stopped, or cut off from Redis?): the cap may be passed until their deliveries end",
 			"held", len(names), "renewed", n)
 	}
 }

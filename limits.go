@@ -63,6 +63,8 @@ func (l Limits) Validate() error {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
 		return fmt.Errorf("%w: Limits.Rate %v: want a number of deliveries per second above 0 (or 0: no rate limit)", ErrInvalid, l.Rate)
+	case l.Rate > 0 && l.Rate < MinRate:
+		return fmt.Errorf("%w: Limits.Rate %v is below the slowest rate limit, %s: to stop deliveries, pause the topic (delayq pause)", ErrInvalid, l.Rate, FormatRate(MinRate))
 	case l.Rate > MaxRate:
 		return fmt.Errorf("%w: Limits.Rate %v is above %v per second, which is no limit: leave it 0", ErrInvalid, l.Rate, MaxRate)
 	case l.Burst < 0:
@@ -75,13 +77,19 @@ func (l Limits) Validate() error {
 	return nil
 }
 
+// MinRate is the lowest rate limit: one start an hour. A slower rate is
+// a pause no one can see (stats would show a limit, deliveries would
+// stop for days): pause the topic instead (Client.Pause).
+const MinRate = 1.0 / 3600
+
 // MaxRate is the highest rate limit: a million starts a second is more
 // than any fleet delivers.
 const MaxRate = 1e6
 
 // ParseRate parses a rate: a number of deliveries per second ("200",
 // "0.5"), or a number per unit: "200/s", "600/m", "100/h". It returns
-// deliveries per second; 0 ("0", "0/s") is no rate limit.
+// deliveries per second; 0 ("0", "0/s") is no rate limit. It reads any
+// rate: Limits.Validate refuses those below MinRate.
 func ParseRate(s string) (float64, error) {
 	num, unit, hasUnit := strings.Cut(strings.TrimSpace(s), "/")
 	per := 1.0

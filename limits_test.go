@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,5 +81,32 @@ func TestParseRate(t *testing.T) {
 		if _, err := ParseRate(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseRate(%q): %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+// Rates below MinRate are refused, pointing at a pause.
+func TestRateFloor(t *testing.T) {
+	for _, r := range []float64{1e-9, MinRate / 2} {
+		err := Limits{Rate: r}.Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pause") {
+			t.Errorf("Limits{Rate: %g}.Validate() = %v, want ErrInvalid pointing at pause", r, err)
+		}
+	}
+	if err := (Limits{Rate: MinRate}).Validate(); err != nil {
+		t.Errorf("the floor itself: %v", err)
+	}
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	if _, err := c.Enqueue(ctx, Message{Topic: "floor", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLimits(ctx, "floor", Limits{Rate: 1e-9}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetLimits(rate 1e-9/s): %v, want ErrInvalid", err)
+	}
+	if l, err := c.Limits(ctx, "floor"); err != nil || !l.IsZero() {
+		t.Errorf("a refused rate was stored: %+v, %v", l, err)
+	}
+	if r, err := ParseRate("1/h"); err != nil || r != MinRate {
+		t.Errorf("ParseRate(1/h) = %v, %v, want the floor %v", r, err, MinRate)
 	}
 }

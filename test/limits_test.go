@@ -277,3 +277,45 @@ func TestConcurrencyCapFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestRateRaisedFromHourly: a "delayq sub" held by a rate limit of 1/h
+// follows "delayq limits --rate 1000/s" within a second, without a
+// restart: the 20 messages the old rate held back are all delivered, none
+// early, none twice.
+func TestRateRaisedFromHourly(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 3})
+	addr, topic := env.Proxy, "e2e.raise"
+	l := newLedger()
+	mustCLI(t, `{"id":"first","body":"b"}`+"\n", "send", "--stdin", "--addr", addr, "--topic", topic)
+	l.expect("first", []byte("b"), time.Now().Add(-time.Minute))
+	mustCLI(t, "", "limits", "--addr", addr, "--topic", topic, "--rate", "1/h")
+	subs := startSubs(t, l, 1, addr, topic)
+	// The burst of 1/h (one start) goes to the first message.
+	waitFor(t, 10*time.Second, func() bool { return len(l.deliveries("first")) == 1 }, "the first message delivered")
+	const N = 20
+	t0 := sendDueNow(t, l, addr, topic, "h", N)
+	time.Sleep(time.Second)
+	if n := startsWithin(l, t0, time.Now()); n != 0 {
+		t.Fatalf("%d of %d messages started within 1 s under 1/h after its burst was spent", n, N)
+	}
+	mustCLI(t, "", "limits", "--addr", addr, "--topic", topic, "--rate", "1000/s")
+	raised := time.Now()
+	waitFor(t, 10*time.Second, func() bool { return len(l.missing()) == 0 }, "every message delivered; %d missing", len(l.missing()))
+	var last time.Time
+	for _, d := range l.snapshot() {
+		last = maxTime(last, d.at)
+	}
+	took := last.Sub(raised)
+	t.Logf("rate 1/h raised to 1000/s: the %d messages it held back delivered within %v of the command's return", N, took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("raised from 1/h to 1000/s, the last held message started %v after, want within 1 s", took)
+	}
+	time.Sleep(300 * time.Millisecond) // a second delivery would show by now
+	checkOnceNotEarly(t, l)
+	for _, s := range subs {
+		if code := s.stop(t, 20*time.Second); code != 0 {
+			t.Errorf("sub %d exited %d\nstderr: %s", s.idx, code, s.stderr)
+		}
+	}
+}

@@ -26,6 +26,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"about the deployment and a summary. With --backends it also reads, straight from each\n"+
 			"Redis server behind the proxy (INFO, never through the proxy), its version,\n"+
 			"maxmemory-policy and appendonly, and warns with the fix when one puts messages at risk.\n"+
+			"It also compares what the topics' consumers wrote from their clocks (heartbeats,\n"+
+			"slots of a concurrency cap, a rate limit's timeline) with this host's clock, and hints\n"+
+			"about each more than 5s off (delayq.MaxClockSkew).\n"+
 			"With several proxies in --addr (separated by commas) it checks each in turn, and\n"+
 			"--json prints a list of reports. Exit status 1 when a check fails (warnings do not fail).",
 		stdout, stderr)
@@ -59,6 +62,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			reps[0].addBackend(ctx, strings.TrimSpace(b), cmd.c.password)
 		}
 	}
+	// The proxies of a list share their backends: one look at the clocks.
+	hints, err := clockHints(ctx, addrs[0], cmd.c.password, cmd.c.namespace, time.Now())
+	if err != nil {
+		hints = append(hints, fmt.Sprintf("clock: could not read the topics' clocks: %v", err))
+	}
+	reps[0].Hints = append(reps[0].Hints, hints...)
 	if err := writeDoctorReports(stdout, reps, *asJSON); err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -168,5 +171,44 @@ func TestDoctorProxies(t *testing.T) {
 	}
 	if reps[0].Failed != 1 || reps[0].Checks[0].Name != "connect" || reps[1].Failed != 0 {
 		t.Errorf("reports: dead %+v; live %d failed", reps[0], reps[1].Failed)
+	}
+}
+
+// TestDoctorClocks: a member whose heartbeat was written by a clock an
+// hour ahead, and a rate limit taken from by one, are hinted about; the
+// members on time are not.
+func TestDoctorClocks(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	ctx := context.Background()
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	if _, err := st.EnsureTopic(ctx, "skewed", 2, now.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	ahead := now.Add(time.Hour)
+	for id, at := range map[string]time.Time{"ahead": ahead, "ontime": now} {
+		if _, err := st.Heartbeat(ctx, "skewed", id, false, at.UnixMilli(), at.Add(10*time.Second).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.TakeTokens(ctx, "skewed", store.TokenTake{Rate: 10, Burst: 1, Want: 1, Min: 1, Now: ahead}); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runArgs(t, "doctor", "--addr", addr)
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, stdout)
+	}
+	for _, want := range []string{"clock: member ahead of topic skewed heartbeats 1h0m0s ahead", "clock: a consumer of topic skewed took from its rate limit with a clock 1h0m0s ahead"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "member ontime") {
+		t.Errorf("a member on time is hinted about:\n%s", stdout)
 	}
 }

@@ -65,6 +65,7 @@ func TestLimitsCLI(t *testing.T) {
 		{[]string{"--rate", "0/d"}, []string{"--rate", `"0/d"`, "s, m or h"}},
 		{[]string{"--rate", "-5"}, []string{"--rate", `"-5"`}},
 		{[]string{"--rate", "2000000"}, []string{"--rate", `"2000000"`, "above"}},
+		{[]string{"--rate", "1e-9/s"}, []string{"--rate", `"1e-9/s"`, "below the slowest rate limit, 1/h", "pause"}},
 		{[]string{"--burst", "-1", "--rate", "5"}, []string{"--burst", `"-1"`, "negative"}},
 		{[]string{"--concurrency", "-2"}, []string{"--concurrency", `"-2"`, "negative"}},
 		{[]string{"--concurrency", "many"}, []string{"-concurrency", `"many"`}},
@@ -108,14 +109,14 @@ func TestLimitsCLI(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Now()
-	if n, _, err := st.TakeSlots(ctx, "t", 3, []string{"a", "b"}, now, now.Add(time.Hour)); err != nil || n != 2 {
+	if n, _, err := st.TakeSlots(ctx, "t", 3, []string{"a", "b"}, now.Add(time.Hour), nil); err != nil || n != 2 {
 		t.Fatalf("TakeSlots: %d, %v", n, err)
 	}
 	var granted int
 	testenv.WaitFor(t, 10*time.Second, "limits to print the starts of the last whole second", func() bool {
 		// Taken a second ago, they count as the last whole second's
 		// until the clock passes into the next second.
-		g, err := st.TakeTokens(ctx, "t", 100, 10, 4, 1, time.Now().Add(-time.Second), 0)
+		g, err := st.TakeTokens(ctx, "t", store.TokenTake{Rate: 100, Burst: 10, Want: 4, Min: 1, Now: time.Now().Add(-time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}

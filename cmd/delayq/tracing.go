@@ -7,7 +7,11 @@ import (
 	"net/url"
 	"time"
 
+	"log/slog"
+
 	"github.com/delayq/delayq/internal/config"
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -32,11 +36,19 @@ const defaultTracesPath = "/v1/traces"
 // otherwise an SDK provider that samples parent-based, the traces the
 // worker starts at sample_ratio, and exports in batches over OTLP/HTTP,
 // named service_name and, as an instance, the worker's id. The worker's
-// provider is its own: the process's global one is left alone.
-func newTracerProvider(c config.Tracing, workerID string) (trace.TracerProvider, func(context.Context) error, error) {
+// provider is its own: the process's global one is left alone, but
+// OpenTelemetry's errors (a failed export) and its own log go to log,
+// as every other line of the worker, not as plain text to the standard
+// logger: otherwise they break [log] format = "json".
+func newTracerProvider(c config.Tracing, workerID string, log *slog.Logger) (trace.TracerProvider, func(context.Context) error, error) {
 	if c.Endpoint == "" {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
+	log = log.With("component", "tracing")
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: spans not exported (the deliveries go on)", "endpoint", c.Endpoint, "err", err)
+	}))
+	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
 	u, err := url.Parse(c.Endpoint)
 	if err != nil {
 		return nil, nil, fmt.Errorf("[tracing] endpoint %q: %w", c.Endpoint, err)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -130,5 +133,58 @@ url = %q
 	}
 	if len(col.paths) == 0 || col.paths[0] != "/v1/traces" || len(col.services) == 0 || col.services[0] != "test-worker" {
 		t.Errorf("exports to %v of services %v, want /v1/traces of test-worker", col.paths, col.services)
+	}
+}
+
+// TestWorkerTracingExportErrors: spans the collector refuses are logged
+// by the worker's logger, as JSON with [log] format = "json" and the
+// tracing component, and nothing goes to the standard logger as plain
+// text.
+func TestWorkerTracingExportErrors(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	refused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest) // not retried: the export fails at once
+	}))
+	defer refused.Close()
+	var std testenv.Buffer
+	log.SetOutput(&std)
+	defer log.SetOutput(os.Stderr)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export the spans at once
+	p := writeWorkerConfig(t, fmt.Sprintf(`
+[redis]
+addr = %q
+[worker]
+lease = "1s"
+poll_interval = "100ms"
+shutdown_timeout = "2s"
+[http]
+listen = "127.0.0.1:0"
+[log]
+format = "json"
+[tracing]
+endpoint = %q
+[[topic]]
+name = "jobs"
+[topic.handler]
+type = "exec"
+command = ["true"]
+`, env.Backends[0], refused.URL))
+	rw := startWorker(t, p)
+	resp, err := http.Post(rw.base+"/v1/topics/jobs/messages", "application/json", strings.NewReader(`{"id":"t-1","body":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	const msg = "tracing: spans not exported (the deliveries go on)"
+	testenv.WaitFor(t, 10*time.Second, "the failed export logged", func() bool {
+		return workerLogValue(rw.logs.String(), msg, "component") == "tracing"
+	})
+	for _, line := range strings.Split(strings.TrimSpace(rw.logs.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("a log line is not JSON: %q", line)
+		}
+	}
+	if s := std.String(); s != "" {
+		t.Errorf("the standard logger got %q, want nothing", s)
 	}
 }

@@ -173,7 +173,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 	if w.metrics, err = metrics.New(w.reg); err != nil {
 		return nil, err
 	}
-	if w.tracer, w.stopTracer, err = newTracerProvider(cfg.Tracing, cfg.Worker.ID); err != nil {
+	if w.tracer, w.stopTracer, err = newTracerProvider(cfg.Tracing, cfg.Worker.ID, log); err != nil {
 		return nil, err
 	}
 	if w.client, err = w.newClient(log); err != nil {

@@ -67,6 +67,8 @@ func (t *Topic) validateLimits(ps *problems, i int) {
 		ps.add(at("rate"), "%v is not a rate; want one such as \"200/s\", or no key for no rate limit", l.Rate)
 	case l.Rate < 0:
 		ps.add(at("rate"), "%v is negative; want a rate such as \"200/s\", or no key for no rate limit", l.Rate)
+	case l.Rate > 0 && l.Rate < delayq.MinRate:
+		ps.add(at("rate"), "%v per second is below the slowest rate limit, %s; to stop deliveries, pause the topic (delayq pause)", l.Rate, delayq.FormatRate(delayq.MinRate))
 	}
 	switch {
 	case l.Burst < 0:

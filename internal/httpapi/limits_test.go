@@ -61,7 +61,7 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 	}
 	defer st.Close()
 	now := time.Now()
-	if n, _, err := st.TakeSlots(ctx, topic, 4, []string{"a", "b", "c"}, now, now.Add(time.Hour)); err != nil || n != 3 {
+	if n, _, err := st.TakeSlots(ctx, topic, 4, []string{"a", "b", "c"}, now.Add(time.Hour), nil); err != nil || n != 3 {
 		t.Fatalf("TakeSlots: %d, %v", n, err)
 	}
 	if r := a.do("GET", base+"/limits", nil).want(t, 200); r.json["running"] != 3.0 || r.json["concurrency"] != 4.0 {
@@ -77,6 +77,8 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 		{`{"rate":-1}`, "rate"},
 		{`{"rate":true}`, "rate"},
 		{`{"rate":2000000}`, "rate"},
+		{`{"rate":"1e-9/s"}`, "rate"},
+		{`{"rate":1e-9}`, "rate"},
 		{`{"burst":5}`, "burst"},
 		{`{"rate":"5/s","burst":-1}`, "burst"},
 		{`{"rate":"5/s","burst":1.5}`, "burst"},

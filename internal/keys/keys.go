@@ -216,14 +216,16 @@ const (
 	MetaMost = "most"
 )
 
-// Rate is a HASH: the token bucket of the topic's rate limit (see
-// store.TakeTokens), and the starts it granted in the last two whole
-// seconds.
+// Rate is a HASH: the token bucket of the topic's rate limit and its
+// timeline (see store.TakeTokens), and the starts it granted in the last
+// two whole seconds.
 func Rate(ns, topic string) string { return ns + ":{" + topic + "}:rate" }
 
 // Slots is a ZSET: the slots of the topic's concurrency cap held across
-// the fleet, member "<consumer> <n>", score the slot's expiry (unix ms),
-// which its holder pushes back while it lives (see store.TakeSlots).
+// the fleet, member "<consumer> <n>", score the slot's expiry (unix ms,
+// by its holder's clock), which its holder pushes back while it lives;
+// a slot is freed by a taker that saw its score unchanged for a lease
+// (see store.TakeSlots), never by comparing it with a clock.
 func Slots(ns, topic string) string { return ns + ":{" + topic + "}:slots" }
 
 // Schedules is a HASH: schedule name -> the schedule's definition (JSON,

@@ -41,7 +41,8 @@ type Options struct {
 	Conn
 	// Hook is passed to every connection (fault injection in tests).
 	Hook func(cmd string, args []any) error
-	// Logger receives the proxies' ups and downs. Default: discarded.
+	// Logger receives the proxies' ups and downs, and what a write stored
+	// but could not signal (see SetLimits). Default: discarded.
 	Logger *slog.Logger
 }
 
@@ -58,6 +59,7 @@ type Store struct {
 	ns      string
 	cmds    atomic.Int64
 	proxies *proxies
+	log     *slog.Logger
 }
 
 // Open returns a Store. It does not connect: the first operation does.
@@ -75,7 +77,7 @@ func Open(o Options) (*Store, error) {
 	if o.PoolSize <= 0 {
 		o.PoolSize = DefaultPoolSize
 	}
-	st := &Store{ns: o.Namespace}
+	st := &Store{ns: o.Namespace, log: o.Logger}
 	do := portable.DialOptions{
 		Password: o.Password, ConnectTimeout: o.DialTimeout,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,

@@ -148,7 +148,7 @@ func TestBrowserLimitsTopic(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Now()
-	if n, _, err := st.TakeSlots(ctx, "orders", 10, []string{"a", "b", "c"}, now, now.Add(time.Hour)); err != nil || n != 3 {
+	if n, _, err := st.TakeSlots(ctx, "orders", 10, []string{"a", "b", "c"}, now.Add(time.Hour), nil); err != nil || n != 3 {
 		t.Fatalf("TakeSlots: %d, %v", n, err)
 	}
 	tb.waitJS("3 running", `document.getElementById('limits-concurrency-state').textContent.includes('concurrency 10 — 3 running')`)

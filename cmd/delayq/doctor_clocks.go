@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// clockTopics is how many topics doctor looks at for clocks at most, and
+// clockValues how many members and slots of each.
+const clockTopics, clockValues = 200, 1000
+
+// clockHints compares what the processes of each topic wrote from their
+// clocks (heartbeats, slots of the concurrency cap, the rate limit's
+// bucket) with this host's clock, and returns a hint for each process
+// that looks off by more than delayq.MaxClockSkew. A heartbeat expires
+// three heartbeats (a lease, 10 s, with the defaults) after it is
+// written, a slot a lease after: one further ahead was written by a clock
+// ahead of this one, or by a process given a longer lease, which the
+// hint says. Clock skew does not stall the limits (docs/guarantees.md),
+// but due times are compared with each consumer's clock.
+func clockHints(ctx context.Context, addr, password, namespace string, now time.Time) ([]string, error) {
+	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr, Password: password, Namespace: namespace, PoolSize: 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	topics, err := st.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(topics) > clockTopics {
+		topics = topics[:clockTopics]
+	}
+	const skew, window = delayq.MaxClockSkew, delayq.DefaultLease
+	ahead := func(at int64) time.Duration { return time.UnixMilli(at).Sub(now) - window }
+	var hints []string
+	for _, topic := range topics {
+		c, err := st.ReadClocks(ctx, topic, clockValues)
+		if err != nil {
+			return hints, err
+		}
+		for _, m := range c.Members {
+			if d := ahead(m.Expires); d > skew {
+				hints = append(hints, fmt.Sprintf("clock: member %s of topic %s heartbeats %v ahead of this host's clock beyond a lease (%v): its clock is ahead (or its lease longer than %v); keep hosts NTP-synchronised: a consumer ahead delivers early by as much",
+					m.ID, topic, d.Round(time.Second), window, window))
+			}
+		}
+		for _, s := range c.Slots {
+			if d := ahead(s.Score); d > skew {
+				hints = append(hints, fmt.Sprintf("clock: slot %q of topic %s's concurrency cap expires %v ahead of this host's clock beyond a lease (%v): its holder's clock is ahead (or its lease longer); keep hosts NTP-synchronised",
+					s.Member, topic, d.Round(time.Second), window))
+			}
+		}
+		if d := c.BucketClock.Sub(now); !c.BucketClock.IsZero() && d > skew {
+			hints = append(hints, fmt.Sprintf("clock: a consumer of topic %s took from its rate limit with a clock %v ahead of this host's: keep hosts NTP-synchronised",
+				topic, d.Round(time.Second)))
+		}
+		if c.BucketOffset > skew {
+			hints = append(hints, fmt.Sprintf("clock: a consumer of topic %s took from its rate limit with a clock %v behind another consumer's: keep hosts NTP-synchronised",
+				topic, c.BucketOffset.Round(time.Second)))
+		}
+	}
+	return hints, nil
+}
