@@ -86,9 +86,9 @@ func (a AutoPartitions) Validate() error {
 	a = a.withDefaults()
 	switch {
 	case a.Min < 1 || a.Min > partition.MaxPartitions:
-		return fmt.Errorf("%w: automatic partitions: min %d: want 1 to %d", ErrInvalid, a.Min, partition.MaxPartitions)
+		return fieldErr("AutoPartitions.Min", a.Min, "is out of range: want 1 to %d", partition.MaxPartitions)
 	case a.Max < a.Min || a.Max > partition.MaxPartitions:
-		return fmt.Errorf("%w: automatic partitions: max %d: want min (%d) to %d", ErrInvalid, a.Max, a.Min, partition.MaxPartitions)
+		return fieldErr("AutoPartitions.Max", a.Max, "is out of range: want min (%d) to %d", a.Min, partition.MaxPartitions)
 	case a.GrowAfter < 0 || a.ShrinkAfter < 0 || a.Cooldown < 0:
 		return fmt.Errorf("%w: automatic partitions: grow after %v, shrink after %v, cooldown %v: none may be negative",
 			ErrInvalid, a.GrowAfter, a.ShrinkAfter, a.Cooldown)

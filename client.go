@@ -132,13 +132,13 @@ func New(opts Options) (*Client, error) {
 		opts.Partitions = DefaultPartitions
 	}
 	if err := partition.ValidateCount(opts.Partitions); err != nil {
-		return nil, fmt.Errorf("%w: Options.Partitions: %v", ErrInvalid, err)
+		return nil, fieldErr("Options.Partitions", opts.Partitions, "is out of range 1..%d", partition.MaxPartitions)
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("%w: Options.MaxBodyBytes %d is negative", ErrInvalid, opts.MaxBodyBytes)
+		return nil, fieldErr("Options.MaxBodyBytes", opts.MaxBodyBytes, "is negative")
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace

@@ -170,7 +170,7 @@ func (o *ConsumerOptions) setDefaults() error {
 			*d = v
 		}
 		if *d < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.%s %v is negative", ErrInvalid, name, *d)
+			return fieldErr("ConsumerOptions."+name, *d, "is negative")
 		}
 		return nil
 	}
@@ -179,7 +179,7 @@ func (o *ConsumerOptions) setDefaults() error {
 			*n = v
 		}
 		if *n < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.%s %d is negative", ErrInvalid, name, *n)
+			return fieldErr("ConsumerOptions."+name, *n, "is negative")
 		}
 		return nil
 	}
@@ -195,7 +195,7 @@ func (o *ConsumerOptions) setDefaults() error {
 	}
 	if o.Partitions != 0 {
 		if err := partition.ValidateCount(o.Partitions); err != nil {
-			return fmt.Errorf("%w: ConsumerOptions.Partitions: %v", ErrInvalid, err)
+			return fieldErr("ConsumerOptions.Partitions", o.Partitions, "is out of range 1..%d", partition.MaxPartitions)
 		}
 	}
 	for _, err := range []error{
@@ -218,13 +218,13 @@ func (o *ConsumerOptions) setDefaults() error {
 		}
 	}
 	if o.IdlePollInterval > DefaultIdlePollInterval {
-		return fmt.Errorf("%w: ConsumerOptions.IdlePollInterval %v is longer than %v: producers wake owners for messages due within %v only", ErrInvalid, o.IdlePollInterval, DefaultIdlePollInterval, WakeAhead)
+		return fieldErr("ConsumerOptions.IdlePollInterval", o.IdlePollInterval, "is longer than %v: producers wake owners for messages due within %v only", DefaultIdlePollInterval, WakeAhead)
 	}
 	if o.Lease < 30*time.Millisecond {
-		return fmt.Errorf("%w: ConsumerOptions.Lease %v is shorter than 30ms", ErrInvalid, o.Lease)
+		return fieldErr("ConsumerOptions.Lease", o.Lease, "is shorter than 30ms")
 	}
 	if o.Limit < 0 {
-		return fmt.Errorf("%w: ConsumerOptions.Limit %d is negative", ErrInvalid, o.Limit)
+		return fieldErr("ConsumerOptions.Limit", o.Limit, "is negative")
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
@@ -234,7 +234,7 @@ func (o *ConsumerOptions) setDefaults() error {
 	}
 	for i, b := range o.Backoff {
 		if b < 0 {
-			return fmt.Errorf("%w: ConsumerOptions.Backoff[%d] %v is negative", ErrInvalid, i, b)
+			return fieldErr(fmt.Sprintf("ConsumerOptions.Backoff[%d]", i), b, "is negative")
 		}
 	}
 	return nil

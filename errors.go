@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -78,3 +79,41 @@ type namedError struct {
 
 func (e *namedError) Error() string { return e.msg }
 func (e *namedError) Unwrap() error { return e.sentinel }
+
+// FieldError is the error of one bad field of an options struct (or
+// argument) of the library: it matches ErrInvalid with errors.Is, and
+// says which field, its value and what is allowed. Programs that take
+// these values from their own users (the delayq command line, a config
+// file) use errors.As to name the value as their user wrote it, as
+// cmd/delayq names flags.
+type FieldError struct {
+	// Field names the field as Go code spells it, e.g.
+	// "ConsumerOptions.Lease", "PauseOptions.Until", "Limits.Rate",
+	// "Schedule.Spec", or the argument, e.g. "SetPartitions.n".
+	Field string
+	// Value is the value, formatted.
+	Value string
+	// Reason says what is wrong and what is allowed, e.g. "is shorter
+	// than 30ms".
+	Reason string
+	// Of names what the field belongs to when that is not the options
+	// passed, e.g. `schedule "daily"`; "" for none.
+	Of string
+}
+
+// Error returns "delayq: invalid argument: [OF: ]FIELD VALUE REASON".
+func (e *FieldError) Error() string {
+	of := ""
+	if e.Of != "" {
+		of = e.Of + ": "
+	}
+	return fmt.Sprintf("%v: %s%s %s %s", ErrInvalid, of, e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// fieldErr returns a *FieldError of field, with v formatted by %v.
+func fieldErr(field string, v any, format string, args ...any) error {
+	return &FieldError{Field: field, Value: fmt.Sprint(v), Reason: fmt.Sprintf(format, args...)}
+}

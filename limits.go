@@ -62,17 +62,17 @@ func (l Limits) String() string {
 func (l Limits) Validate() error {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
-		return fmt.Errorf("%w: Limits.Rate %v: want a number of deliveries per second above 0 (or 0: no rate limit)", ErrInvalid, l.Rate)
+		return fieldErr("Limits.Rate", l.Rate, "is not a rate: want a number of deliveries per second above 0 (or 0: no rate limit)")
 	case l.Rate > 0 && l.Rate < MinRate:
-		return fmt.Errorf("%w: Limits.Rate %v is below the slowest rate limit, %s: to stop deliveries, pause the topic (delayq pause)", ErrInvalid, l.Rate, FormatRate(MinRate))
+		return fieldErr("Limits.Rate", FormatRate(l.Rate), "is below the slowest rate limit, %s: to stop deliveries, pause the topic (delayq pause)", FormatRate(MinRate))
 	case l.Rate > MaxRate:
-		return fmt.Errorf("%w: Limits.Rate %v is above %v per second, which is no limit: leave it 0", ErrInvalid, l.Rate, MaxRate)
+		return fieldErr("Limits.Rate", FormatRate(l.Rate), "is above %s, which is no limit: leave it 0 (no rate limit)", FormatRate(MaxRate))
 	case l.Burst < 0:
-		return fmt.Errorf("%w: Limits.Burst %d is negative", ErrInvalid, l.Burst)
+		return fieldErr("Limits.Burst", l.Burst, "is negative")
 	case l.Burst > 0 && l.Rate == 0:
-		return fmt.Errorf("%w: Limits.Burst %d without a Rate: a burst is the rate limit's", ErrInvalid, l.Burst)
+		return fieldErr("Limits.Burst", l.Burst, "is set without a rate: a burst is the rate limit's")
 	case l.Concurrency < 0:
-		return fmt.Errorf("%w: Limits.Concurrency %d is negative", ErrInvalid, l.Concurrency)
+		return fieldErr("Limits.Concurrency", l.Concurrency, "is negative")
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 		return nil, err
 	}
 	if err := partition.ValidateCount(n); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fieldErr("SetPartitions.n", n, "is out of range 1..%d", partition.MaxPartitions)
 	}
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
@@ -196,8 +196,8 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 		return c.cancel(ctx, topic, l)
 	}
 	if n%l.Count != 0 && l.Count%n != 0 && !(l.Changing() && n == l.Next) {
-		return nil, fmt.Errorf("%w: topic %q has %d partitions; a new count must be a multiple or a divisor of it: %s",
-			ErrInvalid, topic, l.Count, allowedCounts(l.Count))
+		return nil, fieldErr("SetPartitions.n", n, "is not a multiple or a divisor of topic %q's %d partitions: %s",
+			topic, l.Count, allowedCounts(l.Count))
 	}
 	if n > l.Count && !(l.Changing() && n == l.Next) && !opts.Force {
 		live, err := c.liveConsumers(ctx, topic)

@@ -3,7 +3,6 @@ package delayq
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
@@ -35,8 +34,8 @@ func (c *Client) Pause(ctx context.Context, topic string, opts PauseOptions) err
 	if !opts.Until.IsZero() {
 		now := c.opts.Now()
 		if !opts.Until.After(now) {
-			return fmt.Errorf("%w: PauseOptions.Until %s is not in the future (now %s)", ErrInvalid,
-				opts.Until.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+			return fieldErr("PauseOptions.Until", opts.Until.Format(time.RFC3339Nano), "is not in the future (now %s)",
+				now.Format(time.RFC3339Nano))
 		}
 		until = clock.CeilMS(opts.Until).UnixMilli()
 	}

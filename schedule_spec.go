@@ -15,28 +15,34 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // parseSpec parses a schedule's spec in its zone, with errors that name
 // the schedule (unless name is empty), the spec and the zone.
 func parseSpec(name, spec, tz string) (cron.Schedule, error) {
-	what := ""
+	of := "" // names the schedule
 	if name != "" {
-		what = fmt.Sprintf("schedule %q: ", name)
+		of = fmt.Sprintf("schedule %q", name)
+	}
+	// bad is fieldErr naming the schedule.
+	bad := func(field string, v any, format string, args ...any) error {
+		err := fieldErr(field, v, format, args...).(*FieldError)
+		err.Of = of
+		return err
 	}
 	loc := time.UTC
 	if tz != "" {
 		l, err := time.LoadLocation(tz)
 		if err != nil || tz == "Local" {
-			return nil, fmt.Errorf("%w: %stime zone %q is not an IANA zone name such as \"Asia/Shanghai\"", ErrInvalid, what, tz)
+			return nil, bad("Schedule.TimeZone", fmt.Sprintf("%q", tz), "is not an IANA zone name such as \"Asia/Shanghai\"")
 		}
 		loc = l
 	}
 	s := strings.TrimSpace(spec)
 	if s == "" {
-		return nil, fmt.Errorf("%w: %sspec is empty", ErrInvalid, what)
+		return nil, bad("Schedule.Spec", `""`, "is empty")
 	}
 	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
-		return nil, fmt.Errorf("%w: %sspec %q: give the time zone as the schedule's time zone, not in the spec", ErrInvalid, what, spec)
+		return nil, bad("Schedule.Spec", fmt.Sprintf("%q", spec), "gives a time zone: give it as the schedule's time zone instead")
 	}
 	cs, err := specParser.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %sspec %q: %v", ErrInvalid, what, spec, err)
+		return nil, bad("Schedule.Spec", fmt.Sprintf("%q", spec), "is not a cron spec (%v): want 5 fields (6 with seconds first) or a descriptor such as @daily or @every 1h", err)
 	}
 	switch c := cs.(type) {
 	case *cron.SpecSchedule:
@@ -44,11 +50,11 @@ func parseSpec(name, spec, tz string) (cron.Schedule, error) {
 	case cron.ConstantDelaySchedule:
 		d := strings.TrimSpace(strings.TrimPrefix(s, "@every"))
 		if v, _ := time.ParseDuration(d); v < time.Second || v%time.Second != 0 {
-			return nil, fmt.Errorf("%w: %sspec %q: @every takes whole seconds, at least 1s", ErrInvalid, what, spec)
+			return nil, bad("Schedule.Spec", fmt.Sprintf("%q", spec), "does not repeat in whole seconds, at least 1s (@every)")
 		}
 	}
 	if cs.Next(time.Now()).IsZero() {
-		return nil, fmt.Errorf("%w: %sspec %q has no occurrence in the next five years", ErrInvalid, what, spec)
+		return nil, bad("Schedule.Spec", fmt.Sprintf("%q", spec), "has no occurrence in the next five years")
 	}
 	return cs, nil
 }
@@ -126,10 +132,12 @@ func checkSchedule(s *Schedule) (cron.Schedule, error) {
 	switch s.Policy {
 	case "", PolicySkip, PolicyAll:
 	default:
-		return nil, fmt.Errorf("%w: schedule %q: policy %q; want %q or %q", ErrInvalid, s.Name, s.Policy, PolicySkip, PolicyAll)
+		return nil, &FieldError{Of: fmt.Sprintf("schedule %q", s.Name), Field: "Schedule.Policy", Value: fmt.Sprintf("%q", s.Policy),
+			Reason: fmt.Sprintf("is not a policy: want %q or %q", PolicySkip, PolicyAll)}
 	}
 	if s.MaxAttempts < 0 {
-		return nil, fmt.Errorf("%w: schedule %q: max attempts %d is negative", ErrInvalid, s.Name, s.MaxAttempts)
+		return nil, &FieldError{Of: fmt.Sprintf("schedule %q", s.Name), Field: "Schedule.MaxAttempts", Value: fmt.Sprint(s.MaxAttempts),
+			Reason: "is negative: want 0 (the consumer's) or more"}
 	}
 	return cs, nil
 }

@@ -19,24 +19,25 @@ func TestScheduleSpecErrors(t *testing.T) {
 		s    Schedule
 		want []string
 	}{
-		{Schedule{Name: "report", Spec: "61 * * * *"}, []string{`schedule "report"`, `spec "61 * * * *"`, "61"}},
-		{Schedule{Name: "report", Spec: "* * * *"}, []string{`spec "* * * *"`, "expected 5 to 6 fields"}},
-		{Schedule{Name: "report", Spec: "@fortnightly"}, []string{`spec "@fortnightly"`, "unrecognized descriptor"}},
-		{Schedule{Name: "report", Spec: "@every 500ms"}, []string{`spec "@every 500ms"`, "whole seconds"}},
-		{Schedule{Name: "report", Spec: "@every 1.5s"}, []string{`spec "@every 1.5s"`, "whole seconds"}},
-		{Schedule{Name: "report", Spec: ""}, []string{`schedule "report"`, "spec is empty"}},
-		{Schedule{Name: "report", Spec: "0 0 30 2 *"}, []string{`spec "0 0 30 2 *"`, "no occurrence"}},
+		{Schedule{Name: "report", Spec: "61 * * * *"}, []string{`schedule "report"`, `Schedule.Spec "61 * * * *"`, "61"}},
+		{Schedule{Name: "report", Spec: "* * * *"}, []string{`Schedule.Spec "* * * *"`, "expected 5 to 6 fields"}},
+		{Schedule{Name: "report", Spec: "@fortnightly"}, []string{`Schedule.Spec "@fortnightly"`, "unrecognized descriptor"}},
+		{Schedule{Name: "report", Spec: "@every 500ms"}, []string{`Schedule.Spec "@every 500ms"`, "whole seconds"}},
+		{Schedule{Name: "report", Spec: "@every 1.5s"}, []string{`Schedule.Spec "@every 1.5s"`, "whole seconds"}},
+		{Schedule{Name: "report", Spec: ""}, []string{`schedule "report"`, `Schedule.Spec "" is empty`}},
+		{Schedule{Name: "report", Spec: "0 0 30 2 *"}, []string{`Schedule.Spec "0 0 30 2 *"`, "no occurrence"}},
 		{Schedule{Name: "report", Spec: "CRON_TZ=Asia/Tokyo 0 3 * * *"}, []string{"time zone"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Mars/Olympus"}, []string{`time zone "Mars/Olympus"`, "IANA"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Local"}, []string{`time zone "Local"`}},
+		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Mars/Olympus"}, []string{`Schedule.TimeZone "Mars/Olympus"`, "IANA"}},
+		{Schedule{Name: "report", Spec: "0 3 * * *", TimeZone: "Local"}, []string{`Schedule.TimeZone "Local"`}},
 		{Schedule{Name: "re:port", Spec: "0 3 * * *"}, []string{`schedule name "re:port"`, "[A-Za-z0-9._-]"}},
 		{Schedule{Name: "", Spec: "0 3 * * *"}, []string{"schedule name is empty"}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", Policy: "some"}, []string{`policy "some"`}},
-		{Schedule{Name: "report", Spec: "0 3 * * *", MaxAttempts: -1}, []string{"max attempts -1"}},
+		{Schedule{Name: "report", Spec: "0 3 * * *", Policy: "some"}, []string{`Schedule.Policy "some"`}},
+		{Schedule{Name: "report", Spec: "0 3 * * *", MaxAttempts: -1}, []string{"Schedule.MaxAttempts -1 is negative"}},
 	} {
 		_, err := c.SetSchedule(context.Background(), "orders", tc.s)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%+v: %v, want ErrInvalid", tc.s, err)
+		var fe *FieldError
+		if !errors.Is(err, ErrInvalid) || tc.s.Name != "" && tc.s.Name != "re:port" && !errors.As(err, &fe) {
+			t.Errorf("%+v: %v, want a FieldError (ErrInvalid)", tc.s, err)
 			continue
 		}
 		for _, w := range tc.want {
