@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -54,6 +55,10 @@ func (c converter) rate(x value, dst *float64, at place) {
 	}
 }
 
+// limitsKeys maps the fields of delayq.Limits, as a delayq.FieldError
+// names them, to their keys in [topic.limits].
+var limitsKeys = map[string]string{"Limits.Rate": "rate", "Limits.Burst": "burst", "Limits.Concurrency": "concurrency"}
+
 // validateLimits checks the [topic.limits] table of the i-th topic, when
 // it has one.
 func (t *Topic) validateLimits(ps *problems, i int) {
@@ -62,6 +67,19 @@ func (t *Topic) validateLimits(ps *problems, i int) {
 		return
 	}
 	at := func(key string) place { return child(fmt.Sprintf("topic[%d].limits", i), limitsTable(t.Name, i), key) }
+	before := len(*ps)
+	defer func() {
+		if len(*ps) > before {
+			return
+		}
+		// Whatever else the library refuses, named by its key here.
+		var fe *delayq.FieldError
+		if err := l.Validate(); errors.As(err, &fe) && limitsKeys[fe.Field] != "" {
+			ps.add(at(limitsKeys[fe.Field]), "%s %s", fe.Value, fe.Reason)
+		} else if err != nil {
+			ps.add(at("rate"), "%v", err)
+		}
+	}()
 	switch {
 	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
 		ps.add(at("rate"), "%v is not a rate; want one such as \"200/s\", or no key for no rate limit", l.Rate)
@@ -80,7 +98,7 @@ func (t *Topic) validateLimits(ps *problems, i int) {
 		ps.add(at("concurrency"), "%d is negative; want the most deliveries running at once across the fleet, or no key for no cap", l.Concurrency)
 	}
 	if l.IsZero() && l.Burst == 0 {
-		ps.add(at("rate"), "missing; want rate (such as \"200/s\") or concurrency, or no [topic.limits] table: "+
+		ps.add(at("rate"), "the table limits nothing (no rate above 0, no concurrency above 0); want rate (such as \"200/s\") or concurrency, or no [topic.limits] table: "+
 			"a table that limits nothing would store no limits on a topic that has none, and the file would then never set any")
 	}
 }

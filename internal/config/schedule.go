@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -74,6 +75,10 @@ func (t *Topic) validateSchedules(ps *problems, i int) {
 		table := scheduleTable(s.Name, t.Name, i, j)
 		at := func(key string) place { return child(sp, table, key) }
 		msg := func(err error) string {
+			var fe *delayq.FieldError
+			if errors.As(err, &fe) { // the key names the field
+				return fe.Value + " " + fe.Reason
+			}
 			return strings.TrimPrefix(err.Error(), delayq.ErrInvalid.Error()+": ")
 		}
 		switch err := delayq.ValidateSchedule(delayq.Schedule{Name: s.Name, Spec: "@hourly"}); {

@@ -55,8 +55,8 @@ spec = "@hourly"
 		t.Fatal("no error")
 	}
 	for _, want := range []string{
-		`invalid value of "spec" in [[topic.schedule]] "report" of topic "orders" at c.toml line 9: spec "61 * * * *": end of range (61) above maximum (59)`,
-		`invalid value of "tz" in [[topic.schedule]] "report" of topic "orders" at c.toml line 10: time zone "Mars/Olympus" is not an IANA zone name`,
+		`invalid value of "spec" in [[topic.schedule]] "report" of topic "orders" at c.toml line 9: "61 * * * *" is not a cron spec (end of range (61) above maximum (59)`,
+		`invalid value of "tz" in [[topic.schedule]] "report" of topic "orders" at c.toml line 10: "Mars/Olympus" is not an IANA zone name`,
 		`invalid value of "policy" in [[topic.schedule]] "report" of topic "orders" at c.toml line 11: "some" is not a policy`,
 		`unknown key "colour" in [topic.schedule] of topic "orders" at c.toml line 12; known keys: name, spec, tz, body, max_attempts, policy`,
 		`invalid value of "max_attempts" in [[topic.schedule]] "report" of topic "orders" at c.toml line 13: -1 is negative`,
