@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/partition"
 )
 
 // Environment variables that supply defaults for the common flags.
@@ -32,6 +34,13 @@ func (e *usageError) Error() string { return e.err.Error() }
 
 // Unwrap returns the underlying error.
 func (e *usageError) Unwrap() error { return e.err }
+
+// valueErr returns the usageError of a bad flag value of command cmd: one
+// line, which names the flag, the value and what is allowed, with no
+// hint to run -h after it.
+func valueErr(cmd, format string, args ...any) error {
+	return &usageError{err: fmt.Errorf("%s: %s", cmd, fmt.Sprintf(format, args...))}
+}
 
 // usagef returns a usageError of command cmd with a formatted message.
 func usagef(cmd, format string, args ...any) error {
@@ -76,6 +85,11 @@ type command struct {
 	createsNoTopic bool
 	stdout         io.Writer // where -h prints the usage
 	stderr         io.Writer // where the client logs
+	// raw holds each flag given as the user typed its value, by name.
+	raw map[string]string
+	// setErr is the error of the first flag value that failed to parse,
+	// named with --.
+	setErr error
 }
 
 // newCommand returns a command whose flag set already has the common
@@ -122,6 +136,16 @@ func newBareCommand(name, args, about string, stdout, stderr io.Writer) *command
 // printUsage prints the synopsis, description and flags of the command.
 func (cmd *command) printUsage() {
 	fmt.Fprintf(cmd.stdout, "Usage: delayq %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.args, cmd.about)
+	// PrintDefaults compares each value with its type's zero value:
+	// show it the values themselves, not recordRaw's wrappers.
+	cmd.fs.VisitAll(func(f *flag.Flag) {
+		switch v := f.Value.(type) {
+		case *rawValue:
+			f.Value = v.Value
+		case *rawBool:
+			f.Value = v.Value
+		}
+	})
 	cmd.fs.SetOutput(cmd.stdout)
 	cmd.fs.PrintDefaults()
 	cmd.fs.SetOutput(io.Discard)
@@ -131,12 +155,16 @@ func (cmd *command) printUsage() {
 // and a usageError for bad flags, stray arguments, a missing --topic or
 // --id, or a --partitions the command refuses.
 func (cmd *command) parse(args []string) error {
+	cmd.recordRaw()
 	if err := cmd.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cmd.printUsage()
 			return errHelp
 		}
-		return usagef(cmd.name, "%v", err)
+		if cmd.setErr != nil {
+			return cmd.setErr
+		}
+		return usagef(cmd.name, "%s", dashDash(err))
 	}
 	if cmd.fs.NArg() > 0 {
 		return usagef(cmd.name, "unexpected argument %q", cmd.fs.Arg(0))
@@ -150,10 +178,144 @@ func (cmd *command) parse(args []string) error {
 	if cmd.createsNoTopic && cmd.isSet("partitions") {
 		return usagef(cmd.name, "--partitions does not apply: %s creates no topic", cmd.name)
 	}
+	if cmd.isSet("partitions") && partition.ValidateCount(cmd.c.partitions) != nil {
+		// 0 would mean the default to the library: say so, not do it.
+		return valueErr(cmd.name, "invalid value %q for flag --partitions: want 1 to %d (leave it out for the default, %d)",
+			cmd.value("partitions"), partition.MaxPartitions, delayq.DefaultPartitions)
+	}
 	if cmd.c.password == "" {
 		cmd.c.password = os.Getenv(envPassword)
 	}
 	return nil
+}
+
+// recordRaw makes every flag of cmd keep the text it was given in
+// cmd.raw, so that a value refused later (by the library) is quoted as
+// typed, and a value that fails to parse is named --flag in cmd.setErr.
+func (cmd *command) recordRaw() {
+	if cmd.raw != nil {
+		return
+	}
+	cmd.raw = map[string]string{}
+	cmd.fs.VisitAll(func(f *flag.Flag) {
+		r := rawValue{Value: f.Value, name: f.Name, cmd: cmd}
+		if b, ok := f.Value.(boolFlag); ok && b.IsBoolFlag() {
+			f.Value = &rawBool{r}
+			return
+		}
+		f.Value = &r
+	})
+}
+
+// boolFlag is the interface of the flag package's bool values.
+type boolFlag interface {
+	flag.Value
+	IsBoolFlag() bool
+}
+
+// rawValue records the text given to the flag.Value it wraps.
+type rawValue struct {
+	flag.Value
+	name string
+	cmd  *command
+}
+
+// Set records s and sets the wrapped value; its error names the flag
+// with two dashes, as every message of delayq does.
+func (v *rawValue) Set(s string) error {
+	v.cmd.raw[v.name] = s
+	if err := v.Value.Set(s); err != nil {
+		if v.cmd.setErr == nil {
+			v.cmd.setErr = valueErr(v.cmd.name, "invalid value %q for flag --%s: %v", s, v.name, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// rawBool is a rawValue of a bool flag, which takes no argument.
+type rawBool struct{ rawValue }
+
+// IsBoolFlag reports that the flag takes no argument.
+func (v *rawBool) IsBoolFlag() bool { return true }
+
+// dashDash returns the message of an error of flag.FlagSet.Parse with
+// the flag it names spelled --name: the flag package spells it -name
+// ("flag provided but not defined: -frob"), and delayq's help and every
+// other message use --name. The flag package has no typed errors, so
+// this rewrites the one dash after the colon of its known messages.
+func dashDash(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
+		if strings.HasPrefix(msg, p) && !strings.HasPrefix(msg, p+"-") {
+			return p + "-" + msg[len(p):]
+		}
+	}
+	return msg
+}
+
+// value returns the text the flag called name was given, as typed, or
+// its current value when it was not given.
+func (cmd *command) value(name string) string {
+	if s, ok := cmd.raw[name]; ok {
+		return s
+	}
+	if f := cmd.fs.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// fieldFlags maps the fields of the library's options (as
+// delayq.FieldError names them) to the flags that set them. A command
+// that has the flag reports the library's refusal of its value as a
+// usage error naming the flag: library field names never reach the
+// command line.
+var fieldFlags = map[string]string{
+	"Options.Partitions":               "partitions",
+	"ConsumerOptions.Partitions":       "partitions",
+	"ConsumerOptions.Lease":            "lease",
+	"ConsumerOptions.Concurrency":      "concurrency",
+	"ConsumerOptions.Prefetch":         "prefetch",
+	"ConsumerOptions.MaxAttempts":      "max-attempts",
+	"ConsumerOptions.Timeout":          "handler-timeout",
+	"ConsumerOptions.PollInterval":     "poll",
+	"ConsumerOptions.IdlePollInterval": "poll",
+	"ConsumerOptions.Limit":            "count",
+	"ConsumerOptions.ClaimBatch":       "claim-batch",
+	"PauseOptions.Until":               "until",
+	"Limits.Rate":                      "rate",
+	"Limits.Burst":                     "burst",
+	"Limits.Concurrency":               "concurrency",
+	"AutoPartitions.Min":               "min",
+	"AutoPartitions.Max":               "max",
+	"SetPartitions.n":                  "set",
+	"Schedule.Spec":                    "spec",
+	"Schedule.Policy":                  "policy",
+	"Schedule.MaxAttempts":             "max-attempts",
+	"Schedule.TimeZone":                "tz",
+}
+
+// flagError returns err as a usage error naming the flag, when err is a
+// *delayq.FieldError of a field one of cmd's flags sets and that flag
+// was given (or, for PauseOptions.Until, --for: a pause's end comes from
+// either); otherwise err unchanged.
+func (cmd *command) flagError(err error) error {
+	var fe *delayq.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	name := fieldFlags[fe.Field]
+	if fe.Field == "PauseOptions.Until" && cmd.isSet("for") {
+		name = "for"
+	}
+	if strings.HasPrefix(fe.Field, "ConsumerOptions.Backoff[") {
+		name = "backoff"
+	}
+	if name == "" || cmd.fs.Lookup(name) == nil {
+		return err
+	}
+	return valueErr(cmd.name, "invalid value %q for flag --%s: %s", cmd.value(name), name, fe.Reason)
 }
 
 // usageErr returns a usageError of this command.
@@ -188,10 +350,10 @@ func (cmd *command) run(args []string, do func(*delayq.Client) error) error {
 func (cmd *command) connect(do func(*delayq.Client) error) error {
 	client, err := cmd.c.client(cmd.stderr)
 	if err != nil {
-		return err
+		return cmd.flagError(err)
 	}
 	defer client.Close()
-	return do(client)
+	return cmd.flagError(do(client))
 }
 
 // logger returns a logger writing text to w at --log-level.
@@ -216,7 +378,7 @@ func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
 // is negative.
 func (cmd *command) nonNegative(name string, v int64) error {
 	if v < 0 {
-		return cmd.usageErr("invalid value %q for flag --%s: negative", cmd.fs.Lookup(name).Value.String(), name)
+		return valueErr(cmd.name, "invalid value %q for flag --%s: negative", cmd.value(name), name)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func (d *duplicateFlags) resolve(cmd *command) (httpapi.Duplicates, error) {
 			if cmd.isSet("on-duplicate") {
 				given = "with --on-duplicate " + d.policy.p.String()
 			}
-			return httpapi.Duplicates{}, cmd.usageErr("--max-wait %v %s: it bounds a debounce window; use --on-duplicate debounce, or remove --max-wait", d.maxWait.d, given)
+			return httpapi.Duplicates{}, cmd.usageErr("--max-wait %s %s: it bounds a debounce window; use --on-duplicate debounce, or remove --max-wait", cmd.value("max-wait"), given)
 		}
 	}
 	return httpapi.Duplicates{OnDuplicate: d.policy.p, MaxWait: d.maxWait.d}, nil

@@ -22,11 +22,11 @@ func TestSendDuplicateUsage(t *testing.T) {
 		args []string
 		want []string // in the error
 	}{
-		{[]string{"--max-wait", "30m"}, []string{"--max-wait 30m0s without --on-duplicate", "debounce"}},
-		{[]string{"--on-duplicate", "replace", "--max-wait", "30m"}, []string{"--max-wait 30m0s with --on-duplicate replace"}},
+		{[]string{"--max-wait", "30m"}, []string{"--max-wait 30m without --on-duplicate", "debounce"}},
+		{[]string{"--on-duplicate", "replace", "--max-wait", "30m"}, []string{"--max-wait 30m with --on-duplicate replace"}},
 		{[]string{"--on-duplicate", "reject", "--max-wait", "1s"}, []string{"--max-wait 1s with --on-duplicate reject"}},
-		{[]string{"--stdin", "--max-wait", "5m"}, []string{"--max-wait 5m0s without --on-duplicate"}},
-		{[]string{"--on-duplicate", "debounce", "--max-wait", "-1m"}, []string{`"-1m0s"`, "--max-wait", "negative"}},
+		{[]string{"--stdin", "--max-wait", "5m"}, []string{"--max-wait 5m without --on-duplicate"}},
+		{[]string{"--on-duplicate", "debounce", "--max-wait", "-1m"}, []string{`"-1m"`, "--max-wait", "negative"}},
 		{[]string{"--on-duplicate", "debounce", "--max-wait", "soon"}, []string{`"soon"`, "max-wait"}},
 		{[]string{"--on-duplicate", "merge"}, []string{`"merge"`, "on-duplicate", "want reject, replace or debounce"}},
 		{[]string{"--on-duplicate", "Replace"}, []string{`"Replace"`, "on-duplicate"}},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -48,7 +47,7 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return cmd.connect(func(client *delayq.Client) error {
 		topic := cmd.c.topic
 		if *clearAll || change.any() {
-			if err := change.write(ctx, cmd, client, *clearAll, *rate); err != nil {
+			if err := change.write(ctx, cmd, client, *clearAll); err != nil {
 				return err
 			}
 		}
@@ -83,7 +82,7 @@ func limitsChange(cmd *command, rate string, burst, conc int) (limitsFlags, erro
 	if cmd.isSet("rate") {
 		r, err := parseRateFlag(rate)
 		if err != nil {
-			return f, cmd.usageErr("invalid value %q for flag --rate: %s", rate, invalidReason(err))
+			return f, valueErr(cmd.name, "invalid value %q for flag --rate: %s", rate, invalidReason(err))
 		}
 		f.rate = &r
 	}
@@ -144,9 +143,8 @@ func (f limitsFlags) apply(cmd *command, l delayq.Limits) (delayq.Limits, error)
 }
 
 // write stores the limits of the topic of cmd with the fields given
-// changed, or none when clearAll (--clear). A rate the library refuses is
-// a usage error naming rate, the value of --rate.
-func (f limitsFlags) write(ctx context.Context, cmd *command, client *delayq.Client, clearAll bool, rate string) error {
+// changed, or none when clearAll (--clear).
+func (f limitsFlags) write(ctx context.Context, cmd *command, client *delayq.Client, clearAll bool) error {
 	topic := cmd.c.topic
 	var l delayq.Limits
 	if !clearAll {
@@ -158,13 +156,7 @@ func (f limitsFlags) write(ctx context.Context, cmd *command, client *delayq.Cli
 			return err
 		}
 	}
-	if err := client.SetLimits(ctx, topic, l); err != nil {
-		if errors.Is(err, delayq.ErrInvalid) && f.rate != nil {
-			return cmd.usageErr("invalid value %q for flag --rate: %s", rate, invalidReason(err))
-		}
-		return err
-	}
-	return nil
+	return client.SetLimits(ctx, topic, l) // cmd.connect names a refused value's flag
 }
 
 // parseRateFlag reads --rate: delayq.ParseRate's forms, or 0 (with or

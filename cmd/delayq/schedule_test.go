@@ -24,9 +24,9 @@ func TestScheduleCommandErrors(t *testing.T) {
 		{"add body and body-file", []string{"schedule", "add", "--topic", "t", "--name", "n", "--spec", "@hourly", "--body", "x", "--body-file", "/dev/null"}, true, []string{"--body and --body-file"}},
 		{"pause without name", []string{"schedule", "pause", "--topic", "t"}, true, []string{"--name is required"}},
 		{"missing topic", []string{"schedule", "list"}, true, []string{"--topic is required"}},
-		{"bad spec", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "61 * * * *"}, false, []string{`schedule "report": spec "61 * * * *"`, "above maximum"}},
-		{"bad zone", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "@daily", "--tz", "Mars/Base"}, false, []string{`time zone "Mars/Base"`}},
-		{"bad policy", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "@daily", "--policy", "some"}, false, []string{`policy "some"`}},
+		{"bad spec", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "61 * * * *"}, true, []string{`invalid value "61 * * * *" for flag --spec: is not a cron spec`, "above maximum"}},
+		{"bad zone", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "@daily", "--tz", "Mars/Base"}, true, []string{`invalid value "Mars/Base" for flag --tz: is not an IANA zone name`}},
+		{"bad policy", []string{"schedule", "add", "--addr", "127.0.0.1:1", "--topic", "t", "--name", "report", "--spec", "@daily", "--policy", "some"}, true, []string{`invalid value "some" for flag --policy: is not a policy`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := runArgs(t, tt.args...)

@@ -110,6 +110,11 @@ func (f *subFlags) consumerOptions(cmd *command) (delayq.ConsumerOptions, error)
 			return delayq.ConsumerOptions{}, err
 		}
 	}
+	if f.concurrency == 0 {
+		// 0 would mean the default to the library: say so, not do it.
+		return delayq.ConsumerOptions{}, valueErr(cmd.name, "invalid value %q for flag --concurrency: want 1 or more (leave it out for the default, %d)",
+			cmd.value("concurrency"), delayq.DefaultConcurrency)
+	}
 	backoff, err := f.backoffLadder(cmd)
 	if err != nil {
 		return delayq.ConsumerOptions{}, err

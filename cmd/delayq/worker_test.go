@@ -72,7 +72,7 @@ func TestWorkerConfigFlags(t *testing.T) {
 		{[]string{"--config", p, "--addr", "nope"}, `invalid value "nope" for flag --addr: "nope" is not host:port`},
 		{[]string{"--config", p, "--log-level", "loud"}, `invalid value "loud" for flag --log-level`},
 		{[]string{"--config", p, "--listen", "x"}, `flag --listen`},
-		{[]string{"--config", p, "--lease", "soon"}, `invalid value "soon" for flag -lease`},
+		{[]string{"--config", p, "--lease", "soon"}, `invalid value "soon" for flag --lease`},
 		{[]string{"--config", p, "--lease", "1ms"}, `flag --lease`},
 		{[]string{"--config", p, "extra"}, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, "bogus"},
