@@ -89,3 +89,40 @@ func TestTopicDelete(t *testing.T) {
 		t.Errorf("second delete: %v; want ErrNoTopic", err)
 	}
 }
+
+// topic list shows every topic of the namespace with its partition
+// count, from the registry of topics (no SCAN), through a proxy too, and
+// a deleted topic leaves it.
+func TestTopicList(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	for _, tc := range []struct {
+		topic, partitions string
+	}{{"orders", "8"}, {"ordres", "4"}} {
+		if _, _, err := runArgs(t, "send", "--addr", env.Proxy, "--topic", tc.topic, "--partitions", tc.partitions, "--id", "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := runArgs(t, "topic", "list", "--addr", env.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Fields(lines[1])[0] != "orders" || strings.Fields(lines[1])[1] != "8" ||
+		strings.Fields(lines[2])[0] != "ordres" || strings.Fields(lines[2])[1] != "4" {
+		t.Fatalf("topic list:\n%s", out)
+	}
+	out, _, err = runArgs(t, "topic", "list", "--addr", env.Proxy, "--json")
+	if err != nil || !strings.Contains(out, `"topic": "ordres"`) || !strings.Contains(out, `"partitions": 4`) {
+		t.Fatalf("topic list --json: %v\n%s", err, out)
+	}
+	if _, _, err := runArgs(t, "topic", "delete", "--addr", env.Proxy, "--topic", "ordres", "--force"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runArgs(t, "topic", "list", "--addr", env.Proxy)
+	if err != nil || strings.Contains(out, "ordres") || !strings.Contains(out, "orders") {
+		t.Fatalf("topic list after delete: %v\n%s", err, out)
+	}
+	_, _, err = runArgs(t, "topic", "list", "--topic", "x")
+	checkUsageError(t, "topic list --topic", err, "--topic")
+}
