@@ -25,8 +25,9 @@ const defaultAddr = "127.0.0.1:6379"
 
 // usageError is a mistake in the command line: main prints it and exits 2.
 type usageError struct {
-	cmd string // the command whose usage applies ("" for the top level)
-	err error
+	cmd  string // the command whose usage applies ("" for the top level)
+	err  error
+	hint string // printed after the error instead of the -h hint; "" for none
 }
 
 // Error returns the message of the underlying error.

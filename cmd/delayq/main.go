@@ -39,7 +39,10 @@ func main() {
 	fmt.Fprintln(os.Stderr, msg)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		if ue.cmd != "" {
+		switch {
+		case ue.hint != "":
+			fmt.Fprintln(os.Stderr, ue.hint)
+		case ue.cmd != "":
 			fmt.Fprintf(os.Stderr, "Run 'delayq %s -h' for usage.\n", ue.cmd)
 		}
 		os.Exit(2)
@@ -49,6 +52,11 @@ func main() {
 	}
 	os.Exit(1)
 }
+
+// commandsHint follows the error of a missing or unknown command: the
+// error comes first, then this one line, not the whole help.
+const commandsHint = "Commands: send sub get delete reschedule stats partitions pause resume limits dead\n" +
+	"export import schedule topic worker ui bench doctor version. Run 'delayq help' for more."
 
 // exitRunning is the exit status of a delete or reschedule that came
 // after a delivery of the message started (delayq.ErrRunning).
@@ -77,18 +85,21 @@ Commands:
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
 	schedule    recurring messages: schedule add|list|pause|resume|delete
-	topic       delete a topic no longer used (topic delete; --force if it holds messages)
+	topic       list the topics and their partition counts (topic list), or delete
+	            a topic no longer used (topic delete; --force if it holds messages)
 	worker      run the worker daemon (webhooks, commands, HTTP API, metrics, dashboard)
 	ui          serve the web dashboard on its own (--listen, --token, --read-only)
 	bench       run the benchmarks: enqueue, burst, spread, duenow, export
 	doctor      check that every command delayq needs works through a server or proxy
+	version     print the version and VCS revision of this binary
 	help        print this help, or "help <command>" for a command's flags
 
 The commands on one topic (send, sub, get, delete, reschedule, stats,
-partitions, pause, resume, limits, dead, export, import, schedule, topic)
-take --topic (required) and --partitions (the count of a topic the command
-creates: only send, sub, import and schedule add create one; an existing
-topic keeps its stored count). Every command takes --addr (default
+partitions, pause, resume, limits, dead, export, import, schedule, topic
+delete) take --topic (required) and --partitions (the count of a topic the
+command creates: only send, sub, import and schedule add create one; an
+existing topic keeps its stored count). version takes no flags. Every other
+command takes --addr (default
 127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
 Every command but worker takes --password (env DELAYQ_PASSWORD) and
 --namespace (the worker reads them from its --config file), and every one
@@ -110,8 +121,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // dispatch runs the command named by args[0].
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usageText)
-		return nil
+		return &usageError{err: errors.New("no command"), hint: commandsHint}
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -159,7 +169,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runBench(ctx, rest, stdout, stderr)
 	case "ui":
 		return runUI(ctx, rest, stdout, stderr)
+	case "version":
+		return runVersion(rest, stdout)
 	}
-	fmt.Fprint(stderr, usageText)
-	return usagef("", "unknown command %q", name)
+	return &usageError{err: fmt.Errorf("unknown command %q", name), hint: commandsHint}
 }

@@ -34,18 +34,38 @@ func checkUsageError(t *testing.T, cmd any, err error, want ...string) {
 }
 
 func TestRunHelp(t *testing.T) {
-	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"--help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			stdout, _, err := runArgs(t, args...)
 			if err != nil {
 				t.Fatalf("err = %v, want nil", err)
 			}
-			for _, c := range []string{"send", "sub", "get", "delete", "reschedule", "stats", "dead", "worker", "bench", "doctor"} {
+			for _, c := range []string{"send", "sub", "get", "delete", "reschedule", "stats", "dead", "topic", "worker", "bench", "doctor", "version"} {
 				if !strings.Contains(stdout, "\t"+c+" ") {
 					t.Errorf("usage does not list %q:\n%s", c, stdout)
 				}
 			}
 		})
+	}
+}
+
+// Bare delayq and an unknown command are usage errors (exit 2) that say
+// so first, followed by a one-line hint, not the whole help.
+func TestRunNoOrUnknownCommand(t *testing.T) {
+	for _, args := range [][]string{nil, {"frob"}, {"frob", "--topic", "t"}} {
+		stdout, stderr, err := runArgs(t, args...)
+		var ue *usageError
+		if !errors.As(err, &ue) || stdout != "" || stderr != "" {
+			t.Errorf("%q: err %v (%T), stdout %q, stderr %q; want a usage error and nothing printed by run", args, err, err, stdout, stderr)
+			continue
+		}
+		want := "no command"
+		if len(args) > 0 {
+			want = `unknown command "frob"`
+		}
+		if err.Error() != want || strings.Count(ue.hint, "\n") > 1 || !strings.Contains(ue.hint, "delayq help") {
+			t.Errorf("%q: error %q, hint %q; want %q and a short hint", args, err, ue.hint, want)
+		}
 	}
 }
 
@@ -89,7 +109,6 @@ func TestRunUsageErrors(t *testing.T) {
 		args []string
 		want []string // substrings of the error
 	}{
-		{"unknown command", []string{"frob"}, []string{`unknown command "frob"`}},
 		{"unknown flag", []string{"get", "--topic", "t", "--id", "x", "--nope"}, []string{"get:", "-nope"}},
 		{"stray argument", []string{"get", "--topic", "t", "--id", "x", "y"}, []string{`unexpected argument "y"`}},
 		{"missing topic", []string{"stats"}, []string{"--topic is required"}},
