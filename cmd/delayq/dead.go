@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -101,8 +102,8 @@ func cell(s string) string {
 // runDeadOp implements "delayq dead requeue" and "delayq dead purge".
 func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.Writer) error {
 	about := map[string]string{
-		"requeue": "Makes the given dead messages, or all of them with --all, due now with their\nattempts reset, and prints how many it moved.",
-		"purge":   "Deletes the given dead messages, or all of them with --all, and prints how many\nit deleted.",
+		"requeue": "Makes the given dead messages, or all of them with --all, due now with their\nattempts reset, and prints how many it moved. An --id that is not a dead message\nof the topic is an error (exit 1, \"not found\"), after the others are moved.",
+		"purge":   "Deletes the given dead messages, or all of them with --all, and prints how many\nit deleted. An --id that is not a dead message of the topic is an error (exit 1,\n\"not found\"), after the others are deleted.",
 	}[op]
 	cmd := newCommand("dead "+op, "--topic T (--id ID [--id ID...] | --all)", about, stdout, stderr)
 	var ids stringsFlag
@@ -127,6 +128,7 @@ func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.
 		if op == "purge" {
 			do, verb = client.PurgeDead, "purged"
 		}
+		ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 		n, err := do(ctx, cmd.c.topic, ids...)
 		if err != nil {
 			if n > 0 {
@@ -134,7 +136,14 @@ func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.
 			}
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s %d\n", verb, n)
-		return err
+		if _, err := fmt.Fprintf(stdout, "%s %d\n", verb, n); err != nil {
+			return err
+		}
+		if len(ids) > 0 && n < len(ids) {
+			// As the HTTP API answers 404: an id that is not a dead
+			// message of the topic is not a success.
+			return fmt.Errorf("%w: %d of the %d ids given are not dead messages of topic %s", delayq.ErrNotFound, len(ids)-n, len(ids), cmd.c.topic)
+		}
+		return nil
 	})
 }
