@@ -50,8 +50,9 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 			"       [--max-attempts N] [--policy skip|all] [--replace] [--json]",
 		"Adds a schedule to the topic and prints it with its next occurrence. A name\n"+
 			"the topic has already is refused, unless --replace: then the schedule of that\n"+
-			"name is replaced (a paused one stays paused; fields not given take their\n"+
-			"defaults), and \"replaced\" is printed with each field that changed\n"+
+			"name is replaced by the whole definition given (a paused one stays paused;\n"+
+			"fields not given take their defaults, so restate the body, --max-attempts,\n"+
+			"--tz and --policy to keep them), and \"replaced\" is printed with each field that changed\n"+
 			"(field: old -> new). A replace applies at once: the replaced schedule's\n"+
 			"pending occurrence is removed and the next one of the new definition written.", stdout, stderr)
 	name := cmd.fs.String("name", "", "schedule `name`, [A-Za-z0-9._-] (required)")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,4 +68,77 @@ func TestScheduleAddReplaceCLI(t *testing.T) {
 	if _, _, err := sched("pause", "--name", "nope"); !errors.Is(err, delayq.ErrNotFound) || !strings.Contains(err.Error(), `schedule "nope" of topic cli-sched not found`) {
 		t.Errorf("pause of a missing schedule: %v", err)
 	}
+}
+
+// The schedule add lines of docs/schedules.md, run as written, in order:
+// the --replace line moves the time and keeps the body, max attempts,
+// zone and policy.
+func TestScheduleDocsReplaceExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/schedules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "delayq schedule add ") {
+			l, _, _ = strings.Cut(l, " # ")
+			lines = append(lines, shellWords(t, l)[1:])
+		}
+	}
+	if len(lines) != 2 || !slices.Contains(lines[1], "--replace") {
+		t.Fatalf("docs/schedules.md: want an add and a replace, got %q", lines)
+	}
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	for _, args := range lines {
+		if _, stderr, err := runArgs(t, append(args, "--addr", env.Backends[0])...); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, stderr)
+		}
+	}
+	c, err := delayq.New(delayq.Options{Addr: env.Backends[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.GetSchedule(context.Background(), "reports", "daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Spec != "0 4 * * *" || string(s.Body) != `{"report":"sales"}` || s.MaxAttempts != 3 || s.TimeZone != "Asia/Shanghai" || s.Policy != delayq.PolicySkip {
+		t.Errorf("after the docs' replace: %+v", s.Schedule)
+	}
+}
+
+// shellWords splits a line of sh as the docs write them: words separated
+// by spaces, with '...' and "..." quoting (no escapes, no expansions).
+func shellWords(t *testing.T, line string) []string {
+	var words []string
+	var w strings.Builder
+	in, quote := false, rune(0)
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == ' ':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteRune(r)
+			in = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
 }
