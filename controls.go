@@ -7,6 +7,7 @@ import (
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // controlsEvery is how often a consumer reads its topic's controls when
@@ -108,12 +109,26 @@ func (k *Consumer) setControls(ctrl store.Controls) {
 	k.ctrl.mu.Lock()
 	old := k.ctrl.c
 	k.ctrl.mu.Unlock()
+	now := k.c.opts.Now().UnixMilli()
 	if old.Paused != ctrl.Paused || old.PausedUntil != ctrl.PausedUntil {
-		if ctrl.Paused {
-			k.log.Info("topic paused", "until_ms", ctrl.PausedUntil)
-		} else if old.Paused {
+		switch {
+		case pausedAt(ctrl, now):
+			until := "resumed"
+			if ctrl.PausedUntil > 0 {
+				until = wire.Time(time.UnixMilli(ctrl.PausedUntil))
+			}
+			k.log.Info("topic paused", "until", until)
+		case !ctrl.Paused && pausedAt(old, now):
 			k.log.Info("topic resumed")
 		}
+		// A pause whose end has passed (as a consumer starting after it
+		// reads it) changes nothing: it is not logged.
 	}
 	k.ctrl.set(ctrl)
+}
+
+// pausedAt reports whether c pauses the topic at now (unix ms): paused,
+// until resumed or until a time still to come.
+func pausedAt(c store.Controls, now int64) bool {
+	return c.Paused && (c.PausedUntil == 0 || c.PausedUntil > now)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,5 +267,43 @@ func TestPauseNoTopic(t *testing.T) {
 	}
 	if err := c.Resume(ctx, "real"); err != nil {
 		t.Errorf("resume of a topic not paused: %v", err)
+	}
+}
+
+// A consumer logs a pause with its end as a time, and does not log a
+// pause whose end had passed when it started.
+func TestPauseLogged(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	ctx := context.Background()
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c := newClient(t, env.Backends[0], Options{Partitions: 2, Logger: log})
+	topic := "pauselog"
+	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(ctx, topic, PauseOptions{Until: time.Now().Add(200 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the pause's end", func() bool {
+		ts, err := c.Stats(ctx, topic)
+		return err == nil && !ts.Pause.Paused
+	})
+	rec := newRecorder()
+	k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+	waitFor(t, 10*time.Second, "the message delivered", func() bool { return rec.total() >= 1 })
+	if strings.Contains(out.String(), "topic paused") {
+		t.Errorf("a pause that had ended was logged:\n%s", out.String())
+	}
+	until := time.Now().Add(time.Hour)
+	if err := c.Pause(ctx, topic, PauseOptions{Until: until}); err != nil {
+		t.Fatal(err)
+	}
+	seenPause(t, k, true)
+	waitFor(t, 5*time.Second, "the pause logged", func() bool { return strings.Contains(out.String(), "topic paused") })
+	line := out.String()[strings.Index(out.String(), "topic paused"):]
+	line, _, _ = strings.Cut(line, "\n")
+	if !strings.Contains(line, "until="+until.UTC().Format("2006-01-02T15:04")) || strings.Contains(line, "until_ms") {
+		t.Errorf("pause logged as %q, want its end as a time", line)
 	}
 }
