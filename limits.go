@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -108,25 +109,38 @@ func ParseRate(s string) (float64, error) {
 	if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
 		return 0, fmt.Errorf("%w: rate %q: want a number per s, m or h (as in 200/s; 0: no rate limit)", ErrInvalid, s)
 	}
+	if q, ok := new(big.Rat).SetString(strings.TrimSpace(num)); ok && per != 1 {
+		// Divided exactly, then rounded once: "0.36/h" reads as the
+		// float nearest 0.0001, which FormatRate writes back as 0.36/h.
+		f, _ := q.Quo(q, big.NewRat(int64(per), 1)).Float64()
+		return f, nil
+	}
 	return n / per, nil
 }
 
 // FormatRate formats a rate in deliveries per second as ParseRate reads
-// it: "200/s", or per minute or hour when below one a second ("30/m").
+// it, by one rule: per second from one a second up ("200/s", "2.5/s"),
+// per minute from one a minute up ("30/m", "1.2/m"), per hour below
+// ("0.36/h"), with the fewest decimals that ParseRate reads back as r
+// exactly (in full per second in the rare case that none does).
 func FormatRate(r float64) string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	per, unit := 1.0, "/s"
 	switch {
-	case r >= 1 || r <= 0:
-		return f(r) + "/s"
-	case r*60 >= 1 && isWhole(r*60):
-		return f(math.Round(r*60)) + "/m"
-	case isWhole(r * 3600):
-		return f(math.Round(r*3600)) + "/h"
+	case r <= 0 || r >= 1 || math.IsNaN(r) || math.IsInf(r, 0):
+	case r*60 >= 1-1e-9:
+		per, unit = 60, "/m"
+	default:
+		per, unit = 3600, "/h"
 	}
-	return f(r) + "/s"
+	// The fewest decimals that ParseRate reads back as r exactly.
+	for prec := 0; prec <= 17 && per != 1; prec++ {
+		s := strconv.FormatFloat(r*per, 'f', prec, 64) + unit
+		if v, err := ParseRate(s); err == nil && v == r {
+			return s
+		}
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
-
-func isWhole(v float64) bool { return math.Abs(v-math.Round(v)) < 1e-9 }
 
 // limitsJSON is the wire form of Limits: the rate as "200/s".
 type limitsJSON struct {

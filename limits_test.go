@@ -74,6 +74,16 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(FormatRate(%v) = %q) = %v, %v", got, FormatRate(got), back, err)
 		}
 	}
+	// One rule for the unit, by magnitude; the number as short as reads back.
+	for r, want := range map[float64]string{200: "200/s", 2.5: "2.5/s", 1: "1/s", 0.5: "30/m", 0.02: "1.2/m", 1.0 / 60: "1/m",
+		0.0001: "0.36/h", MinRate: "1/h", 0.01: "36/h", 1.0 / 3: "20/m", 0: "0/s"} {
+		if got := FormatRate(r); got != want {
+			t.Errorf("FormatRate(%v) = %q, want %q", r, got, want)
+		}
+		if back, err := ParseRate(FormatRate(r)); err != nil || back != r {
+			t.Errorf("ParseRate(FormatRate(%v) = %q) = %v, %v", r, FormatRate(r), back, err)
+		}
+	}
 	if r, err := ParseRate("0/s"); r != 0 || err != nil {
 		t.Errorf("ParseRate(0/s) = %v, %v, want 0 (no rate limit)", r, err)
 	}

@@ -90,7 +90,7 @@ func TestLimitsCLI(t *testing.T) {
 		{[]string{"--concurrency", "0"}, "rate 200/s burst 50", delayq.Limits{Rate: 200, Burst: 50}},
 		{[]string{"--rate", "600/m"}, "rate 10/s burst 50", delayq.Limits{Rate: 10, Burst: 50}},
 		{[]string{"--burst", "0"}, "rate 10/s burst 1 (default)", delayq.Limits{Rate: 10}},
-		{[]string{"--rate", "90/h", "--burst", "2"}, "rate 90/h burst 2", delayq.Limits{Rate: 0.025, Burst: 2}},
+		{[]string{"--rate", "90/h", "--burst", "2"}, "rate 1.5/m burst 2", delayq.Limits{Rate: 0.025, Burst: 2}},
 		{[]string{"--rate", "0", "--concurrency", "4"}, "concurrency 4", delayq.Limits{Concurrency: 4}},
 		{[]string{"--clear"}, "no limits", delayq.Limits{}},
 		{[]string{"--rate", "100", "--concurrency", "3"}, "rate 100/s burst 10 (default) concurrency 3", delayq.Limits{Rate: 100, Concurrency: 3}},
