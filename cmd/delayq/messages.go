@@ -57,8 +57,11 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if (*id == "") == (*in == "") {
-		return cmd.usageErr("--id is required (or --in FILE), not both")
+	switch {
+	case *id == "" && *in == "":
+		return cmd.usageErr("--id is required (or --in FILE, to delete the messages of an export)")
+	case *id != "" && *in != "":
+		return cmd.usageErr("--id and --in exclude each other: give one, not both")
 	}
 	return cmd.connect(func(client *delayq.Client) error {
 		if *in != "" {
