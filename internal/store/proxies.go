@@ -28,8 +28,10 @@ import (
 // above decide, since only they know what is safe to repeat. The partition
 // loops and lease managers try again on their next turn (polls, outcomes
 // kept pending, lease extensions, heartbeats: all idempotent or fenced);
-// an enqueue returns the error to its caller, because resending an HSETNX
-// whose reply was lost would report the message as a duplicate of itself.
+// a write of messages runs its round trips again under WithRetry, each
+// in the way that is safe for it (retry.go, and AddMany: a resent HSETNX
+// whose reply was lost must not report the message as a duplicate of
+// itself).
 const (
 	proxyRetryMin = 100 * time.Millisecond
 	proxyRetryMax = 5 * time.Second

@@ -199,8 +199,9 @@ type retry struct {
 // WithRetry returns a context under which the store's operations dial
 // again, with backoff, while no address answers (ErrUnreachable), for up
 // to d from now; it registers them with the store's Outage meanwhile. A
-// dial that failed sent nothing, so this is safe for any operation; a
-// command whose connection broke once sent is not sent again.
+// dial that failed sent nothing, so this is safe for any operation. A
+// round trip whose connection broke once sent runs again only where it
+// is safe to (see retry.go), within the same bound.
 func WithRetry(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, retryKey{}, retry{start: time.Now(), d: d})
 }
