@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -24,16 +23,13 @@ type breakHook struct {
 	fired bool
 }
 
-func (h *breakHook) hook(cmd string, args []any) error {
+func (h *breakHook) hook(cmd string, _ []any) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cmd == "PING" || cmd == "EVAL" { // health checks and NOSCRIPT fallbacks: not the write's own
 		return nil
 	}
 	h.n++
-	if os.Getenv("LOSTWRITE_DEBUG") != "" && h.k > 0 {
-		fmt.Println(h.k, h.n, cmd, fmt.Sprint(args)[:min(len(fmt.Sprint(args)), 80)])
-	}
 	if h.n == h.k {
 		h.fired = true
 		return fmt.Errorf("%s: lost with the connection: %w", cmd, io.ErrUnexpectedEOF)
@@ -111,7 +107,6 @@ func TestLostWriteRunsAgain(t *testing.T) {
 			fired := h.fired
 			h.mu.Unlock()
 			c.Close()
-			t.Logf("%s: break before command %d: fired %v", tc.name, k, fired)
 			if !fired { // k is past the write's last command
 				if k < 2 {
 					t.Errorf("%s: the write sent no command", tc.name)
