@@ -68,9 +68,12 @@ type Options struct {
 	// address answers (an outage): it dials again with backoff until one
 	// does, then writes; past RetryFor it fails with an error that wraps
 	// ErrUnavailable and says how long it tried and the last dial's
-	// error. A failed dial sent nothing, so this never writes a message
-	// twice; a write whose connection broke after it was sent is not
-	// retried (see Enqueue). The last dial may add up to DialTimeout.
+	// error. A round trip whose connection broke under it (a proxy or a
+	// backend restarting) runs again within the same bound, in ways that
+	// never store a message twice: a given id the lost run stored counts
+	// as created, generated ids are not written again (see
+	// docs/proxies.md); a send with Replace or Debounce is not run again.
+	// The last dial may add up to DialTimeout.
 	// Default DefaultRetryFor (5s); negative: no retry.
 	RetryFor time.Duration
 	// TracerProvider makes the spans of enqueues and deliveries (see the

@@ -64,6 +64,12 @@ var (
 	// outage), within Options.RetryFor for a write of messages; the
 	// command was not sent.
 	ErrUnavailable = store.ErrUnreachable
+	// ErrAuth: Redis (or the proxy) refused the password, or wants one.
+	// It is not retried: waiting will not fix it.
+	ErrAuth = store.ErrAuth
+	// ErrNotRedis: the address answers, but not in Redis's protocol (an
+	// HTTP port, say). It is not retried.
+	ErrNotRedis = store.ErrNotRedis
 )
 
 // ErrMalformed is wrapped by the errors of lines ImportJSON cannot read.

@@ -42,14 +42,17 @@ type ExportOptions struct {
 
 // ExportStats counts what an export did.
 type ExportStats struct {
-	Exported   int           // messages passed to emit
-	Filtered   int           // messages read but not in ExportOptions.States
-	Duplicates int           // messages read again (a rescan of the records, or a move between partitions) and left out
-	Corrupt    int           // records that could not be decoded, left out (and logged)
-	Reads      int           // HSCAN batches read
-	Rescans    int           // partitions scanned twice (see Export)
-	Schedules  int           // schedule definitions written (ExportJSON of a whole topic)
-	Elapsed    time.Duration // since the export began
+	Exported   int // messages passed to emit
+	Filtered   int // messages read but not in ExportOptions.States
+	Duplicates int // messages read again (a rescan of the records, or a move between partitions) and left out
+	Corrupt    int // records that could not be decoded, left out (and logged)
+	Reads      int // HSCAN batches read
+	Rescans    int // partitions scanned twice (see Export)
+	Schedules  int // schedule definitions written (ExportJSON of a whole topic)
+	// Controls: ExportJSON of a whole topic wrote the topic's flow
+	// controls (see ExportedControls); false when it has none.
+	Controls bool
+	Elapsed  time.Duration // since the export began
 }
 
 // Export reads every message of topic, partition by partition, and calls
@@ -312,7 +315,9 @@ func exportedOf(m store.Exported) *ExportedMessage {
 
 // ExportJSON exports topic as Export does, writing each message to w as
 // one JSON line (see ExportedMessage.MarshalJSON). An export of every
-// state (opts.States empty) first writes a line for each of the topic's
+// state (opts.States empty) first writes a line of the topic's flow
+// controls when it has any (see ExportedControls.MarshalJSON), which
+// ImportJSON applies with ImportControls, and a line for each of the topic's
 // schedules (see ExportSchedules and ExportedSchedule.MarshalJSON), which
 // ImportJSON imports with ImportSchedule; the occurrences of schedules
 // are among the messages, as they are in the topic.
@@ -320,10 +325,23 @@ func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var buf []byte
 	var scheds []ExportedSchedule
+	var ctrl ExportedControls
 	if len(opts.States) == 0 {
 		var err error
+		if ctrl, err = c.ExportControls(ctx, topic); err != nil {
+			return ExportStats{}, err
+		}
 		if scheds, err = c.ExportSchedules(ctx, topic); err != nil {
 			return ExportStats{}, err
+		}
+	}
+	if !ctrl.IsZero() {
+		b, err := ctrl.MarshalJSON()
+		if err != nil {
+			return ExportStats{}, err
+		}
+		if _, err := bw.Write(append(b, '\n')); err != nil {
+			return ExportStats{}, fmt.Errorf("export of %s: write: %w", topic, err)
 		}
 	}
 	for i := range scheds {
@@ -346,6 +364,6 @@ func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export of %s: write: %w", topic, ferr)
 	}
-	st.Schedules = len(scheds)
+	st.Schedules, st.Controls = len(scheds), !ctrl.IsZero()
 	return st, err
 }

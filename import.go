@@ -156,6 +156,11 @@ type ImportStats struct {
 	// occurrences of schedules (ids beginning with ScheduleIDPrefix):
 	// an imported schedule's chain writes its pending occurrence.
 	Occurrences int
+	// ControlsLines counts the lines of the topic's flow controls read,
+	// and Controls says what ImportControls did with them: the controls
+	// applied, and those the topic had of its own and kept.
+	ControlsLines int
+	Controls      ControlsImport
 }
 
 // importBatch is a batch of lines ImportJSON writes: the lines read, then
@@ -168,6 +173,7 @@ type importBatch struct {
 	lines    []int
 	bad      []badLine
 	scheds   []importedSchedule
+	controls []importedControls
 	occurs   int // occurrences left out
 	// halt: this batch, or one before it, stops a strict import; only
 	// the lines before the malformed one were written.
@@ -186,6 +192,15 @@ type importedSchedule struct {
 	err  error
 }
 
+// importedControls is a controls line of an importBatch and, once
+// applied, what became of it.
+type importedControls struct {
+	line int
+	e    ExportedControls
+	did  ControlsImport
+	err  error
+}
+
 // badLine is a malformed line, for its report.
 type badLine struct {
 	line int
@@ -199,6 +214,13 @@ func (b *importBatch) parse(strict bool) {
 	for i, line := range b.raw {
 		var m ExportedMessage
 		err := m.UnmarshalJSON(line)
+		if err != nil && isControlsLine(line) {
+			var e ExportedControls
+			if err = e.UnmarshalJSON(line); err == nil {
+				b.controls = append(b.controls, importedControls{line: b.rawLines[i], e: e})
+				continue
+			}
+		}
 		if err != nil && isScheduleLine(line) {
 			var s ExportedSchedule
 			if err = s.UnmarshalJSON(line); err == nil {
@@ -234,6 +256,10 @@ func (b *importBatch) parse(strict bool) {
 // is nil when every line was read; duplicates and refused messages are in
 // the stats and reported, not errors.
 //
+// A controls line (see ExportedControls.MarshalJSON) is applied with
+// ImportControls, before the schedules and messages of its batch: each
+// control only where the topic has none of its own (ImportStats.Controls
+// says which it applied and which it kept).
 // A schedule's line (see ExportedSchedule.MarshalJSON) is written with
 // ImportSchedule, before the messages of its batch: one the topic has
 // already is left alone and reported as a duplicate. The occurrences of
@@ -344,12 +370,21 @@ func (im *importer) finish() {
 // line, and reports the progress.
 func (im *importer) count(b *importBatch) {
 	st := &im.st
-	st.Lines += len(b.msgs) + len(b.bad) + len(b.scheds) + b.occurs
+	st.Lines += len(b.msgs) + len(b.bad) + len(b.scheds) + len(b.controls) + b.occurs
+	st.ControlsLines += len(b.controls)
 	st.Malformed += len(b.bad)
 	st.Schedules += len(b.scheds)
 	st.Occurrences += b.occurs
 	// The lines not imported, reported in line order.
 	var reps []badLine
+	for _, x := range b.controls {
+		if x.err != nil {
+			reps = append(reps, badLine{x.line, "", x.err})
+			continue
+		}
+		st.Controls.Applied = append(st.Controls.Applied, x.did.Applied...)
+		st.Controls.Kept = append(st.Controls.Kept, x.did.Kept...)
+	}
 	for _, x := range b.scheds {
 		if x.err == nil {
 			st.SchedulesImported++
@@ -403,16 +438,37 @@ func (b *importBatch) run(ctx context.Context, c *Client, topic string, strict b
 	if before != nil {
 		<-before.parsed // a strict import writes nothing after a malformed line
 		if before.halt {
-			b.halt, b.msgs, b.bad, b.scheds, b.occurs = true, nil, nil, nil, 0
+			b.halt, b.msgs, b.bad, b.scheds, b.controls, b.occurs = true, nil, nil, nil, nil, 0
 		}
 	}
 	close(b.parsed)
+	if b.err = b.importControls(ctx, c, topic); b.err != nil {
+		return
+	}
 	if b.err = b.importSchedules(ctx, c, topic); b.err != nil {
 		return
 	}
 	if len(b.msgs) > 0 { // none after a batch that halted
 		b.res, b.err = c.Import(ctx, topic, b.msgs)
 	}
+}
+
+// importControls applies the batch's controls lines with
+// ImportControls, creating the topic first (in the client's count, as
+// the messages would); controls the library refuses are the line's
+// outcome, any other error the batch's.
+func (b *importBatch) importControls(ctx context.Context, c *Client, topic string) error {
+	for i := range b.controls {
+		x := &b.controls[i]
+		if _, err := c.ensureTopic(ctx, topic); err != nil {
+			return fmt.Errorf("line %d: %w", x.line, err)
+		}
+		x.did, x.err = c.ImportControls(ctx, topic, x.e)
+		if x.err != nil && !errors.Is(x.err, ErrInvalid) {
+			return fmt.Errorf("line %d: %w", x.line, x.err)
+		}
+	}
+	return nil
 }
 
 // importSchedules writes the batch's schedules with ImportSchedule, each

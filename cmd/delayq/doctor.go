@@ -120,6 +120,12 @@ func newDoctor(ctx context.Context, addr, namespace string, o portable.DialOptio
 	if err != nil {
 		return nil, err
 	}
+	// A peer that wants a password, or is not Redis, fails every check
+	// alike: say so once. Other failures are the checks' to report.
+	if _, err := conn.Do("PING"); portable.Refused(err) {
+		conn.Close()
+		return nil, err
+	}
 	var b [8]byte
 	rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -92,7 +93,7 @@ func TestDoctorNamespaceAndPassword(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
 	// Redis without requirepass refuses AUTH: doctor reports it up front.
 	_, _, err := runArgs(t, "doctor", "--addr", env.Backends[0], "--password", "nope")
-	if err == nil || !strings.Contains(err.Error(), "auth "+env.Backends[0]) {
+	if !errors.Is(err, delayq.ErrAuth) || !strings.Contains(err.Error(), env.Backends[0]) {
 		t.Errorf("err = %v, want an auth error naming the address", err)
 	}
 	stdout, _, err := runArgs(t, "doctor", "--addr", env.Backends[0], "--namespace", "other", "--json")

@@ -100,6 +100,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "; %d undecodable records left out (logged)", st.Corrupt)
 		}
 		fmt.Fprintln(stderr)
+		printExportControls(stderr, cmd.c.topic, st)
 		printExportSchedules(stderr, cmd.c.topic, st)
 		return nil
 	})
@@ -173,6 +174,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		lines := importMessageLines(st)
 		fmt.Fprintf(stderr, "imported %d of %d %s into %s in %v (%.0f/s)\n", st.Imported, lines, plural(lines, "message", "messages"), cmd.c.topic,
 			elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
+		printImportControls(stderr, cmd.c.topic, st)
 		printImportSchedules(stderr, cmd.c.topic, st)
 		if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
 			// The line and its reason are reported above already.
@@ -245,9 +247,11 @@ func deleteListed(ctx context.Context, client *delayq.Client, topic, path string
 				Schedule *struct {
 					Name string `json:"name"`
 				} `json:"schedule"` // a schedule's line: deleted after the messages
+				Controls json.RawMessage `json:"controls"` // the topic's controls: left as they are
 			}
 			err := json.Unmarshal(line, &v)
 			switch {
+			case err == nil && v.Controls != nil && v.ID == "":
 			case err == nil && v.Schedule != nil && v.Schedule.Name != "":
 				schedules = append(schedules, v.Schedule.Name)
 			case err != nil || v.ID == "":

@@ -23,9 +23,29 @@ func printExportSchedules(w io.Writer, topic string, st delayq.ExportStats) {
 }
 
 // importMessageLines is the count of message lines an import read: its
-// lines but the schedules and the occurrences of schedules.
+// lines but the controls, the schedules and the occurrences of schedules.
 func importMessageLines(st delayq.ImportStats) int {
-	return st.Lines - st.Schedules - st.Occurrences
+	return st.Lines - st.ControlsLines - st.Schedules - st.Occurrences
+}
+
+// printExportControls says, after an export's summary, that it carries
+// the topic's flow controls, when it does.
+func printExportControls(w io.Writer, topic string, st delayq.ExportStats) {
+	if st.Controls {
+		fmt.Fprintf(w, "exported the controls of %s (its pause, limits and automatic partitions, those it has)\n", topic)
+	}
+}
+
+// printImportControls says, after an import's summary, which controls of
+// the file it applied and which the topic had of its own and kept.
+func printImportControls(w io.Writer, topic string, st delayq.ImportStats) {
+	if len(st.Controls.Applied) > 0 {
+		fmt.Fprintf(w, "applied the file's %s to %s\n", strings.Join(st.Controls.Applied, ", "), topic)
+	}
+	if len(st.Controls.Kept) > 0 {
+		fmt.Fprintf(w, "kept the %s that %s had of its own, not the file's (change them with delayq pause, limits or partitions --auto)\n",
+			strings.Join(st.Controls.Kept, ", "), topic)
+	}
 }
 
 // printImportSchedules prints, after an import's summary, what it did

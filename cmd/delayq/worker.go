@@ -309,6 +309,26 @@ func (w *worker) ready(ctx context.Context) error {
 	return nil
 }
 
+// check fails when Redis refuses the worker's credentials or the address
+// is not Redis's, where the consumers would wait for it forever. Redis
+// not answering at all is an outage: the consumers wait for it, as they
+// do for one that begins later.
+func (w *worker) check(ctx context.Context) error {
+	if len(w.topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	_, err := w.client.Get(ctx, w.topics[0].cfg.Name, readyzID)
+	if errors.Is(err, delayq.ErrAuth) || errors.Is(err, delayq.ErrNotRedis) {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// checkTimeout bounds the worker's check at start.
+const checkTimeout = 2 * time.Second
+
 // run consumes and serves until ctx is done (nil) or a consumer or the
 // HTTP server fails (its error), then shuts down gracefully.
 //
@@ -318,6 +338,9 @@ func (w *worker) ready(ctx context.Context) error {
 // logStarted says what runs; once the run ends, stop shuts the server and
 // the consumers down, and run waits for their goroutines.
 func (w *worker) run(ctx context.Context) error {
+	if err := w.check(ctx); err != nil {
+		return err
+	}
 	ln, err := w.listen()
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 			if err != nil {
 				return nil, err
 			}
-			sc = &sendConn{Conn: nc}
+			sc = &sendConn{Conn: nc, addr: addr}
 			return sc, nil
 		}),
 		redis.DialReadTimeout(o.ReadTimeout),
@@ -73,6 +73,10 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	if o.Password != "" {
 		if _, err := pc.Do("AUTH", o.Password); err != nil {
 			pc.Close()
+			var re redis.Error
+			if errors.As(err, &re) { // any refusal of AUTH is one of the password
+				return nil, &AuthError{Addr: addr, Reply: re}
+			}
 			return nil, fmt.Errorf("auth %s: %w", addr, err)
 		}
 	}
@@ -174,10 +178,14 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 // named returns err naming the connection's address when it is the end
 // of the stream (io.EOF says nothing of where it came from); other
 // network errors name both ends already, and error replies need no
-// address.
+// address, except a refusal for want of a password (an *AuthError).
 func (c *Conn) named(err error) error {
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		return fmt.Errorf("%s closed the connection: %w", c.addr, err)
+	}
+	var re redis.Error
+	if errors.As(err, &re) && isAuthReply(re) {
+		return &AuthError{Addr: c.addr, Reply: re}
 	}
 	return err
 }
@@ -277,7 +285,9 @@ func (c *Conn) Flush() error {
 // redigo set for it.
 type sendConn struct {
 	net.Conn
-	buf []byte
+	addr string // as dialed
+	buf  []byte
+	read bool // a byte was read: the first was checked (see Read)
 }
 
 // sendMax is the most bytes kept before a write.
@@ -311,11 +321,25 @@ func (s *sendConn) send() error {
 	return err
 }
 
+// Read reads the peer's bytes. The first byte a peer sends must begin a
+// RESP2 reply (we send no HELLO, so nothing of RESP3 comes): when it
+// does not, the peer is something else (an HTTP server, TLS, SSH) and
+// Read fails with a *NotRedisError, where redigo would say "bad response
+// line terminator" or worse.
 func (s *sendConn) Read(p []byte) (int, error) {
 	if err := s.send(); err != nil {
 		return 0, err
 	}
-	return s.Conn.Read(p)
+	n, err := s.Conn.Read(p)
+	if !s.read && n > 0 {
+		s.read = true
+		switch p[0] {
+		case '+', '-', ':', '$', '*':
+		default:
+			return 0, &NotRedisError{Addr: s.addr, Start: string(p[:min(n, 40)])}
+		}
+	}
+	return n, err
 }
 
 // Receive reads one reply.

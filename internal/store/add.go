@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -92,21 +93,33 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []NewMessage)
 // bounds the first round trip only: what follows it is written whatever
 // becomes of ctx.
 func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, err error) {
-	first, per := s.writeCmds(groups)
 	errs = make([][]error, len(groups))
-	if len(first) == 0 {
+	if !anyMessage(groups) {
 		return errs, nil
 	}
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	r, err := pipeScripts(ctx, c, first)
+	var (
+		r    []any
+		per  []int
+		mine [][]bool // on a run again: the records its lost run stored
+	)
+	err = s.redo(ctx, func(c redis.Conn, again bool) error {
+		var held [][]bool
+		if again {
+			var err error
+			if mine, held, err = s.lostRun(ctx, c, groups); err != nil {
+				return err
+			}
+		}
+		var first []cmd
+		first, per = s.writeCmds(groups, held)
+		var err error
+		r, err = pipeScripts(ctx, c, first)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
 	}
-	second, unclear, err := s.indexCmds(groups, per, r, errs)
+	second, unclear, err := s.indexCmds(groups, per, r, errs, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -116,9 +129,11 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	// Once the first round trip is in, the rest is finished even if the
 	// caller gives up: left undone, it would leave records without their
 	// index entries, or entries a duplicate enqueue added. The connection's
-	// own timeouts bound it.
+	// own timeouts bound it. Its round trips are safe to run again: ZADDs
+	// of entries at their due, unindexScript's removals of entries still
+	// at this write's due, reads.
 	ctx = context.WithoutCancel(ctx)
-	rs, err := roundTrip(ctx, c, second)
+	rs, err := s.doAgain(ctx, second...)
 	if err != nil {
 		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)
 	}
@@ -127,11 +142,102 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 		return nil, err
 	}
 	if len(third) > 0 {
-		if _, err := roundTrip(ctx, c, third); err != nil {
+		if _, err := s.doAgain(ctx, third...); err != nil {
 			return nil, fmt.Errorf("unindex duplicates in %d partitions: %w", len(third), err)
 		}
 	}
 	return errs, nil
+}
+
+// anyMessage reports whether a group has a message.
+func anyMessage(groups []Group) bool {
+	for _, g := range groups {
+		if len(g.Msgs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// lostRun reads, before AddMany's first round trip runs again, what its
+// lost run may have stored, in one round trip:
+//   - mine[g][i]: the record of groups[g].Msgs[i] (a group whose ids may
+//     exist) is there and is the one this write sends, byte for byte
+//     (its created time is this write's, to the millisecond): the lost
+//     run stored it, and the message counts as accepted, not as a
+//     duplicate of itself. Its index entry is not there yet, or is this
+//     write's own: a checked group's entries come in the second round
+//     trip, which had not run (AddMany runs the first again only); an
+//     Ahead group's are due farther ahead than claims reach.
+//   - held[g][k]: the k-th segment of a Fresh group (see splitSegments)
+//     is there: the lost run wrote it and perhaps counted it already, so
+//     the segment and its pending field are not written again (writing
+//     the pending field again would count its messages twice); the count
+//     runs again, which counts it once at most (segCountScript), and so
+//     does the ZADD of its entry. A Fresh group's generated ids are new
+//     to the topic, due farther ahead than claims reach, and not yet
+//     known to the caller: nothing else touched them meanwhile.
+func (s *Store) lostRun(ctx context.Context, c redis.Conn, groups []Group) (mine, held [][]bool, err error) {
+	var reads []cmd
+	for _, g := range groups {
+		if len(g.Msgs) == 0 {
+			continue
+		}
+		mk := keys.Records(s.ns, g.Topic, g.P)
+		if g.Fresh && !g.Dead {
+			_, segs := splitSegments(g.Msgs)
+			if len(segs) == 0 {
+				continue
+			}
+			hmget := []any{mk}
+			for _, seg := range segs {
+				hmget = append(hmget, keys.SegmentField(seg[0].ID[:SegmentPrefixLen]))
+			}
+			reads = append(reads, cmd{"HMGET", hmget})
+			continue
+		}
+		reads = append(reads, s.recordsRead(g, g.Msgs))
+	}
+	if len(reads) == 0 {
+		return nil, nil, nil
+	}
+	r, err := roundTrip(ctx, c, reads)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine, held = make([][]bool, len(groups)), make([][]bool, len(groups))
+	k := 0
+	for gi, g := range groups {
+		if len(g.Msgs) == 0 {
+			continue
+		}
+		fresh := g.Fresh && !g.Dead
+		var n int
+		if fresh {
+			if _, segs := splitSegments(g.Msgs); len(segs) == 0 {
+				continue
+			} else {
+				n = len(segs)
+			}
+		} else {
+			n = len(g.Msgs)
+		}
+		raw, err := redis.ByteSlices(r[k], nil)
+		k++
+		if err != nil || len(raw) != n {
+			return nil, nil, fmt.Errorf("read what a lost write left in partition %d: bad reply (%v)", g.P, err)
+		}
+		got := make([]bool, n)
+		for i, v := range raw {
+			got[i] = v != nil && (fresh || bytes.Equal(v, g.Msgs[i].Record.Encode()))
+		}
+		if fresh {
+			held[gi] = got
+		} else {
+			mine[gi] = got
+		}
+	}
+	return mine, held, nil
 }
 
 // writeCmds returns the first round trip of AddMany: the commands of each
@@ -140,7 +246,10 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 // its id is new (checkCmds); an Ahead group adds its index entries with
 // ZADD NX (aheadCmds); a Fresh group writes its records and entries
 // outright (freshCmds).
-func (s *Store) writeCmds(groups []Group) (cmds []cmd, per []int) {
+//
+// held (nil but on a run again, see lostRun) names the segments of Fresh
+// groups that are there already.
+func (s *Store) writeCmds(groups []Group, held [][]bool) (cmds []cmd, per []int) {
 	per = make([]int, len(groups))
 	for gi, g := range groups {
 		if len(g.Msgs) == 0 {
@@ -151,7 +260,11 @@ func (s *Store) writeCmds(groups []Group) (cmds []cmd, per []int) {
 		case g.Dead:
 			gc = s.checkCmds(g)
 		case g.Fresh:
-			gc = s.freshCmds(g)
+			var h []bool
+			if held != nil {
+				h = held[gi]
+			}
+			gc = s.freshCmds(g, h)
 		case g.Ahead:
 			gc = s.aheadCmds(g)
 		default:
@@ -167,7 +280,10 @@ func (s *Store) writeCmds(groups []Group) (cmds []cmd, per []int) {
 // the ids that exist already, and returns the second round trip (see
 // groupIndexCmds), with the groups whose duplicates' records it reads
 // (unclear).
-func (s *Store) indexCmds(groups []Group, per []int, r []any, errs [][]error) (second []cmd, unclear []dupGroup, err error) {
+//
+// mine (nil but on a run again, see lostRun) names the records a lost
+// run of the same write stored: accepted, not duplicates.
+func (s *Store) indexCmds(groups []Group, per []int, r []any, errs [][]error, mine [][]bool) (second []cmd, unclear []dupGroup, err error) {
 	k := 0
 	for gi, g := range groups {
 		errs[gi] = make([]error, len(g.Msgs))
@@ -182,7 +298,11 @@ func (s *Store) indexCmds(groups []Group, per []int, r []any, errs [][]error) (s
 		if g.Fresh && !g.Dead {
 			continue // written and indexed
 		}
-		cmds, dups, err := s.groupIndexCmds(g, gr, errs[gi])
+		var own []bool
+		if mine != nil {
+			own = mine[gi]
+		}
+		cmds, dups, err := s.groupIndexCmds(g, gr, errs[gi], own)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -204,7 +324,12 @@ func (s *Store) indexCmds(groups []Group, per []int, r []any, errs [][]error) (s
 // of those it added for duplicates (unindexScript). When it added some
 // but not all, its count does not say which are the duplicates': they
 // are returned (dups), for their records to be read.
-func (s *Store) groupIndexCmds(g Group, gr []any, errs []error) (cmds []cmd, dups []NewMessage, err error) {
+//
+// mine[i] (nil: none) says the record of g.Msgs[i] is this write's own,
+// stored by a lost run of it (see lostRun): written, not a duplicate.
+// Its entry is this write's too, or missing: when this run's ZADD NX
+// added every entry it is there, else it is added at its due.
+func (s *Store) groupIndexCmds(g Group, gr []any, errs []error, mine []bool) (cmds []cmd, dups []NewMessage, err error) {
 	n := len(g.Msgs)
 	recs, allAdded, noneAdded := gr, false, true
 	if g.Ahead && !g.Dead { // aheadCmds: the records' commands, then ZADD NX
@@ -218,6 +343,11 @@ func (s *Store) groupIndexCmds(g Group, gr []any, errs []error) (cmds []cmd, dup
 	set, err := flags(recs, n)
 	if err != nil {
 		return nil, nil, fmt.Errorf("add to partition %d: %w", g.P, err)
+	}
+	for i := range mine {
+		if mine[i] {
+			set[i] = 1
+		}
 	}
 	sk := keys.Scheduled(s.ns, g.Topic, g.P)
 	if g.Dead {
@@ -379,7 +509,11 @@ func flags(r []any, n int) ([]int, error) {
 // freshCmds returns the commands that write a Fresh group: one HMSET of
 // its records and segments (each with its pending field), segCountScript
 // when there are segments, one ZADD of their index entries.
-func (s *Store) freshCmds(g Group) []cmd {
+//
+// held[k] (nil: none) says the k-th segment is there already, written by
+// a lost run of the same write (see lostRun): it is neither written nor
+// marked pending again, only counted (at most once) and indexed.
+func (s *Store) freshCmds(g Group, held []bool) []cmd {
 	singles, segs := splitSegments(g.Msgs)
 	hmset := make([]any, 0, 1+2*len(singles)+4*len(segs))
 	zadd := make([]any, 0, 1+2*(len(singles)+len(segs)))
@@ -394,13 +528,18 @@ func (s *Store) freshCmds(g Group) []cmd {
 		return []cmd{{"HMSET", hmset}, {"ZADD", zadd}}
 	}
 	count := scriptCall(segCountScript, mk, 2*len(segs))
-	for _, seg := range segs {
+	for k, seg := range segs {
 		prefix := seg[0].ID[:SegmentPrefixLen]
 		f, pending := keys.SegmentField(prefix), keys.SegmentPendingField(prefix)
 		v, due := encodeSegment(seg)
-		hmset = append(hmset, f, v, pending, "")
+		if held == nil || !held[k] {
+			hmset = append(hmset, f, v, pending, "")
+		}
 		zadd = append(zadd, due, f)
 		count = append(count, pending, len(seg)-1)
+	}
+	if len(hmset) == 1 { // every segment held
+		return []cmd{{"EVALSHA", count}, {"ZADD", zadd}}
 	}
 	return []cmd{{"HMSET", hmset}, {"EVALSHA", count}, {"ZADD", zadd}}
 }
@@ -486,7 +625,7 @@ func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) 
 			}
 		}
 	}
-	r, err := s.do(ctx, cmds...)
+	r, err := s.doAgain(ctx, cmds...)
 	if err != nil {
 		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
 	}

@@ -60,6 +60,14 @@ func (s *Store) SetPause(ctx context.Context, topic string, pause bool, untilMS 
 	return err
 }
 
+// ProposePause pauses topic until untilMS (0: until resumed) only when
+// it is not paused (its pause field is unset), and reports whether it
+// did: an import's pause, which leaves the destination's own alone. It
+// fails with ErrNoTopic for a topic that does not exist.
+func (s *Store) ProposePause(ctx context.Context, topic string, untilMS int64) (written bool, err error) {
+	return s.setControl(ctx, topic, keys.MetaPaused, "pause", strconv.FormatInt(max(untilMS, 0), 10), true)
+}
+
 // setControl sets field of topic's meta HASH to val (deletes it for ""),
 // only if the field is unset with ifUnset, and reports whether it wrote;
 // then bumps the topic's controls' counter of the changes hash

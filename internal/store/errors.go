@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/delayq/delayq/internal/portable"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -77,6 +78,13 @@ func fencedErr(err error, token int64) (*FencedError, bool) {
 	}
 	return nil, false
 }
+
+// ErrAuth and ErrNotRedis: a peer that will never serve us (see
+// portable.Refused); neither is an outage.
+var (
+	ErrAuth     = portable.ErrAuth
+	ErrNotRedis = portable.ErrNotRedis
+)
 
 // ErrUnreachable: no address of the store answered a dial (an outage),
 // so the command was not sent. The errors that match it are an

@@ -99,7 +99,7 @@ func layoutOf(r any) (Layout, error) {
 // ReadLayout returns topic's layout; its Count is 0 when the topic does
 // not exist.
 func (s *Store) ReadLayout(ctx context.Context, topic string) (Layout, error) {
-	r, err := s.do(ctx, layoutReads(keys.Meta(s.ns, topic)))
+	r, err := s.doAgain(ctx, layoutReads(keys.Meta(s.ns, topic)))
 	if err != nil {
 		return Layout{}, fmt.Errorf("topic %s layout: %w", topic, err)
 	}

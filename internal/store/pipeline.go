@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/delayq/delayq/internal/portable"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -23,12 +24,14 @@ type cmd struct {
 
 // pipe sends cmds in one write and returns their replies in order. A
 // command's redis error is returned in its reply slot as a redis.Error;
-// a connection error fails the whole call.
+// a connection error fails the whole call, and so does a refusal of the
+// credentials (portable.AuthError: NOAUTH, WRONGPASS), once every reply
+// is read.
 func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 	if len(cmds) == 1 {
 		r, err := redis.DoContext(c, ctx, cmds[0].name, cmds[0].args...)
 		var re redis.Error
-		if errors.As(err, &re) {
+		if errors.As(err, &re) && !errors.Is(err, portable.ErrAuth) {
 			return []any{re}, nil
 		}
 		return []any{r}, err
@@ -42,10 +45,13 @@ func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 		return nil, err
 	}
 	out := make([]any, len(cmds))
+	var refused error
 	for i := range cmds {
 		r, err := redis.ReceiveContext(c, ctx)
 		var re redis.Error
 		switch {
+		case errors.Is(err, portable.ErrAuth):
+			refused = err
 		case errors.As(err, &re):
 			out[i] = re
 		case err != nil:
@@ -53,6 +59,9 @@ func pipe(ctx context.Context, c redis.Conn, cmds []cmd) ([]any, error) {
 		default:
 			out[i] = r
 		}
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	return out, nil
 }

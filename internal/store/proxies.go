@@ -28,8 +28,10 @@ import (
 // above decide, since only they know what is safe to repeat. The partition
 // loops and lease managers try again on their next turn (polls, outcomes
 // kept pending, lease extensions, heartbeats: all idempotent or fenced);
-// an enqueue returns the error to its caller, because resending an HSETNX
-// whose reply was lost would report the message as a duplicate of itself.
+// a write of messages runs its round trips again under WithRetry, each
+// in the way that is safe for it (retry.go, and AddMany: a resent HSETNX
+// whose reply was lost must not report the message as a duplicate of
+// itself).
 const (
 	proxyRetryMin = 100 * time.Millisecond
 	proxyRetryMax = 5 * time.Second
@@ -144,7 +146,8 @@ func isProxyDown(err error) bool {
 // dial connects to the next healthy address in turn, with dial, and
 // returns the connection, or an *UnreachableError with each address's
 // failure when none answers: the start of an outage, unless ctx ended
-// first. With several addresses, a new connection is checked with a
+// first. A peer that refuses the credentials or does not speak Redis
+// is no outage: its error (portable.Refused) is returned at once. With several addresses, a new connection is checked with a
 // PING, so that a Codis proxy that is starting is skipped.
 func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr string) (*portable.Conn, error)) (redis.Conn, error) {
 	order := x.order(time.Now())
@@ -156,6 +159,12 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 				c.Close()
 				err = perr
 			}
+		}
+		if err != nil && portable.Refused(err) {
+			// Wrong credentials or not Redis: no outage, since waiting
+			// will not help, and every address of the list is the same
+			// deployment's, so none will do better.
+			return nil, err
 		}
 		if err != nil {
 			err = namedErr(x.addrs[i], err)

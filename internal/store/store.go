@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -139,8 +140,18 @@ func SplitAddrs(list string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(list, ",") {
 		a = strings.TrimSpace(a)
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
 			return nil, fmt.Errorf("address %q of %q is not host:port", a, list)
+		}
+		// A port out of range or unknown would fail every dial, alike
+		// an outage: refuse it here.
+		if n, err := strconv.ParseUint(port, 10, 64); err == nil {
+			if n < 1 || n > 65535 {
+				return nil, fmt.Errorf("address %q: port %s is out of range (1-65535)", a, port)
+			}
+		} else if _, err := net.LookupPort("tcp", port); err != nil {
+			return nil, fmt.Errorf("address %q: port %q is not a number", a, port)
 		}
 		out = append(out, a)
 	}
@@ -188,8 +199,9 @@ type retry struct {
 // WithRetry returns a context under which the store's operations dial
 // again, with backoff, while no address answers (ErrUnreachable), for up
 // to d from now; it registers them with the store's Outage meanwhile. A
-// dial that failed sent nothing, so this is safe for any operation; a
-// command whose connection broke once sent is not sent again.
+// dial that failed sent nothing, so this is safe for any operation. A
+// round trip whose connection broke once sent runs again only where it
+// is safe to (see retry.go), within the same bound.
 func WithRetry(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, retryKey{}, retry{start: time.Now(), d: d})
 }

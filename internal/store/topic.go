@@ -15,7 +15,7 @@ import (
 // stored count is the truth; n is only a proposal for a new topic.
 func (s *Store) EnsureTopic(ctx context.Context, topic string, n int, nowMS int64) (Layout, error) {
 	meta := keys.Meta(s.ns, topic)
-	r, err := s.do(ctx,
+	r, err := s.doAgain(ctx,
 		cmd{"HSETNX", []any{meta, keys.MetaPartitions, n}},
 		cmd{"HSETNX", []any{meta, keys.MetaCreated, nowMS}},
 		layoutReads(meta),

@@ -114,7 +114,8 @@ func waitReady(p *proc, addr string, timeout time.Duration) error {
 		if p.exited() {
 			return fmt.Errorf("%s exited before it was ready: %v", p.name, p.err)
 		}
-		if last = Ping(addr); last == nil {
+		// A server that wants a password answers NOAUTH: it is up.
+		if last = Ping(addr); last == nil || strings.Contains(last.Error(), `"-NOAUTH`) {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -17,6 +17,7 @@ type backend struct {
 	outPath    string
 	port       int
 	appendOnly bool
+	password   string // requirepass, when set
 	p          *proc
 }
 
@@ -55,6 +56,9 @@ func (b *backend) config() string {
 		"logfile " + strconv.Quote(b.logPath),
 		"daemonize no",
 		"protected-mode no",
+	}
+	if b.password != "" {
+		lines = append(lines, "requirepass "+strconv.Quote(b.password))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

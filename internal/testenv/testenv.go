@@ -61,6 +61,10 @@ type Options struct {
 	// Proxies is the number of nutcracker processes in front of the same
 	// backends (default 1), as a deployment runs several.
 	Proxies int
+	// Password, when set, is each backend's requirepass. The proxy does
+	// not know it: a client's AUTH reaches no backend through it, so its
+	// commands are answered NOAUTH.
+	Password string
 }
 
 // Env is a running set of servers. Its exported fields are fixed for the
@@ -158,6 +162,9 @@ func start(dir string, o Options) (*Env, error) {
 	e := &Env{Dir: dir, opts: o}
 	for i := 0; i < o.Backends; i++ {
 		b, err := newBackend(dir, i, o.AppendOnly)
+		if err == nil {
+			b.password = o.Password
+		}
 		if err != nil {
 			e.Stop()
 			return nil, err
