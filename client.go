@@ -3,6 +3,7 @@ package delayq
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -129,6 +130,11 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: Options.Addr %q and Options.Addrs %q are both set; set one", ErrInvalid, opts.Addr, opts.Addrs)
 	case opts.Addr == "":
 		opts.Addr = strings.Join(opts.Addrs, ",")
+	}
+	if _, err := store.SplitAddrs(opts.Addr); err != nil {
+		// An address that cannot be one would fail every dial, alike an
+		// outage: refused here, named.
+		return nil, fieldErr("Options.Addr", strconv.Quote(opts.Addr), "%v", err)
 	}
 	partitionsSet := opts.Partitions != 0
 	if !partitionsSet {

@@ -37,6 +37,7 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 		{[]string{"schedule", "add", "--topic", "t16", "--name", "r", "--spec", "@daily", "--tz", "Mars/Base"}, []string{`invalid value "Mars/Base" for flag --tz: is not an IANA zone name`}},
 		{[]string{"send", "--topic", "t16", "--id", "b", "--on-duplicate", "debounce", "--max-wait", "-1m"}, []string{`invalid value "-1m" for flag --max-wait: negative`}},
 		{[]string{"get", "--topic", "t16", "--id", "a", "--nope"}, []string{"flag provided but not defined: --nope"}},
+		{[]string{"send", "--topic", "t16", "--id", "b", "--addr", "127.0.0.1:99999"}, []string{`invalid value "127.0.0.1:99999" for flag --addr: address "127.0.0.1:99999": port 99999 is out of range (1-65535)`}},
 	} {
 		args := append(tc.args[:1:1], append([]string{"--addr", addr}, tc.args[1:]...)...)
 		if tc.args[0] == "schedule" {

@@ -273,6 +273,7 @@ func (cmd *command) value(name string) string {
 // usage error naming the flag: library field names never reach the
 // command line.
 var fieldFlags = map[string]string{
+	"Options.Addr":                     "addr",
 	"Options.Partitions":               "partitions",
 	"ConsumerOptions.Partitions":       "partitions",
 	"ConsumerOptions.Lease":            "lease",
