@@ -50,8 +50,10 @@ test-deps: deps
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
 
+# -buildvcs=auto stamps the binary with its VCS revision (delayq version)
+# in a checkout, whatever GOFLAGS says; outside one it stamps nothing.
 build:
-	$(GO) build -o $(BIN) ./cmd/delayq
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/delayq
 
 # Packages run one at a time (-p 1): the end-to-end and fault tests measure
 # lateness and lease handover, which other packages' tests running beside
