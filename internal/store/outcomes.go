@@ -33,7 +33,6 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 	defer c.Close()
 	r, err := roundTrip(ctx, c, []cmd{
 		{"EVALSHA", args},
-		clearRunning(mk, ids),
 		{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
 	if err != nil {
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
@@ -58,21 +57,21 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 }
 
 // ackScript removes the records that still begin with the header they
-// were claimed with (see Store.Ack).
+// were claimed with (see Store.Ack), and the running marks of them all
+// (see StartMany).
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
 // Returns per id 0 (removed, or gone), or the due of the record that
 // replaced it, which stays.
-var ackScript = newScript(recordLua + `
+var ackScript = newScript(recordLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
 local out = {}
 for i = 1, #ARGV, 2 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
-  if not v then
-    out[#out + 1] = 0
-  elseif string.sub(v, 1, #ARGV[i + 1]) == ARGV[i + 1] then
-    redis.call('HDEL', KEYS[1], ARGV[i])
+  if v and string.sub(v, 1, #ARGV[i + 1]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i], RUNNING .. ARGV[i])
     out[#out + 1] = 0
   else
-    out[#out + 1] = (readHeader(v))
+    redis.call('HDEL', KEYS[1], RUNNING .. ARGV[i])
+    if v then out[#out + 1] = (readHeader(v)) else out[#out + 1] = 0 end
   end
 end
 return out
