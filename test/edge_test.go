@@ -167,3 +167,21 @@ func writesAtTheEdge(t *testing.T, change bool) {
 	}
 	t.Logf("%d messages, %d writes within %v of their due not judged", n, late, slack)
 }
+
+// TestWritesAfterStartCLI: "delayq delete" and "delayq reschedule" of a
+// message whose delivery started (a sub's handler runs for 20 s) exit 3
+// and say so; the delete deleted it all the same.
+func TestWritesAfterStartCLI(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	addr, topic := env.Proxy, "e2e.running"
+	for _, id := range []string{"run-1", "run-2"} {
+		mustCLI(t, "", "send", "--addr", addr, "--topic", topic, "--id", id, "--body", "x")
+	}
+	l := newLedger()
+	startSub(t, l, 0, "--addr", addr, "--topic", topic, "--work", "20s")
+	waitFor(t, 30*time.Second, func() bool { return l.count() == 2 }, "both deliveries started")
+	wantExit(t, cli(t, "", "delete", "--addr", addr, "--topic", topic, "--id", "run-1"), 3, "delivery of the message is running", "deleted")
+	wantExit(t, cli(t, "", "get", "--addr", addr, "--topic", topic, "--id", "run-1"), 1, "not found")
+	wantExit(t, cli(t, "", "reschedule", "--addr", addr, "--topic", topic, "--id", "run-2", "--delay", "1h"), 3, "delivery of the message is running", "not rescheduled")
+}

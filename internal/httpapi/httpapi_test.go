@@ -140,6 +140,7 @@ func TestAPIAgainstRedis(t *testing.T) {
 			t.Run("messages", func(t *testing.T) { testMessages(t, a, topic) })
 			t.Run("bad requests", func(t *testing.T) { testBadRequests(t, a, topic) })
 			t.Run("dead", func(t *testing.T) { testDead(t, a, client, topic+"-dead") })
+			t.Run("running", func(t *testing.T) { testRunning(t, a, client, topic+"-running") })
 			t.Run("topics", func(t *testing.T) { testTopics(t, a, tg.Addr, topic+"-topic") })
 			t.Run("pause", func(t *testing.T) { testPause(t, a, topic+"-pause") })
 			t.Run("limits", func(t *testing.T) { testLimits(t, a, client, tg.Addr, topic+"-limits") })
@@ -299,6 +300,50 @@ func testBadRequests(t *testing.T, a *api, topic string) {
 	}
 	// Exactly at the cap is fine.
 	a.do("POST", base, `{"body":"`+strings.Repeat("x", 1024)+`"}`).want(t, 201)
+}
+
+// testRunning: a DELETE or reschedule that comes after a delivery
+// started answers 409 with the state "running"; the DELETE deleted it.
+func testRunning(t *testing.T, a *api, client *delayq.Client, topic string) {
+	base := "/v1/topics/" + topic
+	for _, id := range []string{"r1", "r2"} {
+		a.do("POST", base+"/messages", map[string]any{"id": id, "body": "x"}).want(t, 201)
+	}
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	k, err := client.NewConsumer(delayq.ConsumerOptions{Topic: topic, Lease: time.Second, PollInterval: 50 * time.Millisecond},
+		func(ctx context.Context, d *delayq.Delivery) error {
+			started <- d.ID
+			<-release
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	defer close(release)
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the deliveries did not start")
+		}
+	}
+	if r := a.do("DELETE", msgPath(topic, "r1"), nil).want(t, 409); r.str("state") != "running" {
+		t.Errorf("DELETE of a running delivery: %s", r.raw)
+	}
+	a.do("GET", msgPath(topic, "r1"), nil).want(t, 404)
+	if r := a.do("POST", msgPath(topic, "r2")+"/reschedule", map[string]any{"delay": "1h"}).want(t, 409); r.str("state") != "running" {
+		t.Errorf("reschedule of a running delivery: %s", r.raw)
+	}
 }
 
 func testDead(t *testing.T, a *api, client *delayq.Client, topic string) {
