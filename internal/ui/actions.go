@@ -50,7 +50,7 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err e
 	case err == nil:
 		setFlash(w, r, false, format, args...)
 	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, delayq.ErrNotScheduled), errors.Is(err, delayq.ErrInvalid),
-		errors.Is(err, delayq.ErrTopicInUse):
+		errors.Is(err, delayq.ErrTopicInUse), errors.Is(err, delayq.ErrRunning):
 		setFlash(w, r, true, "%v", err)
 	default:
 		s.log.Error("action failed", "path", r.URL.Path, "err", err)
