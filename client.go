@@ -73,7 +73,9 @@ type Options struct {
 	// backend restarting) runs again within the same bound, in ways that
 	// never store a message twice: a given id the lost run stored counts
 	// as created, generated ids are not written again (see
-	// docs/proxies.md); a send with Replace or Debounce is not run again.
+	// docs/proxies.md); a send with Replace or Debounce runs again too,
+	// and reports what its lost run did ("created" for a message it
+	// created), leaving what it wrote as it is.
 	// The last dial may add up to DialTimeout.
 	// Default DefaultRetryFor (5s); negative: no retry.
 	RetryFor time.Duration

@@ -36,34 +36,18 @@ func TestSendStdinProxyRestart(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { // a batch every 20 ms: 3.2 s of lines
-		defer in.Close()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; i < n; i += batch {
-			var b strings.Builder
-			for j := i; j < i+batch; j++ {
-				switch j % 4 {
-				case 0:
-					fmt.Fprintf(&b, `{"id":"px-%d","body":"b%d"}`+"\n", j, j)
-				case 1:
-					fmt.Fprintf(&b, `{"body":"b%d"}`+"\n", j)
-				case 2:
-					fmt.Fprintf(&b, `{"id":"px-%d","body":"b%d","delay":"3m"}`+"\n", j, j)
-				default:
-					fmt.Fprintf(&b, `{"body":"b%d","delay":"3m"}`+"\n", j)
-				}
-			}
-			if _, err := io.WriteString(in, b.String()); err != nil {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			}
+	go pace(ctx, in, n, batch, func(j int) string {
+		switch j % 4 {
+		case 0:
+			return fmt.Sprintf(`{"id":"px-%d","body":"b%d"}`, j, j)
+		case 1:
+			return fmt.Sprintf(`{"body":"b%d"}`, j)
+		case 2:
+			return fmt.Sprintf(`{"id":"px-%d","body":"b%d","delay":"3m"}`, j, j)
+		default:
+			return fmt.Sprintf(`{"body":"b%d","delay":"3m"}`, j)
 		}
-	}()
+	})
 	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 400 }, "400 lines sent")
 	env.StopProxy(t)
 	time.Sleep(2 * time.Second) // the restart's length
@@ -90,6 +74,100 @@ func TestSendStdinProxyRestart(t *testing.T) {
 	st := stats(t, addr, topic)
 	if got := st.Scheduled + st.InFlight + st.Dead; got != n {
 		t.Errorf("the topic holds %d messages, want %d", got, n)
+	}
+	t.Logf("stderr: %s", clip(errb.String()))
+}
+
+// pace writes the n lines line(0), line(1), ... to in, batch lines every
+// 20 ms, then closes it.
+func pace(ctx context.Context, in io.WriteCloser, n, batch int, line func(j int) string) {
+	defer in.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < n; i += batch {
+		var b strings.Builder
+		for j := i; j < min(i+batch, n); j++ {
+			b.WriteString(line(j) + "\n")
+		}
+		if _, err := io.WriteString(in, b.String()); err != nil {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// TestSendStdinReplaceProxyRestart: a paced "send --stdin --on-duplicate
+// replace" that sends each id twice, 800 lines apart, across a 2 s
+// restart of its nutcracker, exits 0 with each id reported created once
+// and replaced once, never "replaced" for its first send (which a run
+// again after a lost reply could report), and the topic holds each
+// message once, with its second body.
+func TestSendStdinReplaceProxyRestart(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	addr, topic := env.Proxy, "e2e.send.replace.restart"
+	const ids, batch = 800, 10
+	const n = 2 * ids
+
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := newCmd(ctx, "send", "--addr", addr, "--topic", topic, "--stdin", "--batch", fmt.Sprint(batch), "--on-duplicate", "replace")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go pace(ctx, in, n, batch, func(j int) string {
+		delay := ""
+		if j%2 == 1 {
+			delay = `,"delay":"3m"`
+		}
+		return fmt.Sprintf(`{"id":"rp-%d","body":"b%d"%s}`, j%ids, j, delay)
+	})
+	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 400 }, "400 lines sent")
+	env.StopProxy(t)
+	time.Sleep(2 * time.Second) // the restart's length
+	env.StartProxy(t)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("send --stdin --on-duplicate replace across a 2 s proxy restart: %v\nstderr: %s", err, clip(errb.String()))
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines accepted, want %d; stderr: %s", len(lines), n, clip(errb.String()))
+	}
+	for j, l := range lines {
+		id := fmt.Sprintf("rp-%d", j%ids)
+		if j < ids && l != id {
+			t.Errorf("line %d: %q, want %q (created)", j+1, l, id)
+		}
+		if j >= ids && !strings.HasPrefix(l, id+" replaced, due ") {
+			t.Errorf("line %d: %q, want %q replaced", j+1, l, id)
+		}
+	}
+	st := stats(t, addr, topic)
+	if got := st.Scheduled + st.InFlight + st.Dead; got != ids {
+		t.Errorf("the topic holds %d messages, want %d", got, ids)
+	}
+	for _, j := range []int{0, 1, ids - 1} {
+		id := fmt.Sprintf("rp-%d", j)
+		r := cli(t, "", "get", "--addr", addr, "--topic", topic, "--id", id)
+		if r.code != 0 {
+			t.Fatalf("get %s: %s", id, r)
+		}
+		body := ""
+		if b := decodeInfo(t, r.stdout).Body; b != nil {
+			body = *b
+		}
+		if want := fmt.Sprintf("b%d", j+ids); body != want {
+			t.Errorf("%s holds %q, want %q", id, body, want)
+		}
 	}
 	t.Logf("stderr: %s", clip(errb.String()))
 }

@@ -116,6 +116,9 @@ func (f *partitionsFlags) check(cmd *command) error {
 			return cmd.usageErr("--%s applies to --auto (on) only", name)
 		}
 	}
+	if err := f.checkSettings(cmd); err != nil {
+		return err
+	}
 	if cmd.isSet("auto") && (cmd.isSet("set") || f.cancel) {
 		return cmd.usageErr("--auto excludes --set and --cancel: the count is automatic or set by hand")
 	}
@@ -127,6 +130,32 @@ func (f *partitionsFlags) check(cmd *command) error {
 	}
 	if f.force && !cmd.isSet("set") {
 		return cmd.usageErr("--force applies to --set only")
+	}
+	return nil
+}
+
+// checkSettings refuses a zero or negative --min, --max, --grow-after,
+// --shrink-after or --cooldown: the library reads a zero as "the
+// default", so "--min 0" would silently mean --min 1; a value given is
+// meant as typed, and the way to the default is to leave the flag out.
+func (f *partitionsFlags) checkSettings(cmd *command) error {
+	a := f.settings
+	for _, c := range []struct {
+		name  string
+		bad   bool
+		want  string
+		deflt string
+	}{
+		{"min", a.Min < 1, "want 1 or more", "1"},
+		{"max", a.Max < 1, "want 1 or more", fmt.Sprintf("the larger of %d and --min", delayq.MinPartitionsCeiling)},
+		{"grow-after", a.GrowAfter <= 0, "want a positive duration", delayq.DefaultAutoGrowAfter.String()},
+		{"shrink-after", a.ShrinkAfter <= 0, "want a positive duration", delayq.DefaultAutoShrinkAfter.String()},
+		{"cooldown", a.Cooldown <= 0, "want a positive duration", delayq.DefaultAutoCooldown.String()},
+	} {
+		if cmd.isSet(c.name) && c.bad {
+			return valueErr(cmd.name, "invalid value %q for flag --%s: %s (leave it out for the default, %s)",
+				cmd.value(c.name), c.name, c.want, c.deflt)
+		}
 	}
 	return nil
 }

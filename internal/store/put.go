@@ -114,8 +114,20 @@ end
 // delivery of the old record sees the change (see Record.Header). A
 // delivery of the id that started (its running mark: see StartMany)
 // counts as started for the window, as First at Started does.
-// KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: "1" to write only
-// ids that have a record (the old partition of a change); then for each
+// Run again (ARGV[2] has an "a": the connection of an earlier run of
+// the same send broke, see Puts), a message whose record is the one this
+// send writes is left as it is, with the outcome the lost run had: the
+// record it sends byte for byte is created; one that differs from it in
+// its header only, with Updated from this send's now on, was replaced or
+// debounced by it (its index entry to be lowered, as for a send that
+// moved it earlier). No other write has run on such a record since (each
+// moves Updated, or changes the rest), and a start of its delivery only
+// marks it (see Start): writing it again would reset a debounce window
+// that is already this send's, and bump Updated under a delivery of it,
+// which would be delivered again.
+// KEYS[1]: records HASH. ARGV[1]: now (ms), ARGV[2]: flags, "1" to write
+// only ids that have a record (the old partition of a change), "a" for a
+// run again; then for each
 // message: id, policy (its first letter), due asked, max wait, and the
 // record of the message created (due capped by its window, created,
 // updated and first now; its header fixed-width, as every record with a
@@ -123,7 +135,19 @@ end
 // Returns {outcome, due} per message; the due of a message created is
 // its record's (0 in the reply).
 var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING = %d, %d, %q\n", putEarlier, headerFirstLen, keys.RunningMark) + `
-local now, onlyIfExists = tonumber(ARGV[1]), ARGV[2] == '1'
+local now = tonumber(ARGV[1])
+local onlyIfExists, again = string.find(ARGV[2], '1', 1, true), string.find(ARGV[2], 'a', 1, true)
+-- mine reports whether v is the record rec this send writes (1: as
+-- created, 2: as rewritten from an older one), stored by a lost run.
+local function mine(v, rec)
+  if v == rec then return 1 end
+  if string.byte(v, 1) ~= string.byte(rec, 1) or string.sub(v, HEADER_LEN + 1) ~= string.sub(rec, HEADER_LEN + 1) then
+    return nil
+  end
+  local _, _, updated = readHeader(v)
+  if updated >= now then return 2 end
+  return nil
+end
 local out = {}
 for i = 3, #ARGV, 5 do
   local id, policy, rec = ARGV[i], ARGV[i + 1], ARGV[i + 4]
@@ -138,7 +162,17 @@ for i = 3, #ARGV, 5 do
     out[#out + 1] = 0
   else
     v = redis.call('HGET', KEYS[1], id)
-    if v then
+    local was = v and again and mine(v, rec)
+    if was == 1 then
+      out[#out + 1] = 1
+      out[#out + 1] = 0
+      v = nil
+    elseif was == 2 then
+      local due = readHeader(v)
+      out[#out + 1] = (policy == 'd' and 3 or 2) + EARLIER
+      out[#out + 1] = due
+      v = nil
+    elseif v then
     elseif onlyIfExists then
       out[#out + 1] = -1
       out[#out + 1] = 0
@@ -217,22 +251,33 @@ type PutGroup struct {
 // round, putCmds builds each group's pipeline (groupPutCmds) and one
 // round trip sends them all; putDecisions reads each group's decisions
 // (groupDecisions), explodes the segments that held some of its ids and
-// gathers the second round trip, on the same connection, which lowers
+// gathers the second round trip, which lowers
 // the index entries that may be later than their records and revives
 // dead messages. The sends a segment held go round again, once.
+//
+// Under WithRetry, a round trip whose connection broke runs again (see
+// redo): the first tells putScript so, which finds the records its lost
+// run wrote and reports them as that run would have (see putScript); its
+// ZADD NX and ZREM leave the same state however often they run, and so
+// does the second round trip (entries only lowered, dead entries
+// removed).
 func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]PutResult, error) {
 	res, todo := putJobs(groups)
-	c, err := s.conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("send to %d partitions: %w", len(groups), err)
-	}
-	defer c.Close()
 	for try := 0; len(todo) > 0; try++ {
 		if try > 1 {
 			return nil, fmt.Errorf("send to partition %d: an id still in a segment", groups[todo[0].g].P)
 		}
-		first, sent := s.putCmds(groups, todo, nowMS)
-		replies, err := roundTrip(ctx, c, first)
+		var (
+			replies []any
+			sent    []putSent
+		)
+		err := s.redo(ctx, func(c redis.Conn, again bool) error {
+			var first []cmd
+			first, sent = s.putCmds(groups, todo, nowMS, again)
+			var err error
+			replies, err = roundTrip(ctx, c, first)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("send to %d partitions: %w", len(todo), err)
 		}
@@ -241,7 +286,7 @@ func (s *Store) Puts(ctx context.Context, groups []PutGroup, nowMS int64) ([][]P
 			return nil, err
 		}
 		if len(second) > 0 {
-			if _, err := roundTrip(ctx, c, second); err != nil {
+			if _, err := s.doAgain(ctx, second...); err != nil {
 				// The records are written: the reconciler indexes them.
 				return nil, fmt.Errorf("index the sends of %d partitions: %w", len(todo), err)
 			}
@@ -287,12 +332,13 @@ func putJobs(groups []PutGroup) ([][]PutResult, []putJob) {
 }
 
 // putCmds returns the first round trip of a round of Puts: the commands
-// of each job in turn (groupPutCmds), and what they sent for each.
-func (s *Store) putCmds(groups []PutGroup, todo []putJob, nowMS int64) ([]cmd, []putSent) {
+// of each job in turn (groupPutCmds), and what they sent for each; again:
+// it runs again after its connection broke.
+func (s *Store) putCmds(groups []PutGroup, todo []putJob, nowMS int64, again bool) ([]cmd, []putSent) {
 	var cmds []cmd
 	sent := make([]putSent, len(todo))
 	for j, jb := range todo {
-		gc, ahead, dues := s.groupPutCmds(groups[jb.g], jb.idxs, nowMS)
+		gc, ahead, dues := s.groupPutCmds(groups[jb.g], jb.idxs, nowMS, again)
 		sent[j] = putSent{at: len(cmds), ahead: ahead, dues: dues}
 		cmds = append(cmds, gc...)
 	}
@@ -303,14 +349,18 @@ func (s *Store) putCmds(groups []PutGroup, todo []putJob, nowMS int64) ([]cmd, [
 // putScript call that decides and writes their records and, for an Ahead
 // group that is not OnlyIfExists (ahead), the index entries at the due of
 // each message if created (ZADD NX) and the removal of their dead
-// entries; with those dues.
-func (s *Store) groupPutCmds(gr PutGroup, idxs []int, nowMS int64) (cmds []cmd, ahead bool, dues []int64) {
+// entries; with those dues. again: the putScript call runs again (its
+// "a" flag).
+func (s *Store) groupPutCmds(gr PutGroup, idxs []int, nowMS int64, again bool) (cmds []cmd, ahead bool, dues []int64) {
 	args := scriptCall(putScript, keys.Records(s.ns, gr.Topic, gr.P), 2+5*len(idxs))
-	only := ""
+	flags := ""
 	if gr.OnlyIfExists {
-		only = "1"
+		flags = "1"
 	}
-	args = append(args, nowMS, only)
+	if again {
+		flags += "a"
+	}
+	args = append(args, nowMS, flags)
 	zadd := []any{keys.Scheduled(s.ns, gr.Topic, gr.P), "NX"}
 	dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
 	dues = make([]int64, len(idxs))

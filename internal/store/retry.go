@@ -17,10 +17,12 @@ import (
 // to run twice go through redo: reads; writes that leave the same state
 // however often they run (HSETNX and ZADD NX of a topic's meta, the ZADD
 // of an index entry at its due, whose record decides whether it is a
-// message or a tombstone); and AddMany's first round trip, which, run
+// message or a tombstone); AddMany's first round trip, which, run
 // again, tells the records its lost run stored from another writer's
-// (see AddMany). The rest (Puts, the scripts of a delivery, a change of
-// the count) is not repeated here: its callers decide, at their next
+// (see AddMany); and the round trips of Puts, whose script, run again,
+// leaves the records its lost run wrote as they are, with that run's
+// outcome (see putScript). The rest (the scripts of a delivery, a change
+// of the count) is not repeated here: its callers decide, at their next
 // turn.
 //
 // A Redis Cluster router belongs beside redo: a MOVED, ASK, TRYAGAIN or

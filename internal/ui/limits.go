@@ -29,13 +29,20 @@ func (l limitsView) Any() bool { return l.Rate != "" || l.Concurrency > 0 }
 // AtCap reports whether every slot of the concurrency cap is held.
 func (l limitsView) AtCap() bool { return l.Concurrency > 0 && l.Running >= int64(l.Concurrency) }
 
-// readLimits returns the view of the limits l of topic, with what runs
-// against them read when there are any (two one-key commands).
-func (s *Server) readLimits(ctx context.Context, topic string, l store.Limits, now time.Time) (limitsView, error) {
+// limitsOf returns the view of the limits l, without what runs against
+// them.
+func limitsOf(l store.Limits) limitsView {
 	v := limitsView{Concurrency: l.Concurrency}
 	if l.Rate > 0 {
 		v.Rate, v.Burst, v.BurstSet = delayq.FormatRate(l.Rate), l.BurstOrDefault(), l.Burst > 0
 	}
+	return v
+}
+
+// readLimits returns the view of the limits l of topic, with what runs
+// against them read when there are any (two one-key commands).
+func (s *Server) readLimits(ctx context.Context, topic string, l store.Limits, now time.Time) (limitsView, error) {
+	v := limitsOf(l)
 	if l.IsZero() {
 		return v, nil
 	}

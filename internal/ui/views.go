@@ -31,14 +31,29 @@ type topicRow struct {
 	Owned                     int   // partitions with a lease holder
 	Lag                       time.Duration
 	Err                       string // why the counts are missing
+	// Paused: the topic is paused (delayq.Client.Pause), until PausedUntil
+	// or, when that is zero, until resumed.
+	Paused      bool
+	PausedUntil time.Time
+	// Limits are the topic's fleet-wide limits; on the overview without
+	// what runs against them (Started and Running are 0).
+	Limits limitsView
+}
+
+// setControls sets row's pause and limits from the topic's controls.
+func (t *topicRow) setControls(ctrl store.Controls, now time.Time) {
+	if t.Paused = ctrl.PausedAt(now.UnixMilli()); t.Paused && ctrl.PausedUntil > 0 {
+		t.PausedUntil = time.UnixMilli(ctrl.PausedUntil)
+	}
+	t.Limits = limitsOf(ctrl.Limits)
 }
 
 // Unowned is the number of partitions no one holds.
 func (t topicRow) Unowned() int { return t.Partitions - t.Owned }
 
-// readOverview reads every topic (up to maxTopics) and its counters: one
-// round trip for the names, one for their heads, then one per topic, a
-// few topics at a time.
+// readOverview reads every topic (up to maxTopics), its counters and its
+// controls (pause and limits): one round trip for the names, one for
+// their heads, then two per topic, a few topics at a time.
 func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 	now := s.o.Now()
 	names, total, err := s.st.TopicsRange(ctx, maxTopics)
@@ -76,6 +91,11 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 				row.Err = err.Error()
 				return
 			}
+			ctrl, _, err := s.st.ReadControls(ctx, h.Name)
+			if err != nil {
+				row.Err = err.Error()
+			}
+			row.setControls(ctrl, now)
 			sumStats(row, st, now)
 		}()
 	}
@@ -117,12 +137,6 @@ type topicView struct {
 	Chart       *chart       // nil in the live fragment
 	Figures     *figuresView // nil outside a worker
 	Change      *changeView  // nil when no change of the count runs
-	// Paused: the topic is paused (delayq.Client.Pause), until PausedUntil
-	// or, when that is zero, until resumed.
-	Paused      bool
-	PausedUntil time.Time
-	// Limits are the topic's fleet-wide limits and what runs against them.
-	Limits limitsView
 }
 
 // changeView is the progress of a change of the partition count.
@@ -194,9 +208,7 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 	if err != nil {
 		return nil, err
 	}
-	if v.Paused = ctrl.PausedAt(now.UnixMilli()); v.Paused && ctrl.PausedUntil > 0 {
-		v.PausedUntil = time.UnixMilli(ctrl.PausedUntil)
-	}
+	v.setControls(ctrl, now)
 	if v.Limits, err = s.readLimits(ctx, topic, ctrl.Limits, now); err != nil {
 		return nil, err
 	}
