@@ -80,7 +80,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		opts.Progress = func(st delayq.ExportStats) {
 			if time.Since(last) >= progressEvery {
 				last = time.Now()
-				fmt.Fprintf(stderr, "exported %d %s of %s (%.0f/s)\n", st.Exported, plural(st.Exported, "message", "messages"), cmd.c.topic, rate64(st.Exported, st.Elapsed))
+				fmt.Fprintln(stderr, progressLine(cmd.c.topic, st))
 			}
 		}
 		st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
@@ -104,6 +104,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		printExportSchedules(stderr, cmd.c.topic, st)
 		return nil
 	})
+}
+
+// progressLine is the line export prints while it runs: worded apart
+// from the line of an export that finished, so that one that fails later
+// does not read as done.
+func progressLine(topic string, st delayq.ExportStats) string {
+	return fmt.Sprintf("exporting %s: %d %s so far (%.0f/s)", topic, st.Exported, plural(st.Exported, "message", "messages"), rate64(st.Exported, st.Elapsed))
 }
 
 // rate64 is n per second over d.

@@ -10,7 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -167,5 +169,14 @@ func TestImportStrictReportsOnce(t *testing.T) {
 	if err := run(context.Background(), []string{"delete", "--addr", env.Backends[0], "--topic", "dst", "--in", file}, strings.NewReader(""), &out, &errb); err != nil ||
 		out.String() != "deleted 0 messages of dst; 3 were gone already\n" {
 		t.Errorf("delete --in again: %q, %v", out.String(), err)
+	}
+}
+
+// TestExportProgressLine: the progress of an export running never reads
+// as the line of one that finished ("exported N messages").
+func TestExportProgressLine(t *testing.T) {
+	got := progressLine("orders", delayq.ExportStats{Exported: 454, Elapsed: 2 * time.Second})
+	if want := "exporting orders: 454 messages so far (227/s)"; got != want {
+		t.Errorf("progress line %q, want %q", got, want)
 	}
 }
