@@ -493,7 +493,7 @@ func TestScheduleApplyRule(t *testing.T) {
 		t.Error("b not replaced")
 	}
 	// Every definition is checked before any is written.
-	if _, err := c.ApplySchedules(ctx, topic, []Schedule{{Name: "c", Spec: "@daily"}, {Name: "d", Spec: "bad"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `spec "bad"`) {
+	if _, err := c.ApplySchedules(ctx, topic, []Schedule{{Name: "c", Spec: "@daily"}, {Name: "d", Spec: "bad"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `Schedule.Spec "bad"`) {
 		t.Errorf("bad file: %v", err)
 	}
 	if _, err := c.GetSchedule(ctx, topic, "c"); !errors.Is(err, ErrNotFound) {

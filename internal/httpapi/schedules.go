@@ -113,7 +113,7 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := delayq.ValidateSchedule(sc); err != nil {
-		s.fail(w, r, badField(scheduleField(sc), "%s", err.Error()))
+		s.fail(w, r, badField(scheduleField(sc), "%s", fieldMessage(err, scheduleWords)))
 		return
 	}
 	var in *delayq.ScheduleInfo
@@ -127,6 +127,27 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, in)
+}
+
+// scheduleWords name the fields of a schedule in the API's errors, as a
+// request names them: never the library's field names.
+var scheduleWords = map[string]string{
+	"Schedule.Spec": "spec", "Schedule.TimeZone": "time zone",
+	"Schedule.Policy": "policy", "Schedule.MaxAttempts": "max attempts",
+}
+
+// fieldMessage returns the text of err, naming the field of a
+// *delayq.FieldError by words[field] when words has it.
+func fieldMessage(err error, words map[string]string) string {
+	var fe *delayq.FieldError
+	if !errors.As(err, &fe) || words[fe.Field] == "" {
+		return err.Error()
+	}
+	of := ""
+	if fe.Of != "" {
+		of = fe.Of + ": "
+	}
+	return fmt.Sprintf("%v: %s%s %s %s", delayq.ErrInvalid, of, words[fe.Field], fe.Value, fe.Reason)
 }
 
 // scheduleField names the request field of sc that ValidateSchedule
