@@ -118,7 +118,7 @@ func TestExportImportCLI(t *testing.T) {
 	if err := run(ctx, []string{"export", "--addr", addr, "--topic", "slow", "--rate", "2000", "--batch", "100"}, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^exported [0-9]+ messages of slow \([0-9]+/s\)$`).MatchString(errb.String()) ||
+	if !regexp.MustCompile(`(?m)^exporting slow: [0-9]+ messages so far \([0-9]+/s\)$`).MatchString(errb.String()) ||
 		!strings.Contains(errb.String(), "exported 3000 messages of slow in ") || strings.Count(out.String(), "\n") != 3000 {
 		t.Errorf("export at 2000/s: stderr %q, %d lines", errb.String(), strings.Count(out.String(), "\n"))
 	}
