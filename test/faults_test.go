@@ -48,14 +48,23 @@ const (
 	faultHeldStart = 2*faultLease + faultPoll + time.Second
 )
 
+// partitionsFlag is the --partitions flag of a topic of parts partitions
+// (none for 0: the default count).
+func partitionsFlag(parts int) []string {
+	if parts == 0 {
+		return nil
+	}
+	return []string{"--partitions", fmt.Sprint(parts)}
+}
+
 // faultSubArgs returns the flags of a sub of the fault scenarios.
 func faultSubArgs(addr, topic string, parts int, id string) []string {
-	return []string{
-		"--addr", addr, "--topic", topic, "--partitions", fmt.Sprint(parts),
+	return append([]string{
+		"--addr", addr, "--topic", topic,
 		"--id", id, "--concurrency", "32",
 		"--lease", faultLease.String(),
 		"--backoff", faultBackoff, "--log-level", "info",
-	}
+	}, partitionsFlag(parts)...)
 }
 
 // checkHeldStart checks that what the lost consumer victim held (claimed
@@ -210,7 +219,7 @@ func sendSpread(t *testing.T, l *ledger, addr, topic string, parts int, prefix s
 		ids[i] = id
 		l.expect(id, []byte(body), at) // due is the time rounded up to the ms: never before at
 	}
-	r := mustCLI(t, in.String(), "send", "--stdin", "--addr", addr, "--topic", topic, "--partitions", fmt.Sprint(parts))
+	r := mustCLI(t, in.String(), append([]string{"send", "--stdin", "--addr", addr, "--topic", topic}, partitionsFlag(parts)...)...)
 	if got := lines(r.stdout); len(got) != n {
 		t.Fatalf("send --stdin printed %d ids, want %d", len(got), n)
 	}

@@ -39,10 +39,10 @@ const (
 // handoverSubArgs returns the flags of a sub of the hand-over scenarios:
 // default lease, handler timeout and poll interval.
 func handoverSubArgs(addr, topic string, parts int, id string, extra ...string) []string {
-	return append([]string{
-		"--addr", addr, "--topic", topic, "--partitions", fmt.Sprint(parts),
+	return append(append([]string{
+		"--addr", addr, "--topic", topic,
 		"--id", id, "--log-level", "debug",
-	}, extra...)
+	}, partitionsFlag(parts)...), extra...)
 }
 
 // latenessReport is the lateness of every delivery from its message's own

@@ -72,8 +72,8 @@ func TestScheduleFaults(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("sched-%d", i)
 		ids = append(ids, id)
-		subs = append(subs, startSub(t, l, i, "--addr", addr, "--topic", topic, "--partitions", fmt.Sprint(parts),
-			"--id", id, "--log-level", "info"))
+		subs = append(subs, startSub(t, l, i, append([]string{"--addr", addr, "--topic", topic,
+			"--id", id, "--log-level", "info"}, partitionsFlag(parts)...)...))
 	}
 	waitOwners(t, c, topic, time.Now(), 15*time.Second, "a fair share", func(o ownership) bool {
 		return o.ownedFairlyBy(parts, ids...)
