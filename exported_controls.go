@@ -234,14 +234,3 @@ func (e *ExportedControls) UnmarshalJSON(line []byte) error {
 	*e = out
 	return nil
 }
-
-// isControlsLine says whether a line that is not a message is meant as a
-// topic's controls: a JSON object with a "controls" member.
-func isControlsLine(line []byte) bool {
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(line, &probe) != nil {
-		return false
-	}
-	_, ok := probe["controls"]
-	return ok
-}

@@ -256,13 +256,14 @@ func (s *ExportedSchedule) UnmarshalJSON(line []byte) error {
 	return nil
 }
 
-// isScheduleLine says whether a line that is not a message is meant as a
-// schedule: a JSON object with a "schedule" member.
-func isScheduleLine(line []byte) bool {
+// isLineOf says whether a line that is not a message is meant as a line
+// of the given kind: a JSON object with that member ("schedule" or
+// "controls").
+func isLineOf(line []byte, member string) bool {
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(line, &probe) != nil {
 		return false
 	}
-	_, ok := probe["schedule"]
+	_, ok := probe[member]
 	return ok
 }

@@ -214,14 +214,14 @@ func (b *importBatch) parse(strict bool) {
 	for i, line := range b.raw {
 		var m ExportedMessage
 		err := m.UnmarshalJSON(line)
-		if err != nil && isControlsLine(line) {
+		if err != nil && isLineOf(line, "controls") {
 			var e ExportedControls
 			if err = e.UnmarshalJSON(line); err == nil {
 				b.controls = append(b.controls, importedControls{line: b.rawLines[i], e: e})
 				continue
 			}
 		}
-		if err != nil && isScheduleLine(line) {
+		if err != nil && isLineOf(line, "schedule") {
 			var s ExportedSchedule
 			if err = s.UnmarshalJSON(line); err == nil {
 				b.scheds = append(b.scheds, importedSchedule{line: b.rawLines[i], s: s})

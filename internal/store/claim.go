@@ -82,11 +82,11 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // (claimIDsScript) and the read of their records. A consumer that dies
 // at any point leaves each id scheduled, in flight, or both, never in
 // neither, so the partition's next owner returns it at once (it returns
-// everything in flight at takeover, and clears their starts). Entries put in flight for ids the
-// claim did not take (deleted or rescheduled meanwhile) are removed. Ids
-// of a segment are claimed with the segment and put in flight after it
-// is taken apart, as ClaimIndexOnly does; should that fail midway, the reconciler
-// finds them.
+// everything in flight at takeover, and clears their starts). Entries
+// put in flight for ids the claim did not take (deleted or rescheduled
+// meanwhile) are removed. Ids of a segment are claimed with the segment
+// and put in flight after it is taken apart, as ClaimIndexOnly does;
+// should that fail midway, the reconciler finds them.
 //
 // The steps: the look (listDue with peekScript), the pipeline (claimCmds),
 // what it took and which of it starts now (claimReplies, toStart), the
