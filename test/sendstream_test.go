@@ -2,10 +2,8 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,19 +22,7 @@ func TestSendStdinProxyRestart(t *testing.T) {
 	addr, topic := env.Proxy, "e2e.send.restart"
 	const n, batch = 1600, 10
 
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	cmd := newCmd(ctx, "send", "--addr", addr, "--topic", topic, "--stdin", "--batch", fmt.Sprint(batch))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, errb testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go pace(ctx, in, n, batch, func(j int) string {
+	out, errb := sendAcrossRestart(t, env, n, batch, []string{"send", "--addr", addr, "--topic", topic, "--stdin", "--batch", fmt.Sprint(batch)}, func(j int) string {
 		switch j % 4 {
 		case 0:
 			return fmt.Sprintf(`{"id":"px-%d","body":"b%d"}`, j, j)
@@ -48,18 +34,9 @@ func TestSendStdinProxyRestart(t *testing.T) {
 			return fmt.Sprintf(`{"body":"b%d","delay":"3m"}`, j)
 		}
 	})
-	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 400 }, "400 lines sent")
-	env.StopProxy(t)
-	time.Sleep(2 * time.Second) // the restart's length
-	env.StartProxy(t)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) || err != nil {
-		t.Fatalf("send --stdin across a 2 s proxy restart: %v\nstderr: %s", err, clip(errb.String()))
-	}
-	ids := strings.Fields(out.String())
+	ids := strings.Fields(out)
 	if len(ids) != n {
-		t.Errorf("%d lines accepted, want %d; stderr: %s", len(ids), n, clip(errb.String()))
+		t.Errorf("%d lines accepted, want %d; stderr: %s", len(ids), n, clip(errb))
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -68,14 +45,42 @@ func TestSendStdinProxyRestart(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	if s := errb.String(); strings.Contains(s, "line ") {
+	if s := errb; strings.Contains(s, "line ") {
 		t.Errorf("lines rejected: %s", clip(s))
 	}
 	st := stats(t, addr, topic)
 	if got := st.Scheduled + st.InFlight + st.Dead; got != n {
 		t.Errorf("the topic holds %d messages, want %d", got, n)
 	}
-	t.Logf("stderr: %s", clip(errb.String()))
+	t.Logf("stderr: %s", clip(errb))
+}
+
+// sendAcrossRestart runs "delayq args..." (a send --stdin) fed n lines
+// by pace, stops the proxy for 2 s once 400 lines were accepted, and
+// returns its stdout and stderr once it exited 0 (it fails t otherwise).
+func sendAcrossRestart(t *testing.T, env *testenv.Env, n, batch int, args []string, line func(j int) string) (out, errb string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := newCmd(ctx, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o, e testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go pace(ctx, in, n, batch, line)
+	waitFor(t, 10*time.Second, func() bool { return strings.Count(o.String(), "\n") >= 400 }, "400 lines sent")
+	env.StopProxy(t)
+	time.Sleep(2 * time.Second) // the restart's length
+	env.StartProxy(t)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s across a 2 s proxy restart: %v\nstderr: %s", strings.Join(args, " "), err, clip(e.String()))
+	}
+	return o.String(), e.String()
 }
 
 // pace writes the n lines line(0), line(1), ... to in, batch lines every
@@ -112,35 +117,16 @@ func TestSendStdinReplaceProxyRestart(t *testing.T) {
 	const ids, batch = 800, 10
 	const n = 2 * ids
 
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	cmd := newCmd(ctx, "send", "--addr", addr, "--topic", topic, "--stdin", "--batch", fmt.Sprint(batch), "--on-duplicate", "replace")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, errb testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go pace(ctx, in, n, batch, func(j int) string {
+	out, errb := sendAcrossRestart(t, env, n, batch, []string{"send", "--addr", addr, "--topic", topic, "--stdin", "--batch", fmt.Sprint(batch), "--on-duplicate", "replace"}, func(j int) string {
 		delay := ""
 		if j%2 == 1 {
 			delay = `,"delay":"3m"`
 		}
 		return fmt.Sprintf(`{"id":"rp-%d","body":"b%d"%s}`, j%ids, j, delay)
 	})
-	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 400 }, "400 lines sent")
-	env.StopProxy(t)
-	time.Sleep(2 * time.Second) // the restart's length
-	env.StartProxy(t)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("send --stdin --on-duplicate replace across a 2 s proxy restart: %v\nstderr: %s", err, clip(errb.String()))
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != n {
-		t.Fatalf("%d lines accepted, want %d; stderr: %s", len(lines), n, clip(errb.String()))
+		t.Fatalf("%d lines accepted, want %d; stderr: %s", len(lines), n, clip(errb))
 	}
 	for j, l := range lines {
 		id := fmt.Sprintf("rp-%d", j%ids)
@@ -169,5 +155,5 @@ func TestSendStdinReplaceProxyRestart(t *testing.T) {
 			t.Errorf("%s holds %q, want %q", id, body, want)
 		}
 	}
-	t.Logf("stderr: %s", clip(errb.String()))
+	t.Logf("stderr: %s", clip(errb))
 }
