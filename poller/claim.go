@@ -157,6 +157,8 @@ func (p *part) claim(ctx context.Context, now time.Time, maxDue int64, grant Gra
 	if grant.Start == nil {
 		cl.StartByMS = nowMS
 	}
+	cl.Held = func(id string) bool { return p.mine[id] != nil }
+	cl.Shared = len(p.givers) > 0
 	return cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cl)
 }
 

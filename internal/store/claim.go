@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,13 +46,21 @@ type Claimed struct {
 // under the fencing token Token, each put in flight at the visibility
 // deadline Deadline(due) gives; those of its messages due by StartByMS
 // (0: none) are started in the read of their records (see StartMany).
+// Held (nil: none) names the ids the caller holds or runs already: their
+// entries and marks are theirs. Shared says that deliveries of the
+// partition's messages may run elsewhere: at the consumers that handed
+// it over (see claimCmds).
 type Claim struct {
 	Token     int64
 	MaxDueMS  int64
 	StartByMS int64
 	Limit     int
 	Deadline  func(dueMS int64) int64
+	Held      func(id string) bool
+	Shared    bool
 }
+
+func (cl Claim) held(id string) bool { return cl.Held != nil && cl.Held(id) }
 
 // splitClaimed reads the reply of the peek and claim scripts, {id1, due1,
 // id2, due2, ...}: the ids with their due times, and apart the fields of
@@ -89,9 +98,8 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // should that fail midway, the reconciler finds them.
 //
 // The steps: the look (listDue with peekScript), the pipeline (claimCmds),
-// what it took and which of it starts now (claimReplies, toStart), the
-// entries it need not have written (dropUnclaimed), and the segments
-// (beginSegments).
+// what it took and which of it starts now (claimReplies, toStart), what
+// is left to tidy (afterClaim), and the segments (beginSegments).
 //
 // On an error other than a *FencedError some ids may be in flight and
 // not scheduled, without the caller knowing them: the caller returns
@@ -117,23 +125,14 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 		}
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	running, staleIDs, got, recsByID, err := claimReplies(p, peeked, len(starts) > 0, replies)
+	got, recsByID, running, stale, err := claimReplies(p, cl, peeked, len(starts) > 0, replies)
 	if err != nil {
 		return nil, nil, err
 	}
 	all, segs := splitClaimed(got)
-	claimed, recs, taken, stale := toStart(all, running, staleIDs, starts, recsByID)
-	if err := s.dropUnclaimed(ctx, c, topic, p, peeked, taken, running, unstarted(starts, running, claimed)); err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: drop entries of ids not claimed: %w", p, err)
-	}
-	if len(stale) > 0 {
-		zadd := []any{keys.InFlight(s.ns, topic, p)}
-		for _, m := range stale {
-			zadd = append(zadd, deadline(m.Due), m.ID)
-		}
-		if _, err := roundTrip(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
-			return nil, nil, fmt.Errorf("claim partition %d: deadlines of stale in-flight entries: %w", p, err)
-		}
+	claimed, recs, taken := toStart(all, starts, running, recsByID)
+	if err := s.afterClaim(ctx, c, topic, p, cl, peeked, claimed, taken, running, stale, unstarted(starts, running, claimed)); err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	if len(segs) == 0 {
 		return claimed, recs, nil
@@ -166,31 +165,40 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 }
 
 // claimCmds returns the pipeline of a ClaimBegin, from the ids and
-// segments it peeked: the in-flight entries of the ids at deadline(due)
-// (beginNewScript), the claim of exactly those ids and segments
-// (claimIDsScript, fenced), the read of the ids' running marks, the
-// marks of those due by cl.StartByMS (the start of their deliveries: see
-// StartMany), and the read of the ids' records, after the marks. It
-// returns which ids it starts.
+// segments it peeked: the in-flight entries of the ids at deadline(due),
+// the claim of exactly those ids and segments (claimIDsScript, fenced),
+// the running marks of those due by cl.StartByMS (the start of their
+// deliveries: see StartMany), and the read of the ids' records, after the
+// marks. It returns which ids it starts.
 //
-// An id in flight already (its delivery runs, and a send replaced its
-// record meanwhile: see Puts) keeps its entry there, and is not claimed
-// again: the outcome of the running delivery schedules the newer event
-// (see Ack and Move.Was). Never two deliveries of one id at once.
+// Never two deliveries of one id at once. The ids the caller holds or
+// runs (cl.Held) get neither an entry nor a mark: their claim only takes
+// a second index entry of theirs (an enqueue of the id cut short, or a
+// send that replaced the record), and the caller's delivery, or its
+// start, decides the newer record's fate (see Ack, Move.Was and
+// StartMany). The other ids get their entries with ZADD NX, which keeps
+// an entry there already: one no delivery will end (stale, see
+// afterClaim), unless cl.Shared says that deliveries of others may run.
+// Then the entries go in with beginNewScript, which says which ids were
+// in flight already, and their marks are read before the claim writes
+// its own: an id in flight with a mark runs elsewhere, and is skipped.
 func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool) {
 	mk := keys.Records(s.ns, topic, p)
 	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
 	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
-	var zadd []any
+	var entries []any
+	var ids []string
 	hmget := []any{mk}
 	marks := []any{mk}
-	ids := make([]string, len(peeked))
 	starts = map[string]bool{}
-	for i, m := range peeked {
+	for _, m := range peeked {
 		claimArgs = append(claimArgs, m.ID)
-		zadd = append(zadd, cl.Deadline(m.Due), m.ID)
 		hmget = append(hmget, m.ID)
-		ids[i] = m.ID
+		if cl.held(m.ID) {
+			continue
+		}
+		ids = append(ids, m.ID)
+		entries = append(entries, cl.Deadline(m.Due), m.ID)
 		if cl.StartByMS > 0 && m.Due <= cl.StartByMS {
 			starts[m.ID] = true
 			marks = append(marks, keys.RunningField(m.ID), "1")
@@ -199,62 +207,91 @@ func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peeke
 	for _, f := range peekedSegs {
 		claimArgs = append(claimArgs, f)
 	}
-	if len(peeked) > 0 {
-		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, keys.InFlight(s.ns, topic, p), len(zadd)), zadd...)})
+	ik := keys.InFlight(s.ns, topic, p)
+	switch {
+	case len(ids) == 0:
+	case cl.Shared:
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(beginNewScript, ik, len(entries)), entries...)})
+	default:
+		cmds = append(cmds, cmd{"ZADD", append([]any{ik, "NX"}, entries...)})
 	}
 	cmds = append(cmds, cmd{"EVALSHA", claimArgs})
-	if len(peeked) > 0 {
+	if len(ids) > 0 && cl.Shared {
 		cmds = append(cmds, cmd{"HMGET", runningFields([]any{mk}, ids)})
-		if len(marks) > 1 {
-			cmds = append(cmds, cmd{"HMSET", marks})
-		}
+	}
+	if len(marks) > 1 {
+		cmds = append(cmds, cmd{"HMSET", marks})
+	}
+	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"HMGET", hmget})
 	}
 	return cmds, starts
 }
 
-// claimReplies reads the replies of claimCmds' pipeline: the peeked ids
-// that were in flight already and whose delivery had started (running:
-// beginNewScript left their entries, and they had a running mark), those
-// in flight already whose delivery had not (stale: an entry a claim
-// refused by the fence left behind, which no delivery will end), the ids
-// and segments the claim took ({id1, due1, ...}) and the records read, by
-// id. marked says whether the pipeline wrote marks.
-func claimReplies(p int, peeked []Claimed, marked bool, replies []any) (running, stale map[string]bool, got []string, recsByID map[string]*Record, err error) {
-	at := 0
-	running, stale = map[string]bool{}, map[string]bool{}
-	var inFlight []int
-	if len(peeked) > 0 {
-		at = 1
-		inFlight, err = redis.Ints(replies[0], nil)
-		if err != nil || len(inFlight) != len(peeked) {
-			return nil, nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[0], err)
+// claimReplies reads the replies of claimCmds' pipeline: the ids the
+// claim took ({id1, due1, ...}), the records read, by id, and of the
+// peeked ids not held, those in flight already whose delivery runs
+// elsewhere (running: cl.Shared, an entry and a mark) and those whose
+// entry no delivery will end (stale).
+func claimReplies(p int, cl Claim, peeked []Claimed, marked bool, replies []any) (got []string, recsByID map[string]*Record, running, stale map[string]bool, err error) {
+	bad := func(r any, err error) error { return fmt.Errorf("claim partition %d: bad reply %v (%v)", p, r, err) }
+	var ids []string
+	for _, m := range peeked {
+		if !cl.held(m.ID) {
+			ids = append(ids, m.ID)
 		}
 	}
-	got, err = redis.Strings(replies[at], nil)
-	if err != nil {
+	at := 0
+	var inFlight []int
+	added := len(ids)
+	if len(ids) > 0 {
+		at = 1
+		if cl.Shared {
+			inFlight, err = redis.Ints(replies[0], nil)
+			if err == nil && len(inFlight) != len(ids) {
+				err = errors.New("one per id")
+			}
+		} else {
+			added, err = redis.Int(replies[0], nil)
+		}
+		if err != nil {
+			return nil, nil, nil, nil, bad(replies[0], err)
+		}
+	}
+	if got, err = redis.Strings(replies[at], nil); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	if len(peeked) == 0 {
-		return running, stale, got, nil, nil
-	}
-	started, err := redis.Values(replies[at+1], nil)
-	if err != nil || len(started) != len(peeked) {
-		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: bad reply %v (%v)", p, replies[at+1], err)
-	}
-	for i, v := range inFlight {
-		switch {
-		case v == 1 && started[i] != nil:
-			running[peeked[i].ID] = true
-		case v == 1:
-			stale[peeked[i].ID] = true
+	at++
+	running, stale = map[string]bool{}, map[string]bool{}
+	switch {
+	case inFlight != nil:
+		marks, err := redis.Values(replies[at], nil)
+		if err != nil || len(marks) != len(ids) {
+			return nil, nil, nil, nil, bad(replies[at], err)
+		}
+		at++
+		for i, v := range inFlight {
+			switch {
+			case v == 1 && marks[i] != nil:
+				running[ids[i]] = true
+			case v == 1:
+				stale[ids[i]] = true
+			}
+		}
+	case added < len(ids):
+		// Some had an entry already: which, ZADD NX does not say, and
+		// the claim's deadline is as right for the others.
+		for _, id := range ids {
+			stale[id] = true
 		}
 	}
-	last := at + 2
-	if marked {
-		last++
+	if len(peeked) == 0 {
+		return got, nil, running, stale, nil
 	}
-	raw, err := redis.ByteSlices(replies[last], nil)
+	if marked {
+		at++
+	}
+	raw, err := redis.ByteSlices(replies[at], nil)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
@@ -263,24 +300,20 @@ func claimReplies(p int, peeked []Claimed, marked bool, replies []any) (running,
 	for i, m := range peeked {
 		recsByID[m.ID] = recs[i]
 	}
-	return running, stale, got, recsByID, nil
+	return got, recsByID, running, stale, nil
 }
 
-// toStart returns, of the ids the claim took (all), those whose delivery
-// starts now or later here, with their records: all but those running
-// already. An id in flight already whose delivery had not started has a
-// stale in-flight entry: it is taken, and returned in stale too, whose
-// entries get the claim's deadline. taken is every id it took.
-func toStart(all []Claimed, running, staleIDs, starts map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool, stale []Claimed) {
+// toStart returns the ids the claim took (all) but those running
+// elsewhere, with their records, and which of them start now: those it
+// marked (starts) whose record is the one the entry was due for. taken is
+// every id it took.
+func toStart(all []Claimed, starts, running map[string]bool, recsByID map[string]*Record) (claimed []Claimed, recs []*Record, taken map[string]bool) {
 	claimed = all[:0:0]
 	taken = make(map[string]bool, len(all))
 	for _, m := range all {
 		taken[m.ID] = true
 		if running[m.ID] {
 			continue
-		}
-		if staleIDs[m.ID] {
-			stale = append(stale, m)
 		}
 		rec := recsByID[m.ID]
 		// A record due later than its entry (a stale entry) is held to
@@ -289,13 +322,13 @@ func toStart(all []Claimed, running, staleIDs, starts map[string]bool, recsByID 
 		claimed = append(claimed, m)
 		recs = append(recs, rec)
 	}
-	return claimed, recs, taken, stale
+	return claimed, recs, taken
 }
 
 // unstarted returns the ids whose running marks the claim wrote and
 // whose delivery does not start now: not taken (deleted or claimed
 // meanwhile), or held to a record due later than its entry. The ids
-// running already had their marks before.
+// running elsewhere had their marks before.
 func unstarted(starts, running map[string]bool, claimed []Claimed) []string {
 	var out []string
 	now := make(map[string]bool, len(claimed))
@@ -310,28 +343,41 @@ func unstarted(starts, running map[string]bool, claimed []Claimed) []string {
 	return out
 }
 
-// dropUnclaimed removes, from the in-flight ZSET, the entries that
-// claimCmds wrote for peeked ids the claim did not take (deleted or
-// rescheduled meanwhile), and the running marks of unmarked (see
-// unstarted); the entries of ids running already are theirs, and stay.
-func (s *Store) dropUnclaimed(ctx context.Context, c redis.Conn, topic string, p int, peeked []Claimed, taken, running map[string]bool, unmarked []string) error {
+// afterClaim sends, when there is any, what a claim's pipeline leaves
+// to do: the removal of the running marks of unmarked (see unstarted) and
+// of the in-flight entries it wrote for peeked ids it did not take
+// (deleted or rescheduled meanwhile), and the claim's deadlines for the
+// stale entries of ids it took (an entry that a claim refused by the
+// fence left behind, which no delivery will end). The entries of ids
+// held or running elsewhere are theirs, and stay.
+func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p int, cl Claim, peeked, claimed []Claimed, taken, running, stale map[string]bool, unmarked []string) error {
 	var cmds []cmd
 	if len(unmarked) > 0 {
 		cmds = append(cmds, clearRunning(keys.Records(s.ns, topic, p), unmarked))
 	}
-	rem := []any{keys.InFlight(s.ns, topic, p)}
+	ik := keys.InFlight(s.ns, topic, p)
+	rem := []any{ik}
 	for _, m := range peeked {
-		if !taken[m.ID] && !running[m.ID] {
+		if !taken[m.ID] && !running[m.ID] && !cl.held(m.ID) {
 			rem = append(rem, m.ID)
 		}
 	}
 	if len(rem) > 1 {
 		cmds = append(cmds, cmd{"ZREM", rem})
 	}
+	zadd := []any{ik, "XX"}
+	for _, m := range claimed {
+		if stale[m.ID] {
+			zadd = append(zadd, cl.Deadline(m.Due), m.ID)
+		}
+	}
+	if len(zadd) > 2 {
+		cmds = append(cmds, cmd{"ZADD", zadd})
+	}
 	if len(cmds) == 0 {
 		return nil
 	}
-	_, err := pipe(ctx, c, cmds)
+	_, err := roundTrip(ctx, c, cmds)
 	return err
 }
 
@@ -442,8 +488,7 @@ func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, de
 }
 
 // beginNewScript adds ids to the in-flight ZSET with their visibility
-// deadlines, but those already there (a delivery of the id runs), which
-// keep theirs.
+// deadlines, but those already there, which keep theirs (see claimCmds).
 // KEYS[1]: in-flight ZSET. ARGV: deadline1, id1, deadline2, id2, ...
 // Returns per id 1 (in flight already) or 0 (added).
 var beginNewScript = newScript(`

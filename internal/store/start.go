@@ -15,9 +15,9 @@ import (
 // wins: a write that finds the mark says the delivery runs (ErrRunning);
 // a start that finds the record gone or rewritten does not start.
 //
-// Starts are batched. A claim starts the messages due already with two
-// plain commands beside the read of their records, the marks first
-// (claimCmds): a Delete that comes before the mark removes the record
+// Starts are batched. A claim starts the messages due already with one
+// plain command before the read of their records, the HMSET of their
+// marks (claimCmds): a Delete that comes before the mark removes the record
 // the read then misses (a tombstone), one that comes after it finds the
 // mark. A loop starts the messages it held until due together, in one
 // script that compares each record with the one claimed (StartMany).
@@ -25,24 +25,34 @@ import (
 
 // startManyScript starts the deliveries of records as claimed: each
 // record that still begins with the header it was claimed with gets its
-// running mark.
+// running mark: one HMGET and one HMSET per 1,000 ids.
 // KEYS[1]: records HASH. ARGV: id1, header1 (as claimed), id2, ...
 // Returns per id 0 (started), -1 (gone: deleted), or the due of the
 // record that replaced the one claimed (a Replace, Debounce or
 // Reschedule came first).
 var startManyScript = newScript(recordLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
 local out = {}
-for i = 1, #ARGV, 2 do
-  local v = redis.call('HGET', KEYS[1], ARGV[i])
-  if not v then
-    out[#out + 1] = -1
-  elseif string.sub(v, 1, #ARGV[i + 1]) == ARGV[i + 1] then
-    redis.call('HSET', KEYS[1], RUNNING .. ARGV[i], '1')
-    out[#out + 1] = 0
-  else
-    local ok, due = pcall(readHeader, v)
-    if ok then out[#out + 1] = due else out[#out + 1] = -1 end
+local chunk = 2000
+for from = 1, #ARGV, chunk do
+  local to = math.min(from + chunk - 1, #ARGV)
+  local ids = {}
+  for i = from, to, 2 do ids[#ids + 1] = ARGV[i] end
+  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+  local marks = {}
+  for j, id in ipairs(ids) do
+    local v, h = vals[j], ARGV[from + 2 * j - 1]
+    if not v then
+      out[#out + 1] = -1
+    elseif string.sub(v, 1, #h) == h then
+      marks[#marks + 1] = RUNNING .. id
+      marks[#marks + 1] = '1'
+      out[#out + 1] = 0
+    else
+      local ok, due = pcall(readHeader, v)
+      if ok then out[#out + 1] = due else out[#out + 1] = -1 end
+    end
   end
+  if #marks > 0 then redis.call('HMSET', KEYS[1], unpack(marks)) end
 end
 return out
 `)

@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/gomodule/redigo/redis"
+)
+
+// TestClaimKinds claims three due ids in one batch: one new, one with a
+// stale in-flight entry (left by a claim the fence refused), and one the
+// caller holds already. The new and the stale one start, at the claim's
+// deadline; the held one is taken from scheduled and gets neither an
+// entry nor a mark, so its own entry keeps its deadline.
+func TestClaimKinds(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const topic, token, now, deadline = "kinds", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []NewMessage
+	for _, id := range []string{"new", "stale", "held"} {
+		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: now - 10, Created: now - 10, Updated: now - 10, Body: []byte(id)}})
+	}
+	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	ik, mk := keys.InFlight(s.ns, topic, 0), keys.Records(s.ns, topic, 0)
+	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "held"}}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, recs, err := s.ClaimBegin(ctx, topic, 0, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
+		Deadline: func(int64) int64 { return deadline }, Held: func(id string) bool { return id == "held" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := map[string]bool{}
+	for i, c := range claimed {
+		if recs[i] == nil || string(recs[i].Body) != c.ID {
+			t.Errorf("%s: record %+v", c.ID, recs[i])
+		}
+		started[c.ID] = c.Started
+	}
+	if len(claimed) != 3 || !started["new"] || !started["stale"] || started["held"] {
+		t.Errorf("claimed %+v, want new and stale started, held taken and not started", claimed)
+	}
+	for id, want := range map[string]int64{"new": deadline, "stale": deadline, "held": 9} {
+		r, err := s.do(ctx, cmd{"ZSCORE", []any{ik, id}}, cmd{"HGET", []any{mk, keys.RunningField(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := redis.Int64(r[0], nil)
+		marked := r[1] != nil
+		if got != want || marked != (id != "held") {
+			t.Errorf("%s: in flight at %d, marked %v; want %d, %v", id, got, marked, want, id != "held")
+		}
+	}
+	r, err := s.do(ctx, cmd{"ZCARD", []any{keys.Scheduled(s.ns, topic, 0)}})
+	if n, _ := redis.Int(r[0], err); n != 1 {
+		t.Errorf("scheduled after the claim: %d (%v), want the fence alone", n, err)
+	}
+}
+
+// TestClaimShared claims, as a loop that took the partition over from
+// consumers whose deliveries may still run (Claim.Shared), an id in
+// flight with a running mark (it runs at the giver: skipped, its entry
+// and mark kept) beside one with a stale entry and no mark (taken,
+// started, at the claim's deadline).
+func TestClaimShared(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const topic, token, now, deadline = "shared", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []NewMessage
+	for _, id := range []string{"giver", "stale"} {
+		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: now - 10, Created: now - 10, Updated: now - 10, Body: []byte(id)}})
+	}
+	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	ik, mk := keys.InFlight(s.ns, topic, 0), keys.Records(s.ns, topic, 0)
+	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "giver"}}, cmd{"HSET", []any{mk, keys.RunningField("giver"), "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _, err := s.ClaimBegin(ctx, topic, 0, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
+		Deadline: func(int64) int64 { return deadline }, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 1 || claimed[0].ID != "stale" || !claimed[0].Started {
+		t.Errorf("claimed %+v, want stale alone, started", claimed)
+	}
+	for id, want := range map[string]int64{"giver": 9, "stale": deadline} {
+		r, err := s.do(ctx, cmd{"ZSCORE", []any{ik, id}}, cmd{"HGET", []any{mk, keys.RunningField(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := redis.Int64(r[0], nil); got != want || r[1] == nil {
+			t.Errorf("%s: in flight at %d, marked %v; want %d, marked", id, got, r[1] != nil, want)
+		}
+	}
+}
+
+// TestAckBatch acks more ids than the ack script reads at once, one of
+// them replaced since its claim: the others' records and marks go, the
+// replaced one's record stays and its due comes back.
+func TestAckBatch(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const topic, now, n = "acks", int64(1_800_000_000_000), 2500
+	ids := make([]string, n)
+	headers := make([][]byte, n)
+	var msgs []NewMessage
+	marks := []any{keys.Records(s.ns, topic, 0)}
+	for i := range ids {
+		ids[i] = "m" + strconv.Itoa(i)
+		rec := &Record{Due: now, Created: now, Updated: now, Body: []byte("b")}
+		headers[i] = rec.Header()
+		msgs = append(msgs, NewMessage{ID: ids[i], Record: rec})
+		marks = append(marks, keys.RunningField(ids[i]), "1")
+	}
+	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	newer := &Record{Due: now + 5000, Created: now, Updated: now + 1, Body: []byte("newer")}
+	if _, err := s.do(ctx, cmd{"HMSET", marks}, cmd{"HSET", []any{keys.Records(s.ns, topic, 0), ids[1500], newer.Encode()}}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.Ack(ctx, topic, 0, ids, headers)
+	if err != nil || kept != 1 {
+		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
+	}
+	r, err := s.do(ctx, cmd{"HLEN", []any{keys.Records(s.ns, topic, 0)}}, cmd{"HGET", []any{keys.Records(s.ns, topic, 0), ids[1500]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := redis.Int(r[0], nil); n != 1 || r[1] == nil {
+		t.Errorf("records HASH after the ack: %d fields, the replaced one %v; want just the replaced one", n, r[1] != nil)
+	}
+}
