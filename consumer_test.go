@@ -185,6 +185,7 @@ func TestFairShareFloorOrCeil(t *testing.T) {
 // lease extensions per Lease/2, plus the client's read of the change and
 // wake-up counters every ChangePoll, a heartbeat and a reconciler pass.
 func TestIdleCost(t *testing.T) {
+	t.Parallel() // counts commands, bounded above: runs beside the other parallel tests
 	forEachTarget(t, func(t *testing.T, addr string) {
 		const P, poll, idle = 16, 100 * time.Millisecond, time.Second
 		c := newClient(t, addr, Options{Partitions: P})

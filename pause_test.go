@@ -207,6 +207,7 @@ func TestPauseUntil(t *testing.T) {
 // A paused topic with due messages waiting costs its consumer no more
 // commands than an idle topic: its loops neither look nor claim.
 func TestPauseIdleCost(t *testing.T) {
+	t.Parallel() // compares two topics' commands in one run: runs beside the other parallel tests
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		const P = 16

@@ -15,7 +15,8 @@ import (
 // through Twemproxy (2 backends, memory measured on them) and checks each
 // printed line: its fields, a positive rate, no duplicate delivery, and a
 // memory figure no smaller than the body it stores; and that no run left
-// its topic behind.
+// its topic behind. Not parallel: its runs load both cores, which would
+// slow the parallel scenarios' handovers.
 func TestBenchCommand(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	base := []string{"bench", "--addr", env.Proxy, "--backends", strings.Join(env.Backends, ",")}

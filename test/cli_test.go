@@ -18,6 +18,7 @@ var ulidRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{26}$`)
 // through Codis, and checks their outputs and exit statuses (0 ok, 1
 // error, 2 usage).
 func TestCLIBasics(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{})
 	for _, tg := range env.Targets() {
 		t.Run(tg.Name, func(t *testing.T) {

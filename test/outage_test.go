@@ -123,6 +123,7 @@ func TestOutageLogs(t *testing.T) {
 // down waits for them, logging the outage once, instead of exiting; it
 // delivers a message sent after they return, and stops with exit 0.
 func TestOutageSubStartsDuringOutage(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2, Proxies: 2})
 	addrs := strings.Join(env.Proxies, ",")
 	topic := "e2e.outage.start"
@@ -154,6 +155,7 @@ func TestOutageSubStartsDuringOutage(t *testing.T) {
 // naming their component once), and delivers a message sent after it is
 // back; SIGTERM then stops it with exit 0.
 func TestOutageWorkerStartsDuringOutage(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{})
 	env.StopProxy(t)
 	dir := t.TempDir()

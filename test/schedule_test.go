@@ -292,6 +292,7 @@ func describeOcc(ds []occurrence) string {
 // when it starts, and a restart with the same file keeps a pause made at
 // run time; an edit of the file replaces the schedule, still paused.
 func TestScheduleWorkerTOML(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 2})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "exec.out")

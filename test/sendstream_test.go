@@ -18,6 +18,7 @@ import (
 // and generated ones, due now and a few minutes ahead (written as
 // segments).
 func TestSendStdinProxyRestart(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{})
 	addr, topic := env.Proxy, "e2e.send.restart"
 	const n, batch = 1600, 10
@@ -112,6 +113,7 @@ func pace(ctx context.Context, in io.WriteCloser, n, batch int, line func(j int)
 // again after a lost reply could report), and the topic holds each
 // message once, with its second body.
 func TestSendStdinReplaceProxyRestart(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{})
 	addr, topic := env.Proxy, "e2e.send.replace.restart"
 	const ids, batch = 800, 10
