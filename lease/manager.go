@@ -77,7 +77,8 @@ type ManagerOptions struct {
 	// Stopping is called once when Run begins to stop (optional).
 	Stopping func()
 	// Gained and Lost are told of each lease gained, and each lost before
-	// a graceful stop (optional).
+	// a graceful stop (optional): Lost once per lease, when it is lost or
+	// when Work returns an error, whichever comes first.
 	Gained, Lost func(p int)
 	Logger       *slog.Logger // default slog.Default() with component=lease
 	// Errors, when set, logs transient errors (heartbeats, acquisitions,
@@ -458,12 +459,25 @@ func (m *Manager) run(p int, w *owned) {
 			}
 		})
 	}
+	// Lost is told when the lease is lost, not when Work has wound down:
+	// during an outage Work may wait for Redis before it returns, and the
+	// outage's summary counts the leases it cost as they go.
+	var lostOnce sync.Once
+	tellLost := func() {
+		if m.o.Lost != nil {
+			lostOnce.Do(func() { m.o.Lost(p) })
+		}
+	}
+	go func() {
+		<-l.Done()
+		if context.Cause(l.Ctx()) == ErrLost {
+			tellLost()
+		}
+	}()
 	err := m.o.Work(p, l, w.stop, func() { release(true) })
 	release(false)
 	if err != nil {
-		if m.o.Lost != nil {
-			m.o.Lost(p)
-		}
+		tellLost()
 		attrs := []any{"partition", p, "token", l.Token(), "err", err}
 		if m.o.Quiet != nil && m.o.Quiet() {
 			m.log.Debug("partition lost", attrs...)
