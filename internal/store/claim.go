@@ -110,7 +110,7 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 	if err != nil || len(peeked)+len(peekedSegs) == 0 {
 		return nil, nil, err
 	}
-	cmds, starts := s.claimCmds(topic, p, cl, peeked, peekedSegs)
+	cmds, starts, entered := s.claimCmds(topic, p, cl, peeked, peekedSegs)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
@@ -125,13 +125,13 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 		}
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
-	got, recsByID, running, stale, err := claimReplies(p, cl, peeked, len(starts) > 0, replies)
+	got, recsByID, running, stale, err := claimReplies(p, cl.Shared, peeked, entered, len(starts) > 0, replies)
 	if err != nil {
 		return nil, nil, err
 	}
 	all, segs := splitClaimed(got)
 	claimed, recs, taken := toStart(all, starts, running, recsByID)
-	if err := s.afterClaim(ctx, c, topic, p, cl, peeked, claimed, taken, running, stale, unstarted(starts, running, claimed)); err != nil {
+	if err := s.afterClaim(ctx, c, topic, p, cl.Deadline, entered, claimed, taken, running, stale, unstarted(starts, running, claimed)); err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	if len(segs) == 0 {
@@ -169,7 +169,8 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 // the claim of exactly those ids and segments (claimIDsScript, fenced),
 // the running marks of those due by cl.StartByMS (the start of their
 // deliveries: see StartMany), and the read of the ids' records, after the
-// marks. It returns which ids it starts.
+// marks. It returns which ids it starts, and those it gives entries: the
+// peeked ids not held.
 //
 // Never two deliveries of one id at once. The ids the caller holds or
 // runs (cl.Held) get neither an entry nor a mark: their claim only takes
@@ -182,12 +183,11 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 // Then the entries go in with beginNewScript, which says which ids were
 // in flight already, and their marks are read before the claim writes
 // its own: an id in flight with a mark runs elsewhere, and is skipped.
-func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool) {
+func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool, ids []string) {
 	mk := keys.Records(s.ns, topic, p)
 	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
 	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
 	var entries []any
-	var ids []string
 	hmget := []any{mk}
 	marks := []any{mk}
 	starts = map[string]bool{}
@@ -225,28 +225,22 @@ func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peeke
 	if len(peeked) > 0 {
 		cmds = append(cmds, cmd{"HMGET", hmget})
 	}
-	return cmds, starts
+	return cmds, starts, ids
 }
 
 // claimReplies reads the replies of claimCmds' pipeline: the ids the
-// claim took ({id1, due1, ...}), the records read, by id, and of the
-// peeked ids not held, those in flight already whose delivery runs
-// elsewhere (running: cl.Shared, an entry and a mark) and those whose
-// entry no delivery will end (stale).
-func claimReplies(p int, cl Claim, peeked []Claimed, marked bool, replies []any) (got []string, recsByID map[string]*Record, running, stale map[string]bool, err error) {
+// claim took ({id1, due1, ...}), the records read, by id, and of the ids
+// given entries, those in flight already whose delivery runs elsewhere
+// (running: shared, an entry and a mark) and those whose entry no
+// delivery will end (stale).
+func claimReplies(p int, shared bool, peeked []Claimed, ids []string, marked bool, replies []any) (got []string, recsByID map[string]*Record, running, stale map[string]bool, err error) {
 	bad := func(r any, err error) error { return fmt.Errorf("claim partition %d: bad reply %v (%v)", p, r, err) }
-	var ids []string
-	for _, m := range peeked {
-		if !cl.held(m.ID) {
-			ids = append(ids, m.ID)
-		}
-	}
 	at := 0
 	var inFlight []int
 	added := len(ids)
 	if len(ids) > 0 {
 		at = 1
-		if cl.Shared {
+		if shared {
 			inFlight, err = redis.Ints(replies[0], nil)
 			if err == nil && len(inFlight) != len(ids) {
 				err = errors.New("one per id")
@@ -345,21 +339,21 @@ func unstarted(starts, running map[string]bool, claimed []Claimed) []string {
 
 // afterClaim sends, when there is any, what a claim's pipeline leaves
 // to do: the removal of the running marks of unmarked (see unstarted) and
-// of the in-flight entries it wrote for peeked ids it did not take
+// of the in-flight entries it wrote (entered) for ids it did not take
 // (deleted or rescheduled meanwhile), and the claim's deadlines for the
 // stale entries of ids it took (an entry that a claim refused by the
 // fence left behind, which no delivery will end). The entries of ids
-// held or running elsewhere are theirs, and stay.
-func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p int, cl Claim, peeked, claimed []Claimed, taken, running, stale map[string]bool, unmarked []string) error {
+// running elsewhere are theirs, and stay.
+func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p int, deadline func(dueMS int64) int64, entered []string, claimed []Claimed, taken, running, stale map[string]bool, unmarked []string) error {
 	var cmds []cmd
 	if len(unmarked) > 0 {
 		cmds = append(cmds, clearRunning(keys.Records(s.ns, topic, p), unmarked))
 	}
 	ik := keys.InFlight(s.ns, topic, p)
 	rem := []any{ik}
-	for _, m := range peeked {
-		if !taken[m.ID] && !running[m.ID] && !cl.held(m.ID) {
-			rem = append(rem, m.ID)
+	for _, id := range entered {
+		if !taken[id] && !running[id] {
+			rem = append(rem, id)
 		}
 	}
 	if len(rem) > 1 {
@@ -368,7 +362,7 @@ func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p in
 	zadd := []any{ik, "XX"}
 	for _, m := range claimed {
 		if stale[m.ID] {
-			zadd = append(zadd, cl.Deadline(m.Due), m.ID)
+			zadd = append(zadd, deadline(m.Due), m.ID)
 		}
 	}
 	if len(zadd) > 2 {

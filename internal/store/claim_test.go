@@ -16,20 +16,9 @@ import (
 // deadline; the held one is taken from scheduled and gets neither an
 // entry nor a mark, so its own entry keeps its deadline.
 func TestClaimKinds(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Backends: 1})
-	s := openTest(t, env.Backends[0])
 	ctx := context.Background()
 	const topic, token, now, deadline = "kinds", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
-	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
-		t.Fatal(err)
-	}
-	var msgs []NewMessage
-	for _, id := range []string{"new", "stale", "held"} {
-		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: now - 10, Created: now - 10, Updated: now - 10, Body: []byte(id)}})
-	}
-	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
-		t.Fatal(err)
-	}
+	s := dueMessages(t, topic, token, now-10, "new", "stale", "held")
 	ik, mk := keys.InFlight(s.ns, topic, 0), keys.Records(s.ns, topic, 0)
 	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "held"}}); err != nil {
 		t.Fatal(err)
@@ -72,20 +61,9 @@ func TestClaimKinds(t *testing.T) {
 // and mark kept) beside one with a stale entry and no mark (taken,
 // started, at the claim's deadline).
 func TestClaimShared(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Backends: 1})
-	s := openTest(t, env.Backends[0])
 	ctx := context.Background()
 	const topic, token, now, deadline = "shared", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
-	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
-		t.Fatal(err)
-	}
-	var msgs []NewMessage
-	for _, id := range []string{"giver", "stale"} {
-		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: now - 10, Created: now - 10, Updated: now - 10, Body: []byte(id)}})
-	}
-	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
-		t.Fatal(err)
-	}
+	s := dueMessages(t, topic, token, now-10, "giver", "stale")
 	ik, mk := keys.InFlight(s.ns, topic, 0), keys.Records(s.ns, topic, 0)
 	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "giver"}}, cmd{"HSET", []any{mk, keys.RunningField("giver"), "1"}}); err != nil {
 		t.Fatal(err)
@@ -107,6 +85,27 @@ func TestClaimShared(t *testing.T) {
 			t.Errorf("%s: in flight at %d, marked %v; want %d, marked", id, got, r[1] != nil, want)
 		}
 	}
+}
+
+// dueMessages opens a store on a server of the test's own, raises the
+// fence of partition 0 of topic to token, and adds ids there, due at
+// due, their bodies their ids.
+func dueMessages(t *testing.T, topic string, token, due int64, ids ...string) *Store {
+	t.Helper()
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	s := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []NewMessage
+	for _, id := range ids {
+		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: due, Created: due, Updated: due, Body: []byte(id)}})
+	}
+	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestAckBatch acks more ids than the ack script reads at once, one of

@@ -58,24 +58,18 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 
 // ackScript removes the records that still begin with the header they
 // were claimed with (see Store.Ack), and the running marks of them all
-// (see StartMany): one HMGET and one HDEL per 1,000 ids, so that a batch
-// costs the script two commands, not two per id.
+// (see StartMany and claimedLua).
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
 // Returns per id 0 (removed, or gone), or the due of the record that
 // replaced it, which stays.
-var ackScript = newScript(recordLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
+var ackScript = newScript(recordLua + claimedLua + `
 local out = {}
-local chunk = 2000
-for from = 1, #ARGV, chunk do
-  local to = math.min(from + chunk - 1, #ARGV)
-  local ids = {}
-  for i = from, to, 2 do ids[#ids + 1] = ARGV[i] end
-  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+eachClaimed(function(ids, headers, vals)
   local del = {}
   for j, id in ipairs(ids) do
-    local v, h = vals[j], ARGV[from + 2 * j - 1]
+    local v = vals[j]
     del[#del + 1] = RUNNING .. id
-    if v and string.sub(v, 1, #h) == h then
+    if v and string.sub(v, 1, #headers[j]) == headers[j] then
       del[#del + 1] = id
       out[#out + 1] = 0
     elseif v then
@@ -85,7 +79,7 @@ for from = 1, #ARGV, chunk do
     end
   end
   redis.call('HDEL', KEYS[1], unpack(del))
-end
+end)
 return out
 `)
 

@@ -25,25 +25,20 @@ import (
 
 // startManyScript starts the deliveries of records as claimed: each
 // record that still begins with the header it was claimed with gets its
-// running mark: one HMGET and one HMSET per 1,000 ids.
+// running mark (see claimedLua).
 // KEYS[1]: records HASH. ARGV: id1, header1 (as claimed), id2, ...
 // Returns per id 0 (started), -1 (gone: deleted), or the due of the
 // record that replaced the one claimed (a Replace, Debounce or
 // Reschedule came first).
-var startManyScript = newScript(recordLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
+var startManyScript = newScript(recordLua + claimedLua + `
 local out = {}
-local chunk = 2000
-for from = 1, #ARGV, chunk do
-  local to = math.min(from + chunk - 1, #ARGV)
-  local ids = {}
-  for i = from, to, 2 do ids[#ids + 1] = ARGV[i] end
-  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+eachClaimed(function(ids, headers, vals)
   local marks = {}
   for j, id in ipairs(ids) do
-    local v, h = vals[j], ARGV[from + 2 * j - 1]
+    local v = vals[j]
     if not v then
       out[#out + 1] = -1
-    elseif string.sub(v, 1, #h) == h then
+    elseif string.sub(v, 1, #headers[j]) == headers[j] then
       marks[#marks + 1] = RUNNING .. id
       marks[#marks + 1] = '1'
       out[#out + 1] = 0
@@ -53,9 +48,27 @@ for from = 1, #ARGV, chunk do
     end
   end
   if #marks > 0 then redis.call('HMSET', KEYS[1], unpack(marks)) end
-end
+end)
 return out
 `)
+
+// claimedLua declares RUNNING, the running marks' field prefix, and
+// eachClaimed(f), which calls f(ids, headers, vals) for each run of up to
+// 1,000 pairs (id, header as claimed) of ARGV, vals their records in the
+// records HASH KEYS[1] read with one HMGET: the start and the ack of a
+// batch cost two commands, not two per id.
+var claimedLua = fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
+local function eachClaimed(f)
+  for from = 1, #ARGV, 2000 do
+    local ids, headers = {}, {}
+    for i = from, math.min(from + 1999, #ARGV), 2 do
+      ids[#ids + 1] = ARGV[i]
+      headers[#headers + 1] = ARGV[i + 1]
+    end
+    f(ids, headers, redis.call('HMGET', KEYS[1], unpack(ids)))
+  end
+end
+`
 
 // Outcomes of StartMany, per message.
 const (
