@@ -410,9 +410,9 @@ func outcomeOf(err error) Outcome {
 
 // WakeAhead: a message due sooner than this when written may fall due
 // before its partition's owner looks again (an idle partition looks every
-// ConsumerOptions.IdlePollInterval, at most 5s plus 10% jitter, and then
+// ConsumerOptions.IdlePollInterval, at most 10s plus 10% jitter, and then
 // claims what is due within 1.5 polls), so the write wakes the owner.
-const WakeAhead = 7 * time.Second
+const WakeAhead = 12 * time.Second
 
 // wake tells the owners of the partitions that got a message due within
 // WakeAhead to poll now (see store.Wake): one command for the write,

@@ -108,7 +108,7 @@ func TestEnqueueBatchMixed(t *testing.T) {
 }
 
 // A message due now, sent to an idle topic, wakes its partition's owner:
-// with the defaults (an idle partition looks every 5 s), two consumers start 50 such
+// with the defaults (an idle partition looks every 10 s), two consumers start 50 such
 // messages within 100 ms of their due, p99, through Twemproxy.
 func TestWakeDueNow(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 3})
@@ -124,7 +124,7 @@ func TestWakeDueNow(t *testing.T) {
 
 // A producer whose wake-ups never arrive (killed between its write and
 // the wake-up, or a proxy error then) delays its messages due now by at
-// most an idle partition's poll interval (5 s, with 10% jitter): none is
+// most an idle partition's poll interval (10 s, with 10% jitter): none is
 // lost.
 func TestWakeLost(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 3})

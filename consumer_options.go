@@ -16,7 +16,7 @@ const (
 	DefaultTimeout           = 30 * time.Second
 	DefaultLease             = 10 * time.Second
 	DefaultPollInterval      = time.Second
-	DefaultIdlePollInterval  = 5 * time.Second
+	DefaultIdlePollInterval  = 10 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultReconcileBatch    = 256
@@ -84,8 +84,12 @@ type ConsumerOptions struct {
 	Backoff []time.Duration
 	// Lease is the partition lease's expiry; it is extended every Lease/3,
 	// or every Lease/2 while its partition is idle (nothing held, running
-	// or due within the poll's reach).
-	// Default DefaultLease (10s).
+	// or due within the poll's reach). While quiet, idle with nothing due
+	// within 4 × Lease, it is extended to 4 × Lease every 2 × Lease, and
+	// the consumer's membership to match (see docs/guarantees.md): a
+	// consumer that dies then keeps its quiet partitions up to 4 × Lease,
+	// which delays only messages written after it died, never one due
+	// when it died. Default DefaultLease (10s).
 	Lease time.Duration
 	// Heartbeat is how often the consumer renews its membership of the
 	// topic (which expires after 3 heartbeats), recomputes its fair share
@@ -114,13 +118,13 @@ type ConsumerOptions struct {
 	// found nothing to claim. Its look (one ZRANGEBYSCORE) also learns
 	// when the earliest message there falls due, and the partition polls
 	// again a PollInterval before that. Producers wake the owner when they
-	// write a message due within WakeAhead (7s), so a message due sooner
+	// write a message due within WakeAhead (12s), so a message due sooner
 	// than the next look starts on time; one whose wake-up was lost (its
 	// producer died between the write and the wake-up, or the wake-up's
 	// command failed) starts at most IdlePollInterval late. Shorter costs
-	// more Redis commands: an idle partition's lease extension and its
-	// look cost 0.8 commands a second with the defaults.
-	// Default and at most DefaultIdlePollInterval (5s).
+	// more Redis commands: with the defaults, a quiet partition's lease
+	// extensions and looks cost 0.25 commands a second (see Lease).
+	// Default and at most DefaultIdlePollInterval (10s).
 	IdlePollInterval time.Duration
 	// ShutdownTimeout bounds how long Run waits for running handlers after
 	// its context is done. Default DefaultShutdownTimeout (30s).

@@ -12,10 +12,11 @@ import (
 
 // controlsEvery is how often a consumer reads its topic's controls when
 // no change of them was signalled (a signal is seen within a ChangePoll):
-// a signal lost on the way (see store.SetPause), as a lost wake-up,
-// delays a change by this at most. As long as an idle partition's look,
-// so that following the controls adds little to an idle topic's cost.
-const controlsEvery = DefaultIdlePollInterval
+// a signal lost on the way (see store.SetPause) delays a change by this
+// at most. A signal is lost only when its command fails after the
+// control was stored (logged as a warning), so this is rare, and
+// following the controls adds little to an idle topic's cost.
+const controlsEvery = 30 * time.Second
 
 // controls are a consumer's topic's controls as last read, which its
 // partition loops and workers follow.

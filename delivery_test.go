@@ -135,7 +135,7 @@ func handedOverBy(t *testing.T, c *Client, topic string, tok int64, giver string
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	if _, err := c.store.Heartbeat(ctx, topic, giver, false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+	if _, _, err := c.store.Heartbeat(ctx, topic, giver, false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.store.HandOver(ctx, topic, 0, tok, []string{giver}); err != nil {

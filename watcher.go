@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-// watcher reads the counters of the namespace's changes hash (see
-// keys.Changes) that the client's consumers watch, the change counter of
-// each topic they run and the wake-up counter of each partition they own,
-// all in one command (an HMGET) per tick, and tells the subscribers of
-// each field that moved. A process that runs ten topics of 16 partitions
-// thus pays one read per tick, not ten or 160. Its loop runs while it has
-// subscribers, and reads the fields subscribed at each tick. Safe for
-// concurrent use.
+// watcher watches the counters of the namespace's changes hash (see
+// keys.Changes) that the client's consumers subscribe to, the change
+// counter of each topic they run and the wake-up counter of each
+// partition they own, and tells the subscribers of each field that moved.
+// Each tick reads the hash's version alone (one HGET), and the fields
+// subscribed (one HMGET) only when it moved or a field is new: a process
+// that runs ten topics of 16 partitions pays one small read per tick, not
+// ten or 160. Its loop runs while it has subscribers. Safe for concurrent
+// use.
 type watcher struct {
 	c *Client
 
@@ -93,9 +94,10 @@ func (w *watcher) current() (subs []*watch, fields []string, every time.Duration
 func (w *watcher) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	last := map[string]int64{}
+	version := int64(-1) // of the last read of the fields
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	for {
+	for at := time.Now(); ; {
 		select {
 		case <-ctx.Done():
 			return
@@ -106,28 +108,57 @@ func (w *watcher) loop(ctx context.Context, done chan struct{}) {
 			// Each read is bounded, and not cut off by ctx: a command cut
 			// off in the middle closes its connection.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(every, time.Second))
-			vals, err := w.c.store.Changes(rctx, fields)
+			w.tick(rctx, subs, fields, last, &version)
 			cancel()
-			if err == nil {
-				now := make(map[string]int64, len(fields))
-				for i, f := range fields {
-					now[f] = vals[i]
-				}
-				for _, s := range subs {
-					// A field read for the first time may have moved since
-					// its subscriber began: it is told, once, to look.
-					if v, ok := last[s.field]; !ok || v != now[s.field] {
-						select {
-						case s.ch <- struct{}{}:
-						default:
-						}
-					}
-				}
-				for f, v := range now {
-					last[f] = v
-				}
+		}
+		// Ticks keep their pace whatever the reads take, and skip those
+		// a stall made late.
+		every = max(every, time.Millisecond)
+		at = at.Add(every)
+		if now := time.Now(); at.Before(now) {
+			at = now
+		}
+		timer.Reset(time.Until(at))
+	}
+}
+
+// tick reads the changes hash's version and, when it moved since the last
+// read of the fields (*version) or a field was never read, the fields,
+// and tells the subscribers of those that moved. A field read for the
+// first time may have moved since its subscriber began: it is told, once,
+// to look.
+func (w *watcher) tick(ctx context.Context, subs []*watch, fields []string, last map[string]int64, version *int64) {
+	v, err := w.c.store.Version(ctx)
+	if err != nil {
+		return
+	}
+	fresh := v != *version
+	for _, f := range fields {
+		if _, ok := last[f]; !ok {
+			fresh = true
+		}
+	}
+	if !fresh {
+		return
+	}
+	vals, err := w.c.store.Changes(ctx, fields)
+	if err != nil {
+		return
+	}
+	*version = v
+	now := make(map[string]int64, len(fields))
+	for i, f := range fields {
+		now[f] = vals[i]
+	}
+	for _, s := range subs {
+		if v, ok := last[s.field]; !ok || v != now[s.field] {
+			select {
+			case s.ch <- struct{}{}:
+			default:
 			}
 		}
-		timer.Reset(max(every, time.Millisecond))
+	}
+	for f, v := range now {
+		last[f] = v
 	}
 }

@@ -25,6 +25,10 @@ var ErrReleased = errors.New("lease: released")
 // Defaults for Options.
 const (
 	DefaultExpiry = 10 * time.Second
+	// IdleFactor: a quiet lease lasts IdleFactor × Expiry (see SetIdle),
+	// and a member whose leases are all quiet heartbeats IdleFactor times
+	// less often (see ManagerOptions.Heartbeat).
+	IdleFactor = 4
 )
 
 // Options configures Acquire. Zero values take the defaults named.
@@ -33,6 +37,13 @@ type Options struct {
 	// or every Expiry/2 while its holder says it is idle (see SetIdle).
 	// Default DefaultExpiry (10s).
 	Expiry time.Duration
+	// IdleExpiry is the time to live a quiet lease is extended to, every
+	// IdleExpiry/2 (see SetIdle). Default IdleFactor × Expiry.
+	IdleExpiry time.Duration
+	// Busy, when set, is called when a quiet lease stops being quiet:
+	// its holder's membership should then expire as soon as the lease's
+	// (see Manager). Optional.
+	Busy func()
 	// Margin: the lease counts as lost this long before Until.
 	// Default Expiry/5.
 	Margin time.Duration
@@ -68,6 +79,11 @@ type Lease struct {
 	errs   ErrorLogger
 	quiet  func() bool
 	mutex  *redsync.Mutex // touched only by Acquire, keepAlive and Release (after keepAlive ended)
+	// long extends the same lock (its value) to idleExpiry: used by
+	// keepAlive only.
+	long       *redsync.Mutex
+	idleExpiry time.Duration
+	onBusy     func()
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -75,8 +91,9 @@ type Lease struct {
 	mu    sync.Mutex
 	until time.Time
 
-	idle atomic.Bool
-	busy chan struct{} // SetIdle(false) pulls the next extension in
+	idleUntil atomic.Int64  // unix ms given to SetIdle; 0: busy
+	longNow   atomic.Bool   // the last extension was to idleExpiry
+	changed   chan struct{} // SetIdle moves the next extension
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -130,6 +147,9 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 	if o.Margin <= 0 {
 		o.Margin = o.Expiry / 5
 	}
+	if o.IdleExpiry <= 0 {
+		o.IdleExpiry = IdleFactor * o.Expiry
+	}
 	if o.Value == "" || o.Token == nil {
 		return nil, errors.New("lease: Options.Value and Options.Token are required")
 	}
@@ -155,12 +175,14 @@ func Acquire(ctx context.Context, rs *redsync.Redsync, name string, o Options) (
 	}
 	l := &Lease{
 		name: name, token: token, margin: o.Margin, expiry: o.Expiry, mutex: m,
+		long:       rs.NewMutex(name, redsync.WithExpiry(o.IdleExpiry), redsync.WithTries(1), redsync.WithValue(o.Value)),
+		idleExpiry: o.IdleExpiry, onBusy: o.Busy,
 		log:  o.Logger.With("lease", name, "token", token),
 		errs: o.Errors, quiet: o.Quiet,
-		until: m.Until(),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		busy:  make(chan struct{}, 1),
+		until:   m.Until(),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		changed: make(chan struct{}, 1),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	go l.keepAlive()
@@ -199,27 +221,54 @@ func (l *Lease) Valid() bool {
 	return l.ctx.Err() == nil && time.Now().Before(l.Until().Add(-l.margin))
 }
 
-// SetIdle tells the lease whether the work under it is idle: nothing
-// held or running. An idle lease is extended every Expiry/2 instead of
-// Expiry/3: fewer commands, and an outage that outlasts the slack (Expiry/2
-// minus the margin, instead of 2/3 of Expiry minus the margin) costs an
-// idle partition nothing worse than waiting for its next acquisition. The
-// first extension after SetIdle(false) comes Expiry/3 after the last.
-func (l *Lease) SetIdle(idle bool) {
-	if l.idle.Swap(idle) && !idle {
-		select {
-		case l.busy <- struct{}{}:
-		default:
-		}
+// SetIdle tells the lease whether the work under it is idle, and for how
+// long: a zero until means busy (something held or running); otherwise
+// nothing is known to fall due before until. An idle lease is extended
+// every Expiry/2 instead of Expiry/3. A quiet one, idle with nothing due
+// within IdleExpiry of its extension, is extended to IdleExpiry, every
+// IdleExpiry/2: a holder that dies then keeps it up to IdleExpiry, which
+// delays only what is written after its last extension, since whatever
+// was known due falls due after the lease expires. A lease that stops
+// being quiet is extended to Expiry at once if its last extension is
+// Expiry/3 old, and tells Options.Busy.
+func (l *Lease) SetIdle(until time.Time) {
+	var ms int64
+	if !until.IsZero() {
+		ms = max(until.UnixMilli(), 1)
+	}
+	if l.idleUntil.Swap(ms) == ms {
+		return
+	}
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+	if l.onBusy != nil && l.longNow.Load() && !l.quietAt(time.Now()) {
+		l.onBusy()
 	}
 }
 
-// every is the pause between two extensions.
+// quietAt reports whether an extension at now may be to IdleExpiry.
+func (l *Lease) quietAt(now time.Time) bool {
+	u := l.idleUntil.Load()
+	return u != 0 && now.Add(l.idleExpiry).UnixMilli() < u
+}
+
+// Quiet reports whether the lease was last extended to IdleExpiry and is
+// still quiet.
+func (l *Lease) Quiet() bool {
+	return l.longNow.Load() && l.quietAt(time.Now())
+}
+
+// every is the pause between the last extension and the next.
 func (l *Lease) every() time.Duration {
-	if l.idle.Load() {
-		return l.expiry / 2
+	switch {
+	case l.idleUntil.Load() == 0:
+		return l.expiry / 3
+	case l.longNow.Load() && l.quietAt(time.Now()):
+		return l.idleExpiry / 2
 	}
-	return l.expiry / 3
+	return l.expiry / 2
 }
 
 func (l *Lease) keepAlive() {
@@ -241,7 +290,7 @@ func (l *Lease) keepAlive() {
 			l.logLoss("lease lost", "until", l.Until())
 			l.cancel(ErrLost)
 			return
-		case <-l.busy:
+		case <-l.changed:
 			tick.Reset(time.Until(last.Add(l.every())))
 			continue
 		case <-tick.C:
@@ -253,13 +302,19 @@ func (l *Lease) keepAlive() {
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), l.Until().Add(-l.margin))
 		start := time.Now()
-		ok, err := l.mutex.ExtendContext(ctx)
+		long := l.quietAt(start)
+		m := l.mutex
+		if long {
+			m = l.long
+		}
+		ok, err := m.ExtendContext(ctx)
 		cancel()
 		switch {
 		case ok:
 			l.mu.Lock()
-			l.until = l.mutex.Until()
+			l.until = m.Until()
 			l.mu.Unlock()
+			l.longNow.Store(long)
 			last = start
 			lost.Reset(time.Until(l.Until().Add(-l.margin)))
 			tick.Reset(time.Until(last.Add(l.every())))

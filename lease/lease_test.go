@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/lease"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/redigo"
+	"github.com/gomodule/redigo/redis"
 )
 
 func setup(t *testing.T, addr string) (*store.Store, *redsync.Redsync) {
@@ -150,7 +151,7 @@ func TestIdleExtendsLessOften(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	l.SetIdle(true)
+	l.SetIdle(time.UnixMilli(1)) // idle, a message due soon
 	// extended waits for the next extension and returns when it landed.
 	extended := func() time.Time {
 		t.Helper()
@@ -174,13 +175,89 @@ func TestIdleExtendsLessOften(t *testing.T) {
 		prev = at
 	}
 	time.Sleep(expiry / 12)
-	l.SetIdle(false)
+	l.SetIdle(time.Time{})
 	if gap := extended().Sub(prev); gap > expiry/2-expiry/12 {
 		t.Errorf("busy again, the lease was extended %v after the last, want about Expiry/3 (%v)", gap, expiry/3)
 	}
 	if !l.Valid() {
 		t.Error("lease not valid")
 	}
+}
+
+// A quiet lease (idle, nothing due within IdleExpiry) is extended to
+// IdleExpiry, every IdleExpiry/2, in Redis too; once something falls due
+// sooner, it tells Busy and is extended to Expiry within Expiry/3.
+func TestQuietExtendsLonger(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	st, rs := setup(t, env.Backends[0])
+	const expiry = 900 * time.Millisecond
+	o := opts(st, "a", expiry)
+	busy := make(chan struct{}, 1)
+	o.Busy = func() { busy <- struct{}{} }
+	l, err := lease.Acquire(context.Background(), rs, "lt:quiet", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	l.SetIdle(time.Now().Add(time.Hour))
+	deadline := time.Now().Add(expiry)
+	for !l.Quiet() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not quiet %v after SetIdle, Until in %v", expiry, time.Until(l.Until()))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if left := time.Until(l.Until()); left < 2*expiry {
+		t.Fatalf("quiet lease extended until %v from now, want about IdleExpiry (%v)", left, lease.IdleFactor*expiry)
+	}
+	if pttl := pttl(t, env.Backends[0], "lt:quiet"); pttl < 2*expiry {
+		t.Fatalf("quiet lease's PTTL %v in Redis, want about IdleExpiry (%v)", pttl, lease.IdleFactor*expiry)
+	}
+	// Still held after its first Expiry, and extended again about
+	// IdleExpiry/2 after the last extension.
+	first := l.Until()
+	time.Sleep(expiry + expiry/5)
+	if !l.Valid() {
+		t.Fatal("quiet lease not valid after Expiry")
+	}
+	deadline = time.Now().Add(lease.IdleFactor * expiry)
+	for l.Until().Equal(first) {
+		if time.Now().After(deadline) {
+			t.Fatal("quiet lease not extended within IdleExpiry")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	l.SetIdle(time.Now().Add(expiry)) // a message due soon
+	select {
+	case <-busy:
+	case <-time.After(time.Second):
+		t.Fatal("Busy not told when the lease stopped being quiet")
+	}
+	deadline = time.Now().Add(expiry / 2)
+	for time.Until(l.Until()) > expiry+expiry/10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no longer quiet, the lease still runs %v", time.Until(l.Until()))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if pttl := pttl(t, env.Backends[0], "lt:quiet"); pttl > expiry {
+		t.Fatalf("no longer quiet, PTTL %v in Redis, want at most Expiry (%v)", pttl, expiry)
+	}
+}
+
+// pttl reads key's time to live from the Redis at addr.
+func pttl(t *testing.T, addr, key string) time.Duration {
+	t.Helper()
+	c, err := redis.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ms, err := redis.Int64(c.Do("PTTL", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // An error of the lease's one Redis connection reads as the store's,

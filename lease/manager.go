@@ -21,8 +21,9 @@ import (
 type Membership interface {
 	// Heartbeat records id as a member until expiresMS (as a leaving one
 	// when leaving is set: alive, but counted by no one) and returns the
-	// ids of the members live at nowMS that count.
-	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error)
+	// ids of the members live at nowMS that count, and the earliest
+	// expiry among the others (unix ms, 0 when there are none).
+	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (live []string, nextExpiryMS int64, err error)
 	Leave(ctx context.Context, topic, id string) error
 	// Changed bumps the topic's change counter, which ManagerOptions.Changes
 	// watches.
@@ -41,7 +42,7 @@ type Work func(p int, l *Lease, stop <-chan struct{}, handedOver func()) error
 
 // DefaultChangePoll is how often a process reads the change counters of
 // its topics (see ManagerOptions.Changes).
-const DefaultChangePoll = 60 * time.Millisecond
+const DefaultChangePoll = 40 * time.Millisecond
 
 // ManagerOptions configures a Manager. Fields are required unless a
 // default is named.
@@ -59,7 +60,13 @@ type ManagerOptions struct {
 	// Expiry of each partition's lease. Default DefaultExpiry (10s).
 	Expiry time.Duration
 	// Heartbeat: how often membership is renewed (it expires after 3) and
-	// the share recomputed. Default Expiry/3.
+	// the share recomputed. A member whose leases are all quiet (see
+	// Lease.SetIdle) and who holds its share renews every IdleFactor
+	// heartbeats instead, its membership then expiring when its leases
+	// do (IdleFactor × Expiry); it renews at once, at the usual expiry,
+	// when one of its leases stops being quiet, and any member reads the
+	// membership again when the earliest of the others' expiries passes.
+	// Default Expiry/3.
 	Heartbeat time.Duration
 	// Changes is told when the topic's change counter moved (a member
 	// joined or left, or gave a partition up), so that the manager acts
@@ -110,9 +117,12 @@ type Manager struct {
 	mu     sync.Mutex
 	n      int // partitions to share
 	owned  map[int]*owned
-	live   []string // members seen at the last heartbeat
-	target int      // the share computed then
+	live   []string  // members seen at the last heartbeat
+	target int       // the share computed then
+	next   time.Time // the earliest expiry of the others seen then
 	stop   bool
+
+	busy chan struct{} // a lease stopped being quiet
 }
 
 // owned is a partition the manager holds.
@@ -140,7 +150,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		o.Name == nil || o.Value == nil || o.Work == nil {
 		return nil, errors.New("lease: ManagerOptions needs Topic, ID, Partitions, Members, Redsync, Name, Value and Work")
 	}
-	return &Manager{o: o, log: o.Logger, n: o.Partitions, owned: map[int]*owned{}}, nil
+	return &Manager{o: o, log: o.Logger, n: o.Partitions, owned: map[int]*owned{}, busy: make(chan struct{}, 1)}, nil
 }
 
 // Owned returns the partitions owned now, in order.
@@ -181,15 +191,16 @@ func (m *Manager) Run(ctx context.Context) {
 			return
 		case <-o.Changes:
 			changed = true
+		case <-m.busy:
 		case <-tick.C:
-			tick.Reset(clock.Jitter(o.Heartbeat))
 			beats++
 		}
 		rctx, cancel := round()
 		if changed || beats%spanEvery == 1 {
 			m.span(rctx)
 		}
-		target := m.share(rctx, false)
+		every := m.beatEvery()
+		target := m.share(rctx, false, every)
 		if !joined && ctx.Err() == nil {
 			joined = true // tell the others to share with us now
 			m.changed(rctx)
@@ -197,6 +208,47 @@ func (m *Manager) Run(ctx context.Context) {
 		m.releaseExtras(target)
 		m.acquire(ctx, rctx, target)
 		cancel()
+		tick.Reset(m.untilNext(every))
+	}
+}
+
+// beatEvery is the pause between this round's heartbeat and the next:
+// Heartbeat, or IdleFactor × Heartbeat while the member holds its share and its
+// leases are all quiet (see ManagerOptions.Heartbeat).
+func (m *Manager) beatEvery() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.live) == 0 || m.holding() != m.target { // not joined yet, or short of its share
+		return m.o.Heartbeat
+	}
+	for _, w := range m.owned {
+		if w.releasing || !w.lease.Quiet() {
+			return m.o.Heartbeat
+		}
+	}
+	return IdleFactor * m.o.Heartbeat
+}
+
+// untilNext is the pause before the next round: about every, or until
+// just after the earliest of the other members' expiries, when that comes
+// first (a member that died is then counted out at once).
+func (m *Manager) untilNext(every time.Duration) time.Duration {
+	d := clock.Jitter(every)
+	m.mu.Lock()
+	next := m.next
+	m.mu.Unlock()
+	if !next.IsZero() {
+		d = min(d, max(next.Sub(m.o.Now())+50*time.Millisecond, 50*time.Millisecond))
+	}
+	return d
+}
+
+// leaseBusy is told by a lease that stopped being quiet: the membership,
+// renewed for 9 heartbeats, is renewed for 3 at once.
+func (m *Manager) leaseBusy() {
+	select {
+	case m.busy <- struct{}{}:
+	default:
 	}
 }
 
@@ -208,7 +260,7 @@ const spanEvery = 3
 // stopAll is Run's graceful stop.
 func (m *Manager) stopAll() {
 	bg := context.Background()
-	m.share(bg, true)
+	m.share(bg, true, m.o.Heartbeat)
 	m.mu.Lock()
 	m.stop = true
 	for _, w := range m.owned {
@@ -232,7 +284,7 @@ func (m *Manager) stopAll() {
 		case <-drained:
 			waiting = false
 		case <-beat.C:
-			m.share(bg, true)
+			m.share(bg, true, m.o.Heartbeat)
 		}
 	}
 	beat.Stop()
@@ -284,15 +336,20 @@ func (m *Manager) changed(ctx context.Context) {
 	}
 }
 
-// share heartbeats the member and returns its fair share of partitions.
-// When the heartbeat fails it keeps the last view of the members.
-func (m *Manager) share(ctx context.Context, leaving bool) int {
+// share heartbeats the member, its membership expiring after 3 × every,
+// and returns its fair share of partitions. When the heartbeat fails it
+// keeps the last view of the members.
+func (m *Manager) share(ctx context.Context, leaving bool, every time.Duration) int {
 	o := m.o
 	now := o.Now()
-	live, err := o.Members.Heartbeat(ctx, o.Topic, o.ID, leaving, now.UnixMilli(),
-		now.Add(3*o.Heartbeat).UnixMilli(), time.Hour.Milliseconds())
+	live, next, err := o.Members.Heartbeat(ctx, o.Topic, o.ID, leaving, now.UnixMilli(),
+		now.Add(3*every).UnixMilli(), time.Hour.Milliseconds())
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.next = time.Time{}
+	if err == nil && next > 0 {
+		m.next = time.UnixMilli(next)
+	}
 	if err != nil {
 		m.logErr("heartbeat", err)
 		if leaving {
@@ -408,7 +465,7 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 			Token: func(ctx context.Context) (int64, error) {
 				return o.Members.NextToken(ctx, o.Topic, p, o.Now().UnixMilli())
 			},
-			Logger: o.Logger, Errors: o.Errors, Quiet: o.Quiet,
+			Logger: o.Logger, Errors: o.Errors, Quiet: o.Quiet, Busy: m.leaseBusy,
 		})
 		if err != nil {
 			if !errors.Is(err, ErrTaken) {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/lease"
+	"github.com/go-redsync/redsync/v4"
 	"go.uber.org/goleak"
 )
 
@@ -71,23 +73,13 @@ func TestManagerShares(t *testing.T) {
 	const parts = 6
 	w := &work{ran: map[int]string{}}
 	start := func(id string) (*lease.Manager, context.CancelFunc, chan struct{}) {
-		m, err := lease.NewManager(lease.ManagerOptions{
+		return runManager(t, lease.ManagerOptions{
 			Topic: "mt", ID: id, Partitions: parts, Expiry: 3 * time.Second,
 			Members: st, Redsync: rs,
 			Name:  func(p int) string { return fmt.Sprintf("mt:%d:lease", p) },
 			Value: func() string { return store0Value(id) },
 			Work:  w.fn(id),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			m.Run(ctx)
-		}()
-		return m, cancel, done
 	}
 	a, stopA, doneA := start("a")
 	testenv.WaitFor(t, 10*time.Second, "a owning every partition", func() bool {
@@ -114,6 +106,23 @@ func TestManagerShares(t *testing.T) {
 	}
 }
 
+// runManager starts a Manager of o; cancel stops it, and done closes
+// when its Run has returned.
+func runManager(t *testing.T, o lease.ManagerOptions) (m *lease.Manager, cancel context.CancelFunc, done chan struct{}) {
+	t.Helper()
+	m, err := lease.NewManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	return m, cancel, done
+}
+
 var valueSeq struct {
 	sync.Mutex
 	n int
@@ -125,4 +134,104 @@ func store0Value(id string) string {
 	defer valueSeq.Unlock()
 	valueSeq.n++
 	return fmt.Sprintf("%s %d", id, valueSeq.n)
+}
+
+// A member whose leases are all quiet renews its membership for as long
+// as they last (IdleFactor × Expiry); once one stops being quiet, it
+// renews for the usual 3 heartbeats at once. A member killed while quiet
+// (its Run never returns: no leave, no release) has its partitions taken
+// over once its membership and its leases expire, within about
+// IdleFactor × Expiry.
+func TestManagerQuiet(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	st, rs := setup(t, env.Backends[0])
+	// The member that dies reaches Redis through the proxy, which stops.
+	viaProxy, viaProxyRS := setup(t, env.Proxy)
+	const (
+		parts  = 2
+		expiry = 900 * time.Millisecond
+	)
+	busy := make(chan struct{})
+	var mu sync.Mutex
+	runs := map[string]int{}
+	start := func(id string, quiet bool, st *store.Store, rs *redsync.Redsync) (*lease.Manager, context.CancelFunc, chan struct{}) {
+		return runManager(t, lease.ManagerOptions{
+			Topic: "mq", ID: id, Partitions: parts, Expiry: expiry,
+			Members: st, Redsync: rs,
+			Name:  func(p int) string { return fmt.Sprintf("mq:%d:lease", p) },
+			Value: func() string { return store0Value(id) },
+			Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+				mu.Lock()
+				runs[id]++
+				mu.Unlock()
+				if quiet {
+					l.SetIdle(time.Now().Add(time.Hour))
+				}
+				for b := busy; ; {
+					select {
+					case <-b:
+						l.SetIdle(time.Time{})
+						b = nil
+					case <-stop:
+						handedOver()
+						return nil
+					case <-l.Done():
+						return l.Ctx().Err()
+					}
+				}
+			},
+		})
+	}
+	ctx := context.Background()
+	expires := func(id string) time.Duration {
+		t.Helper()
+		ms, err := st.Members(ctx, "mq", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == id {
+				return time.Until(time.UnixMilli(m.Expires))
+			}
+		}
+		t.Fatalf("%s not a member", id)
+		return 0
+	}
+	q, stopQ, doneQ := start("q", true, st, rs)
+	testenv.WaitFor(t, 10*time.Second, "q's membership renewed for its quiet leases", func() bool {
+		return len(q.Owned()) == parts && expires("q") > expiry*(lease.IdleFactor-1)
+	})
+	close(busy)
+	testenv.WaitFor(t, expiry, "q's membership renewed for 3 heartbeats once busy", func() bool {
+		return expires("q") <= expiry
+	})
+	stopQ()
+	<-doneQ
+
+	// A quiet member that dies keeps its partitions until its leases
+	// expire, and no longer.
+	busy = make(chan struct{})
+	d, stopD, doneD := start("dead", true, viaProxy, viaProxyRS)
+	testenv.WaitFor(t, 10*time.Second, "dead's membership renewed for its quiet leases", func() bool {
+		return len(d.Owned()) == parts && expires("dead") > expiry*(lease.IdleFactor-1)
+	})
+	// As a process killed -9: no heartbeat, no extension, no release.
+	env.StopProxy(t)
+	killed := time.Now()
+	s, stopS, doneS := start("survivor", false, st, rs)
+	testenv.WaitFor(t, 3*lease.IdleFactor*expiry, "the survivor owning every partition", func() bool {
+		return len(s.Owned()) == parts
+	})
+	took := time.Since(killed)
+	t.Logf("quiet member's partitions taken over %v after it died (IdleFactor × Expiry = %v)", took, lease.IdleFactor*expiry)
+	if took < (lease.IdleFactor-1)*expiry {
+		t.Errorf("partitions taken over %v after the quiet member died, before its quiet leases expired (%v)", took, lease.IdleFactor*expiry)
+	}
+	if bound := lease.IdleFactor*expiry + expiry; took > bound {
+		t.Errorf("partitions taken over %v after the quiet member died, want within %v", took, bound)
+	}
+	stopS()
+	<-doneS
+	stopD()
+	<-doneD
 }

@@ -102,11 +102,14 @@ func (p *part) look(ctx context.Context, now time.Time, n int, maxDue int64, lea
 			idle = cfg.PollInterval
 		}
 		again = now.Add(clock.Jitter(idle))
+		p.quietUntil = farAway
 		if ok {
 			again = minTime(again, time.UnixMilli(first).Add(-lead))
+			p.quietUntil = time.UnixMilli(first)
 		}
 		return now, again, false
 	}
+	p.quietUntil = time.Time{}
 	if err == nil && first > now.UnixMilli() {
 		return time.UnixMilli(first), time.Time{}, true
 	}
@@ -203,6 +206,7 @@ func (p *part) took(grant Grant, k int) {
 	p.cfg.Dispatch.release(n - k)
 	p.gateUnused(grant, n-k)
 	p.idle = k == 0
+	p.quietUntil = time.Time{}
 	if k > 0 {
 		p.expiredSeen = false
 	}

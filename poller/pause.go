@@ -46,6 +46,9 @@ func (p *part) holdBack(ctx context.Context) {
 	}
 	p.paused = true
 	p.idle = true // the first poll after the pause looks before it claims
+	// Nothing falls due before the pause ends, when the loop polls at
+	// once: the lease may be quiet (see lease.Lease.SetIdle).
+	p.quietUntil = farAway
 	// No worker takes a message back before the loop stops: only what
 	// the loop takes back itself is taken.
 	if back := p.takeBack(Returned, false); back > 0 {

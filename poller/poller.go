@@ -105,10 +105,13 @@ type Config struct {
 	// Errors, when set, logs the loop's errors with those of the other
 	// loops of the process: one warning per outage (see ErrLog).
 	Errors *ErrLog
-	// Idle, when set, is told whether the loop is idle: its last poll
-	// claimed nothing and it holds, runs and writes nothing. The lease is
-	// then extended less often (lease.Lease.SetIdle). Optional.
-	Idle func(bool)
+	// Idle, when set, is told whether the loop is idle (its last poll
+	// claimed nothing and it holds, runs and writes nothing) and until
+	// when nothing is due there, as lease.Lease.SetIdle takes it: the
+	// zero time when busy, the earliest due its last look saw (far away
+	// when none), or the Unix epoch when idle with no look since its last
+	// claim. The lease is then extended less often. Optional.
+	Idle func(until time.Time)
 	// Wake, when it delivers, makes the loop poll at once: a producer
 	// wrote a message due soon (optional). A wake-up lost on the way only
 	// leaves the message to the next poll.
@@ -181,7 +184,8 @@ type part struct {
 
 	mv mover // the moves of a change of the partition count
 
-	toldIdle bool // what Config.Idle was told last
+	toldIdle   time.Time // what Config.Idle was told last
+	quietUntil time.Time // the earliest due the last look saw (far away if none, or paused); zero after a claim
 
 	paused bool // the loop saw the topic paused at its last turn (see holdBack)
 
@@ -621,14 +625,21 @@ func (p *part) writeReturns(ctx context.Context, moves []store.Move, ev, what st
 	return true
 }
 
-// tellIdle tells Config.Idle when the loop became idle or busy.
+// tellIdle tells Config.Idle when the loop became idle or busy, or its
+// quiet time changed.
 func (p *part) tellIdle() {
 	if p.cfg.Idle == nil {
 		return
 	}
-	idle := p.idle && len(p.mine) == 0 && len(p.pending) == 0 && !p.recovering && len(p.givers) == 0
-	if idle != p.toldIdle {
-		p.toldIdle = idle
-		p.cfg.Idle(idle)
+	var until time.Time
+	if p.idle && len(p.mine) == 0 && len(p.pending) == 0 && !p.recovering && len(p.givers) == 0 {
+		until = p.quietUntil
+		if until.IsZero() {
+			until = time.UnixMilli(1)
+		}
+	}
+	if !until.Equal(p.toldIdle) {
+		p.toldIdle = until
+		p.cfg.Idle(until)
 	}
 }

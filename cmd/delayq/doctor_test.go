@@ -193,7 +193,7 @@ func TestDoctorClocks(t *testing.T) {
 	}
 	ahead := now.Add(time.Hour)
 	for id, at := range map[string]time.Time{"ahead": ahead, "ontime": now} {
-		if _, err := st.Heartbeat(ctx, "skewed", id, false, at.UnixMilli(), at.Add(10*time.Second).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+		if _, _, err := st.Heartbeat(ctx, "skewed", id, false, at.UnixMilli(), at.Add(10*time.Second).UnixMilli(), time.Hour.Milliseconds()); err != nil {
 			t.Fatal(err)
 		}
 	}

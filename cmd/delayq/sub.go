@@ -90,7 +90,7 @@ func addSubFlags(cmd *command) *subFlags {
 	fs.Var(&f.lease, "lease", "partition lease `duration`")
 	fs.Var(&f.handlerTimeout, "handler-timeout", "`duration` one delivery may take before it is redelivered")
 	fs.Var(&f.poll, "poll", "longest pause (a `duration`) between two polls of a partition")
-	fs.Var(&f.idlePoll, "idle-poll", "longest pause (a `duration`, at most 5s) of a partition that had nothing to claim")
+	fs.Var(&f.idlePoll, "idle-poll", "longest pause (a `duration`, at most 10s) of a partition that had nothing to claim")
 	fs.Var(&f.work, "work", "`duration` each handler takes after printing its line, before it acks")
 	return f
 }

@@ -146,7 +146,7 @@ handler = { type = "exec", command = ["/bin/echo", "hi"] }
 	want := &Config{
 		Redis: Redis{Addr: "redis.local:6380", Password: "pw", Namespace: "ns.1", PoolSize: 7,
 			DialTimeout: 100 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Hour + 2*time.Minute + 3*time.Second},
-		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollInterval: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
+		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollInterval: 10 * time.Second, ShutdownTimeout: 5 * time.Second},
 		HTTP:   HTTP{Listen: ":0", Token: "t0k3n", MaxBodyBytes: 10},
 		Log:    Log{Format: "json", Level: "debug"},
 		Tracing: Tracing{Endpoint: "http://collector:4318", ServiceName: "w", SampleRatio: 0.5,
@@ -248,7 +248,7 @@ func TestBadValues(t *testing.T) {
 		{"negative duration", "[redis]\nread_timeout = \"-1s\"\n", "read_timeout", 2, "-1s is not positive"},
 		{"zero duration", "[worker]\nshutdown_timeout = \"0s\"\n", "shutdown_timeout", 2, "0s is not positive"},
 		{"lease too short", "[worker]\nlease = \"10ms\"\n", "lease", 2, "below 30ms"},
-		{"idle poll too long", "[worker]\nidle_poll_interval = \"10s\"\n", "idle_poll_interval", 2, "10s is longer than 5s"},
+		{"idle poll too long", "[worker]\nidle_poll_interval = \"11s\"\n", "idle_poll_interval", 2, "11s is longer than 10s"},
 		{"negative pool", "[redis]\npool_size = -3\n", "pool_size", 2, "-3 is below 1"},
 		{"int as string", "[redis]\npool_size = \"8\"\n", "pool_size", 2, "got a string; want an integer"},
 		{"huge int", "[http]\nmax_body_bytes = 99999999999\n", "max_body_bytes", 2, "out of range"},

@@ -43,7 +43,7 @@ func (c *Config) validate() problems {
 	}
 	positive(&ps, at("worker", "lease"), w.Lease, minLease, "10s")
 	positive(&ps, at("worker", "poll_interval"), w.PollInterval, time.Millisecond, "1s")
-	positive(&ps, at("worker", "idle_poll_interval"), w.IdlePollInterval, time.Millisecond, "5s")
+	positive(&ps, at("worker", "idle_poll_interval"), w.IdlePollInterval, time.Millisecond, "10s")
 	if w.IdlePollInterval > delayq.DefaultIdlePollInterval {
 		ps.add(at("worker", "idle_poll_interval"), "%v is longer than %v, the most producers' wake-ups cover; want at most %v", w.IdlePollInterval, delayq.DefaultIdlePollInterval, delayq.DefaultIdlePollInterval)
 	}

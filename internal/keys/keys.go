@@ -239,15 +239,22 @@ func Members(ns, topic string) string { return ns + ":{" + topic + "}:members" }
 // membership and ownership changes, and WakeField(topic, p) -> counter of
 // the messages written due soon to a partition. Consumers bump their
 // topic's counter when they join, leave or give a partition up, producers
-// a partition's after writing to it; a process reads the counters of all
-// the topics it consumes and partitions it owns in one HMGET per tick, to
-// act on a change, and poll a woken partition, at once.
+// a partition's after writing to it, each with VersionField; a process
+// reads the version per tick, and the counters of all the topics it
+// consumes and partitions it owns in one HMGET when it moved, to act on a
+// change, and poll a woken partition, at once.
 func Changes(ns string) string { return ns + ":changes" }
 
 // WakeField is the field of the Changes HASH whose counter a producer
 // bumps after writing a message due soon to partition p of topic, and
 // the partition's owner watches (":" cannot be in a topic's name).
 func WakeField(topic string, p int) string { return topic + ":" + strconv.Itoa(p) }
+
+// VersionField is the field of the Changes hash that every bump of one
+// of its counters bumps too, so that a process reads it alone at each
+// tick, and the counters it watches only when it moved (no topic's name
+// is empty, so no other field starts with ":").
+const VersionField = ":version"
 
 // ControlsField is the field of the Changes hash whose counter a change
 // of the topic's controls (see MetaPaused) bumps, and its consumers

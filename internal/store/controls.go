@@ -91,7 +91,7 @@ func (s *Store) setControl(ctx context.Context, topic, field, what, val string, 
 	case 0:
 		return false, nil
 	}
-	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.ControlsField(topic), 1}}); err != nil {
+	if _, err := s.do(ctx, s.bump(keys.ControlsField(topic))...); err != nil {
 		// Stored is done: the consumers read the controls every few
 		// seconds besides, so the change only comes later. Failing the
 		// command would have its caller believe it was not made.

@@ -412,7 +412,7 @@ func (s *Store) ReleaseSlots(ctx context.Context, topic string, members []string
 	for _, m := range members {
 		args = append(args, m)
 	}
-	_, err := s.do(ctx, cmd{"ZREM", args}, cmd{"HINCRBY", []any{keys.Changes(s.ns), keys.SlotsField(topic), 1}})
+	_, err := s.do(ctx, append([]cmd{{"ZREM", args}}, s.bump(keys.SlotsField(topic))...)...)
 	if err != nil {
 		return fmt.Errorf("concurrency cap of %s: %w", topic, err)
 	}

@@ -11,13 +11,14 @@ import (
 
 // Heartbeat records consumer id as live in topic's members ZSET until
 // expiresMS and returns the ids of the members live at nowMS (id
-// included, unless leaving).
+// included, unless leaving), and the earliest expiry among the others
+// (unix ms; 0 when there are none).
 // A leaving consumer (one stopping, its partitions handed over) is kept
 // as a member with minus its expiry as score: the givers' watch still
 // sees it alive, and it counts in no one's fair share. Members whose
 // heartbeat expired long ago (before nowMS - gcMS) are removed. Two
 // commands: the ZADD and one read of the whole set.
-func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) ([]string, error) {
+func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (live []string, nextExpiryMS int64, err error) {
 	k := keys.Members(s.ns, topic)
 	score := expiresMS
 	if leaving {
@@ -30,32 +31,35 @@ func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, n
 		cmd{"ZRANGE", []any{k, 0, -1, "WITHSCORES"}},
 	)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
+		return nil, 0, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
 	}
 	all, err := redis.Strings(r[1], nil)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
+		return nil, 0, fmt.Errorf("heartbeat of %s in %s: %w", id, topic, err)
 	}
-	var live, old []string
+	var old []string
 	for i := 0; i+1 < len(all); i += 2 {
 		member := all[i]
 		sc, err := strconv.ParseFloat(all[i+1], 64)
 		if err != nil {
-			return nil, fmt.Errorf("heartbeat of %s in %s: score %q of %s: %w", id, topic, all[i+1], member, err)
+			return nil, 0, fmt.Errorf("heartbeat of %s in %s: score %q of %s: %w", id, topic, all[i+1], member, err)
 		}
 		switch ms := int64(sc); {
 		case ms >= nowMS:
 			live = append(live, member)
+			if member != id && (nextExpiryMS == 0 || ms < nextExpiryMS) {
+				nextExpiryMS = ms
+			}
 		case ms >= 0 && ms <= nowMS-gcMS, ms < 0 && -ms <= nowMS-gcMS:
 			old = append(old, member) // expired, or left, gcMS ago
 		}
 	}
 	if len(old) > 0 {
 		if _, err := s.do(ctx, cmd{"ZREM", append([]any{k}, strs(old)...)}); err != nil {
-			return live, fmt.Errorf("forget old members of %s: %w", topic, err)
+			return live, nextExpiryMS, fmt.Errorf("forget old members of %s: %w", topic, err)
 		}
 	}
-	return live, nil
+	return live, nextExpiryMS, nil
 }
 
 // LiveMembers counts topic's members whose heartbeat is current at nowMS

@@ -621,9 +621,10 @@ end
 return out
 `)
 
-// wakeScript bumps the wake-up counters of partitions, one command for a
-// write's partitions.
-// KEYS[1]: the changes HASH. ARGV: fields (keys.WakeField). Returns nil.
+// wakeScript bumps the wake-up counters of partitions, and the version
+// of the changes hash, one command for a write's partitions.
+// KEYS[1]: the changes HASH. ARGV: keys.VersionField, then the fields
+// (keys.WakeField). Returns nil.
 var wakeScript = newScript(`
 for i = 1, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
 `)

@@ -16,10 +16,38 @@ import (
 // (Wake). The controls' and slots' counters of the same hash are bumped
 // with what they announce (setControl, ReleaseSlots).
 
+// Every bump of a counter bumps the hash's version too (keys.VersionField),
+// in the same round trip: a process reads the version alone at each tick
+// (Version), and the counters only when it moved.
+
+// bump returns the commands that bump field of the changes hash, and its
+// version.
+func (s *Store) bump(field string) []cmd {
+	k := keys.Changes(s.ns)
+	return []cmd{{"HINCRBY", []any{k, field, 1}}, {"HINCRBY", []any{k, keys.VersionField, 1}}}
+}
+
+// Version reads the changes hash's version, which every bump of one of
+// its counters bumps: one HGET, whatever the fields.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Changes(s.ns), keys.VersionField}})
+	if err != nil {
+		return 0, fmt.Errorf("version of the changes: %w", err)
+	}
+	if r[0] == nil {
+		return 0, nil
+	}
+	v, err := redis.Int64(r[0], nil)
+	if err != nil {
+		return 0, fmt.Errorf("version of the changes: %w", err)
+	}
+	return v, nil
+}
+
 // Changed bumps the topic's change counter, a field of the namespace's
 // changes hash, for consumers watching it.
 func (s *Store) Changed(ctx context.Context, topic string) error {
-	if _, err := s.do(ctx, cmd{"HINCRBY", []any{keys.Changes(s.ns), topic, 1}}); err != nil {
+	if _, err := s.do(ctx, s.bump(topic)...); err != nil {
 		return fmt.Errorf("bump changes of %s: %w", topic, err)
 	}
 	return nil
@@ -29,7 +57,7 @@ func (s *Store) Changed(ctx context.Context, topic string) error {
 // keys.WakeField), of any topics, in one command, for their owners to poll
 // at once.
 func (s *Store) Wake(ctx context.Context, ps []TopicPartition) error {
-	args := []any{keys.Changes(s.ns)}
+	args := []any{keys.Changes(s.ns), keys.VersionField}
 	for _, tp := range ps {
 		args = append(args, keys.WakeField(tp.Topic, tp.P))
 	}
