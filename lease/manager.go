@@ -42,7 +42,7 @@ type Work func(p int, l *Lease, stop <-chan struct{}, handedOver func()) error
 
 // DefaultChangePoll is how often a process reads the change counters of
 // its topics (see ManagerOptions.Changes).
-const DefaultChangePoll = 40 * time.Millisecond
+const DefaultChangePoll = 35 * time.Millisecond
 
 // ManagerOptions configures a Manager. Fields are required unless a
 // default is named.
