@@ -18,13 +18,20 @@ const startRetry = 100 * time.Millisecond
 // the message in that last moment is told the delivery started.
 const startLead = 5 * time.Millisecond
 
+// startBatch caps the held messages one start script takes (store.StartMany):
+// a partition holding tens of thousands due at one instant starts them a
+// batch per turn of its loop, so that no script holds its server for
+// long and the first batches run while the next start.
+const startBatch = 1000
+
 // dispatchDue hands every held message that is due to the dispatcher,
 // once its delivery started in Redis: a message the claim started goes
 // at once; the others, and those due within startLead, start together,
-// in one script (startHeld), and those started go when due.
+// up to startBatch in one script (startHeld), and those started go when
+// due; the loop's next turn starts the rest.
 func (p *part) dispatchDue(ctx context.Context, now time.Time) {
 	var toStart []*Msg
-	for len(p.held) > 0 {
+	for len(p.held) > 0 && len(toStart) < startBatch {
 		m := p.held.peek()
 		if m.begun && !m.at().After(now) {
 			heap.Pop(&p.held)
