@@ -32,10 +32,13 @@ type benchConfig struct {
 	onDuplicate delayq.OnDuplicate // enqueue, given ids: every message's policy
 	bodySize    int
 	poll        time.Duration
-	backends    []string
-	limited     limitedConfig   // the limited workload's flags
-	autoscale   autoscaleConfig // the autoscale workload's flags
-	stderr      io.Writer
+	// consumerProcs, when positive, runs the burst's consumers as that
+	// many "delayq sub" processes (--consumer-procs).
+	consumerProcs int
+	backends      []string
+	limited       limitedConfig   // the limited workload's flags
+	autoscale     autoscaleConfig // the autoscale workload's flags
+	stderr        io.Writer
 }
 
 // benchWorkloads are the values --workload accepts: "all" runs every
@@ -52,7 +55,8 @@ const benchAbout = "Runs a benchmark workload against --addr and prints one line
 	"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n" +
 	"           every message has that policy, and the n ids are sent twice: new\n" +
 	"           (pass=create), then again, each replacing its message (pass=replace);\n" +
-	"  burst:   n messages all due at one instant, consumers running before it:\n" +
+	"  burst:   n messages all due at one instant, consumers running before it\n" +
+	"           (in the bench's process, or in --consumer-procs delayq sub processes):\n" +
 	"           drain rate from that instant and lateness (handler start - due);\n" +
 	"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n" +
 	"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n" +
@@ -166,6 +170,7 @@ func addBenchFlags(cmd *command) *benchFlags {
 	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of this process: the `threads` running Go code at once (0: Go's default, the CPUs it may use)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the runs to `file` (go tool pprof reads it)")
 	fs.Var(&f.poll, "poll", "consumers' longest pause (a `duration`) between two polls of a partition")
+	fs.IntVar(&cfg.consumerProcs, "consumer-procs", 0, "burst: run the consumers as this many `processes` (delayq sub) instead of in the bench's process")
 	// No --topic: each run makes its own topic.
 	fs.IntVar(&cmd.c.partitions, "partitions", 0, "partition `count` of each run's topic (default 16)")
 	fs.StringVar(&f.rate, "rate", strconv.Itoa(defaultLimitedRate)+"/s", "limited: the topic's rate limit, in `deliveries` per s, m or h (as in 200/s); the second window runs at twice it")
@@ -226,7 +231,7 @@ func (f *benchFlags) checkCounts(cmd *command) error {
 	for _, c := range []struct {
 		name string
 		v    int
-	}{{"n", cfg.n}, {"procs", f.procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}} {
+	}{{"n", cfg.n}, {"procs", f.procs}, {"producers", cfg.producers}, {"concurrency", cfg.concurrency}, {"prefetch", cfg.prefetch}, {"claim-batch", cfg.claimBatch}, {"batch-size", cfg.batchSize}, {"body", cfg.bodySize}, {"consumer-procs", cfg.consumerProcs}} {
 		if err := cmd.nonNegative(c.name, int64(c.v)); err != nil {
 			return err
 		}

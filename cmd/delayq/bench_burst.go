@@ -1,8 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -11,6 +19,9 @@ import (
 // rate from that instant, the lateness (handler start - due) and the
 // consumer's commands per message.
 func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
+	if cfg.consumerProcs > 0 {
+		return benchBurstProcs(ctx, cfg, cfg.consumerProcs)
+	}
 	n := cfg.count(20000)
 	return withDelivery(ctx, cfg, n, func(r *delivery) (string, error) {
 		// All due at T, far enough ahead for the enqueue to finish before it.
@@ -30,4 +41,160 @@ func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
 		return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d",
 			n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups), nil
 	})
+}
+
+// benchBurstProcs is the burst workload with its consumers in procs
+// processes of their own: this binary's "delayq sub", each writing its
+// JSON lines to a file. The lateness is each line's delivered_at minus
+// its due, both read on this machine's clock, and the drain ends at the
+// last delivered_at. The bench process only enqueues, then waits.
+func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line string, err error) {
+	n := cfg.count(20000)
+	topic := benchTopic(cfg.workload)
+	prod, err := cfg.client(topic)
+	if err != nil {
+		return "", err
+	}
+	defer prod.Close()
+	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, topic)) }()
+	dir, err := os.MkdirTemp("", "delayq-burst-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	var subs []*exec.Cmd
+	exited := make(chan error, procs) // each sub's Wait, as it returns
+	defer func() {
+		for _, s := range subs {
+			s.Process.Signal(syscall.SIGTERM)
+		}
+		for range subs {
+			<-exited
+		}
+	}()
+	// alive fails once a sub has exited before the run ended.
+	alive := func() error {
+		select {
+		case err := <-exited:
+			exited <- err // for the deferred wait
+			return fmt.Errorf("a delayq sub exited before the run ended: %v", err)
+		default:
+			return nil
+		}
+	}
+	files := make([]string, procs)
+	for i := range procs {
+		files[i] = filepath.Join(dir, fmt.Sprintf("sub%d.jsonl", i))
+		out, err := os.Create(files[i])
+		if err != nil {
+			return "", err
+		}
+		args := []string{"sub", "--addr", cfg.c.addr, "--topic", topic,
+			"--concurrency", strconv.Itoa(cfg.concurrency), "--prefetch", strconv.Itoa(cfg.prefetch)}
+		if cfg.c.namespace != "" {
+			args = append(args, "--namespace", cfg.c.namespace)
+		}
+		if cfg.c.partitions > 0 {
+			args = append(args, "--partitions", strconv.Itoa(cfg.c.partitions))
+		}
+		if cfg.poll > 0 {
+			args = append(args, "--poll", cfg.poll.String())
+		}
+		s := exec.CommandContext(ctx, self, args...)
+		s.Stdout, s.Stderr = out, cfg.stderr
+		if cfg.c.password != "" {
+			s.Env = append(os.Environ(), "DELAYQ_PASSWORD="+cfg.c.password)
+		}
+		err = s.Start()
+		out.Close()
+		if err != nil {
+			return "", err
+		}
+		subs = append(subs, s)
+		go func() { exited <- s.Wait() }()
+	}
+	// Wait until the processes own every partition between them.
+	for {
+		st, err := prod.Stats(ctx, topic)
+		if err == nil && st.Count > 0 {
+			owners, owned := map[string]bool{}, 0
+			for _, p := range st.Partitions {
+				if p.Partition < st.Count && p.Owner != "" {
+					owners[p.Owner] = true
+					owned++
+				}
+			}
+			if owned == st.Count && len(owners) == min(procs, st.Count) {
+				break
+			}
+		}
+		if err := alive(); err != nil {
+			return "", err
+		}
+		if err := waitFor(ctx, 50*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	T := time.Now().Add(2*time.Second + time.Duration(n)*50*time.Microsecond).Truncate(time.Millisecond)
+	if _, err := fill(ctx, cfg, prod, numbered(topic, "b", n, cfg.body(), at(T))); err != nil {
+		return "", err
+	}
+	if time.Now().After(T) {
+		return "", fmt.Errorf("enqueueing %d messages took past their due time; use a smaller --n", n)
+	}
+	var l *lateness
+	deadline := time.Until(T) + time.Duration(n)*time.Millisecond + 30*time.Second
+	for start := time.Now(); ; {
+		if l, err = readDeliveries(files, n); err != nil {
+			return "", err
+		}
+		if l.isDone() {
+			break
+		}
+		if time.Since(start) > deadline {
+			return "", fmt.Errorf("only %d of %d messages delivered after %v", len(l.lates), n, deadline)
+		}
+		if err := alive(); err != nil {
+			return "", err
+		}
+		if err := waitFor(ctx, 200*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	drain := l.last.Sub(T)
+	return fmt.Sprintf("workload=burst n=%d consumer_procs=%d drain_rate=%.0f %s duplicates=%d",
+		n, procs, float64(n)/drain.Seconds(), l.summary(), l.dups), nil
+}
+
+// readDeliveries reads every line of the sub processes' files: the
+// lateness of each delivery of the n expected, duplicates counted.
+func readDeliveries(files []string, n int) (*lateness, error) {
+	l := newLateness(n)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for len(b) > 0 {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				break // a line being written
+			}
+			var d struct {
+				ID          string    `json:"id"`
+				Due         time.Time `json:"due"`
+				DeliveredAt time.Time `json:"delivered_at"`
+			}
+			if err := json.Unmarshal(b[:i], &d); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			l.record(d.ID, d.Due, d.DeliveredAt)
+			b = b[i+1:]
+		}
+	}
+	return l, nil
 }

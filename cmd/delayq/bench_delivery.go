@@ -32,20 +32,36 @@ func newLateness(n int) *lateness {
 // handle is the consumers' handler: it records the lateness of d, or
 // counts a duplicate when its id was delivered already.
 func (l *lateness) handle(ctx context.Context, d *delayq.Delivery) error {
-	now := time.Now()
+	l.record(d.ID, d.Due, time.Now())
+	return nil
+}
+
+// record records the start of id, due at due, at start.
+func (l *lateness) record(id string, due, start time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.seen[d.ID] {
+	if l.seen[id] {
 		l.dups++
-		return nil
+		return
 	}
-	l.seen[d.ID] = true
-	l.lates = append(l.lates, now.Sub(d.Due))
-	l.last = now
+	l.seen[id] = true
+	l.lates = append(l.lates, start.Sub(due))
+	if start.After(l.last) {
+		l.last = start
+	}
 	if len(l.lates) == l.target {
 		close(l.done)
 	}
-	return nil
+}
+
+// isDone reports whether every message was delivered.
+func (l *lateness) isDone() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // summary formats the lateness's median, 99th percentile and maximum,
