@@ -318,10 +318,12 @@ func TestRepartitionCancelAfterMoves(t *testing.T) {
 		Lease: 2 * time.Second, moveSettle: 3 * time.Second}, g.handle)
 	waitFor(t, 10*time.Second, "4 partitions owned", func() bool { return len(k.Stats().Owned) == 4 })
 
-	// Due past the moves' horizon (30 s), so that they move, and soon
-	// enough to be delivered within the test.
+	// Due past the moves' horizon (30 s), so that they move, after the
+	// cancelled change has ended (a settle time, 30 s, after the cancel,
+	// and the sweeps of its sources), so that they are still there to be
+	// found then, and soon enough to be delivered within the test.
 	due := map[string]time.Time{}
-	soon := time.Now().Add(40 * time.Second).Truncate(time.Millisecond)
+	soon := time.Now().Add(55 * time.Second).Truncate(time.Millisecond)
 	far := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	var msgs []Message
 	for i := range 200 {
@@ -369,6 +371,9 @@ func TestRepartitionCancelAfterMoves(t *testing.T) {
 		}
 	}
 	waitChange(t, c, topic, 4)
+	if left := time.Until(soon); left < 0 {
+		t.Fatalf("the cancelled change ended %v after the first message due soon, which may be gone: the test's margin is too short", -left)
+	}
 	cancelCheck(t, c, topic, 4, due)
 	waitFor(t, 60*time.Second, "the messages due soon delivered", func() bool {
 		for i := range 200 {
