@@ -90,23 +90,22 @@ func TestWatchOneReadPerTick(t *testing.T) {
 	}
 	reads = nil
 	mu.Unlock()
+	// ticks waits for n reads of the version since reads was last reset.
+	ticks := func(n int, what string) {
+		waitFor(t, 10*time.Second, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			v, _ := count()
+			return v >= n
+		})
+	}
 	// The last bumps of the handover (the giver's, after its release)
 	// pass within a few ticks.
-	waitFor(t, 10*time.Second, "5 ticks", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		v, _ := count()
-		return v >= 5
-	})
+	ticks(5, "5 ticks")
 	mu.Lock()
 	reads = nil
 	mu.Unlock()
-	waitFor(t, 10*time.Second, "20 ticks with nothing changing", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		v, _ := count()
-		return v >= 20
-	})
+	ticks(20, "20 ticks with nothing changing")
 	mu.Lock()
 	defer mu.Unlock()
 	if _, counters := count(); counters != 0 {

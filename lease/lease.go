@@ -265,7 +265,7 @@ func (l *Lease) every() time.Duration {
 	switch {
 	case l.idleUntil.Load() == 0:
 		return l.expiry / 3
-	case l.longNow.Load() && l.quietAt(time.Now()):
+	case l.Quiet():
 		return l.idleExpiry / 2
 	}
 	return l.expiry / 2
