@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/gomodule/redigo/redis"
@@ -97,7 +96,7 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 	if len(ids) > 0 {
 		r, err := s.do(ctx,
 			cmd{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
-			cmd{"EVALSHA", append(scriptCall(scoresScript, keys.Dead(s.ns, topic, p), len(ids)), strs(ids)...)},
+			scoresCmd(keys.Dead(s.ns, topic, p), strs(ids)),
 		)
 		if err != nil {
 			return pass, fmt.Errorf("export partition %d: %w", p, err)
@@ -106,19 +105,15 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 		if err != nil {
 			return pass, fmt.Errorf("export partition %d: %w", p, err)
 		}
-		died, err := redis.Strings(r[1], nil)
-		if err != nil || len(died) != len(ids) {
-			return pass, fmt.Errorf("export partition %d: bad reply %v (%v), want %d scores", p, r[1], err, len(ids))
+		died, dead, err := scoresOf(r[1], len(ids))
+		if err != nil {
+			return pass, fmt.Errorf("export partition %d: times of death: %w", p, err)
 		}
 		for i, id := range ids {
 			m := Exported{ID: id, State: StateScheduled, Record: recs[i]}
 			switch {
-			case died[i] != "":
-				f, err := strconv.ParseFloat(died[i], 64)
-				if err != nil {
-					return pass, fmt.Errorf("export partition %d: time of death of %q: %w", p, id, err)
-				}
-				m.State, m.DiedAt = StateDead, int64(f)
+			case dead[i]:
+				m.State, m.DiedAt = StateDead, died[i]
 			case inFlight[i] == 1:
 				m.State = StateInFlight
 			}

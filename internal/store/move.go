@@ -154,7 +154,7 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 }
 
 // whereMoving reads where each record of b is in partition p (scheduled,
-// in flight or dead: three ZSCOREs each, in one pipeline) and returns the
+// in flight or dead: one scoresScript an index, in one pipeline) and returns the
 // moves to make now: those dead, and those scheduled due at or after
 // horizonMS (at the later of their entry's and their record's due: an
 // entry earlier than its record is a stale one). It returns apart those
@@ -162,18 +162,22 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 // sortUnindexed), and counts as left those in flight or due sooner.
 func (s *Store) whereMoving(ctx context.Context, topic string, p int, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
 	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
-	var reads []cmd
-	for _, id := range b.ids {
-		reads = append(reads, cmd{"ZSCORE", []any{sk, id}}, cmd{"ZSCORE", []any{ik, id}}, cmd{"ZSCORE", []any{dk, id}})
-	}
-	r, err := s.do(ctx, reads...)
+	ids := strs(b.ids)
+	r, err := s.do(ctx, scoresCmd(sk, ids), scoresCmd(ik, ids), scoresCmd(dk, ids))
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	var scores [3][]int64
+	var in [3][]bool
+	for k := range r {
+		if scores[k], in[k], err = scoresOf(r[k], len(ids)); err != nil {
+			return nil, nil, 0, err
+		}
+	}
 	for i, id := range b.ids {
-		sc, inS := scoreOf(r[3*i])
-		_, inI := scoreOf(r[3*i+1])
-		died, inD := scoreOf(r[3*i+2])
+		sc, inS := scores[0][i], in[0][i]
+		inI := in[1][i]
+		died, inD := scores[2][i], in[2][i]
 		due := int64(-1)
 		if rec, err := DecodeRecord(b.recs[i]); err == nil {
 			due = rec.Due
@@ -247,23 +251,39 @@ func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []mark
 // the reconciler would do; it leaves such records to the moves). It
 // returns the moves and how many it left.
 func (s *Store) sortUnindexed(ctx context.Context, topic string, p int, ms []moving, horizonMS int64) ([]moving, int, error) {
+	order, byTo := partitionsOf(ms)
 	var reads []cmd
-	for _, m := range ms {
-		reads = append(reads, cmd{"ZSCORE", []any{keys.Scheduled(s.ns, topic, m.to), m.id}},
-			cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, m.to), m.id}})
+	for _, q := range order {
+		var ids []any
+		for _, i := range byTo[q] {
+			ids = append(ids, ms[i].id)
+		}
+		reads = append(reads, scoresCmd(keys.Scheduled(s.ns, topic, q), ids), scoresCmd(keys.Dead(s.ns, topic, q), ids))
 	}
 	r, err := s.do(ctx, reads...)
 	if err != nil {
 		return nil, 0, err
 	}
+	inS, inD := make([]bool, len(ms)), make([]bool, len(ms))
+	for j, q := range order {
+		_, sched, err := scoresOf(r[2*j], len(byTo[q]))
+		if err != nil {
+			return nil, 0, err
+		}
+		_, dead, err := scoresOf(r[2*j+1], len(byTo[q]))
+		if err != nil {
+			return nil, 0, err
+		}
+		for k, i := range byTo[q] {
+			inS[i], inD[i] = sched[k], dead[k]
+		}
+	}
 	var out []moving
 	zadd := []any{keys.Scheduled(s.ns, topic, p), "NX"}
 	for i, m := range ms {
-		_, inS := scoreOf(r[2*i])
-		_, inD := scoreOf(r[2*i+1])
 		switch {
-		case inS || inD:
-			m.finish, m.dead = true, inD
+		case inS[i] || inD[i]:
+			m.finish, m.dead = true, inD[i]
 			out = append(out, m)
 		case m.score >= horizonMS:
 			out = append(out, m)
@@ -277,18 +297,6 @@ func (s *Store) sortUnindexed(ctx context.Context, topic string, p int, ms []mov
 		}
 	}
 	return out, (len(zadd) - 2) / 2, nil
-}
-
-// scoreOf reads a ZSCORE reply.
-func scoreOf(r any) (int64, bool) {
-	if r == nil {
-		return 0, false
-	}
-	f, err := redis.Float64(r, nil)
-	if err != nil {
-		return 0, false
-	}
-	return int64(f), true
 }
 
 // move carries out the moves of MoveScan, in its four steps, on one

@@ -195,6 +195,33 @@ func intsOf(r any, n int) ([]int, error) {
 	return vals, nil
 }
 
+// scoresCmd reads the scores of ids in ZSET key in one command
+// (scoresScript), where a ZSCORE each would cost a command an id.
+func scoresCmd(key string, ids []any) cmd {
+	return cmd{"EVALSHA", append(scriptCall(scoresScript, key, len(ids)), ids...)}
+}
+
+// scoresOf reads scoresCmd's reply for n ids: each id's score, and
+// whether it is a member.
+func scoresOf(r any, n int) ([]int64, []bool, error) {
+	vals, err := redis.Strings(r, nil)
+	if err != nil || len(vals) != n {
+		return nil, nil, fmt.Errorf("bad reply %v (%v), want %d scores", r, err, n)
+	}
+	scores, in := make([]int64, n), make([]bool, n)
+	for i, v := range vals {
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad score %q: %w", v, err)
+		}
+		scores[i], in[i] = int64(f), true
+	}
+	return scores, in, nil
+}
+
 func strs(ids []string) []any {
 	out := make([]any, len(ids))
 	for i, id := range ids {

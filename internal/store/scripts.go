@@ -248,8 +248,8 @@ end
 return out
 `)
 
-// scoresScript reads the scores of ids in a ZSET, for an export: one
-// command per index instead of one ZSCORE per id.
+// scoresScript reads the scores of ids in a ZSET, for an export or a
+// move pass: one command per index instead of one ZSCORE per id.
 // KEYS[1]: a ZSET. ARGV: ids. Returns one string per id: its score, or ""
 // when it is not a member.
 var scoresScript = newScript(`
