@@ -37,6 +37,12 @@ const (
 	moveHorizon = 30 * time.Second
 	// movePause is the rest between two sweeps of a partition.
 	movePause = time.Second
+	// A pass runs in the loop's turn, so a held message due to start
+	// while it runs would start late: a pass waits for that start when
+	// the message starts within the last pass's length (at least
+	// passGuess), for up to passWaitMax; then it runs anyway.
+	passGuess   = 50 * time.Millisecond
+	passWaitMax = time.Second
 )
 
 // MoveStore is what the moves of a change of the partition count need
@@ -51,12 +57,14 @@ type MoveStore interface {
 
 // mover is a partition loop's state in a change of the count.
 type mover struct {
-	change int64     // the since of the change the state below is for
-	cursor string    // HSCAN cursor of the sweep under way ("" or "0": none)
-	from   time.Time // when the sweep under way began
-	clean  bool      // the sweep under way found nothing left to move
-	next   time.Time // when to run the next pass
-	marked bool      // this partition is marked moved for the change
+	change int64         // the since of the change the state below is for
+	cursor string        // HSCAN cursor of the sweep under way ("" or "0": none)
+	from   time.Time     // when the sweep under way began
+	clean  bool          // the sweep under way found nothing left to move
+	next   time.Time     // when to run the next pass
+	marked bool          // this partition is marked moved for the change
+	took   time.Duration // how long the last pass took
+	waited time.Time     // when the pass began to wait for a start (zero: not waiting)
 }
 
 // move runs a pass of the moves of a running change when one is due,
@@ -93,6 +101,9 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 	if now.Before(m.next) {
 		return m.next, nil
 	}
+	if at, ok := p.waitForStart(now); ok {
+		return at, nil
+	}
 	if !cfg.Valid() {
 		return time.Time{}, nil
 	}
@@ -100,8 +111,10 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		m.cursor, m.from, m.clean = "0", now, true
 	}
 	horizon := now.Add(moveHorizon).UnixMilli()
+	began := cfg.Now()
 	pass, err := cfg.Store.MoveScan(ctx, cfg.Topic, cfg.Partition, cfg.Token, l, m.cursor, cfg.ReconcileBatch, horizon,
 		func(id string) bool { return p.mine[id] != nil })
+	m.took = cfg.Now().Sub(began)
 	p.count(EventMoved, pass.Moved)
 	if pass.Moved > 0 {
 		if err := cfg.Store.CountMoved(ctx, cfg.Topic, l, pass.Moved); err != nil {
@@ -149,4 +162,27 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 	}
 	m.next = now.Add(clock.Jitter(movePause))
 	return m.next, nil
+}
+
+// waitForStart reports whether the pass due at now waits, and until when:
+// until the first held message's start when it comes within the last
+// pass's length (at least passGuess), unless the pass has waited
+// passWaitMax already.
+func (p *part) waitForStart(now time.Time) (time.Time, bool) {
+	m := &p.mv
+	at, ok := p.startAt()
+	// A start already past is held back (a pause, the limits): the pass
+	// does not wait for it.
+	if !ok || !at.After(now) || !at.Before(now.Add(max(m.took, passGuess))) {
+		m.waited = time.Time{}
+		return time.Time{}, false
+	}
+	if m.waited.IsZero() {
+		m.waited = now
+	}
+	if now.Sub(m.waited) >= passWaitMax {
+		m.waited = time.Time{}
+		return time.Time{}, false
+	}
+	return at, true
 }

@@ -1,0 +1,46 @@
+package poller
+
+import (
+	"container/heap"
+	"testing"
+	"time"
+)
+
+// TestMovePassWaitsForStart: a pass of a change's moves does not run
+// when a held message is to start before it would end (the last pass's
+// length, at least passGuess); it waits for that start, for passWaitMax
+// at most, and never for a start already past (held back).
+func TestMovePassWaitsForStart(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	p := &part{}
+	hold := func(due time.Time) {
+		p.held = nil
+		heap.Push(&p.held, &Msg{ID: "m", Due: due})
+	}
+	check := func(what string, at time.Time, wantWait bool, wantAt time.Time) {
+		t.Helper()
+		got, wait := p.waitForStart(at)
+		if wait != wantWait || (wait && !got.Equal(wantAt)) {
+			t.Errorf("%s: waitForStart = %v, %v; want %v, %v", what, got, wait, wantAt, wantWait)
+		}
+	}
+
+	check("nothing held", now, false, time.Time{})
+	hold(now.Add(passGuess + startLead + time.Millisecond))
+	check("a start beyond passGuess", now, false, time.Time{})
+	start := now.Add(20*time.Millisecond - startLead)
+	hold(now.Add(20 * time.Millisecond))
+	check("a start within passGuess", now, true, start)
+
+	p.mv.took = 200 * time.Millisecond
+	hold(now.Add(150 * time.Millisecond))
+	check("a start within the last pass's length", now, true, now.Add(150*time.Millisecond-startLead))
+	later := now.Add(passWaitMax - time.Millisecond) // the next start, still within the pass's length
+	hold(later.Add(100 * time.Millisecond))
+	check("still waiting", later, true, later.Add(100*time.Millisecond-startLead))
+	check("waited passWaitMax", now.Add(passWaitMax), false, time.Time{})
+
+	p.mv = mover{}
+	hold(now.Add(-time.Second))
+	check("a start already past (held back)", now, false, time.Time{})
+}
