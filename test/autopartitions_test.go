@@ -74,8 +74,10 @@ func TestAutoPartitionsFleet(t *testing.T) {
 		<-watched
 	}()
 
+	// The first messages fall due once the 14 subs have started: 14
+	// processes starting at once on 2 cores are no change of the count.
 	const n = 4000
-	start := time.Now().Add(time.Second)
+	start := time.Now().Add(6 * time.Second)
 	span := autoGrowBound + 30*time.Second // past the shrink's beginning
 	sendSpread(t, l, addr, topic, 0, "au", n, start, span)
 
@@ -87,6 +89,10 @@ func TestAutoPartitionsFleet(t *testing.T) {
 			subs = append(subs, startSub(t, l, i, args(i)...))
 		}
 	}
+	waitFor(t, time.Until(start), func() bool {
+		u, err := c.TopicUsage(context.Background(), topic)
+		return err == nil && len(u.Consumers) == 16
+	}, "16 subs live before the first due time")
 	// The count is 16 (the change ended: while it runs, the subs own the
 	// partitions of both counts) and each sub owns one.
 	took := waitOwners(t, c, topic, joined, autoGrowBound, "16 partitions, one owned by each of 16 subs", func(o ownership) bool {
