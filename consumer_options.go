@@ -99,10 +99,11 @@ type ConsumerOptions struct {
 	// consumers bump when they join, leave or give a partition up: on a
 	// change the consumer recomputes its fair share and takes free
 	// partitions at once, so a partition handed over waits about
-	// ChangePoll for its next owner, not a heartbeat. The counters of
-	// every topic the client's consumers run are read together, in one
-	// HMGET per tick of the shortest ChangePoll among them.
-	// Default DefaultChangePoll (60ms).
+	// ChangePoll for its next owner, not a heartbeat. Each tick of the
+	// shortest ChangePoll among the client's consumers reads the
+	// namespace's change version (one HGET), and the counters of every
+	// topic they run (one HMGET) only when it moved.
+	// Default DefaultChangePoll (35ms).
 	ChangePoll time.Duration
 	// PollInterval is the longest sleep between two polls of a partition;
 	// messages due within the next PollInterval are claimed ahead and held

@@ -259,7 +259,7 @@ func crashConsumerOptions(topic string) ConsumerOptions {
 		Topic: topic, Concurrency: 2, Prefetch: 2,
 		// A lease long enough not to be lost on a loaded machine: a lost
 		// lease is a fault that allows a duplicate (I5), not what is tested.
-		PollInterval: 50 * time.Millisecond, Lease: 5 * time.Second, Timeout: 200 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, Lease: 5 * time.Second, Timeout: 200 * time.Millisecond, ChangePoll: 500 * time.Millisecond,
 		ReconcileInterval: 50 * time.Millisecond, Backoff: []time.Duration{100 * time.Millisecond},
 		ShutdownTimeout: 5 * time.Second,
 	}
