@@ -239,6 +239,7 @@ func waitPartitions(t *testing.T, c *delayq.Client, topic string, n int, since t
 // was running may come twice; every message waiting an hour is in its
 // partition of 16, once.
 func TestRepartitionFaults(t *testing.T) {
+	t.Parallel() // measures no lateness: runs beside the other parallel tests
 	env := testenv.Start(t, testenv.Options{Backends: 3})
 	addr, topic := env.Proxy, "e2e.repart.faults"
 	ctx := context.Background()
