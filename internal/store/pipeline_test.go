@@ -34,3 +34,33 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// TestScoresCmd reads the scores of members and non-members of a ZSET in
+// one command, directly and through Twemproxy.
+func TestScoresCmd(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2})
+	ctx := context.Background()
+	for _, tg := range env.Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			s := openTest(t, tg.Addr)
+			key := "scores:{t:0}:s"
+			if _, err := s.do(ctx, cmd{"ZADD", []any{key, 1795914320169, "a", 0, "c"}}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.do(ctx, scoresCmd(key, []any{"a", "b", "c"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scores, in, err := scoresOf(r[0], 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(scores, in) != "[1795914320169 0 0] [true false true]" {
+				t.Errorf("scores %v, members %v; want [1795914320169 0 0] [true false true]", scores, in)
+			}
+			if _, _, err := scoresOf(r[0], 2); err == nil {
+				t.Error("a reply of 3 scores read as 2: no error")
+			}
+		})
+	}
+}
