@@ -206,11 +206,21 @@ func (m *Manager) Run(ctx context.Context) {
 			m.changed(rctx)
 		}
 		m.releaseExtras(target)
-		m.acquire(ctx, rctx, target)
+		short := m.acquire(ctx, rctx, target)
 		cancel()
-		tick.Reset(m.untilNext(every))
+		next := m.untilNext(every)
+		if short {
+			next = min(next, clock.Jitter(o.Heartbeat/takenRetry))
+		}
+		tick.Reset(next)
 	}
 }
+
+// takenRetry: a member short of its share that found partitions still
+// leased (a dead owner's lease running out) tries again after
+// Heartbeat/takenRetry rather than a heartbeat, so that it takes them
+// over soon after they expire.
+const takenRetry = 4
 
 // beatEvery is the pause between this round's heartbeat and the next:
 // Heartbeat, or IdleFactor × Heartbeat while the member holds its share and its
@@ -429,8 +439,9 @@ func (m *Manager) releaseExtras(target int) {
 
 // acquire tries, once each, partitions the member does not own until it
 // holds target or stop is done, and starts Work for each one it gets; its
-// commands run under ctx.
-func (m *Manager) acquire(stop, ctx context.Context, target int) {
+// commands run under ctx. short reports that it ended short of target,
+// with partitions still leased to others.
+func (m *Manager) acquire(stop, ctx context.Context, target int) (short bool) {
 	o := m.o
 	m.mu.Lock()
 	n := m.n
@@ -447,14 +458,14 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 	}()
 	for _, p := range rand.Perm(n) {
 		if stop.Err() != nil || ctx.Err() != nil {
-			return
+			return false
 		}
 		m.mu.Lock()
 		_, mine := m.owned[p]
 		full := m.holding() >= target
 		m.mu.Unlock()
 		if full {
-			return
+			return false
 		}
 		if mine {
 			continue
@@ -468,7 +479,9 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 			Logger: o.Logger, Errors: o.Errors, Quiet: o.Quiet, Busy: m.leaseBusy,
 		})
 		if err != nil {
-			if !errors.Is(err, ErrTaken) {
+			if errors.Is(err, ErrTaken) {
+				short = true
+			} else {
 				m.logErr("acquire partition", err, "partition", p)
 			}
 			continue
@@ -478,7 +491,7 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 		if m.stop { // Run is stopping: do not start
 			m.mu.Unlock()
 			l.Release(ctx)
-			return
+			return false
 		}
 		m.owned[p] = w
 		m.wg.Add(1)
@@ -490,6 +503,7 @@ func (m *Manager) acquire(stop, ctx context.Context, target int) {
 		got = append(got, p)
 		go m.run(p, w)
 	}
+	return short
 }
 
 // run runs Work for an owned partition, and releases the lease when the

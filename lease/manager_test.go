@@ -235,3 +235,39 @@ func TestManagerQuiet(t *testing.T) {
 	stopD()
 	<-doneD
 }
+
+// A member short of its share that finds a partition still leased (its
+// owner died: the lease runs out, nobody releases it) tries again within
+// about a quarter of a heartbeat, so it takes the partition over soon
+// after the lease expires rather than up to a heartbeat later.
+func TestManagerRetriesTakenSoon(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	st, rs := setup(t, env.Backends[0])
+	const expiry = 12 * time.Second // a heartbeat of 4 s
+	name := func(p int) string { return fmt.Sprintf("mr:%d:lease", p) }
+	// Halfway between the member's second and third heartbeats (4 s and
+	// 8 s, ± 10%).
+	dead := rs.NewMutex(name(1), redsync.WithExpiry(6*time.Second), redsync.WithTries(1))
+	if err := dead.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	expires := dead.Until()
+	w := &work{ran: map[int]string{}}
+	m, stop, done := runManager(t, lease.ManagerOptions{
+		Topic: "mr", ID: "b", Partitions: 2, Expiry: expiry,
+		Members: st, Redsync: rs, Name: name,
+		Value: func() string { return store0Value("b") },
+		Work:  w.fn("b"),
+	})
+	defer func() {
+		stop()
+		<-done
+	}()
+	testenv.WaitFor(t, 10*time.Second, "b owning both partitions", func() bool { return len(m.Owned()) == 2 })
+	// The retry comes a quarter of a heartbeat after the failed try (1 s,
+	// give or take 10%), and the take's round trips beside it; the next
+	// heartbeat would be about 2 s after the expiry.
+	if late := time.Since(expires); late > 1500*time.Millisecond {
+		t.Errorf("b took the dead owner's partition %v after its lease expired, want within 1.5s (a heartbeat is 4s)", late.Round(time.Millisecond))
+	}
+}
