@@ -154,12 +154,13 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 }
 
 // whereMoving reads where each record of b is in partition p (scheduled,
-// in flight or dead: one scoresScript an index, in one pipeline) and returns the
-// moves to make now: those dead, and those scheduled due at or after
-// horizonMS (at the later of their entry's and their record's due: an
-// entry earlier than its record is a stale one). It returns apart those
-// in no index (cut short after unindexing, or by a crash elsewhere: see
-// sortUnindexed), and counts as left those in flight or due sooner.
+// in flight or dead: one scoresScript an index, in one pipeline) and
+// returns the moves to make now: those dead, and those scheduled due at
+// or after horizonMS (at the later of their entry's and their record's
+// due: an entry earlier than its record is a stale one). It returns
+// apart those in no index (cut short after unindexing, or by a crash
+// elsewhere: see sortUnindexed), and counts as left those in flight or
+// due sooner.
 func (s *Store) whereMoving(ctx context.Context, topic string, p int, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
 	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
 	ids := strs(b.ids)
