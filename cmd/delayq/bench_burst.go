@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,10 +147,11 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 	if time.Now().After(T) {
 		return "", fmt.Errorf("enqueueing %d messages took past their due time; use a smaller --n", n)
 	}
-	var l *lateness
+	l := newLateness(n)
+	offsets := make([]int64, procs)
 	deadline := time.Until(T) + time.Duration(n)*time.Millisecond + 30*time.Second
 	for start := time.Now(); ; {
-		if l, err = readDeliveries(files, n); err != nil {
+		if err := readDeliveries(l, files, offsets); err != nil {
 			return "", err
 		}
 		if l.isDone() {
@@ -170,14 +172,14 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 		n, procs, float64(n)/drain.Seconds(), l.summary(), l.dups), nil
 }
 
-// readDeliveries reads every line of the sub processes' files: the
-// lateness of each delivery of the n expected, duplicates counted.
-func readDeliveries(files []string, n int) (*lateness, error) {
-	l := newLateness(n)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+// readDeliveries records in l the lines the sub processes wrote to files
+// since offsets (one a file), and moves each offset past its last whole
+// line: each line is read once, however long the drain.
+func readDeliveries(l *lateness, files []string, offsets []int64) error {
+	for k, f := range files {
+		b, err := readFrom(f, offsets[k])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for len(b) > 0 {
 			i := bytes.IndexByte(b, '\n')
@@ -190,11 +192,25 @@ func readDeliveries(files []string, n int) (*lateness, error) {
 				DeliveredAt time.Time `json:"delivered_at"`
 			}
 			if err := json.Unmarshal(b[:i], &d); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return fmt.Errorf("%s: %w", f, err)
 			}
 			l.record(d.ID, d.Due, d.DeliveredAt)
 			b = b[i+1:]
+			offsets[k] += int64(i + 1)
 		}
 	}
-	return l, nil
+	return nil
+}
+
+// readFrom returns the bytes of file f from offset off on.
+func readFrom(f string, off int64) ([]byte, error) {
+	fh, err := os.Open(f)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	if _, err := fh.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(fh)
 }
