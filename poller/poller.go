@@ -258,8 +258,8 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	p.detach = context.AfterFunc(ctx, cancel)
 	p.workCtx = workCtx
 
-	if err := p.takeOver(ctx); err != nil {
-		return err
+	if stopped, err := p.takeOver(ctx, stop); stopped || err != nil {
+		return err // nothing was held yet
 	}
 	return p.exit(ctx, p.loop(ctx, stop))
 }

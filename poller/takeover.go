@@ -28,27 +28,52 @@ type TakeoverStore interface {
 	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
 }
 
+// takeOverRetry is the pause between tries of a takeover that failed
+// for want of Redis (a proxy restarting, an outage), at most.
+const takeOverRetry = 250 * time.Millisecond
+
 // takeOver is a loop's first act: it raises the fence and takes the
 // marks of a graceful handover (store.TakeOver). After a graceful
 // handover the loop watches the givers (see watchGivers); otherwise it
 // returns every in-flight message to scheduled as its first act (see
-// recoverLost). Its error is ErrFenced when the fence holds a newer token.
-func (p *part) takeOver(ctx context.Context) error {
+// recoverLost). A try that fails for want of Redis is logged (an
+// outage's failures fold into its lines) and made again while the lease
+// holds: a proxy blip does not cost the partition. It reports whether
+// stop closed first; its error is ErrFenced when the fence holds a newer
+// token, ErrExpired when the lease ran out, or ctx's cause.
+func (p *part) takeOver(ctx context.Context, stop <-chan struct{}) (stopped bool, err error) {
 	cfg := p.cfg
-	take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
-	if err != nil {
-		if ferr := p.fenced(err); ferr != nil {
-			return ferr
+	for {
+		take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
+		if err == nil {
+			if take.Graceful {
+				p.givers = take.Givers
+			} else {
+				p.recovering = true // as the loop's first act
+			}
+			cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
+			return false, nil
 		}
-		return err
+		if ferr := p.fenced(err); ferr != nil {
+			return false, ferr
+		}
+		if ctx.Err() == nil {
+			p.logErr("take over", err)
+		}
+		t := time.NewTimer(clock.Jitter(min(cfg.PollInterval, takeOverRetry)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, context.Cause(ctx)
+		case <-stop:
+			t.Stop()
+			return true, nil
+		case <-t.C:
+		}
+		if !cfg.Valid() {
+			return false, ErrExpired
+		}
 	}
-	if take.Graceful {
-		p.givers = take.Givers
-	} else {
-		p.recovering = true // as the loop's first act
-	}
-	cfg.Logger.Debug("partition started", "previous", take.Previous, "graceful", take.Graceful, "givers", take.Givers)
-	return nil
 }
 
 // watchGivers runs the recovery of a lost owner's messages when one is
