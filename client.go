@@ -109,11 +109,12 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co      coalescer      // joins concurrent Enqueue and EnqueueAsync calls into batches
-	watch   watcher        // the change counters of the consumers' topics
-	errLog  *poller.ErrLog // the errors of the consumers' partition loops
-	tracer  trace.Tracer   // of Options.TracerProvider
-	tracing bool           // the provider may record: spans are started (see newTracer)
+	co      coalescer            // joins concurrent Enqueue and EnqueueAsync calls into batches
+	watch   watcher              // the change counters of the consumers' topics
+	errLog  *poller.ErrLog       // the errors of the consumers' partition loops
+	tracer  trace.Tracer         // of Options.TracerProvider
+	tracing bool                 // the provider may record: spans are started (see newTracer)
+	standIn trace.TracerProvider // the global stand-in the tracer came from, if so (see tracingNow)
 
 	// exportRead, set only by tests before an export, is called by Export
 	// after each read of partition p in its scan number scan (1, or 2 when
@@ -190,7 +191,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.co.c, c.watch.c = c, c
-	c.tracer, c.tracing = newTracer(opts.TracerProvider)
+	c.tracer, c.tracing, c.standIn = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil
 }

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -43,18 +44,35 @@ const (
 )
 
 // newTracer returns the tracer of delayq's spans from tp, or from the
-// global provider when tp is nil, and whether it may record: a no-op
-// provider (noop.TracerProvider, as the worker's without an endpoint)
-// never does, and then no span is started at all; the context stored
-// with messages is still passed on. The global provider delegates to
-// the one an application sets later (otel.SetTracerProvider), so a
-// client made before that set-up traces too.
-func newTracer(tp trace.TracerProvider) (trace.Tracer, bool) {
+// global provider when tp is nil, whether it may record, and the
+// stand-in it came from, if any. A no-op provider (noop.TracerProvider,
+// as the worker's without an endpoint) never records, and then no span
+// is started at all; the context stored with messages is still passed
+// on. The global provider before otel.SetTracerProvider is a stand-in
+// that delegates to the one an application sets later, so a client made
+// before that set-up traces too; until then its spans record nothing,
+// and Client.tracingNow skips them (a span of the stand-in costs about
+// half a microsecond a delivery).
+func newTracer(tp trace.TracerProvider) (tr trace.Tracer, tracing bool, standIn trace.TracerProvider) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
+		if t := reflect.TypeOf(tp); t.Kind() == reflect.Pointer && t.Elem().PkgPath() == otelGlobalPkg {
+			standIn = tp
+		}
 	}
 	_, off := tp.(noop.TracerProvider)
-	return tp.Tracer(tracerName), !off
+	return tp.Tracer(tracerName), !off, standIn
+}
+
+// otelGlobalPkg is the package of OpenTelemetry's stand-in global
+// provider.
+const otelGlobalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// tracingNow reports whether spans may record now: the provider is not a
+// no-op, and not the global stand-in while no provider was set (see
+// newTracer).
+func (c *Client) tracingNow() bool {
+	return c.tracing && (c.standIn == nil || otel.GetTracerProvider() != c.standIn)
 }
 
 // traceCarrier is the propagation carrier of a record's trace: it holds
@@ -112,7 +130,7 @@ func (c *Client) startSend(ctx context.Context, topic string, n int) (*sendSpan,
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, ""
 	}
-	if !c.tracing {
+	if !c.tracingNow() {
 		return nil, traceparent(ctx)
 	}
 	name := "delayq.send"
@@ -180,7 +198,7 @@ func (k *Consumer) startDelivery(ctx context.Context, m *poller.Msg) (context.Co
 	if sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	if !k.c.tracing {
+	if !k.c.tracingNow() {
 		return ctx, nil
 	}
 	opts := deliverOpts

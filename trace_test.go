@@ -12,6 +12,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 	"github.com/gomodule/redigo/redis"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -303,5 +304,35 @@ func TestTracesWithoutSDK(t *testing.T) {
 	}
 	if g := got["outside"]; g.IsValid() {
 		t.Errorf("a message enqueued outside a trace: the handler's ctx holds %v", g.TraceID())
+	}
+}
+
+// TestTracingFollowsGlobalProvider: a client made without a provider,
+// before the application sets the global one, starts no span while the
+// global is OpenTelemetry's stand-in (its spans would record nothing),
+// and records through it once a provider is set.
+func TestTracingFollowsGlobalProvider(t *testing.T) {
+	c := &Client{}
+	c.tracer, c.tracing, c.standIn = newTracer(nil)
+	if c.standIn == nil {
+		t.Fatalf("the global provider %T is not taken for the stand-in; a test of this package set one?", otel.GetTracerProvider())
+	}
+	if c.tracingNow() {
+		t.Errorf("tracing with no provider set: spans of the stand-in would record nothing")
+	}
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider()) // later clients: no spans, as with the stand-in
+		tp.Shutdown(context.Background())
+	})
+	if !c.tracingNow() {
+		t.Fatalf("not tracing once a provider is set")
+	}
+	_, span := c.tracer.Start(context.Background(), "probe")
+	span.End()
+	if got := len(exp.GetSpans()); got != 1 {
+		t.Errorf("%d spans recorded through the stand-in once a provider is set, want 1", got)
 	}
 }
