@@ -69,10 +69,18 @@ func TestPauseFleet(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a second delivery would show by now
 	checkPaused(t, l, end)
 	var last time.Time
+	during, dups := 0, 0
 	for _, d := range l.snapshot() {
 		last = maxTime(last, d.at)
+		if d.at.Before(end) {
+			during++
+		}
 	}
-	testenv.Figure(t, "scenario=pause-5s subs=2 messages=%d started_during_pause=0 lost=0 duplicates=0 last_after_end_ms=%d", N, last.Sub(end).Milliseconds())
+	for id := range l.dues() {
+		dups += max(0, len(l.deliveries(id))-1)
+	}
+	testenv.Figure(t, "scenario=pause-5s subs=2 messages=%d started_during_pause=%d lost=%d duplicates=%d last_after_end_ms=%d",
+		N, during, len(l.missing()), dups, last.Sub(end).Milliseconds())
 
 	// A pause --until ends by itself.
 	until := time.Now().Add(2 * time.Second).UTC().Truncate(time.Millisecond)
