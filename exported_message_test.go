@@ -150,3 +150,41 @@ func TestExportTraceparent(t *testing.T) {
 		t.Errorf("import of a bad traceparent: %+v, %v; want ErrInvalid", res, err)
 	}
 }
+
+// FuzzExportLine: UnmarshalJSON takes outside input (an import's
+// lines). Whatever the line, it returns an error or a message, never
+// panics; a message it accepts is written back by MarshalJSON as a line
+// it reads back the same.
+func FuzzExportLine(f *testing.F) {
+	const due = `"due":"2026-11-25T21:00:00.000Z"`
+	for _, seed := range []string{
+		`{"id":"a","state":"scheduled",` + due + `}`,
+		`{"id":"b ☃","state":"dead",` + due + `,"died_at":"2026-11-25T21:00:01Z","attempts":3,"max_attempts":5,"last_error":"boom","body_base64":"/wAB"}`,
+		`{"id":"c","state":"in_flight",` + due + `,"created":"2026-11-25T21:00:00Z","updated":"2026-11-25T21:00:00Z","body":""}`,
+		`{"id":"e","state":"scheduled",` + due + `,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","body":"x"}`,
+		`{"id":"w","state":"scheduled",` + due + `,"window_opened":"2026-11-25T20:00:00Z"}`,
+		`{"id":"x","id":"a","state":"scheduled",` + due + `}`,
+		`{"id":"a","state":"scheduled",` + due + `,"extra":{"id":"b"}}`,
+		`{"id":"a","state":"scheduled",` + due + `} {"id":"b"}`,
+		`["a"]`, `{`, ``, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var m ExportedMessage
+		if m.UnmarshalJSON(line) != nil {
+			return
+		}
+		out, err := m.MarshalJSON()
+		if err != nil {
+			t.Fatalf("%q read as %+v, which does not write back: %v", line, m, err)
+		}
+		var back ExportedMessage
+		if err := back.UnmarshalJSON(out); err != nil {
+			t.Fatalf("%q read as %+v, written back as %s, which does not read: %v", line, m, out, err)
+		}
+		if d := sameExported(&back, &m); d != "" || back.ID != m.ID {
+			t.Fatalf("%q read as %+v, written back as %s, read again differs: %s", line, m, out, d)
+		}
+	})
+}
