@@ -1,4 +1,4 @@
-package config_test
+package doclint_test
 
 import (
 	"go/ast"
