@@ -1,0 +1,227 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/delayq/delayq/internal/keys"
+	"github.com/gomodule/redigo/redis"
+)
+
+// TestAck acks two started deliveries: one whose record is still the one
+// claimed, and one a send replaced while it ran. The first goes for good
+// (record, running mark and in-flight entry); the replaced one keeps its
+// newer record, loses its mark and entry, and goes back to scheduled at
+// its own due, which Ack counts as kept.
+func TestAck(t *testing.T) {
+	ctx := context.Background()
+	const topic, token, now, deadline = "ack", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	s := dueMessages(t, topic, token, now-10, "done", "sent")
+	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
+	send(t, s, topic, now+1, Put{ID: "sent", Policy: PolicyReplace, Due: now + 5000, Body: []byte("newer")}, PutReplaced)
+	// The send's index entry is taken away, as if its second round trip
+	// had been lost: only the ack can put the message back.
+	if _, err := s.do(ctx, cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, 0), "sent"}}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.Ack(ctx, topic, 0, []string{"done", "sent"}, [][]byte{recs["done"].Header(), recs["sent"].Header()})
+	if err != nil || kept != 1 {
+		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
+	}
+	if st := stateOf(t, s, topic, "done"); !st.nowhere() {
+		t.Errorf("done after the ack: %+v, want nothing left", st)
+	}
+	st := stateOf(t, s, topic, "sent")
+	if st.sched != now+5000 || st.flight != -1 || st.dead != -1 || st.running {
+		t.Errorf("sent after the ack: %+v, want scheduled at %d alone, no mark", st, now+5000)
+	}
+	if rec := st.record(t); rec == nil || string(rec.Body) != "newer" {
+		t.Errorf("sent after the ack: record %+v, want the newer one", rec)
+	}
+}
+
+// TestMoves returns five started deliveries: a retry, written over the
+// record it was claimed with and scheduled at its score; a retry and a
+// death of messages a send replaced meanwhile, which keep the newer
+// record and go back to scheduled at its due (not at the move's score,
+// not to dead); a death, in the dead ZSET with its record; and a retry of
+// a message deleted meanwhile, counted gone and not brought back. None
+// is left in flight or marked running.
+func TestMoves(t *testing.T) {
+	ctx := context.Background()
+	const topic, token, now, deadline = "moves", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	ids := []string{"retry", "replaced", "dies", "diesReplaced", "gone"}
+	s := dueMessages(t, topic, token, now-10, ids...)
+	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
+	send(t, s, topic, now+1, Put{ID: "replaced", Policy: PolicyReplace, Due: now + 50000, Body: []byte("newer")}, PutReplaced)
+	send(t, s, topic, now+1, Put{ID: "diesReplaced", Policy: PolicyReplace, Due: now + 60000, Body: []byte("newer")}, PutReplaced)
+	if err := s.Delete(ctx, topic, 0, "gone"); !errors.Is(err, ErrRunning) {
+		t.Fatalf("delete of a started delivery: %v, want ErrRunning", err)
+	}
+	failed := func(id string, attempts int) *Record {
+		r := *recs[id]
+		r.Attempts, r.LastError, r.Updated = attempts, "boom", now+2
+		return &r
+	}
+	retried, died := failed("retry", 1), failed("dies", 3)
+	moves := []Move{
+		{ID: "retry", Score: now + 30000, Record: retried, Was: recs["retry"].Header()},
+		{ID: "replaced", Score: now + 1000, Record: failed("replaced", 1), Was: recs["replaced"].Header()},
+		{ID: "dies", Dead: true, Score: now + 2, Record: died, Was: recs["dies"].Header()},
+		{ID: "diesReplaced", Dead: true, Score: now + 2, Record: failed("diesReplaced", 3), Was: recs["diesReplaced"].Header()},
+		{ID: "gone", Score: now + 30000, Record: failed("gone", 1), Was: recs["gone"].Header()},
+	}
+	gone, err := s.Moves(ctx, topic, 0, moves)
+	if err != nil || gone != 1 {
+		t.Fatalf("moves: gone %d, %v; want 1", gone, err)
+	}
+	for _, tc := range []struct {
+		id          string
+		sched, dead int64
+		rec         []byte // nil: the newer record, body "newer"
+		gone        bool
+	}{
+		{id: "retry", sched: now + 30000, dead: -1, rec: retried.Encode()},
+		{id: "replaced", sched: now + 50000, dead: -1},
+		{id: "dies", sched: -1, dead: now + 2, rec: died.Encode()},
+		{id: "diesReplaced", sched: now + 60000, dead: -1},
+		{id: "gone", sched: -1, dead: -1, gone: true},
+	} {
+		st := stateOf(t, s, topic, tc.id)
+		if st.sched != tc.sched || st.dead != tc.dead || st.flight != -1 || st.running {
+			t.Errorf("%s: %+v, want scheduled at %d, dead at %d, not in flight, no mark", tc.id, st, tc.sched, tc.dead)
+		}
+		switch {
+		case tc.gone:
+			if st.rec != nil {
+				t.Errorf("%s: deleted meanwhile, its record is back", tc.id)
+			}
+		case tc.rec != nil:
+			if !bytes.Equal(st.rec, tc.rec) {
+				t.Errorf("%s: record %x, want the move's %x", tc.id, st.rec, tc.rec)
+			}
+		default:
+			if rec := st.record(t); rec == nil || string(rec.Body) != "newer" || rec.Attempts != 0 {
+				t.Errorf("%s: record %+v, want the newer one, untouched", tc.id, rec)
+			}
+		}
+	}
+}
+
+// TestDrop drops two in-flight messages, one a tombstone (a delete that
+// removed the record but not yet its index entries): their entries and
+// running marks go, and the record there is stays, in no index.
+func TestDrop(t *testing.T) {
+	ctx := context.Background()
+	const topic, token, now, deadline = "drop", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	s := dueMessages(t, topic, token, now-10, "tomb", "kept")
+	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
+	mk := keys.Records(s.ns, topic, 0)
+	if _, err := s.do(ctx, cmd{"HDEL", []any{mk, "tomb", keys.RunningField("tomb")}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, s, topic, "kept"); st.flight != deadline || !st.running {
+		t.Fatalf("kept before the drop: %+v, want in flight and marked", st)
+	}
+	if err := s.Drop(ctx, topic, 0, []string{"tomb", "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, s, topic, "tomb"); !st.nowhere() {
+		t.Errorf("tomb after the drop: %+v, want nothing left", st)
+	}
+	st := stateOf(t, s, topic, "kept")
+	if st.sched != -1 || st.flight != -1 || st.dead != -1 || st.running || !bytes.Equal(st.rec, recs["kept"].Encode()) {
+		t.Errorf("kept after the drop: %+v, want its record alone, as claimed", st)
+	}
+}
+
+// msgState is where a message of partition 0 is: its scores in the
+// scheduled, in-flight and dead ZSETs (-1 when it is not a member), its
+// stored record (nil when none) and whether its running mark is set.
+type msgState struct {
+	sched, flight, dead int64
+	rec                 []byte
+	running             bool
+}
+
+// stateOf reads where id is in partition 0 of topic, in one round trip.
+func stateOf(t *testing.T, s *Store, topic, id string) msgState {
+	t.Helper()
+	mk := keys.Records(s.ns, topic, 0)
+	r, err := s.do(context.Background(),
+		cmd{"ZSCORE", []any{keys.Scheduled(s.ns, topic, 0), id}},
+		cmd{"ZSCORE", []any{keys.InFlight(s.ns, topic, 0), id}},
+		cmd{"ZSCORE", []any{keys.Dead(s.ns, topic, 0), id}},
+		cmd{"HGET", []any{mk, id}},
+		cmd{"HGET", []any{mk, keys.RunningField(id)}})
+	if err != nil {
+		t.Fatalf("state of %s: %v", id, err)
+	}
+	score := func(v any) int64 {
+		if v == nil {
+			return -1
+		}
+		f, err := redis.Float64(v, nil)
+		if err != nil {
+			t.Fatalf("state of %s: score %v: %v", id, v, err)
+		}
+		return int64(f)
+	}
+	st := msgState{sched: score(r[0]), flight: score(r[1]), dead: score(r[2]), running: r[4] != nil}
+	if r[3] != nil {
+		st.rec, _ = redis.Bytes(r[3], nil)
+	}
+	return st
+}
+
+// nowhere reports whether nothing is left of the message: no index
+// entry, no record, no running mark.
+func (st msgState) nowhere() bool {
+	return st.sched == -1 && st.flight == -1 && st.dead == -1 && st.rec == nil && !st.running
+}
+
+// record decodes the stored record of st, nil when there is none.
+func (st msgState) record(t *testing.T) *Record {
+	t.Helper()
+	if st.rec == nil {
+		return nil
+	}
+	rec, err := DecodeRecord(st.rec)
+	if err != nil {
+		t.Fatalf("stored record %x: %v", st.rec, err)
+	}
+	return rec
+}
+
+// claimDue claims every message of partition 0 of topic due by maxDue
+// under token, starting those due by startBy, each in flight at
+// deadline(due), and returns their records as claimed, by id.
+func claimDue(t *testing.T, s *Store, topic string, token, maxDue, startBy int64, deadline func(int64) int64) map[string]*Record {
+	t.Helper()
+	claimed, recs, err := s.ClaimBegin(context.Background(), topic, 0, Claim{Token: token, MaxDueMS: maxDue, StartByMS: startBy, Limit: 100, Deadline: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]*Record, len(claimed))
+	for i, c := range claimed {
+		if recs[i] == nil {
+			t.Fatalf("claimed %s without its record", c.ID)
+		}
+		out[c.ID] = recs[i]
+	}
+	return out
+}
+
+// send sends p to partition 0 of topic at nowMS and checks its outcome.
+func send(t *testing.T, s *Store, topic string, nowMS int64, p Put, want int) {
+	t.Helper()
+	res, err := s.Puts(context.Background(), []PutGroup{{Topic: topic, P: 0, Puts: []Put{p}}}, nowMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0][0].Outcome != want {
+		t.Fatalf("send of %s: outcome %d, want %d", p.ID, res[0][0].Outcome, want)
+	}
+}
