@@ -61,7 +61,9 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 // (see StartMany and claimedLua).
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
 // Returns per id 0 (removed, or gone), or the due of the record that
-// replaced it, which stays.
+// replaced it, which stays. A replacement that cannot be read stays too,
+// reported as 0: the reconciler finds it in no index, and its claim
+// sends it to dead.
 var ackScript = newScript(recordLua + claimedLua + `
 local out = {}
 eachClaimed(function(ids, headers, vals)
@@ -73,7 +75,8 @@ eachClaimed(function(ids, headers, vals)
       del[#del + 1] = id
       out[#out + 1] = 0
     elseif v then
-      out[#out + 1] = (readHeader(v))
+      local ok, due = pcall(readHeader, v)
+      if ok then out[#out + 1] = due else out[#out + 1] = 0 end
     else
       out[#out + 1] = 0
     end
@@ -176,8 +179,9 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 // updateIfScript overwrites records that still exist and, where a header
 // is given, still begin with it (see Move.Was).
 // KEYS[1]: records HASH. ARGV: id1, record1, header1, ... (header ""
-// for none). Returns per id -1 (gone), 0 (written), or the due of the
-// record that replaced the one claimed (left as it is).
+// for none). Returns per id -1 (gone, or replaced by a record that
+// cannot be read: left as it is, for the reconciler), 0 (written), or
+// the due of the record that replaced the one claimed (left as it is).
 var updateIfScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -188,7 +192,8 @@ for i = 1, #ARGV, 3 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
-    out[#out + 1] = (readHeader(v))
+    local ok, due = pcall(readHeader, v)
+    if ok then out[#out + 1] = due else out[#out + 1] = -1 end
   end
 end
 return out

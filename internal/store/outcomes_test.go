@@ -137,6 +137,50 @@ func TestDrop(t *testing.T) {
 	}
 }
 
+// TestAckAndMoveUnreadableReplacement: a record rewritten during its
+// delivery into bytes no header can be read from does not fail the ack
+// or the move of the batch it is in: the other messages are acked and
+// moved, and the unreadable record stays where it is, in no index, for
+// the reconciler (whose claim sends it to dead).
+func TestAckAndMoveUnreadableReplacement(t *testing.T) {
+	ctx := context.Background()
+	const topic, token, now, deadline = "unreadable", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
+	s := dueMessages(t, topic, token, now-10, "ok", "bad", "retry", "badRetry")
+	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
+	mk := keys.Records(s.ns, topic, 0)
+	if _, err := s.do(ctx, cmd{"HMSET", []any{mk, "bad", "\x02x", "badRetry", "\x02x"}}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.Ack(ctx, topic, 0, []string{"ok", "bad"}, [][]byte{recs["ok"].Header(), recs["bad"].Header()})
+	if err != nil || kept != 0 {
+		t.Fatalf("ack beside an unreadable replacement: kept %d, %v; want 0, nil", kept, err)
+	}
+	if st := stateOf(t, s, topic, "ok"); !st.nowhere() {
+		t.Errorf("ok after the ack: %+v, want nothing left", st)
+	}
+	retried := *recs["retry"]
+	retried.Attempts = 1
+	gone, err := s.Moves(ctx, topic, 0, []Move{
+		{ID: "retry", Score: now + 30000, Record: &retried, Was: recs["retry"].Header()},
+		{ID: "badRetry", Score: now + 30000, Record: &retried, Was: recs["badRetry"].Header()},
+	})
+	if err != nil {
+		t.Fatalf("moves beside an unreadable replacement: %v", err)
+	}
+	if st := stateOf(t, s, topic, "retry"); st.sched != now+30000 || st.flight != -1 || st.running {
+		t.Errorf("retry after the move: %+v, want scheduled at %d", st, now+30000)
+	}
+	for _, id := range []string{"bad", "badRetry"} {
+		st := stateOf(t, s, topic, id)
+		if st.sched != -1 || st.flight != -1 || st.dead != -1 || st.running || string(st.rec) != "\x02x" {
+			t.Errorf("%s after its outcome: %+v, want the unreadable record alone, in no index", id, st)
+		}
+	}
+	if gone != 1 {
+		t.Errorf("moves: gone %d, want 1 (the unreadable replacement)", gone)
+	}
+}
+
 // msgState is where a message of partition 0 is: its scores in the
 // scheduled, in-flight and dead ZSETs (-1 when it is not a member), its
 // stored record (nil when none) and whether its running mark is set.
