@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/keys"
@@ -109,8 +110,9 @@ func dueMessages(t *testing.T, topic string, token, due int64, ids ...string) *S
 }
 
 // TestAckBatch acks more ids than the ack script reads at once, one of
-// them replaced since its claim: the others' records and marks go, the
-// replaced one's record stays and its due comes back.
+// them replaced since its claim (in the second run the script reads):
+// the others' records and marks go, the replaced one's record stays and
+// is scheduled again at its own due.
 func TestAckBatch(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Backends: 1})
 	s := openTest(t, env.Backends[0])
@@ -131,7 +133,9 @@ func TestAckBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := &Record{Due: now + 5000, Created: now, Updated: now + 1, Body: []byte("newer")}
-	if _, err := s.do(ctx, cmd{"HMSET", marks}, cmd{"HSET", []any{keys.Records(s.ns, topic, 0), ids[1500], newer.Encode()}}); err != nil {
+	sk := keys.Scheduled(s.ns, topic, 0)
+	if _, err := s.do(ctx, cmd{"HMSET", marks}, cmd{"HSET", []any{keys.Records(s.ns, topic, 0), ids[1500], newer.Encode()}},
+		cmd{"ZREM", append([]any{sk}, strs(ids)...)}); err != nil { // claimed: no longer scheduled
 		t.Fatal(err)
 	}
 	kept, err := s.Ack(ctx, topic, 0, ids, headers)
@@ -144,5 +148,56 @@ func TestAckBatch(t *testing.T) {
 	}
 	if n, _ := redis.Int(r[0], nil); n != 1 || r[1] == nil {
 		t.Errorf("records HASH after the ack: %d fields, the replaced one %v; want just the replaced one", n, r[1] != nil)
+	}
+	r, err = s.do(ctx, cmd{"ZSCORE", []any{sk, ids[1500]}}, cmd{"ZCARD", []any{sk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := redis.Int64(r[0], nil); due != now+5000 {
+		t.Errorf("%s, replaced, scheduled at %v after the ack, want its own due %d", ids[1500], r[0], now+5000)
+	}
+	if n, _ := redis.Int(r[1], nil); n != 1 {
+		t.Errorf("%d entries scheduled after the ack, want the replaced one alone", n)
+	}
+}
+
+// TestClaimIDs runs claimIDsScript on ids a peek listed, some changed
+// since: it removes exactly those still scheduled and due by the max,
+// with their dues, whether its range from the ZSET's start finds them
+// or (after more than its room of earlier entries came) they are looked
+// up one by one; a deleted id, one rescheduled past the max and one
+// listed twice are handled alike both ways.
+func TestClaimIDs(t *testing.T) {
+	ctx := context.Background()
+	const topic, token, due, max = "claimids", 7, int64(1_800_000_000_000), int64(1_800_000_001_000)
+	for _, earlier := range []int{0, 200} {
+		ids := []string{"a", "b", "gone", "later", "kept"}
+		s := dueMessages(t, topic, token, due, ids...)
+		sk := keys.Scheduled(s.ns, topic, 0)
+		add := []any{sk, max + 1, "later"}
+		for i := range earlier { // come after the peek, due before its ids
+			add = append(add, due-1, "e"+strconv.Itoa(i))
+		}
+		if _, err := s.do(ctx, cmd{"ZADD", add}, cmd{"ZREM", []any{sk, "gone"}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.script(ctx, claimIDsScript, sk, keys.Fence, token, max, "a", "b", "gone", "later", "b")
+		if err != nil {
+			t.Fatalf("%d earlier: %v", earlier, err)
+		}
+		got, err := redis.Strings(r, nil)
+		want := []string{"a", strconv.FormatInt(due, 10), "b", strconv.FormatInt(due, 10)}
+		if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%d earlier: claimed %v (%v), want %v", earlier, got, err, want)
+		}
+		for id, in := range map[string]bool{"a": false, "b": false, "later": true, "kept": true} {
+			r, err := s.do(ctx, cmd{"ZSCORE", []any{sk, id}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (r[0] != nil) != in {
+				t.Errorf("%d earlier: %s scheduled %v after the claim, want %v", earlier, id, r[0] != nil, in)
+			}
+		}
 	}
 }

@@ -170,7 +170,11 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0
 
 // claimIDsScript removes the given ids from the scheduled ZSET, those
 // still there and due by ARGV[3], if and only if the fence holds the
-// caller's token.
+// caller's token. The ids are those a peek listed a moment before, the
+// first of the ZSET: one ZRANGEBYSCORE from its start (with room for a
+// few added since) finds them, where a ZSCORE each cost a call each
+// (about a third of the script); an id it does not find is looked up
+// alone.
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
 // ARGV[3]: max due (unix ms), ARGV[4...]: ids.
 // Returns {id1, due1, ...}: exactly the ids it removed, or the error
@@ -178,14 +182,37 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0
 var claimIDsScript = newScript(fenceLua + `
 local cur = fence()
 if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
-local max = tonumber(ARGV[3])
-local out, ids = {}, {}
+local want, left = {}, 0
 for i = 4, #ARGV do
-  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if s and tonumber(s) >= 0 and tonumber(s) <= max then
-    ids[#ids + 1] = ARGV[i]
-    out[#out + 1] = ARGV[i]
-    out[#out + 1] = s
+  if not want[ARGV[i]] then
+    want[ARGV[i]] = true
+    left = left + 1
+  end
+end
+local out, ids = {}, {}
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, left + 64)
+for i = 1, #r, 2 do
+  if want[r[i]] then
+    want[r[i]] = false
+    left = left - 1
+    ids[#ids + 1] = r[i]
+    out[#out + 1] = r[i]
+    out[#out + 1] = r[i + 1]
+  end
+end
+if left > 0 then
+  local max = tonumber(ARGV[3])
+  for i = 4, #ARGV do
+    local id = ARGV[i]
+    if want[id] then
+      want[id] = false
+      local s = redis.call('ZSCORE', KEYS[1], id)
+      if s and tonumber(s) >= 0 and tonumber(s) <= max then
+        ids[#ids + 1] = id
+        out[#out + 1] = id
+        out[#out + 1] = s
+      end
+    end
   end
 end
 if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
