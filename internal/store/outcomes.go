@@ -37,15 +37,17 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 	if err != nil {
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
 	}
-	dues, err := redis.Int64s(r[0], nil)
-	if err != nil || len(dues) != len(ids) {
+	replaced, err := redis.Int64s(r[0], nil)
+	if err != nil || len(replaced)%2 != 0 {
 		return 0, fmt.Errorf("ack %d in partition %d: bad reply %v (%v)", len(ids), p, r[0], err)
 	}
 	index := []any{}
-	for i, due := range dues {
-		if due > 0 {
-			index = append(index, due, ids[i])
+	for i := 0; i < len(replaced); i += 2 {
+		at, due := replaced[i], replaced[i+1]
+		if at < 1 || at > int64(len(ids)) || due <= 0 {
+			return 0, fmt.Errorf("ack %d in partition %d: bad reply %v", len(ids), p, r[0])
 		}
+		index = append(index, due, ids[at-1])
 	}
 	if len(index) == 0 {
 		return 0, nil
@@ -57,31 +59,35 @@ func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, head
 }
 
 // ackScript removes the records that still begin with the header they
-// were claimed with (see Store.Ack), and the running marks of them all
-// (see StartMany and claimedLua).
+// were claimed with (see Store.Ack), and the running marks of them all.
+// Its reply names only the records a send replaced: an ack of a batch
+// none of whose records changed gets an empty one.
 // KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
-// Returns per id 0 (removed, or gone), or the due of the record that
-// replaced it, which stays. A replacement that cannot be read stays too,
-// reported as 0: the reconciler finds it in no index, and its claim
-// sends it to dead.
+// Returns {i, due, ...}: for each record that replaced the one claimed,
+// which stays, the 1-based position of its id and its due. A replacement
+// that cannot be read stays too, unnamed: the reconciler finds it in no
+// index, and its claim sends it to dead.
 var ackScript = newScript(recordLua + claimedLua + `
-local out = {}
+local out, done = {}, 0
 eachClaimed(function(ids, headers, vals)
   local del = {}
   for j, id in ipairs(ids) do
-    local v = vals[j]
+    local v, h = vals[j], headers[j]
     del[#del + 1] = RUNNING .. id
-    if v and string.sub(v, 1, #headers[j]) == headers[j] then
-      del[#del + 1] = id
-      out[#out + 1] = 0
-    elseif v then
-      local ok, due = pcall(readHeader, v)
-      if ok then out[#out + 1] = due else out[#out + 1] = 0 end
-    else
-      out[#out + 1] = 0
+    if v then
+      if string.sub(v, 1, #h) == h then
+        del[#del + 1] = id
+      else
+        local ok, due = pcall(readHeader, v)
+        if ok then
+          out[#out + 1] = done + j
+          out[#out + 1] = due
+        end
+      end
     end
   end
   redis.call('HDEL', KEYS[1], unpack(del))
+  done = done + #ids
 end)
 return out
 `)
