@@ -44,14 +44,6 @@ func (c *Client) retrying(ctx context.Context) context.Context {
 // res[i], unless res[i].Err is set already; parts is scratch space, one
 // slot per message. It sets each message's outcome in res[i].Err; the
 // error is for a failure of the whole write.
-//
-// Its steps: place gives each message its partition (and a generated id);
-// sortWrites tells how each is written (its writeKind) and orders them,
-// the sends with a policy (isPut) set aside; cutGroup cuts them into
-// groups of one topic, partition and kind; addGroups writes the groups
-// (store.AddMany), writePuts the sends with a policy and putGroups adds
-// their partitions to the groups; setOutcomes fills in the outcomes; wake
-// wakes the owners of partitions that got a message due soon.
 func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
 	ctx = c.retrying(ctx)
 	if err := c.place(ctx, now, msgs, parts, res); err != nil {

@@ -126,9 +126,9 @@ func (co *coalescer) flusher() {
 // and about to enqueue again (the freeing goroutine readied this one last,
 // so it would run first). It yields up to coalesceYields times, taking
 // what was queued meanwhile, and stops at a yield that brought nothing:
-// a few microseconds, not a timer. It pays: without it, 20.0 µs a message
-// and 0.49 commands against 16.0 µs and 0.23 (p=0.003, eight interleaved
-// runs of BenchmarkEnqueue through Twemproxy, generated ids).
+// a few microseconds, not a timer. It pays: single calls measured faster
+// with it, and at half the commands a message (see docs/benchmarks.md,
+// Measured design choices).
 func (co *coalescer) linger(batch []*enqReq) []*enqReq {
 	for range coalesceYields {
 		runtime.Gosched()
@@ -202,9 +202,8 @@ func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	// The write is bounded as a whole: a dial and three round trips (the
 	// most an enqueue takes, when duplicates must be told apart), after
 	// the wait for Redis of an outage (Options.RetryFor). (Going
-	// without this deadline, to save a timer per batch, measured no faster:
-	// 15.4 µs a message with it against 16.0 without, p=0.51, in eight
-	// interleaved runs of BenchmarkEnqueue through Twemproxy.)
+	// without this deadline, to save a timer per batch, measured no
+	// faster: see docs/benchmarks.md, Measured design choices.)
 	wctx, cancel := context.WithTimeout(context.Background(), max(co.c.opts.RetryFor, 0)+co.c.opts.DialTimeout+3*(co.c.opts.WriteTimeout+co.c.opts.ReadTimeout))
 	err := co.c.write(wctx, co.c.opts.Now(), msgs, parts, res)
 	cancel()

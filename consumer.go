@@ -96,14 +96,6 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // outages"). It returns an error only if it could not start (a topic or
 // schedule Redis refuses) or was already run.
 func (k *Consumer) Run(ctx context.Context) error {
-	// Its steps: start (the topic, its schedules, limits, automatic count and
-	// controls); the watch of the topic's change counter; the goroutines
-	// beside the partition loops (background: the followers of the controls
-	// and of the automatic count, the limiter, the kept acks); the lease
-	// manager (newRun, consumerRun.managerOptions), whose Work runs a
-	// partition loop for each partition the consumer owns (consumerRun.loop)
-	// and whose stop arms the hard stop (consumerRun.stopping); manage, until
-	// ctx is done or Shutdown is called; then the end (consumerRun.end).
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
 	}

@@ -47,7 +47,7 @@ type ExportStats struct {
 	Duplicates int // messages read again (a rescan of the records, or a move between partitions) and left out
 	Corrupt    int // records that could not be decoded, left out (and logged)
 	Reads      int // HSCAN batches read
-	Rescans    int // partitions scanned twice (see Export)
+	Rescans    int // partitions scanned twice, as messages left their segments during the first scan
 	Schedules  int // schedule definitions written (ExportJSON of a whole topic)
 	// Controls: ExportJSON of a whole topic wrote the topic's flow
 	// controls (see ExportedControls); false when it has none.
@@ -56,51 +56,20 @@ type ExportStats struct {
 }
 
 // Export reads every message of topic, partition by partition, and calls
-// emit with each, in no particular order. It stops at the first error of
-// emit and returns it.
+// emit with each, in no particular order; emit may keep the message it is
+// given (each is its own). It stops at the first error of emit and
+// returns it.
 //
-// It reads through any proxy with bounded commands, one at a time: per
-// batch an HSCAN of about opts.Batch fields of a partition's records,
-// then two one-key scripts that tell which of them are in flight and
-// which dead. Consumers and producers may run meanwhile. The guarantee:
-// each message present in the topic from the export's start to its end
-// is emitted exactly once, with its record as it was at some moment of
-// the export, and its state as read just after the record: a message
-// that moved in between shows its new state with its old fields, or, in
-// the instant a retry is in both indexes, in flight with the fields of the
-// retry (in flight and scheduled import alike). Messages added or
-// removed during the export may or may not be emitted; a message emitted
-// in flight or dead may have been acked, retried or requeued since.
-//
-// Exactly once holds because the export leaves out what it read before:
-// HSCAN may return a field twice (its table was resized meanwhile), and a
-// segment taken apart during the scan shows its messages twice; Export
-// keeps the ids read in the current partition to leave those out (about
-// 80 bytes per message of the partition, freed at its end). And a message
-// taken out of its segment (rescheduled, claimed, or moved by a change of
-// the count) gets a field of its own, which a scan that has gone past its
-// place does not return, while the segment read later no longer holds it:
-// the scripts that take messages out of segments count themselves in the
-// partition's records (keys.SegmentLeftField), and when the count changed
-// during the scan of a partition, Export scans it a second time, which
-// finds such messages, and leaves out what it read already. (A message
-// leaving its segment during the second scan was in it all through the
-// first.)
-//
-// During a change of the partition count it reads the partitions that
-// messages move out of first, so that a moving message is read in its old
-// partition or, moved before the scan got to it, in its new one, and it
-// keeps the ids it read that belong elsewhere, to leave them out there.
-// A change that begins during the export would defeat that: the export
-// fails with ErrChangeRunning, to be run again.
-//
-// emit may keep the message it is given: each is its own.
+// It reads through any proxy with bounded commands, one at a time, while
+// consumers and producers run. Each message present from the export's
+// start to its end is emitted exactly once, with its record as it was at
+// some moment of the export and its state as read just after; messages
+// added or removed meanwhile may or may not be. Its memory grows with the
+// partition it reads (about 80 bytes a message), not with the topic. A
+// change of the partition count that begins during the export fails it
+// with ErrChangeRunning: export again. How: see docs/export-import.md,
+// Export while consumers run.
 func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
-	// Its steps: the options' defaults (ExportOptions.setDefaults); the
-	// topic's layout and the order of its partitions (exportOrder); then, for
-	// each partition, its scan (exporter.scanPartition: each read's messages
-	// emitted by exporter.emitRead, then a pause, exportPause), and the check
-	// that no change of the count began meanwhile (exportLayoutSame).
 	begin := time.Now()
 	if err := validateTopic(topic); err != nil {
 		return ExportStats{}, err
@@ -176,7 +145,7 @@ type exporter struct {
 // time, and emits its messages (see emitRead), pausing after each read
 // (see exportPause). When messages left segments during the scan, it
 // scans p a second time, which finds those whose new field the first
-// passed (see Export).
+// passed (see docs/architecture.md, Segments).
 func (ex *exporter) scanPartition(ctx context.Context, p int) error {
 	source := ex.l.IsSource(p)
 	seen := map[string]struct{}{}

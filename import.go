@@ -267,13 +267,6 @@ func (b *importBatch) parse(strict bool) {
 // counted and left out: the imported schedule's chain writes its pending
 // occurrence, at the time the schedule's line gives.
 func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
-	// Its steps: the options' defaults (ImportOptions.setDefaults); then the
-	// lines are read into batches, and each batch of opts.Batch lines is sent
-	// (importer.send) to a goroutine of its own (importBatch.run: parse, then
-	// write); with opts.Writers batches under way, the oldest is finished
-	// (importer.finish: waited for, then counted and reported,
-	// importer.count); at the end of the input, a failed batch or a strict
-	// import's halt, the batches left are finished (importer.end).
 	if err := opts.setDefaults(); err != nil {
 		return ImportStats{}, err
 	}

@@ -241,8 +241,8 @@ func (c *Client) send1(ctx context.Context, m Message) (EnqueueResult, error) {
 }
 
 // enqueueOne is Enqueue through the coalescer. (Recycling its requests
-// through a sync.Pool measured no faster: 17.7 µs a message against 16.0,
-// p=0.44, in eight interleaved runs of BenchmarkEnqueue through Twemproxy.)
+// through a sync.Pool measured no faster: see docs/benchmarks.md,
+// Measured design choices.)
 func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, error) {
 	r := &enqReq{done: make(chan EnqueueResult, 1)}
 	if err := c.prepareRequest(ctx, r, m); err != nil {
@@ -341,10 +341,8 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 }
 
 // EnqueueAsync queues m for the client's coalescer and returns without
-// waiting for the write, like kafka-go's Writer in async mode: single calls
-// from many goroutines then travel in batches of up to 512 messages, at
-// about the rate of EnqueueBatch, where Enqueue waits a round trip or two
-// per call.
+// waiting for the write: single calls from many goroutines travel in
+// batches of up to 512 messages, at about the rate of EnqueueBatch.
 //
 // done, when not nil, is called exactly once with the message's id and its
 // outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
@@ -352,19 +350,16 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 // enqueue it again with the same id and treat ErrDuplicate as success,
 // from done itself if you like). The callbacks of one batch run in order
 // on a goroutine of their own, so done may run concurrently for different
-// messages; Close returns after every callback returned.
+// messages. Close writes every queued message and returns after every
+// callback returned.
 //
 // The returned error is for messages refused before queueing, and done is
 // then not called: bad input (wrapping ErrInvalid), ctx ending while the
 // queue was full (4096 calls; ctx bounds only that wait), or a closed
 // client. A Delay is turned into a due time at the call; an empty ID is
-// generated when the batch is written (see Message.ID), and done gets it.
-// m.Body is written as it is at the write, not copied: do not change it
-// before done is called. Close writes every queued message before it
-// returns.
-//
-// Made under a span, the call has a producer span, as Send has, which
-// ends when the write did.
+// generated at the write (see Message.ID), and done gets it. m.Body is
+// not copied: do not change it before done is called. Made under a span,
+// the call has a producer span, as Send has, which ends with the write.
 func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
 	var cb func(EnqueueResult)
 	if done != nil {

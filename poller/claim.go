@@ -26,10 +26,7 @@ type ClaimStore interface {
 // expired in-flight messages. It returns when to poll next: at once while
 // claims come back full, a poll interval later after a claim, and, when
 // an idle partition's look found nothing within reach, when its earliest
-// message comes within reach or an idle poll interval later. Its steps:
-// requeue what expired, reserve claim slots, look (an idle partition),
-// ask the limits, claim, hold what the claim took, write back what it
-// does not hold, dispatch what is due, and poll again.
+// message comes within reach or an idle poll interval later.
 func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err error) {
 	cfg := p.cfg
 	next = now.Add(clock.Jitter(cfg.PollInterval))

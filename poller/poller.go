@@ -241,8 +241,7 @@ func (p *part) fenced(err error) error {
 // for running handlers; on a lost lease it drops held messages without
 // delivering them (the next owner returns them) and waits for running
 // handlers. It returns nil after a stop, ErrFenced when another owner
-// took over, or ctx's cause. Its steps: takeOver, the turns of loop, and
-// exit.
+// took over, or ctx's cause.
 func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	cfg.Logger = cfg.Logger.With("component", "poller", "topic", cfg.Topic, "partition", cfg.Partition, "token", cfg.Token)
 	p := &part{

@@ -43,13 +43,7 @@ const (
 // most the damping allows in that time (one per min(grow_after,
 // shrink_after) + the shortest change + cooldown, plus one), and the
 // deliveries against the messages due: what a fleet that comes and goes
-// makes the count do.
-//
-// Its steps: autoscaleTopic makes the topic; a first consumer joins the
-// fleet (autoscaleFleet); startAutoscaleSends sends the messages while
-// the fleet's run moves it and watches the count; once the sends stop,
-// awaitDelivered waits for the messages due; autoscaleLine prints what
-// was seen. The fleet leaves at the end, whatever happened.
+// makes the count do. The fleet leaves at the end, whatever happened.
 func benchAutoscale(ctx context.Context, cfg benchConfig) (string, error) {
 	ac := cfg.autoscale
 	return onTopic(ctx, cfg, "autoscale", func(c *delayq.Client, topic string) (line string, err error) {

@@ -23,15 +23,8 @@ import (
 // as "delete --in" of the file does. The line gives each rate,
 // the bench process's peak Go heap during the export and the import, and,
 // with --backends, the CPU the backends spent during each export, as a
-// share of one core summed over the backends.
-//
-// Its steps, each measured, on an exportBench: fill writes the messages;
-// exportFile exports them to a temporary file and exportPaced again,
-// paced; importFile imports the file into the second topic;
-// benchImportAPI imports the same messages with the library's Import
-// into a third; deleteFile deletes the file's messages from the first
-// topic; line prints the figures. The topics are dropped at the end,
-// whatever happened.
+// share of one core summed over the backends. The topics are dropped at
+// the end, whatever happened.
 func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) {
 	n := cfg.count(1000000)
 	src, dst := benchTopic("export"), benchTopic("import")

@@ -18,12 +18,6 @@ var partitionsPoll = time.Second
 // runPartitions implements "delayq partitions": it prints the topic's
 // partition count and the progress of a change of it, with --set starts
 // one and with --cancel cancels it.
-//
-// Its steps: addPartitionsFlags registers the flags and check refuses
-// those that exclude each other; then, connected, apply does what they
-// ask, and the count and change that result are printed once
-// (finalPartitions) or, with --wait, followed until the change ends
-// (followChange).
 func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("partitions", "--topic T [--set N [--force] | --cancel | --auto [on|off] [--min N] [--max M] [--grow-after D] [--shrink-after D] [--cooldown D]] [--wait] [--json]",
 		partitionsAbout, stdout, stderr)

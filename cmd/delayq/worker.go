@@ -331,16 +331,12 @@ const checkTimeout = 2 * time.Second
 
 // run consumes and serves until ctx is done (nil) or a consumer or the
 // HTTP server fails (its error), then shuts down gracefully.
-//
-// Its steps: listen opens the HTTP API's listener, before anything runs;
-// startConsumers runs a consumer per topic and serve the HTTP server,
-// each in a goroutine of its own that ends the run if it fails;
-// logStarted says what runs; once the run ends, stop shuts the server and
-// the consumers down, and run waits for their goroutines.
 func (w *worker) run(ctx context.Context) error {
 	if err := w.check(ctx); err != nil {
 		return err
 	}
+	// The listener opens before anything runs: a listen that fails
+	// starts nothing.
 	ln, err := w.listen()
 	if err != nil {
 		return err

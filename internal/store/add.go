@@ -53,39 +53,13 @@ func (s *Store) Add(ctx context.Context, topic string, p int, msgs []NewMessage)
 	return all[0], nil
 }
 
-// AddMany writes messages of any number of partitions, all pipelined.
-//
-// A group of ids that may exist already takes two round trips: first its
-// records, each written only if its id is new (addScript, or HSETNX for a
-// message or two whose ids no segment can hold: an existing id is
-// ErrDuplicate in its slot of the result), then, once those replies are
-// in, one ZADD of the accepted ids into the scheduled ZSET.
-//
-// An Ahead group sends the two together: its index entries go with one
-// ZADD NX, which leaves any entry already there as it was. Every message
-// is due later than a claim can reach before the write ends. When ZADD NX
-// added every entry (no id had one: the usual case), the only thing to
-// mend is the duplicates among the ids, if any: the entries this write
-// added for them are removed (unindexScript) while they still have this
-// write's due. Otherwise some id had an entry, and:
-//   - the new records get their own due with a plain ZADD. The entry was a
-//     stale one left by a crash, or a concurrent enqueue's of the same id.
-//     Until then a claim that meets a stale entry finds a record due later
-//     than it, and holds or returns the message to that due (see the
-//     poller): never early;
-//   - if ZADD NX added some entries but not all, its count does not say
-//     which are the duplicates', so their records are read: an entry at
-//     this write's due is removed unless the existing record is due then
-//     too. That one is the existing message's own entry: a message in
-//     flight or dead is due before any Ahead write's due, which is farther
-//     ahead than claims reach.
-//
-// A Fresh group needs no duplicate check at all: its HMSET and ZADD go in
-// the first round trip, messages that share an id prefix as segments (see
-// keys.SegmentField).
-//
-// The round trips are writeCmds', indexCmds' (groupIndexCmds for each
-// group) and, when duplicates' records were read, unclearCmds'.
+// AddMany writes messages of any number of partitions, all pipelined, in
+// one to three round trips. A group whose ids may exist already writes
+// each record only if its id is new (an existing id is ErrDuplicate in
+// its slot of the result), then indexes the accepted ones; an Ahead group
+// sends its index entries with the records (ZADD NX) and mends afterwards
+// what that added for duplicates; a Fresh group has no duplicate check.
+// See docs/architecture.md, Enqueue in one round trip, and Segments.
 //
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written

@@ -85,21 +85,13 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // those due by cl.StartByMS (Claimed.Started). A *FencedError means the
 // fence holds another token and nothing was claimed.
 //
-// An id is in flight before it leaves the scheduled set: the claim looks
-// first (peekScript, which also checks the fence), then sends, in one
-// pipeline, the in-flight entries, the claim of exactly those ids
-// (claimIDsScript) and the read of their records. A consumer that dies
-// at any point leaves each id scheduled, in flight, or both, never in
-// neither, so the partition's next owner returns it at once (it returns
-// everything in flight at takeover, and clears their starts). Entries
-// put in flight for ids the claim did not take (deleted or rescheduled
-// meanwhile) are removed. Ids of a segment are claimed with the segment
-// and put in flight after it is taken apart, as ClaimIndexOnly does;
-// should that fail midway, the reconciler finds them.
-//
-// The steps: the look (listDue with peekScript), the pipeline (claimCmds),
-// what it took and which of it starts now (claimReplies, toStart), what
-// is left to tidy (afterClaim), and the segments (beginSegments).
+// An id is in flight before it leaves the scheduled set, so a consumer
+// that dies at any point leaves it scheduled, in flight, or both, and
+// the partition's next owner returns it (see docs/architecture.md, I1:
+// nothing is lost). Entries put in flight for ids the claim did not take
+// (deleted or rescheduled meanwhile) are removed. Ids of a segment are
+// put in flight after it is taken apart, as ClaimIndexOnly does; should
+// that fail midway, the reconciler finds them.
 //
 // On an error other than a *FencedError some ids may be in flight and
 // not scheduled, without the caller knowing them: the caller returns

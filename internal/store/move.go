@@ -40,27 +40,21 @@ type moving struct {
 // partition p of l, as its owner under token: it scans about count fields
 // of the records from cursor (HSCAN) and moves each message that belongs
 // to another partition in l.Next there, if it is scheduled due at or
-// after horizonMS, dead, or in no index and due then: the record is
-// written into the new partition (moveInScript), then its index entry,
-// then the old index entry is removed (moveOutScript, fenced) and last the
-// old record if it still holds the bytes read (casDeleteScript). A record
-// rewritten or deleted meanwhile (a reschedule, a delete) keeps its old
-// place and its copy is removed. Before the old index entries go, the
-// layout is read again: when the change is no longer l's (cancelled, so
-// that the new partitions are now the sources of its reverse; or ended),
-// the copies are removed and the pass fails with ErrChangeReplaced. Messages in flight, due before horizonMS
-// or in no index and due sooner stay, and are counted as Left: their
-// deliveries end here. Segments are turned into records first. Ids for
-// which skip reports true (the owner's own deliveries) are left too.
+// after horizonMS, dead, or in no index and due then, in four steps,
+// destination first (see docs/architecture.md, Changing the partition
+// count). A record rewritten or deleted meanwhile (a reschedule, a
+// delete) keeps its old place and its copy is removed. When the change
+// is no longer l's (cancelled or ended), as read again before the old
+// index entries go, the copies are removed and the pass fails with
+// ErrChangeReplaced. Messages in flight, due before horizonMS or in no
+// index and due sooner stay, counted as Left: their deliveries end here.
+// Segments are turned into records first. Ids for which skip reports
+// true (the owner's own deliveries) are left too.
 //
 // A process killed between two steps leaves the message in both places
-// or in its old one: the next pass (the old partition's next owner's,
-// after a takeover) moves it again, each step being idempotent. It
-// returns a *FencedError if another owner took the old partition.
-//
-// The steps: the batch (sortMoveBatch), its schedules' marks (moveMarks)
-// and segments (explodeAll), where each of its messages is (whereMoving,
-// and sortUnindexed for those in no index), and the moves (move).
+// or in its old one: the next pass moves it again, each step being
+// idempotent. It returns a *FencedError if another owner took the old
+// partition.
 func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, l Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (MovePass, error) {
 	pass := MovePass{Next: cursor}
 	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})

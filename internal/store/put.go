@@ -245,15 +245,7 @@ type PutGroup struct {
 // of given ids; for an Ahead group whose ids are all new, one (the entries
 // go with the decisions, ZADD NX, as for Group.Ahead). res[g][i] is the result of
 // groups[g].Puts[i]. A message held in a segment has it exploded first,
-// and its group is sent again.
-//
-// Its steps: putJobs lists every send of every group; then, round by
-// round, putCmds builds each group's pipeline (groupPutCmds) and one
-// round trip sends them all; putDecisions reads each group's decisions
-// (groupDecisions), explodes the segments that held some of its ids and
-// gathers the second round trip, which lowers
-// the index entries that may be later than their records and revives
-// dead messages. The sends a segment held go round again, once.
+// and its group is sent again, once.
 //
 // Under WithRetry, a round trip whose connection broke runs again (see
 // redo): the first tells putScript so, which finds the records its lost

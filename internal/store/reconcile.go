@@ -15,12 +15,8 @@ import (
 // runs it, between its own claims, so an id it finds in no index is not
 // one of its claims in progress; ids for which skip reports true (the
 // owner's deliveries, whose in-flight entry a previous owner's late
-// write may have removed) are left alone. skip may be nil.
-//
-// The steps: the scan (sortBatch), one pipeline that checks the indexes
-// and counts the segments a crashed write left uncounted
-// (reconcileChecks), what it found in no index (lostRecords,
-// lostSegments), and one ZADD NX of those.
+// write may have removed) are left alone. skip may be nil. It also counts
+// the segments a crashed write left uncounted.
 func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error) {
 	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
 	if err != nil {

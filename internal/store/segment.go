@@ -31,18 +31,18 @@ import (
 //   - enqueueing an id that a segment holds is ErrDuplicate.
 //
 // Stats counts a segment's messages with keys.SegmentExtraField, the
-// messages held in segments minus the segments. A write does not pass its
-// segments through a script to update it (every byte of a script's
-// arguments costs Redis a few ns to turn into a Lua string and back: 12-32
-// µs for a segment of 8-16 messages, against 1 µs for a plain HMSET). The
-// HMSET writes each segment together with a pending field
-// (keys.SegmentPendingField), and a small script then removes the pending
-// fields and adds their segments' counts, in one step: a segment is
-// counted exactly once, by whoever removes its pending field. A crash
-// between the two leaves the pending field, and the reconciler counts that
-// segment (segHealScript); until then Stats counts it as one message.
-// Exploding or cutting a segment adjusts the count only when the segment
-// was counted.
+// messages held in segments minus the segments. A write does not pass
+// its segments through a script to update it (Redis turns every byte of
+// a script's arguments into a Lua string and back, which measured many
+// times the cost of a plain HMSET: see docs/benchmarks.md, Measured
+// design choices). The HMSET writes each segment together with a
+// pending field (keys.SegmentPendingField), and a small script then
+// removes the pending fields and adds their segments' counts, in one
+// step: a segment is counted exactly once, by whoever removes its
+// pending field. A crash between the two leaves the pending field, and
+// the reconciler counts that segment (segHealScript); until then Stats
+// counts it as one message. Exploding or cutting a segment adjusts the
+// count only when the segment was counted.
 //
 // The names of segments and of their pending fields are built in
 // internal/keys (keys.SegmentField); the scripts that handle segments are
