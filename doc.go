@@ -12,4 +12,55 @@
 // Each topic is split into partitions (murmur3 of the id, see package
 // partition). Consumers own partitions through leases with fencing tokens
 // (package lease) and poll them (package poller).
+//
+// Files:
+//
+//   - client.go: Options, Client, New, Close; the proxies' health
+//   - topic.go: a topic's name check, the client's cache of layouts
+//     (ensureTopic, topicLayout); TopicUsage and DeleteTopic
+//   - topic_list.go: TopicInfo and Topics, the topics of a namespace
+//   - message.go: a Message (OnDuplicate, Outcome) and its checks
+//     (prepare); Enqueue, Send, EnqueueBatch, EnqueueAsync, SendAsync
+//   - coalescer.go: the coalescer: concurrent Enqueue and EnqueueAsync
+//     calls gathered into batches
+//   - batch.go: the write of a batch: placement (place), the writes
+//     (write, writePuts), wake-ups (wake)
+//   - id.go: generated ids (NewID) and their steering into one partition
+//     (steerer)
+//   - info.go: State, Info; Get, Delete, DeleteMany, Reschedule; a
+//     message's places during a change of the count (places)
+//   - stats.go: PartitionStats, TopicStats, Stats
+//   - dead.go: the dead set: ListDead, RequeueDead, PurgeDead
+//   - consumer.go: the Consumer: NewConsumer, Run, Shutdown, Stats; the
+//     lease manager's Work per owned partition (pollerConfig)
+//   - consumer_options.go: ConsumerOptions and their defaults
+//   - delivery.go: Delivery, Handler, and each delivery (handle)
+//   - controls.go: a consumer's topic controls (pause, limits, automatic
+//     count) as last read
+//   - pause.go: Pause, Resume, PauseState
+//   - limits.go: Limits, SetLimits, LimitsState
+//   - limiter.go: a consumer's claims to the fleet-wide limits (its loops'
+//     poller.Gate)
+//   - kept_acks.go: acks written after a lost lease
+//   - partitions.go: Partitions, SetPartitions, CancelPartitions (changing
+//     a topic's count)
+//   - autopartitions.go: the automatic count: AutoPartitions,
+//     SetAutoPartitions, each consumer's checks
+//   - watcher.go: the one read per tick of the changes' version, and of
+//     the counters when it moved
+//   - export.go: Export and ExportJSON
+//   - exported_message.go: ExportedMessage and its JSON line
+//   - exported_schedule.go: schedules in exports: ExportedSchedule,
+//     ExportSchedules, ImportSchedule
+//   - exported_controls.go: controls in exports: ExportedControls,
+//     ExportControls, ImportControls
+//   - import.go: Import and ImportJSON
+//   - schedule.go: schedules: Schedule, ScheduleInfo, SetSchedule ...
+//     DeleteSchedule, the file's apply rule (ApplySchedules)
+//   - schedule_spec.go: a schedule's cron spec: parsing, next occurrences,
+//     ValidateSchedule
+//   - schedule_chain.go: occurrence ids and each occurrence's chain step
+//     (occurrence)
+//   - trace.go: the spans of sends and deliveries
+//   - errors.go: the sentinel errors
 package delayq

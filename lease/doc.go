@@ -11,4 +11,12 @@
 // partition's epoch key, raised to the clock) after every acquisition: a
 // newer owner always holds a larger token, and storage refuses claims
 // made under an older one.
+//
+// Files:
+//
+//   - lease.go: Acquire and the Lease: its keep-alive, fencing token,
+//     Valid, SetIdle and Release
+//   - manager.go: the Manager: membership (Membership), fair share,
+//     acquiring and handing over partitions, a Work per owned partition
+//   - share.go: the fair share: floor or ceil by rank (Share, Rank)
 package lease

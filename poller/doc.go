@@ -13,4 +13,25 @@
 // timer, bounded batch, again at once while batches come back full, reset
 // with jitter; errors are logged and the loop goes on; only its context
 // (the partition's lease) or its stop channel ends it.
+//
+// Files:
+//
+//   - poller.go: Config, the Store a loop needs, Run and the loop's turns:
+//     expired in-flight messages, the reconciler's passes, writes back to
+//     scheduled
+//   - claim.go: the poll: an idle partition's look, the limits' grant, the
+//     claim (ClaimStore)
+//   - heap.go: messages claimed ahead, held until due
+//   - start.go: the start of held messages as they fall due (dispatchDue)
+//   - dispatch.go: the shared handler workers and the claim bound
+//     (Dispatcher); Msg and its outcomes
+//   - results.go: outcomes written in batches (OutcomeStore); the loop's exit
+//   - takeover.go: returning a lost owner's messages (recoverLost), watching
+//     givers, handing over (TakeoverStore)
+//   - move.go: moving messages out of a source partition of a count change
+//     (MoveStore)
+//   - gate.go: the fleet-wide limits a loop's claims wait for (Gate)
+//   - pause.go: a paused loop's turn: held messages go back (holdBack)
+//   - errlog.go: one warning per outage for all the loops of a process
+//     (ErrLog)
 package poller

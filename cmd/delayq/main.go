@@ -1,13 +1,3 @@
-// Command delayq is the command line of the delayq delay queue: it
-// enqueues messages, consumes them, inspects and manages them.
-//
-// Usage:
-//
-//	delayq <command> [flags]
-//
-// Run "delayq help" for the list of commands and "delayq <command> -h" for
-// the flags of one. Exit status: 0 on success, 1 on error, 2 on a usage
-// error, 3 when a delete or reschedule came after a delivery started.
 package main
 
 import (

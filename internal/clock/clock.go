@@ -1,6 +1,3 @@
-// Package clock holds the two time helpers every loop and message path of
-// delayq shares: due times rounded up to the millisecond (never early) and
-// timer jitter.
 package clock
 
 import (

@@ -12,4 +12,19 @@
 // per dotted name (so the keys of the second [[topic]] share the entry of
 // the first); locate.go therefore scans the source itself to map each key,
 // array index included, to its line.
+//
+// Files:
+//
+//   - config.go: Config and its tables (Redis, Worker, HTTP, Log, Topic,
+//     Handler), with the defaults the library does not define (Default)
+//   - parse.go: Load and Parse: the file's schema, its unknown keys, the
+//     conversion of each value
+//   - locate.go: the scan of the source that maps each key to its line
+//   - validate.go: Validate: the checks of the values
+//   - errors.go: Error, one per problem, with its key, table and line
+//   - duplicate.go: a [[topic]]'s on_duplicate and max_wait
+//   - limits.go: the [topic.limits] table
+//   - auto.go: the [topic.auto_partitions] table
+//   - schedule.go: the [[topic.schedule]] tables (Schedule)
+//   - tracing.go: the [tracing] table (Tracing) and its defaults
 package config

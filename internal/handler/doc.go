@@ -14,4 +14,15 @@
 //
 // The handlers are safe for concurrent use: the consumer runs up to its
 // concurrency of them at once.
+//
+// Files:
+//
+//   - handler.go: Options and New; the headers and environment variables
+//     the handlers set
+//   - http.go: the http handler (HTTP), its client and its signature (Sign)
+//   - exec.go: the exec handler (Exec) and the tails of its output
+//   - exec_unix.go: the command's own process group, killed as a whole
+//     (Unix)
+//   - exec_other.go: the command alone, without process groups (other
+//     systems)
 package handler

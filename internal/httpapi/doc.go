@@ -74,4 +74,18 @@
 // (messages or schedules in it, a live consumer, a change of its count),
 // 413 for a body over the limit, 500 for the rest (logged). Stop a
 // topic's consumers and producers before deleting it.
+//
+// Files:
+//
+//   - server.go: Options, New, the routes, the bearer token, errors as
+//     JSON, /healthz, /readyz and /metrics
+//   - handlers.go: the routes of messages, stats, dead letters and topics
+//   - decode.go: the enqueue and reschedule bodies (DecodeMessage), and
+//     errors naming their field
+//   - duplicate.go: a body's on_duplicate and max_wait, and the topic's
+//     default (Duplicates)
+//   - pause.go: the pause and resume routes
+//   - limits.go: the limits routes
+//   - schedules.go: the schedule routes
+//   - export.go: the export route and its download (Download)
 package httpapi

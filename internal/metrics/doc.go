@@ -49,4 +49,11 @@
 //	delayq_scrape_errors_total   counter  failed reads of the gauges
 //	delayq_lateness_seconds      histogram
 //	delayq_handler_duration_seconds histogram, with result="ok"|"error"
+//
+// Files:
+//
+//   - metrics.go: Metrics, New, AddConsumer, AddProxies, ObserveDelivery
+//     and the histograms' buckets
+//   - collector.go: the collector that reads the counters and the topic
+//     gauges at scrape time
 package metrics

@@ -13,4 +13,20 @@
 // process appends each distinct command shape it sends (or refuses) to that
 // file, once per process, so a test run can prove which commands it sent
 // (see cmd auditcheck).
+//
+// Files:
+//
+//   - check.go: the portable set and the check of each command's shape
+//     (Check, Shape, RegisterScript)
+//   - conn.go: the checking connection (Dial, Conn) and the audit of each
+//     shape a process sends (Record)
+//   - audit.go: the audit of a test run: the portable set written out
+//     again as shapes, and ReadAudit
+//   - errors.go: a peer that answers but will never serve: ErrAuth,
+//     ErrNotRedis
+//   - diag.go: INFO straight from a backend: its memory and settings
+//     (BackendUsedMemory, BackendSettings)
+//   - cpu.go: a backend's CPU time, from INFO cpu (BackendCPU)
+//   - processed.go: the commands a backend has run, from INFO stats
+//     (BackendCommandsProcessed)
 package portable

@@ -23,4 +23,58 @@
 // in any order).
 //
 // "Now" is always passed in by the caller, in unix milliseconds.
+//
+// Files:
+//
+//   - store.go: Store, Open, the pool and its retried dials (WithRetry);
+//     SplitAddrs
+//   - retry.go: what runs again under WithRetry: a failed dial, a round
+//     trip whose connection broke (redo)
+//   - proxies.go: several proxies and their health
+//   - outage.go: no address answering: logged once at its start, summed up
+//     at its end
+//   - pipeline.go: pipelines and their replies (pipe, pipeScripts,
+//     roundTrip, do, steps)
+//   - scripts.go: the Lua scripts, each with its KEYS, ARGV and reply (some
+//     sit beside their callers: those of put.go, limits.go, controls.go,
+//     schedule.go, ...)
+//   - record.go: the record codec (Record, DecodeRecord)
+//   - segment.go: segments: many messages in one field
+//   - add.go: enqueue (Add, AddMany and its round trips), Exists in an old
+//     partition
+//   - put.go: replace and debounce (Puts)
+//   - get.go: Get
+//   - reschedule.go: Reschedule
+//   - delete.go: Delete and DeleteMany
+//   - claim.go: NextDue, ClaimBegin, explode, Begin; ClaimIndexOnly (tests
+//     only)
+//   - start.go: the start of a delivery and its running mark (StartMany)
+//   - outcomes.go: Ack, Moves, CorruptMove, Expired
+//   - fence.go: fencing tokens (NextToken) and the fence (RaiseFence)
+//   - handover.go: TakeOver, HandOver, Givers, InFlightIDs
+//   - reconcile.go: the reconciler's HSCAN pass (Reconcile)
+//   - members.go: heartbeats into the members ZSET
+//   - wake.go: the changes hash: wake-ups and change counters (Wake,
+//     Changed, Changes)
+//   - dead.go: the dead set: ListDead, RequeueDead, PurgeDead
+//   - stats.go: the counts of a topic's partitions (Stats)
+//   - layout.go: a topic's stored partition count (Layout, ReadLayout)
+//   - topic.go: EnsureTopic, Topics, DropTopic (every key of a topic)
+//   - change.go: a change of the count: BeginChange, CancelChange,
+//     MarkMoved, CountMoved
+//   - move.go: the steps of a move during a change of the count (MoveScan)
+//   - progress.go: a change's progress (ChangeProgress)
+//   - auto.go: the automatic count's settings and its one-script check
+//     (AutoStep)
+//   - controls.go: the pause (SetPause, ReadControls)
+//   - limits.go: the limits (SetLimits), the token bucket (TakeTokens) and
+//     the concurrency slots (TakeSlots)
+//   - schedule.go: schedule definitions and the occurrence chain
+//     (ChainSchedule)
+//   - export.go: a partition's export scan (ExportScan)
+//   - browse.go: the dashboard's bounded reads
+//   - clocks.go: what a topic's processes wrote from their clocks, for
+//     delayq doctor (ReadClocks)
+//   - errors.go: the sentinel errors, FencedError, UnreachableError, the
+//     no-topic error
 package store

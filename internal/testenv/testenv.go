@@ -1,18 +1,3 @@
-// Package testenv starts and stops real redis-server and nutcracker
-// (Twemproxy) processes for tests, on free loopback ports, in a temporary
-// directory. There are no mocks: every suite that uses it talks to the real
-// servers, either directly or through the proxy (see Env.Targets).
-//
-// The proxy is configured the way the design requires a deployment to be:
-// one pool, ketama over fnv1a_64, auto_eject_hosts false and, deliberately,
-// no hash_tag, so keys of one partition may land on different backends.
-//
-// Typical use:
-//
-//	env := testenv.Start(t, testenv.Options{})
-//	for _, tg := range env.Targets() {
-//		t.Run(tg.Name, func(t *testing.T) { runSuite(t, tg.Addr) })
-//	}
 package testenv
 
 import (

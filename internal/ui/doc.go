@@ -36,4 +36,22 @@
 //	POST /ui/topics/{topic}/dead/{action}       requeue, purge, requeue-all, purge-all
 //	POST /ui/topics/{topic}/pause, .../resume   pause (for a duration, until a time, or until resumed), resume
 //	GET  /ui/static/...                         the stylesheet and the script
+//
+// Files:
+//
+//   - server.go: Options, Server, New and the routes
+//   - auth.go: sessions, signing in and out, the CSRF and Origin checks
+//   - render.go: the embedded templates and static files, and the
+//     templates' helpers
+//   - views.go: the reads of the overview and topic pages
+//   - pages.go: the pages: overview, lookup, topic, message, scheduled,
+//     dead
+//   - actions.go: the actions (POSTs of forms), each confirmed
+//   - body.go: a message body as the message page shows it
+//   - chart.go: the topic page's chart of the messages due each minute
+//   - figures.go: a worker's delivery rates and lateness (Counters,
+//     Lateness, Rates)
+//   - limits.go: a topic's limits, as its page shows and changes them
+//   - schedules.go: the schedules page and its actions
+//   - export.go: a topic's export, as a download
 package ui
