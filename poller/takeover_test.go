@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,24 +13,6 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
-
-// syncBuf is a bytes.Buffer safe for a logger and a test reading it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestTakeOverRetries: a takeover that fails because the proxy is down
 // is tried again while the lease holds, and succeeds once the proxy is
@@ -47,7 +28,7 @@ func TestTakeOverRetries(t *testing.T) {
 
 	var valid sync.Mutex
 	expired := false
-	newPart := func(token int64, log *syncBuf) *part {
+	newPart := func(token int64, log *testenv.Buffer) *part {
 		return &part{cfg: &Config{
 			Topic: "takeover.retry", Partition: 0, Token: token, Store: st, PollInterval: time.Second,
 			Logger: slog.New(slog.NewTextHandler(log, nil)),
@@ -70,7 +51,7 @@ func TestTakeOverRetries(t *testing.T) {
 		}()
 		return done
 	}
-	waitLogged := func(log *syncBuf, done <-chan result) {
+	waitLogged := func(log *testenv.Buffer, done <-chan result) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for !strings.Contains(log.String(), "take over") {
@@ -97,7 +78,7 @@ func TestTakeOverRetries(t *testing.T) {
 	}
 
 	env.StopProxyN(t, 0)
-	var log syncBuf
+	var log testenv.Buffer
 	p := newPart(5, &log)
 	done := start(p, context.Background(), make(chan struct{}))
 	waitLogged(&log, done)
@@ -115,7 +96,7 @@ func TestTakeOverRetries(t *testing.T) {
 
 	env.StopProxyN(t, 0)
 	stop := make(chan struct{})
-	var log2 syncBuf
+	var log2 testenv.Buffer
 	done = start(newPart(6, &log2), context.Background(), stop)
 	waitLogged(&log2, done)
 	close(stop)
@@ -123,7 +104,7 @@ func TestTakeOverRetries(t *testing.T) {
 		t.Errorf("takeover after stop: stopped %v, err %v; want stopped", r.stopped, r.err)
 	}
 
-	var log3 syncBuf
+	var log3 testenv.Buffer
 	done = start(newPart(6, &log3), context.Background(), make(chan struct{}))
 	waitLogged(&log3, done)
 	valid.Lock()
@@ -138,7 +119,7 @@ func TestTakeOverRetries(t *testing.T) {
 	valid.Unlock()
 	lost := errors.New("lease lost")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	var log4 syncBuf
+	var log4 testenv.Buffer
 	done = start(newPart(6, &log4), ctx, make(chan struct{}))
 	waitLogged(&log4, done)
 	cancel(lost)

@@ -4,36 +4,19 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
-// syncBuf is a strings.Builder safe for the outage's timer goroutine.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestOutage() (*Outage, *syncBuf) {
-	var buf syncBuf
+func newTestOutage() (*Outage, *testenv.Buffer) {
+	var buf testenv.Buffer
 	return newOutage([]string{"a:1", "b:2"}, slog.New(slog.NewTextHandler(&buf, nil))), &buf
 }
 
 // waitLog polls buf until it contains s.
-func waitLog(t *testing.T, buf *syncBuf, s string) {
+func waitLog(t *testing.T, buf *testenv.Buffer, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(buf.String(), s); {
 		if time.Now().After(deadline) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // A dial's error names each address once, as the network error does:
@@ -40,8 +41,8 @@ func TestDialErrorNamesAddressOnce(t *testing.T) {
 // once the other answered.
 func TestProxyDownLoggedWhileAnotherAnswers(t *testing.T) {
 	errA, errB := errors.New("dial tcp a:1: connect: connection refused"), errors.New("dial tcp b:2: connect: connection refused")
-	newLogged := func() (*proxies, *syncBuf) {
-		var buf syncBuf
+	newLogged := func() (*proxies, *testenv.Buffer) {
+		var buf testenv.Buffer
 		return newProxies([]string{"a:1", "b:2"}, slog.New(slog.NewTextHandler(&buf, nil)), nil), &buf
 	}
 
