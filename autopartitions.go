@@ -336,8 +336,10 @@ func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions, step time.Du
 	if !l.Changing() {
 		target, after = autoTarget(a, l.Count, live)
 	}
-	begun, _, err := k.c.store.AutoStep(ctx, topic, l.Count, target, after.Milliseconds(), a.Cooldown.Milliseconds(),
-		step.Milliseconds(), k.c.opts.Now().UnixMilli())
+	begun, _, err := k.c.store.AutoStep(ctx, topic, store.AutoCheck{
+		Count: l.Count, Target: target, AfterMS: after.Milliseconds(), CooldownMS: a.Cooldown.Milliseconds(),
+		StepMS: step.Milliseconds(), NowMS: k.c.opts.Now().UnixMilli(),
+	})
 	if err != nil || !begun {
 		return err
 	}

@@ -40,75 +40,97 @@ func (c *Client) retrying(ctx context.Context) context.Context {
 	return store.WithRetry(ctx, c.opts.RetryFor)
 }
 
-// write stores the prepared messages: msgs[i] with its id and due time in
-// res[i], unless res[i].Err is set already; parts is scratch space, one
-// slot per message. It sets each message's outcome in res[i].Err; the
-// error is for a failure of the whole write.
-func (c *Client) write(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
+// pendingWrite is a message of a write, and what the write learns of it.
+// The caller sets msg and res; the rest is the write's, zero until then.
+type pendingWrite struct {
+	msg *Message // read, never written
+	// res is the message's id and due time as prepared, unless res.Err
+	// is set already; the write sets its outcome.
+	res  EnqueueResult
+	p    int       // its partition in its topic's stored layout (see place)
+	kind writeKind // how it is written (see sortWrites)
+	// putOld is 1 + the old partition of the id during a change of the
+	// partition count, when the id was found there (see writePuts).
+	putOld int
+}
+
+// results returns the outcomes of ws, in its order.
+func results(ws []pendingWrite) []EnqueueResult {
+	res := make([]EnqueueResult, len(ws))
+	for i := range ws {
+		res[i] = ws[i].res
+	}
+	return res
+}
+
+// write stores the prepared messages of ws (see pendingWrite). It sets
+// each message's outcome in its res.Err; the error is for a failure of
+// the whole write.
+func (c *Client) write(ctx context.Context, now time.Time, ws []pendingWrite) error {
 	ctx = c.retrying(ctx)
-	if err := c.place(ctx, now, msgs, parts, res); err != nil {
+	if err := c.place(ctx, now, ws); err != nil {
 		return err
 	}
-	kind := make([]writeKind, len(msgs))
-	idx, puts := sortWrites(now, msgs, parts, res, kind)
+	idx, puts := sortWrites(now, ws)
 	var groups []store.Group
 	var members [][]int // the indexes of each group's messages
 	for rest := idx; len(rest) > 0; {
 		var g store.Group
 		var m []int
-		g, m, rest = cutGroup(now, msgs, parts, res, kind, rest)
+		g, m, rest = cutGroup(now, ws, rest)
 		groups, members = append(groups, g), append(members, m)
 	}
-	if err := c.addGroups(ctx, groups, members, res); err != nil {
+	if err := c.addGroups(ctx, groups, members, ws); err != nil {
 		return err
 	}
 	if len(puts) > 0 {
-		if err := c.writePuts(ctx, now, msgs, parts, res, puts); err != nil {
+		if err := c.writePuts(ctx, now, ws, puts); err != nil {
 			return err
 		}
-		groups, members = putGroups(msgs, parts, puts, groups, members)
+		groups, members = putGroups(ws, puts, groups, members)
 	}
-	setOutcomes(res)
-	c.wake(ctx, now, groups, members, res)
+	setOutcomes(ws)
+	c.wake(ctx, now, groups, members, ws)
 	return nil
 }
 
-// sortWrites returns the messages to write (indexes into msgs) in groups
+// sortWrites returns the messages to write (indexes into ws) in groups
 // of one topic, partition and kind, each group in the callers' order (a
 // stable sort: after steering, the usual batch is one group already), and
 // apart from them the sends with a policy (see isPut), in the callers'
-// order. It sets each message's kind in kind[i]. Messages whose res[i].Err
-// is set are in neither.
-func sortWrites(now time.Time, msgs []Message, parts []int, res []EnqueueResult, kind []writeKind) (idx, puts []int) {
-	idx = make([]int, 0, len(msgs))
-	for i := range msgs {
-		if res[i].Err != nil {
+// order. It sets each message's kind. Messages whose res.Err is set are in
+// neither.
+func sortWrites(now time.Time, ws []pendingWrite) (idx, puts []int) {
+	idx = make([]int, 0, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		if w.res.Err != nil {
 			continue
 		}
-		if isPut(&msgs[i]) {
+		if isPut(w.msg) {
 			puts = append(puts, i)
 			continue
 		}
-		switch ahead := res[i].Due.Sub(now) >= freshAhead; {
-		case msgs[i].imported != nil && msgs[i].imported.dead:
-			kind[i] = writeDead
-		case ahead && msgs[i].ID == "":
-			kind[i] = writeFresh // a generated id is new to the topic: no duplicate check
+		switch ahead := w.res.Due.Sub(now) >= freshAhead; {
+		case w.msg.imported != nil && w.msg.imported.dead:
+			w.kind = writeDead
+		case ahead && w.msg.ID == "":
+			w.kind = writeFresh // a generated id is new to the topic: no duplicate check
 		case ahead:
-			kind[i] = writeAhead
+			w.kind = writeAhead
 		default:
-			kind[i] = writeChecked
+			w.kind = writeChecked
 		}
 		idx = append(idx, i)
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		if d := strings.Compare(msgs[a].Topic, msgs[b].Topic); d != 0 {
+		if d := strings.Compare(ws[a].msg.Topic, ws[b].msg.Topic); d != 0 {
 			return d
 		}
-		if d := cmp.Compare(parts[a], parts[b]); d != 0 {
+		if d := cmp.Compare(ws[a].p, ws[b].p); d != 0 {
 			return d
 		}
-		return cmp.Compare(kind[a], kind[b])
+		return cmp.Compare(ws[a].kind, ws[b].kind)
 	})
 	return idx, puts
 }
@@ -118,35 +140,36 @@ func sortWrites(now time.Time, msgs []Message, parts []int, res []EnqueueResult,
 // kind, with their records. It returns the group, the indexes of its
 // messages and the rest of idx. A given id that came earlier in the group
 // is left out, its result ErrDuplicate (see firstOfEach).
-func cutGroup(now time.Time, msgs []Message, parts []int, res []EnqueueResult, kind []writeKind, idx []int) (g store.Group, members, rest []int) {
-	first := idx[0]
+func cutGroup(now time.Time, ws []pendingWrite, idx []int) (g store.Group, members, rest []int) {
+	first := &ws[idx[0]]
 	hi := 1
-	for hi < len(idx) && msgs[idx[hi]].Topic == msgs[first].Topic && parts[idx[hi]] == parts[first] && kind[idx[hi]] == kind[first] {
+	for hi < len(idx) && ws[idx[hi]].msg.Topic == first.msg.Topic && ws[idx[hi]].p == first.p && ws[idx[hi]].kind == first.kind {
 		hi++
 	}
 	members, rest = idx[:hi], idx[hi:]
-	if kind[first] != writeFresh && len(members) > 1 {
-		members = firstOfEach(members, msgs, res)
+	if first.kind != writeFresh && len(members) > 1 {
+		members = firstOfEach(members, ws)
 	}
 	g = store.Group{
-		Topic: msgs[first].Topic, P: parts[first], Msgs: newMessages(now, msgs, res, members),
-		Fresh: kind[first] == writeFresh, Ahead: kind[first] == writeAhead, Dead: kind[first] == writeDead,
+		Topic: first.msg.Topic, P: first.p, Msgs: newMessages(now, ws, members),
+		Fresh: first.kind == writeFresh, Ahead: first.kind == writeAhead, Dead: first.kind == writeDead,
 	}
 	return g, members, rest
 }
 
 // newMessages returns the records of the messages group (indexes into
-// msgs), written now, with the fields an import keeps.
-func newMessages(now time.Time, msgs []Message, res []EnqueueResult, group []int) []store.NewMessage {
+// ws), written now, with the fields an import keeps.
+func newMessages(now time.Time, ws []pendingWrite, group []int) []store.NewMessage {
 	news := make([]store.NewMessage, len(group))
 	recs := make([]store.Record, len(group)) // one allocation for the group
 	for j, i := range group {
+		m, res := ws[i].msg, &ws[i].res
 		recs[j] = store.Record{
-			Due: res[i].Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
-			MaxAttempts: msgs[i].MaxAttempts, Trace: msgs[i].trace, Body: msgs[i].Body,
+			Due: res.Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
+			MaxAttempts: m.MaxAttempts, Trace: m.trace, Body: m.Body,
 		}
-		news[j] = store.NewMessage{ID: res[i].ID, Record: &recs[j]}
-		if imp := msgs[i].imported; imp != nil {
+		news[j] = store.NewMessage{ID: res.ID, Record: &recs[j]}
+		if imp := m.imported; imp != nil {
 			imp.fill(&recs[j])
 			news[j].DiedAt = imp.diedAt
 		}
@@ -156,8 +179,8 @@ func newMessages(now time.Time, msgs []Message, res []EnqueueResult, group []int
 
 // addGroups writes groups with store.AddMany, at most maxPipeline records
 // per round trip (a group larger than that alone), and sets the result
-// of each message of members[g].
-func (c *Client) addGroups(ctx context.Context, groups []store.Group, members [][]int, res []EnqueueResult) error {
+// of each message of members[g] (indexes into ws).
+func (c *Client) addGroups(ctx context.Context, groups []store.Group, members [][]int, ws []pendingWrite) error {
 	for lo := 0; lo < len(groups); {
 		hi, n := lo, 0
 		for hi < len(groups) && (hi == lo || n+len(groups[hi].Msgs) <= maxPipeline) {
@@ -170,7 +193,7 @@ func (c *Client) addGroups(ctx context.Context, groups []store.Group, members []
 		}
 		for gi := lo; gi < hi; gi++ {
 			for j, i := range members[gi] {
-				res[i].Err = errs[gi-lo][j]
+				ws[i].res.Err = errs[gi-lo][j]
 			}
 		}
 		lo = hi
@@ -179,26 +202,27 @@ func (c *Client) addGroups(ctx context.Context, groups []store.Group, members []
 }
 
 // putGroups returns groups and members with a group (no messages) for
-// each partition the sends with a policy puts went to, for wake; it
-// sorts puts. During a change of the count, a send that writePuts wrote
-// to its old partition (putOld still set) went there, not to parts[i]:
-// that partition's owner delivers it, so that is the one to wake.
-func putGroups(msgs []Message, parts []int, puts []int, groups []store.Group, members [][]int) ([]store.Group, [][]int) {
+// each partition the sends with a policy puts (indexes into ws) went to,
+// for wake; it sorts puts. During a change of the count, a send that
+// writePuts wrote to its old partition (putOld still set) went there, not
+// to its partition p: that partition's owner delivers it, so that is the
+// one to wake.
+func putGroups(ws []pendingWrite, puts []int, groups []store.Group, members [][]int) ([]store.Group, [][]int) {
 	wrote := func(i int) int {
-		if msgs[i].putOld > 0 {
-			return msgs[i].putOld - 1
+		if ws[i].putOld > 0 {
+			return ws[i].putOld - 1
 		}
-		return parts[i]
+		return ws[i].p
 	}
 	slices.SortStableFunc(puts, func(a, b int) int {
-		return cmp.Or(strings.Compare(msgs[a].Topic, msgs[b].Topic), cmp.Compare(wrote(a), wrote(b)))
+		return cmp.Or(strings.Compare(ws[a].msg.Topic, ws[b].msg.Topic), cmp.Compare(wrote(a), wrote(b)))
 	})
 	for lo := 0; lo < len(puts); {
 		hi := lo + 1
-		for hi < len(puts) && msgs[puts[hi]].Topic == msgs[puts[lo]].Topic && wrote(puts[hi]) == wrote(puts[lo]) {
+		for hi < len(puts) && ws[puts[hi]].msg.Topic == ws[puts[lo]].msg.Topic && wrote(puts[hi]) == wrote(puts[lo]) {
 			hi++
 		}
-		groups = append(groups, store.Group{Topic: msgs[puts[lo]].Topic, P: wrote(puts[lo])})
+		groups = append(groups, store.Group{Topic: ws[puts[lo]].msg.Topic, P: wrote(puts[lo])})
 		members = append(members, puts[lo:hi])
 		lo = hi
 	}
@@ -207,23 +231,23 @@ func putGroups(msgs []Message, parts []int, puts []int, groups []store.Group, me
 
 // setOutcomes sets the outcome of each message written without a policy
 // (those with one have theirs from writePuts) from its error.
-func setOutcomes(res []EnqueueResult) {
-	for i := range res {
-		if res[i].Outcome == "" {
-			res[i].Outcome = outcomeOf(res[i].Err)
+func setOutcomes(ws []pendingWrite) {
+	for i := range ws {
+		if res := &ws[i].res; res.Outcome == "" {
+			res.Outcome = outcomeOf(res.Err)
 		}
 	}
 }
 
 // place records each message's topic on its first use and gives each
-// message its partition (in parts[i]) in its topic's stored layout, and
-// an id to each whose id is generated (in res[i].ID): steered while the
-// count is at most maxSteerPartitions. During a change of the count, new
-// messages go to their partition in the new count, and a given id is
-// checked against the message of that id in its old partition too. A
-// topic that cannot be read fails its messages (in res[i].Err), or the
+// message its partition (p; -1 for one that fails) in its topic's stored
+// layout, and an id to each whose id is generated (in res.ID): steered
+// while the count is at most maxSteerPartitions. During a change of the
+// count, new messages go to their partition in the new count, and a given
+// id is checked against the message of that id in its old partition too.
+// A topic that cannot be read fails its messages (in res.Err), or the
 // whole write when ctx ended.
-func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult) error {
+func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) error {
 	type topicRead struct {
 		topic string
 		l     store.Layout
@@ -243,24 +267,25 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 	var lookups []store.Lookup // given ids to look for in their old partition
 	var lookedUp [][]int       // the messages of each lookup's ids
 	var st steerer
-	for i := range msgs {
-		parts[i] = -1
-		if res[i].Err != nil {
+	for i := range ws {
+		w := &ws[i]
+		w.p = -1
+		if w.res.Err != nil {
 			continue
 		}
-		l, err := layout(msgs[i].Topic)
+		l, err := layout(w.msg.Topic)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
-			res[i].Err = err
+			w.res.Err = err
 			continue
 		}
-		switch id, n := msgs[i].ID, l.PlaceCount(); {
+		switch id, n := w.msg.ID, l.PlaceCount(); {
 		case id != "":
-			parts[i] = l.Place(id)
-			if old := l.Old(id); old != parts[i] {
-				tp := store.TopicPartition{Topic: msgs[i].Topic, P: old}
+			w.p = l.Place(id)
+			if old := l.Old(id); old != w.p {
+				tp := store.TopicPartition{Topic: w.msg.Topic, P: old}
 				j := slices.IndexFunc(lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
 				if j < 0 {
 					j = len(lookups)
@@ -269,10 +294,10 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 				lookups[j].IDs, lookedUp[j] = append(lookups[j].IDs, id), append(lookedUp[j], i)
 			}
 		case n <= maxSteerPartitions:
-			res[i].ID, parts[i] = st.next(now, msgs[i].Topic, n)
+			w.res.ID, w.p = st.next(now, w.msg.Topic, n)
 		default:
-			res[i].ID = NewID(now)
-			parts[i] = partition.For(res[i].ID, n)
+			w.res.ID = NewID(now)
+			w.p = partition.For(w.res.ID, n)
 		}
 	}
 	if len(lookups) == 0 {
@@ -286,30 +311,30 @@ func (c *Client) place(ctx context.Context, now time.Time, msgs []Message, parts
 	}
 	for j, lk := range lookups {
 		for k, i := range lookedUp[j] {
-			switch {
+			switch w := &ws[i]; {
 			case err != nil:
-				res[i].Err = err
-			case there[j][k] && isPut(&msgs[i]):
-				msgs[i].putOld = lk.P + 1 // sent to the message where it lives
+				w.res.Err = err
+			case there[j][k] && isPut(w.msg):
+				w.putOld = lk.P + 1 // sent to the message where it lives
 			case there[j][k]:
-				res[i].Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, lk.IDs[k], lk.Topic)
+				w.res.Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, lk.IDs[k], lk.Topic)
 			}
 		}
 	}
 	return nil
 }
 
-// firstOfEach returns the messages of group (indexes into msgs, in the
+// firstOfEach returns the messages of group (indexes into ws, in the
 // callers' order) without those whose given id came earlier in it, whose
 // result it sets to ErrDuplicate. Ids repeat only within a group: an id
 // fixes its partition.
-func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
+func firstOfEach(group []int, ws []pendingWrite) []int {
 	seen := make(map[string]bool, len(group))
 	kept := group[:0]
 	for _, i := range group {
-		if id := msgs[i].ID; id != "" { // a generated id is unique: only given ones can repeat
+		if id := ws[i].msg.ID; id != "" { // a generated id is unique: only given ones can repeat
 			if seen[id] {
-				res[i].Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
+				ws[i].res.Err = fmt.Errorf("%w: %q twice in one batch", ErrDuplicate, id)
 				continue
 			}
 			seen[id] = true
@@ -323,12 +348,12 @@ func firstOfEach(group []int, msgs []Message, res []EnqueueResult) []int {
 // Replace or Debounce.
 func isPut(m *Message) bool { return m.ID != "" && m.OnDuplicate != Reject && m.imported == nil }
 
-// writePuts writes the messages idx of msgs (see isPut) with store.Puts,
+// writePuts writes the messages idx of ws (see isPut) with store.Puts,
 // every partition in one pipeline, and sets their results. During a change of the
 // partition count, a message whose id was found in its old partition
-// (Message.putOld, see place) is sent there, only if it is still there;
+// (pendingWrite.putOld, see place) is sent there, only if it is still there;
 // if it moved meanwhile, to its new partition.
-func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, parts []int, res []EnqueueResult, idx []int) error {
+func (c *Client) writePuts(ctx context.Context, now time.Time, ws []pendingWrite, idx []int) error {
 	type key struct {
 		topic      string
 		p          int
@@ -337,9 +362,10 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, p
 	var order []key
 	byKey := map[key][]int{}
 	for _, i := range idx {
-		k := key{msgs[i].Topic, parts[i], msgs[i].putOld > 0, res[i].Due.Sub(now) >= freshAhead}
+		w := &ws[i]
+		k := key{w.msg.Topic, w.p, w.putOld > 0, w.res.Due.Sub(now) >= freshAhead}
 		if k.old {
-			k.p = msgs[i].putOld - 1
+			k.p = w.putOld - 1
 		}
 		if byKey[k] == nil {
 			order = append(order, k)
@@ -351,8 +377,8 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, p
 		g := byKey[k]
 		puts := make([]store.Put, len(g))
 		for j, i := range g {
-			m := &msgs[i]
-			puts[j] = store.Put{ID: m.ID, Policy: string(m.OnDuplicate), Due: res[i].Due.UnixMilli(),
+			m := ws[i].msg
+			puts[j] = store.Put{ID: m.ID, Policy: string(m.OnDuplicate), Due: ws[i].res.Due.UnixMilli(),
 				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Trace: m.trace, Body: m.Body}
 		}
 		groups[gi] = store.PutGroup{Topic: k.topic, P: k.p, Puts: puts, OnlyIfExists: k.old, Ahead: k.ahead}
@@ -368,15 +394,15 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, msgs []Message, p
 				moved = append(moved, i)
 				continue
 			}
-			res[i].Due = time.UnixMilli(out[gi][j].Due)
-			res[i].Outcome = putOutcomes[out[gi][j].Outcome]
+			ws[i].res.Due = time.UnixMilli(out[gi][j].Due)
+			ws[i].res.Outcome = putOutcomes[out[gi][j].Outcome]
 		}
 	}
 	if len(moved) > 0 {
 		for _, i := range moved {
-			msgs[i].putOld = 0
+			ws[i].putOld = 0
 		}
-		return c.writePuts(ctx, now, msgs, parts, res, moved)
+		return c.writePuts(ctx, now, ws, moved)
 	}
 	return nil
 }
@@ -411,7 +437,7 @@ const WakeAhead = 12 * time.Second
 // after its messages are written. A wake-up that is lost (the command
 // fails, or the process dies before it) delays those messages by at most
 // the owner's idle poll interval: it is only logged.
-func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, members [][]int, res []EnqueueResult) {
+func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, members [][]int, ws []pendingWrite) {
 	var ps []store.TopicPartition
 	soon := now.Add(WakeAhead)
 	for gi, g := range groups {
@@ -423,7 +449,7 @@ func (c *Client) wake(ctx context.Context, now time.Time, groups []store.Group, 
 			continue // groups of one partition are next to one another
 		}
 		for _, i := range members[gi] {
-			if res[i].Err == nil && res[i].Due.Before(soon) {
+			if ws[i].res.Err == nil && ws[i].res.Due.Before(soon) {
 				ps = append(ps, tp)
 				break
 			}

@@ -356,7 +356,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		if _, err := fs.ClaimIndexOnly(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); !errors.Is(err, portable.ErrInjected) {
+		if _, err := fs.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: cs.p}, tok, time.Now().UnixMilli(), 10); !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("crashed claim: %v", err)
 		}
 		if got := scheduled(); got != -1 {
@@ -366,7 +366,7 @@ func TestEmptiedSegmentReconciled(t *testing.T) {
 		if got := scheduled(); got != 0 {
 			t.Errorf("scheduled after the reconciler: %d, want 0", got)
 		}
-		if cl, err := c.store.ClaimIndexOnly(ctx, topic, cs.p, tok, time.Now().UnixMilli(), 10); err != nil || len(cl) != 0 {
+		if cl, err := c.store.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: cs.p}, tok, time.Now().UnixMilli(), 10); err != nil || len(cl) != 0 {
 			t.Fatalf("claim: %+v, %v; want nothing", cl, err)
 		}
 		conn := c.store.Pool().Get()
@@ -444,7 +444,7 @@ func scheduledOf(t *testing.T, c *Client, topic string) int64 {
 func reconcileSweep(t *testing.T, c *Client, topic string, p int) {
 	t.Helper()
 	for cursor := "0"; ; {
-		next, _, err := c.store.Reconcile(context.Background(), topic, p, cursor, 100, nil)
+		next, _, err := c.store.Reconcile(context.Background(), store.TopicPartition{Topic: topic, P: p}, cursor, 100, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

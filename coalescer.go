@@ -170,10 +170,8 @@ func (co *coalescer) drain(batch []*enqReq, buf *flushBuf) {
 // flushBuf is a flusher's scratch space, reused from one flush to the
 // next.
 type flushBuf struct {
-	live  []*enqReq
-	msgs  []Message
-	parts []int
-	res   []EnqueueResult
+	live   []*enqReq
+	writes []pendingWrite
 }
 
 // flush writes the batch's prepared messages together and reports each
@@ -193,11 +191,9 @@ func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 		return
 	}
 	n := len(live)
-	msgs := slices.Grow(buf.msgs[:0], n)[:n]
-	parts := slices.Grow(buf.parts[:0], n)[:n]
-	res := slices.Grow(buf.res[:0], n)[:n]
+	ws := slices.Grow(buf.writes[:0], n)[:n]
 	for i, r := range live {
-		msgs[i], res[i] = r.m, r.res
+		ws[i] = pendingWrite{msg: &r.m, res: r.res}
 	}
 	// The write is bounded as a whole: a dial and three round trips (the
 	// most an enqueue takes, when duplicates must be told apart), after
@@ -205,30 +201,29 @@ func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	// without this deadline, to save a timer per batch, measured no
 	// faster: see docs/benchmarks.md, Measured design choices.)
 	wctx, cancel := context.WithTimeout(context.Background(), max(co.c.opts.RetryFor, 0)+co.c.opts.DialTimeout+3*(co.c.opts.WriteTimeout+co.c.opts.ReadTimeout))
-	err := co.c.write(wctx, co.c.opts.Now(), msgs, parts, res)
+	err := co.c.write(wctx, co.c.opts.Now(), ws)
 	cancel()
 	if err != nil {
-		for i := range res {
-			res[i].Err = err
+		for i := range ws {
+			ws[i].res.Err = err
 		}
 	}
-	clear(msgs) // drop the bodies: buf outlives the batch
 	var cbs []int
 	for i, r := range live {
 		if r.cb == nil {
-			r.done <- res[i]
+			r.done <- ws[i].res
 			continue
 		}
 		cbs = append(cbs, i)
 	}
-	buf.msgs, buf.parts = msgs, parts
 	if len(cbs) == 0 {
-		buf.live, buf.res = live, res
-		clear(live)
+		clear(live) // drop the requests, their bodies and results: buf outlives the batch
+		clear(ws)
+		buf.live, buf.writes = live, ws
 		return
 	}
-	// live and res now belong to the callbacks.
-	buf.live, buf.res = nil, nil
+	// live and ws now belong to the callbacks.
+	buf.live, buf.writes = nil, nil
 	// Callbacks run off the flusher, so that one waiting (say, enqueueing
 	// again into a full queue) cannot stop the queue from being emptied.
 	// Close waits for them.
@@ -236,7 +231,7 @@ func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	go func() {
 		defer co.wg.Done()
 		for _, i := range cbs {
-			live[i].cb(res[i])
+			live[i].cb(ws[i].res)
 		}
 	}()
 }

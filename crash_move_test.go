@@ -56,7 +56,7 @@ func TestCrashMove(t *testing.T) {
 					for range 3 {
 						cursor, left := "0", 0
 						for {
-							pass, err := s.MoveScan(ctx, topic, p, tok, l, cursor, 256, horizon, nil)
+							pass, err := s.MoveScan(ctx, store.TopicPartition{Topic: topic, P: p}, store.MoveSweep{Layout: l, Token: tok, Cursor: cursor, Count: 256, HorizonMS: horizon})
 							moved, left = moved+pass.Moved, left+pass.Left
 							if err != nil {
 								return moved, err
@@ -104,7 +104,7 @@ func TestCrashMove(t *testing.T) {
 				for _, id := range ids {
 					moveCheck(t, c, name, topic, id, kind)
 				}
-				pass, err := c.store.MoveScan(ctx, topic, p, tok, l, "0", 256, horizon, nil)
+				pass, err := c.store.MoveScan(ctx, store.TopicPartition{Topic: topic, P: p}, store.MoveSweep{Layout: l, Token: tok, Cursor: "0", Count: 256, HorizonMS: horizon})
 				if err != nil || pass.Left > 0 || pass.Moved > 0 {
 					t.Errorf("%s: a last sweep found %+v (%v), want nothing left", name, pass, err)
 				}
@@ -158,14 +158,14 @@ func moveSetup(t *testing.T, c *Client, topic, kind string) []string {
 	if kind == "dead" {
 		p := partition.For(id, 2)
 		tok := takeFence(t, c.store, topic, p)
-		cl, recs, err := c.store.ClaimBegin(ctx, topic, p, store.Claim{Token: tok, MaxDueMS: time.Now().Add(time.Second).UnixMilli(), Limit: 1,
+		cl, recs, err := c.store.ClaimBegin(ctx, store.TopicPartition{Topic: topic, P: p}, store.Claim{Token: tok, MaxDueMS: time.Now().Add(time.Second).UnixMilli(), Limit: 1,
 			Deadline: func(int64) int64 { return time.Now().Add(time.Minute).UnixMilli() }})
 		if err != nil || len(cl) != 1 {
 			t.Fatalf("claim %s: %v %v", id, cl, err)
 		}
 		r := *recs[0]
 		r.Attempts, r.LastError = 1, "boom"
-		if _, err := c.store.Moves(ctx, topic, p, []store.Move{{ID: id, Dead: true, Score: time.Now().UnixMilli(), Record: &r}}); err != nil {
+		if _, err := c.store.Moves(ctx, store.TopicPartition{Topic: topic, P: p}, []store.Move{{ID: id, Dead: true, Score: time.Now().UnixMilli(), Record: &r}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +186,7 @@ func moveCheck(t *testing.T, c *Client, name, topic, id, kind string) {
 	if in.Partition != to {
 		t.Errorf("%s: %s in partition %d, want %d", name, id, in.Partition, to)
 	}
-	if _, err := c.store.Get(ctx, topic, from, id); !errors.Is(err, ErrNotFound) {
+	if _, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: from}, id); !errors.Is(err, ErrNotFound) {
 		t.Errorf("%s: %s still in its old partition %d: %v", name, id, from, err)
 	}
 	wantDead := kind == "dead"
@@ -247,7 +247,7 @@ func TestCrashMoveCancelled(t *testing.T) {
 				t.Fatal(err)
 			}
 			horizon := time.Now().Add(30 * time.Second).UnixMilli()
-			_, err = fs.MoveScan(ctx, topic, p, tokP, l, "0", 256, horizon, nil)
+			_, err = fs.MoveScan(ctx, store.TopicPartition{Topic: topic, P: p}, store.MoveSweep{Layout: l, Token: tokP, Cursor: "0", Count: 256, HorizonMS: horizon})
 			fs.Close()
 			cancel()
 			name := fmt.Sprintf("k=%d", k)
@@ -270,7 +270,7 @@ func TestCrashMoveCancelled(t *testing.T) {
 			// The reverse change's sweeps of q, twice over (I2).
 			for range 2 {
 				for range 3 {
-					pass, err := c.store.MoveScan(ctx, topic, q, tokQ, rev, "0", 256, horizon, nil)
+					pass, err := c.store.MoveScan(ctx, store.TopicPartition{Topic: topic, P: q}, store.MoveSweep{Layout: rev, Token: tokQ, Cursor: "0", Count: 256, HorizonMS: horizon})
 					if err != nil {
 						t.Fatalf("%s: reverse sweep: %v", name, err)
 					}
@@ -283,7 +283,7 @@ func TestCrashMoveCancelled(t *testing.T) {
 			if err != nil || in.Partition != p || in.State != StateScheduled || time.Until(in.Due) < 50*time.Minute {
 				t.Errorf("%s: %s after the reverse sweeps: %+v, %v; want scheduled in partition %d, due in an hour", name, id, in, err, p)
 			}
-			if _, err := c.store.Get(ctx, topic, q, id); !errors.Is(err, ErrNotFound) {
+			if _, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: q}, id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("%s: %s still in partition %d: %v", name, id, q, err)
 			}
 		}

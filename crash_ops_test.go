@@ -85,7 +85,7 @@ func (cs *crashCase) failed() store.Record {
 // addSoon enqueues cs.id with store.Add, due in 200 ms.
 func addSoon(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 	cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
-	errs, err := fs.Add(ctx, cs.topic, cs.p, []store.NewMessage{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
+	errs, err := fs.Add(ctx, cs.tp(), []store.NewMessage{{ID: cs.id, Record: newRecord(time.UnixMilli(cs.due), 0)}})
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ var crashOps = []*crashOp{
 		name:  "start-held",
 		setup: func(t *testing.T, cs *crashCase) { cs.claimedAhead(t, 100*time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			got, err := fs.StartMany(ctx, cs.topic, cs.p, []string{cs.id}, []*store.Record{cs.rec0})
+			got, err := fs.StartMany(ctx, cs.tp(), []string{cs.id}, []*store.Record{cs.rec0})
 			if err == nil && got[0] != store.StartOK {
 				return fmt.Errorf("start: %d, want StartOK", got[0])
 			}
@@ -278,7 +278,7 @@ var crashOps = []*crashOp{
 		name:  "delete-held",
 		setup: func(t *testing.T, cs *crashCase) { cs.claimedAhead(t, 300*time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			return fs.Delete(ctx, cs.tp(), cs.id)
 		},
 		after: afterByRecord,
 	},
@@ -290,7 +290,7 @@ var crashOps = []*crashOp{
 		name:  "delete-running",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			err := fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			err := fs.Delete(ctx, cs.tp(), cs.id)
 			if errors.Is(err, ErrRunning) {
 				return nil
 			}
@@ -312,7 +312,7 @@ var crashOps = []*crashOp{
 			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+			return fs.Reschedule(ctx, cs.tp(), cs.id, cs.newDue, time.Now().UnixMilli())
 		},
 		after: func(t *testing.T, cs *crashCase) {
 			in := cs.found(t)
@@ -332,7 +332,7 @@ var crashOps = []*crashOp{
 		name:  "ack",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.topic, cs.p, []string{cs.id}, [][]byte{cs.rec0.Header()})
+			_, err := fs.Ack(ctx, cs.tp(), []string{cs.id}, [][]byte{cs.rec0.Header()})
 			return err
 		},
 		// Record deleted => acked for good (the in-flight entry left
@@ -347,7 +347,7 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			r := cs.failed()
 			r.Due = time.Now().Add(100 * time.Millisecond).UnixMilli()
-			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
+			_, err := fs.Moves(ctx, cs.tp(), []store.Move{{ID: cs.id, Score: r.Due, Record: &r}})
 			return err
 		},
 		after: afterKept("retry", outDelivered),
@@ -363,7 +363,7 @@ var crashOps = []*crashOp{
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 1) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			r := cs.failed()
-			_, err := fs.Moves(ctx, cs.topic, cs.p, []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
+			_, err := fs.Moves(ctx, cs.tp(), []store.Move{{ID: cs.id, Dead: true, Score: r.Updated, Record: &r}})
 			return err
 		},
 		after: func(t *testing.T, cs *crashCase) {
@@ -383,7 +383,7 @@ var crashOps = []*crashOp{
 		name:  "delete",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			return fs.Delete(ctx, cs.tp(), cs.id)
 		},
 		// Record deleted => never delivered (index entries left are
 		// tombstones); not deleted => the delete did not happen.
@@ -394,7 +394,7 @@ var crashOps = []*crashOp{
 		name:  "delete-again",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 300*time.Millisecond, 0, true) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			return fs.Delete(ctx, cs.tp(), cs.id)
 		},
 		after: func(t *testing.T, cs *crashCase) {
 			written := cs.found(t) != nil
@@ -466,7 +466,7 @@ var crashOps = []*crashOp{
 			}
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.topic, cs.p, []string{cs.id}, [][]byte{cs.rec0.Header()})
+			_, err := fs.Ack(ctx, cs.tp(), []string{cs.id}, [][]byte{cs.rec0.Header()})
 			return err
 		},
 		after: afterKept("ack of a replaced record", outDelivered),
@@ -479,7 +479,7 @@ var crashOps = []*crashOp{
 			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+			return fs.Reschedule(ctx, cs.tp(), cs.id, cs.newDue, time.Now().UnixMilli())
 		},
 		after: afterRescheduled,
 	},
@@ -491,7 +491,7 @@ var crashOps = []*crashOp{
 			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+			return fs.Reschedule(ctx, cs.tp(), cs.id, cs.newDue, time.Now().UnixMilli())
 		},
 		after: func(t *testing.T, cs *crashCase) {
 			if _, err := cs.c.Reschedule(cs.ctx(), cs.topic, cs.id, time.UnixMilli(cs.newDue)); err != nil {
@@ -561,7 +561,7 @@ var segmentCrashOps = []*crashOp{
 		name: "delete-segment", segment: true,
 		setup: func(t *testing.T, cs *crashCase) { cs.writeSegment(t, 300*time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Delete(ctx, cs.topic, cs.p, cs.id)
+			return fs.Delete(ctx, cs.tp(), cs.id)
 		},
 		after: afterByRecord,
 	},
@@ -574,7 +574,7 @@ var segmentCrashOps = []*crashOp{
 			cs.newDue = clock.CeilMS(time.Now().Add(1200 * time.Millisecond)).UnixMilli()
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			return fs.Reschedule(ctx, cs.topic, cs.p, cs.id, cs.newDue, time.Now().UnixMilli())
+			return fs.Reschedule(ctx, cs.tp(), cs.id, cs.newDue, time.Now().UnixMilli())
 		},
 		after: afterRescheduled,
 	},

@@ -110,6 +110,11 @@ type crashCase struct {
 	cons *Consumer
 }
 
+// tp is the partition of the crashed operation's message.
+func (cs *crashCase) tp() store.TopicPartition {
+	return store.TopicPartition{Topic: cs.topic, P: cs.p}
+}
+
 type crashOp struct {
 	name    string
 	segment bool // the message is one of two held by a segment (cs.sibling the other)
@@ -165,7 +170,7 @@ func (cs *crashCase) fence(t *testing.T) {
 func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.Record, error) {
 	deadline := time.Now().Add(300 * time.Millisecond).UnixMilli()
 	now := time.Now()
-	cl, recs, err := s.ClaimBegin(ctx, cs.topic, cs.p, store.Claim{Token: cs.token, MaxDueMS: now.Add(100 * time.Millisecond).UnixMilli(),
+	cl, recs, err := s.ClaimBegin(ctx, cs.tp(), store.Claim{Token: cs.token, MaxDueMS: now.Add(100 * time.Millisecond).UnixMilli(),
 		StartByMS: now.Add(100 * time.Millisecond).UnixMilli(), Limit: 1, Deadline: func(int64) int64 { return deadline }})
 	if err != nil {
 		return nil, err
@@ -179,7 +184,7 @@ func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.R
 	if !cl[0].Started {
 		// Taken out of a segment: the loop starts it when it hands it to
 		// a handler.
-		got, err := s.StartMany(ctx, cs.topic, cs.p, []string{cs.id}, recs[:1])
+		got, err := s.StartMany(ctx, cs.tp(), []string{cs.id}, recs[:1])
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +214,7 @@ func (cs *crashCase) claimedAhead(t *testing.T, d time.Duration) {
 	cs.enqueue(t, d, 0, true)
 	cs.fence(t)
 	deadline := time.Now().Add(d + 300*time.Millisecond).UnixMilli()
-	cl, recs, err := cs.c.store.ClaimBegin(cs.ctx(), cs.topic, cs.p, store.Claim{Token: cs.token,
+	cl, recs, err := cs.c.store.ClaimBegin(cs.ctx(), cs.tp(), store.Claim{Token: cs.token,
 		MaxDueMS: time.UnixMilli(cs.due).Add(time.Millisecond).UnixMilli(), Limit: 1, Deadline: func(int64) int64 { return deadline }})
 	if err != nil || len(cl) != 1 || cl[0].ID != cs.id || recs[0] == nil || cl[0].Started {
 		t.Fatalf("%s: claim ahead: %+v %v", cs.name(), cl, err)
@@ -449,7 +454,7 @@ func TestReconcilerRepairBound(t *testing.T) {
 		}
 		// Die right after the HSETNX pipeline: R records, no index.
 		fs := storeDyingBefore(t, addr, "ZADD")
-		_, err := fs.Add(ctx, topic, p, news)
+		_, err := fs.Add(ctx, store.TopicPartition{Topic: topic, P: p}, news)
 		fs.Close()
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("add: %v, want the injected fault", err)

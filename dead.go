@@ -18,7 +18,7 @@ func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info
 	}
 	var out []*Info
 	for p := 0; p < l.Span() && len(out) < limit; p++ {
-		list, err := c.store.ListDead(ctx, topic, p, limit-len(out))
+		list, err := c.store.ListDead(ctx, store.TopicPartition{Topic: topic, P: p}, limit-len(out))
 		if err != nil {
 			return nil, err
 		}
@@ -42,7 +42,7 @@ const deadBatch = 500
 // none are given. It returns how many it moved.
 func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
 	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
-		n, err := c.store.RequeueDead(ctx, topic, p, ids, c.opts.Now().UnixMilli(), deadBatch)
+		n, err := c.store.RequeueDead(ctx, store.TopicPartition{Topic: topic, P: p}, ids, c.opts.Now().UnixMilli(), deadBatch)
 		if n > 0 {
 			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
 		}
@@ -54,7 +54,7 @@ func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (
 // the topic when none are given. It returns how many it deleted.
 func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (int, error) {
 	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
-		return c.store.PurgeDead(ctx, topic, p, ids, deadBatch)
+		return c.store.PurgeDead(ctx, store.TopicPartition{Topic: topic, P: p}, ids, deadBatch)
 	})
 }
 

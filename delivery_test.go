@@ -92,7 +92,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 	}
 	mustBatch(t, c, msgs)
 	tok := takeFence(t, c.store, topic, 0)
-	cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
+	cl, err := c.store.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, time.Now().Add(1500*time.Millisecond).UnixMilli(), 4*n)
 	if err != nil || len(cl) != 2*n {
 		t.Fatalf("claim: %d claimed, %v; want %d", len(cl), err, 2*n)
 	}
@@ -108,7 +108,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 		}
 		deadlines = append(deadlines, dl)
 	}
-	recs, err := c.store.Begin(ctx, topic, 0, ids, deadlines)
+	recs, err := c.store.Begin(ctx, store.TopicPartition{Topic: topic, P: 0}, ids, deadlines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 			started, startedRecs = append(started, id), append(startedRecs, recs[i])
 		}
 	}
-	if got, err := c.store.StartMany(ctx, topic, 0, started, startedRecs); err != nil || slices.ContainsFunc(got, func(v int64) bool { return v != store.StartOK }) {
+	if got, err := c.store.StartMany(ctx, store.TopicPartition{Topic: topic, P: 0}, started, startedRecs); err != nil || slices.ContainsFunc(got, func(v int64) bool { return v != store.StartOK }) {
 		t.Fatalf("start: %v %v", got, err)
 	}
 	return due, tok
@@ -138,7 +138,7 @@ func handedOverBy(t *testing.T, c *Client, topic string, tok int64, giver string
 	if _, _, err := c.store.Heartbeat(ctx, topic, giver, false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.store.HandOver(ctx, topic, 0, tok, []string{giver}); err != nil {
+	if err := c.store.HandOver(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, []string{giver}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -380,21 +380,21 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 		st := c.store
 		old, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
 		newer, _ := st.NextToken(ctx, topic, 0, time.Now().UnixMilli())
-		if err := st.RaiseFence(ctx, topic, 0, old); err != nil {
+		if err := st.RaiseFence(ctx, store.TopicPartition{Topic: topic, P: 0}, old); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.RaiseFence(ctx, topic, 0, newer); err != nil {
+		if err := st.RaiseFence(ctx, store.TopicPartition{Topic: topic, P: 0}, newer); err != nil {
 			t.Fatal(err)
 		}
 		var fe *store.FencedError
-		got, err := st.ClaimIndexOnly(ctx, topic, 0, old, time.Now().UnixMilli(), 10)
+		got, err := st.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: 0}, old, time.Now().UnixMilli(), 10)
 		if !errors.As(err, &fe) || fe.Newest != newer || len(got) != 0 {
 			t.Fatalf("claim under the superseded token: %v, %v; want FencedError at %d", got, err, newer)
 		}
-		if err := st.RaiseFence(ctx, topic, 0, old); !errors.As(err, &fe) {
+		if err := st.RaiseFence(ctx, store.TopicPartition{Topic: topic, P: 0}, old); !errors.As(err, &fe) {
 			t.Fatalf("raising the fence back to the old token: %v, want FencedError", err)
 		}
-		got, err = st.ClaimIndexOnly(ctx, topic, 0, newer, time.Now().UnixMilli(), 10)
+		got, err = st.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: 0}, newer, time.Now().UnixMilli(), 10)
 		if err != nil || len(got) != 1 || got[0].ID != "f" {
 			t.Fatalf("claim under the newest token: %v, %v", got, err)
 		}

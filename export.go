@@ -152,7 +152,7 @@ func (ex *exporter) scanPartition(ctx context.Context, p int) error {
 	var leftBefore int64
 	for cursor, done, scan := "0", false, 1; !done; {
 		t0 := time.Now()
-		pass, err := ex.c.store.ExportScan(ctx, ex.topic, p, cursor, ex.opts.Batch)
+		pass, err := ex.c.store.ExportScan(ctx, store.TopicPartition{Topic: ex.topic, P: p}, cursor, ex.opts.Batch)
 		if err != nil {
 			return err
 		}

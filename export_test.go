@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -385,7 +386,7 @@ func TestExportDuringChange(t *testing.T) {
 			for p := range 2 {
 				tok := takeFence(t, c.store, topic, p)
 				for cursor := "0"; ; {
-					pass, err := c.store.MoveScan(ctx, topic, p, tok, l, cursor, 50, 0, nil)
+					pass, err := c.store.MoveScan(ctx, store.TopicPartition{Topic: topic, P: p}, store.MoveSweep{Layout: l, Token: tok, Cursor: cursor, Count: 50})
 					if err != nil {
 						t.Fatal(err)
 					}

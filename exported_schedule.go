@@ -139,7 +139,7 @@ func (c *Client) importChain(ctx context.Context, topic, name string, r *schedRe
 	default:
 		l, lerr := c.ensureTopic(ctx, topic)
 		if err = lerr; err == nil {
-			_, err = c.writeOccurrence(ctx, topic, name, r, time.UnixMilli(next.UnixMilli()), l, now)
+			_, err = c.writeOccurrence(ctx, occurrenceWrite{topic: topic, name: name, def: r, at: time.UnixMilli(next.UnixMilli()), layout: l, now: now})
 		}
 	}
 	if err != nil {

@@ -154,7 +154,7 @@ func TestImportScheduleAfterCrash(t *testing.T) {
 	}
 	id := ScheduleID("daily", in.Version, next, 4)
 	// The crash: the definition is written, the chain is not.
-	if _, _, err := c.store.ChainSchedule(ctx, topic, schedulePartition("daily", 4), "daily", in.Version, 0, "", nil, store.ChainForget, ""); err != nil {
+	if _, _, err := c.store.ChainSchedule(ctx, store.TopicPartition{Topic: topic, P: schedulePartition("daily", 4)}, store.ChainStep{Name: "daily", Version: in.Version, Mode: store.ChainForget}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(ctx, topic, id); err != nil {

@@ -62,7 +62,7 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 	}
 	now := c.opts.Now()
 	ms := make([]Message, len(msgs))
-	res := make([]EnqueueResult, len(msgs))
+	ws := make([]pendingWrite, len(msgs))
 	imps := make([]importedFields, len(msgs))
 	for i := range msgs {
 		e := &msgs[i]
@@ -86,30 +86,30 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 			}
 		}
 		ms[i] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, trace: e.Traceparent, imported: &imps[i]}
-		res[i].ID = e.ID
+		w := &ws[i]
+		w.msg, w.res.ID = &ms[i], e.ID
 		switch {
 		case e.ID == "":
-			res[i].Err = fmt.Errorf("%w: an imported message needs its id", ErrInvalid)
+			w.res.Err = fmt.Errorf("%w: an imported message needs its id", ErrInvalid)
 		case !validState(e.State):
-			res[i].Err = fmt.Errorf("%w: state %q of %q (want %s, %s or %s)", ErrInvalid, e.State, e.ID, StateScheduled, StateInFlight, StateDead)
+			w.res.Err = fmt.Errorf("%w: state %q of %q (want %s, %s or %s)", ErrInvalid, e.State, e.ID, StateScheduled, StateInFlight, StateDead)
 		case e.Due.IsZero():
-			res[i].Err = fmt.Errorf("%w: %q has no due time", ErrInvalid, e.ID)
+			w.res.Err = fmt.Errorf("%w: %q has no due time", ErrInvalid, e.ID)
 		case e.Attempts < 0:
-			res[i].Err = fmt.Errorf("%w: attempts %d of %q is negative", ErrInvalid, e.Attempts, e.ID)
+			w.res.Err = fmt.Errorf("%w: attempts %d of %q is negative", ErrInvalid, e.Attempts, e.ID)
 		case e.Traceparent != "" && !parseTraceparent(e.Traceparent).IsValid():
-			res[i].Err = fmt.Errorf("%w: traceparent %q of %q is not a W3C traceparent", ErrInvalid, e.Traceparent, e.ID)
+			w.res.Err = fmt.Errorf("%w: traceparent %q of %q is not a W3C traceparent", ErrInvalid, e.Traceparent, e.ID)
 		}
-		if res[i].Err != nil {
+		if w.res.Err != nil {
 			continue
 		}
 		id, due, err := c.prepare(&ms[i], now)
-		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
+		w.res = EnqueueResult{ID: id, Due: due, Err: err}
 	}
-	parts := make([]int, len(msgs))
-	if err := c.write(ctx, now, ms, parts, res); err != nil {
+	if err := c.write(ctx, now, ws); err != nil {
 		return nil, fmt.Errorf("import into %s: %w", topic, err)
 	}
-	return res, nil
+	return results(ws), nil
 }
 
 // Defaults for ImportOptions.

@@ -119,7 +119,7 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 	var f *store.Found
 	p := -1
 	for _, q := range ps {
-		g, err := c.store.Get(ctx, topic, q, id)
+		g, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: q}, id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -171,7 +171,7 @@ func (c *Client) Delete(ctx context.Context, topic, id string) error {
 	found := false
 	var running error
 	for _, p := range ps {
-		err := c.store.Delete(ctx, topic, p, id)
+		err := c.store.Delete(ctx, store.TopicPartition{Topic: topic, P: p}, id)
 		switch {
 		case err == nil:
 			found = true
@@ -237,7 +237,7 @@ func (c *Client) DeleteMany(ctx context.Context, topic string, ids []string) (fo
 	})
 	found = make([]bool, len(ids))
 	for _, p := range order {
-		got, err := c.store.DeleteMany(ctx, topic, p, byP[p].ids)
+		got, err := c.store.DeleteMany(ctx, store.TopicPartition{Topic: topic, P: p}, byP[p].ids)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +265,7 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, at time.Time)
 	due := clock.CeilMS(at)
 	now := c.opts.Now()
 	for _, p := range ps {
-		err = c.store.Reschedule(ctx, topic, p, id, due.UnixMilli(), now.UnixMilli())
+		err = c.store.Reschedule(ctx, store.TopicPartition{Topic: topic, P: p}, id, due.UnixMilli(), now.UnixMilli())
 		if err == nil && due.Before(now.Add(WakeAhead)) {
 			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
 		}

@@ -141,16 +141,16 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 		hooked := newClient(t, addr, Options{Partitions: 1, hook: func(cmd string, args []any) error {
 			if (cmd == "EVALSHA" || cmd == "EVAL") && !raced { // the record write of Reschedule
 				raced = true
-				got, err := st.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+				got, err := st.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, time.Now().UnixMilli(), 10)
 				if err == nil && len(got) != 1 {
 					err = errors.New("claimed nothing")
 				}
 				var recs []*store.Record
 				if err == nil {
-					recs, err = st.Begin(ctx, topic, 0, []string{"y"}, []int64{time.Now().Add(time.Minute).UnixMilli()})
+					recs, err = st.Begin(ctx, store.TopicPartition{Topic: topic, P: 0}, []string{"y"}, []int64{time.Now().Add(time.Minute).UnixMilli()})
 				}
 				if err == nil {
-					_, err = st.Ack(ctx, topic, 0, []string{"y"}, [][]byte{recs[0].Header()})
+					_, err = st.Ack(ctx, store.TopicPartition{Topic: topic, P: 0}, []string{"y"}, [][]byte{recs[0].Header()})
 				}
 				raceErr = err
 			}

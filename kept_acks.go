@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/delayq/delayq/internal/store"
 )
 
 // keptAckRetry is how often a consumer tries again to write the acks its
@@ -82,7 +84,7 @@ func (a *keptAcks) write(ctx context.Context) {
 	a.mu.Unlock()
 	for p, kp := range todo {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := a.k.c.store.Ack(wctx, a.k.opts.Topic, p, kp.ids, kp.headers)
+		_, err := a.k.c.store.Ack(wctx, store.TopicPartition{Topic: a.k.opts.Topic, P: p}, kp.ids, kp.headers)
 		cancel()
 		if err != nil {
 			a.keep(p, kp.ids, kp.headers)

@@ -233,7 +233,7 @@ func beginAll(t *testing.T, c *Client, topic string, msgs ...Message) []*store.R
 	tok := takeFence(t, c.store, topic, 0)
 	var claimed []store.Claimed
 	waitFor(t, 5*time.Second, "all claimed", func() bool {
-		cl, err := c.store.ClaimIndexOnly(ctx, topic, 0, tok, time.Now().UnixMilli(), 10)
+		cl, err := c.store.ClaimIndexOnly(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, time.Now().UnixMilli(), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func beginAll(t *testing.T, c *Client, topic string, msgs ...Message) []*store.R
 	for i := range deadlines {
 		deadlines[i] = time.Now().Add(time.Hour).UnixMilli()
 	}
-	recs, err := c.store.Begin(ctx, topic, 0, ids, deadlines)
+	recs, err := c.store.Begin(ctx, store.TopicPartition{Topic: topic, P: 0}, ids, deadlines)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
@@ -260,7 +260,7 @@ func beginAll(t *testing.T, c *Client, topic string, msgs ...Message) []*store.R
 // with its record rec, dead since diedAt.
 func makeDead(t *testing.T, c *Client, topic, id string, rec *store.Record, diedAt time.Time) {
 	t.Helper()
-	if _, err := c.store.Moves(context.Background(), topic, 0, []store.Move{{ID: id, Dead: true, Score: diedAt.UnixMilli(), Record: rec}}); err != nil {
+	if _, err := c.store.Moves(context.Background(), store.TopicPartition{Topic: topic, P: 0}, []store.Move{{ID: id, Dead: true, Score: diedAt.UnixMilli(), Record: rec}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -274,7 +274,7 @@ func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
 	if err != nil {
 		t.Fatalf("token of %s/%d: %v", topic, p, err)
 	}
-	if err := st.RaiseFence(ctx, topic, p, tok); err != nil {
+	if err := st.RaiseFence(ctx, store.TopicPartition{Topic: topic, P: p}, tok); err != nil {
 		t.Fatalf("fence of %s/%d: %v", topic, p, err)
 	}
 	return tok

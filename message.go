@@ -55,10 +55,6 @@ type Message struct {
 	// outside a trace.
 	trace string
 
-	// putOld is 1 + the old partition of the id during a change of the
-	// partition count, when the id was found there (see writePuts).
-	putOld int
-
 	// imported carries the rest of an imported message's record (see
 	// Client.Import): nil for an enqueue.
 	imported *importedFields
@@ -328,16 +324,15 @@ func batchTopic(msgs []Message) string {
 
 func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
 	now := c.opts.Now()
-	res := make([]EnqueueResult, len(msgs))
-	parts := make([]int, len(msgs))
+	ws := make([]pendingWrite, len(msgs))
 	for i := range msgs {
 		id, due, err := c.prepare(&msgs[i], now)
-		res[i] = EnqueueResult{ID: id, Due: due, Err: err}
+		ws[i] = pendingWrite{msg: &msgs[i], res: EnqueueResult{ID: id, Due: due, Err: err}}
 	}
-	if err := c.write(ctx, now, msgs, parts, res); err != nil {
+	if err := c.write(ctx, now, ws); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return results(ws), nil
 }
 
 // EnqueueAsync queues m for the client's coalescer and returns without

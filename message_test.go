@@ -108,7 +108,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		}
 		// A delete that dies after its HDEL: the index entry stays.
 		fs := storeDyingBefore(t, addr, "ZREM")
-		err := fs.Delete(ctx, topic, p, id)
+		err := fs.Delete(ctx, store.TopicPartition{Topic: topic, P: p}, id)
 		fs.Close()
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("delete: %v, want the injected fault", err)
@@ -121,7 +121,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: at}); err != nil {
 			t.Fatalf("enqueue over a stale entry: %v", err)
 		}
-		f, err := c.store.Get(ctx, topic, p, id)
+		f, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: p}, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		if sent != 3 {
 			t.Fatalf("%d commands, want HSETNX, ZADD NX, then ZADD", sent)
 		}
-		f, err := c.store.Get(context.Background(), topic, p, id)
+		f, err := c.store.Get(context.Background(), store.TopicPartition{Topic: topic, P: p}, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -487,7 +487,7 @@ func TestMoveCancelledMidPass(t *testing.T) {
 						hookErr = err
 						return
 					}
-					_, hookErr = c.store.MoveScan(ctx, topic, q, tokQ, rev, "0", 256, horizon, nil)
+					_, hookErr = c.store.MoveScan(ctx, store.TopicPartition{Topic: topic, P: q}, store.MoveSweep{Layout: rev, Token: tokQ, Cursor: "0", Count: 256, HorizonMS: horizon})
 				})
 			}
 			return nil
@@ -496,17 +496,17 @@ func TestMoveCancelledMidPass(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fs.Close()
-		_, err = fs.MoveScan(ctx, topic, p, tokP, l, "0", 256, horizon, nil)
+		_, err = fs.MoveScan(ctx, store.TopicPartition{Topic: topic, P: p}, store.MoveSweep{Layout: l, Token: tokP, Cursor: "0", Count: 256, HorizonMS: horizon})
 		if hookErr != nil {
 			t.Fatalf("cancel and reverse pass: %v", hookErr)
 		}
 		if !errors.Is(err, store.ErrChangeReplaced) {
 			t.Errorf("pass of the cancelled change: %v, want ErrChangeReplaced", err)
 		}
-		if in, err := c.store.Get(ctx, topic, p, id); err != nil || in == nil {
+		if in, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: p}, id); err != nil || in == nil {
 			t.Errorf("%s not in its old partition %d: %v", id, p, err)
 		}
-		if _, err := c.store.Get(ctx, topic, q, id); !errors.Is(err, ErrNotFound) {
+		if _, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: q}, id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s in partition %d, where the cancelled pass put it: %v", id, q, err)
 		}
 		in, err := c.Get(ctx, topic, id)

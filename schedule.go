@@ -472,7 +472,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
 	// A version above the deleted one: the mark's pending occurrence is
 	// removed with the mark.
 	v := max(old.Version+1, c.opts.Now().UnixMilli())
-	_, _, err = c.store.ChainSchedule(ctx, topic, schedulePartition(name, l.PlaceCount()), name, v, 0, "", nil, store.ChainForget, "")
+	_, _, err = c.store.ChainSchedule(ctx, store.TopicPartition{Topic: topic, P: schedulePartition(name, l.PlaceCount())}, store.ChainStep{Name: name, Version: v, Mode: store.ChainForget})
 	return err
 }
 

@@ -73,7 +73,7 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 			return err
 		}
 		mark := ScheduleIDPrefix + name + ":" + strconv.FormatInt(cur.Version, 10) + ":0:"
-		_, _, err = c.store.ChainSchedule(ctx, topic, p, name, cur.Version, 0, mark, nil, store.ChainRetire, floor)
+		_, _, err = c.store.ChainSchedule(ctx, store.TopicPartition{Topic: topic, P: p}, store.ChainStep{Name: name, Version: cur.Version, Mode: store.ChainRetire, ID: mark, Floor: floor})
 		return err
 	}
 	cs, err := parseSpec(name, cur.Spec, cur.TZ)
@@ -90,7 +90,7 @@ func (c *Client) startChain(ctx context.Context, topic, name string, cur *schedR
 		}
 		at = nx[0]
 	}
-	_, err = c.writeOccurrence(ctx, topic, name, cur, at, l, c.opts.Now())
+	_, err = c.writeOccurrence(ctx, occurrenceWrite{topic: topic, name: name, def: cur, at: at, layout: l, now: c.opts.Now()})
 	return err
 }
 
@@ -127,27 +127,39 @@ func (c *Client) ensureChain(ctx context.Context, topic, name string, def *sched
 	return c.startChain(ctx, topic, name, def, from)
 }
 
-// writeOccurrence writes the occurrence at of version cur of a schedule
-// (once ever: see store.ChainSchedule) and wakes its partition's owner
-// when it is due soon.
-func (c *Client) writeOccurrence(ctx context.Context, topic, name string, cur *schedRecord, at time.Time, l store.Layout, now time.Time) (int, error) {
-	n := l.PlaceCount()
-	p := schedulePartition(name, n)
-	id := ScheduleID(name, cur.Version, at, n)
-	rec := &store.Record{Due: at.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(), MaxAttempts: cur.MaxAttempts, Body: cur.Body}
-	floor, err := c.markFloor(ctx, topic, name, l)
+// occurrenceWrite is an occurrence of a schedule to write (see
+// writeOccurrence).
+type occurrenceWrite struct {
+	topic, name string
+	def         *schedRecord // the definition it is of (its version)
+	at          time.Time    // when it is due
+	layout      store.Layout // the topic's, as read: it places the occurrence
+	now         time.Time    // the record's created and updated time
+}
+
+// writeOccurrence writes the occurrence o (once ever: see
+// store.ChainSchedule) and wakes its partition's owner when it is due
+// soon.
+func (c *Client) writeOccurrence(ctx context.Context, o occurrenceWrite) (int, error) {
+	n := o.layout.PlaceCount()
+	tp := store.TopicPartition{Topic: o.topic, P: schedulePartition(o.name, n)}
+	id := ScheduleID(o.name, o.def.Version, o.at, n)
+	rec := &store.Record{Due: o.at.UnixMilli(), Created: o.now.UnixMilli(), Updated: o.now.UnixMilli(), MaxAttempts: o.def.MaxAttempts, Body: o.def.Body}
+	floor, err := c.markFloor(ctx, o.topic, o.name, o.layout)
 	if err != nil {
 		return 0, err
 	}
-	outcome, _, err := c.store.ChainSchedule(ctx, topic, p, name, cur.Version, at.UnixMilli(), id, rec, store.ChainOccurrence, floor)
+	outcome, _, err := c.store.ChainSchedule(ctx, tp, store.ChainStep{
+		Name: o.name, Version: o.def.Version, Mode: store.ChainOccurrence, ID: id, DueMS: o.at.UnixMilli(), Record: rec, Floor: floor,
+	})
 	if err != nil {
 		return outcome, err
 	}
 	if outcome == store.ChainAdded {
 		// As an enqueue does: the owner is woken when the occurrence is
 		// due before it would look again.
-		if at.Before(now.Add(WakeAhead)) {
-			c.wakeOwners(ctx, store.TopicPartition{Topic: topic, P: p})
+		if o.at.Before(o.now.Add(WakeAhead)) {
+			c.wakeOwners(ctx, tp)
 		}
 	}
 	return outcome, nil
@@ -196,7 +208,7 @@ func (c *Client) occurrence(ctx context.Context, topic, id string, attempt int) 
 	if err != nil {
 		return false, err
 	}
-	if _, err := c.writeOccurrence(ctx, topic, name, def, nxt, l, now); err != nil {
+	if _, err := c.writeOccurrence(ctx, occurrenceWrite{topic: topic, name: name, def: def, at: nxt, layout: l, now: now}); err != nil {
 		return false, err
 	}
 	return run, nil
@@ -248,7 +260,7 @@ func (c *Client) markFloor(ctx context.Context, topic, name string, l store.Layo
 	if old == schedulePartition(name, l.Next) {
 		return "", nil
 	}
-	return c.store.ScheduleMark(ctx, topic, old, name)
+	return c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: old}, name)
 }
 
 // scheduleMarkLive returns the schedule's mark and whether its occurrence
@@ -256,11 +268,11 @@ func (c *Client) markFloor(ctx context.Context, topic, name string, l store.Layo
 // in l's placing count, or during a change from its partition of the old
 // count when the mark there is the newer (not moved yet).
 func (c *Client) scheduleMarkLive(ctx context.Context, topic, name string, l store.Layout) (string, bool, error) {
-	mark, live, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.PlaceCount()), name)
+	mark, live, err := c.store.ScheduleMarkLive(ctx, store.TopicPartition{Topic: topic, P: schedulePartition(name, l.PlaceCount())}, name)
 	if err != nil || !l.Changing() || schedulePartition(name, l.Count) == schedulePartition(name, l.Next) {
 		return mark, live, err
 	}
-	oldMark, oldLive, err := c.store.ScheduleMarkLive(ctx, topic, schedulePartition(name, l.Count), name)
+	oldMark, oldLive, err := c.store.ScheduleMarkLive(ctx, store.TopicPartition{Topic: topic, P: schedulePartition(name, l.Count)}, name)
 	if err != nil {
 		return "", false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
@@ -73,14 +74,14 @@ func TestScheduleMendChain(t *testing.T) {
 	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "@every 10s"}); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	first, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	if err := c.Delete(ctx, topic, first); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
 		t.Fatal(err)
 	}
-	mended, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	mended, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	if mended == first {
 		t.Fatalf("resume did not mend the chain: mark %s", mended)
 	}
@@ -91,7 +92,7 @@ func TestScheduleMendChain(t *testing.T) {
 	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := c.store.ScheduleMark(ctx, topic, p, "m"); again != mended {
+	if again, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m"); again != mended {
 		t.Errorf("resume of a running chain moved its mark: %s -> %s", mended, again)
 	}
 	// A file's schedule whose first occurrence was never written (the
@@ -106,7 +107,7 @@ func TestScheduleMendChain(t *testing.T) {
 	if err != nil || done[0].Action != "kept" {
 		t.Fatalf("apply: %v, %v", done, err)
 	}
-	if mark, _ := c.store.ScheduleMark(ctx, topic, schedulePartition("f", 4), "f"); mark == "" {
+	if mark, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: schedulePartition("f", 4)}, "f"); mark == "" {
 		t.Error("the kept schedule's chain was not started")
 	}
 }

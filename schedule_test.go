@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -200,7 +201,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := schedulePartition("daily", 4)
-	first, err := c.store.ScheduleMark(ctx, topic, p, "daily")
+	first, err := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "daily")
 	if err != nil || first == "" {
 		t.Fatalf("mark: %q %v", first, err)
 	}
@@ -217,7 +218,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	if _, err := c.Get(ctx, topic, first); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the replaced schedule's occurrence %s: %v, want ErrNotFound", first, err)
 	}
-	second, _ := c.store.ScheduleMark(ctx, topic, p, "daily")
+	second, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "daily")
 	in, err := c.Get(ctx, topic, second)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evMark, _ := c.store.ScheduleMark(ctx, topic, schedulePartition("ev", 4), "ev")
+	evMark, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: schedulePartition("ev", 4)}, "ev")
 	_, _, evAt, _ := ParseScheduleID(evMark)
 	if nx := ev.Next(time.Now(), 2); len(nx) != 2 || !nx[0].Equal(evAt) || nx[1].Sub(nx[0]) != 7*time.Second {
 		t.Errorf("@every 7s: next %v, pending occurrence at %v", nx, evAt)
@@ -272,7 +273,7 @@ func TestScheduleMissedSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := schedulePartition("m", 2)
-	first, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	first, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	_, _, at, _ := ParseScheduleID(first)
 	later := at.Add(10*time.Minute + 30*time.Second)
 	down := newClient(t, env.Backends[0], Options{Partitions: 2, Now: func() time.Time { return later }})
@@ -280,7 +281,7 @@ func TestScheduleMissedSkip(t *testing.T) {
 	if err != nil || run {
 		t.Fatalf("missed occurrence under skip: run %v, %v", run, err)
 	}
-	latest, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	latest, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	if _, _, lat, _ := ParseScheduleID(latest); !lat.Equal(at.Add(10 * time.Minute)) {
 		t.Errorf("written after the miss: %s, want the occurrence at %v", latest, at.Add(10*time.Minute))
 	}
@@ -292,14 +293,14 @@ func TestScheduleMissedSkip(t *testing.T) {
 	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *", Policy: PolicyAll}); err != nil {
 		t.Fatal(err)
 	}
-	first, _ = c.store.ScheduleMark(ctx, topic, p, "m")
+	first, _ = c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	_, _, at, _ = ParseScheduleID(first)
 	later = at.Add(10*time.Minute + 30*time.Second)
 	run, err = down.occurrence(ctx, topic, first, 1)
 	if err != nil || !run {
 		t.Fatalf("missed occurrence under all: run %v, %v", run, err)
 	}
-	nxt, _ := c.store.ScheduleMark(ctx, topic, p, "m")
+	nxt, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	if _, _, nt, _ := ParseScheduleID(nxt); !nt.Equal(at.Add(time.Minute)) {
 		t.Errorf("written after the miss: %s, want the occurrence at %v", nxt, at.Add(time.Minute))
 	}

@@ -16,10 +16,10 @@ import (
 // deliveries of messages it held until due, and the fence raised again
 // when the claim finds it missing or older.
 type ClaimStore interface {
-	NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error)
-	ClaimBegin(ctx context.Context, topic string, p int, cl store.Claim) ([]store.Claimed, []*store.Record, error)
-	StartMany(ctx context.Context, topic string, p int, ids []string, recs []*store.Record) ([]int64, error)
-	RaiseFence(ctx context.Context, topic string, p int, token int64) error
+	NextDue(ctx context.Context, tp store.TopicPartition) (dueMS int64, ok bool, err error)
+	ClaimBegin(ctx context.Context, tp store.TopicPartition, cl store.Claim) ([]store.Claimed, []*store.Record, error)
+	StartMany(ctx context.Context, tp store.TopicPartition, ids []string, recs []*store.Record) ([]int64, error)
+	RaiseFence(ctx context.Context, tp store.TopicPartition, token int64) error
 }
 
 // poll claims what is due within the next poll interval, and requeues
@@ -91,7 +91,7 @@ func (p *part) reserve() int {
 // due the look saw when it is later than now.
 func (p *part) look(ctx context.Context, now time.Time, n int, maxDue int64, lead time.Duration) (from, again time.Time, due bool) {
 	cfg := p.cfg
-	first, ok, err := cfg.Store.NextDue(ctx, cfg.Topic, cfg.Partition)
+	first, ok, err := cfg.Store.NextDue(ctx, cfg.tp())
 	if err == nil && (!ok || first > maxDue) {
 		cfg.Dispatch.release(n)
 		idle := cfg.IdlePollInterval
@@ -159,7 +159,7 @@ func (p *part) claim(ctx context.Context, now time.Time, maxDue int64, grant Gra
 	}
 	cl.Held = func(id string) bool { return p.mine[id] != nil }
 	cl.Shared = len(p.givers) > 0
-	return cfg.Store.ClaimBegin(ctx, cfg.Topic, cfg.Partition, cl)
+	return cfg.Store.ClaimBegin(ctx, cfg.tp(), cl)
 }
 
 // claimFailed gives back the slots and the grant of a claim that failed,
@@ -177,7 +177,7 @@ func (p *part) claimFailed(ctx context.Context, err error, grant Grant) error {
 			return fmt.Errorf("%w: %v", ErrFenced, err)
 		}
 		// The fence is missing or older (a backend lost data): raise it again.
-		if rerr := cfg.Store.RaiseFence(ctx, cfg.Topic, cfg.Partition, cfg.Token); rerr != nil {
+		if rerr := cfg.Store.RaiseFence(ctx, cfg.tp(), cfg.Token); rerr != nil {
 			if errors.As(rerr, &fe) {
 				return fmt.Errorf("%w: %v", ErrFenced, rerr)
 			}
@@ -279,7 +279,7 @@ func (p *part) writeUnheld(ctx context.Context, grant Grant, u unheld) {
 		cfg.Dispatch.release(len(u.tomb))
 		p.gateDone(grant.Slots, len(u.tomb))
 		p.count(EventTombstone, len(u.tomb))
-		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, u.tomb); err != nil {
+		if err := cfg.Store.Drop(ctx, cfg.tp(), u.tomb); err != nil {
 			p.logErr("drop tombstones", err)
 		}
 	}

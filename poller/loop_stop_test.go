@@ -192,7 +192,7 @@ func TestLoopStop(t *testing.T) {
 	if got := l.deliveries(); len(got) != 1 {
 		t.Errorf("deliveries %+v, want the running message's alone", got)
 	}
-	take, err := e.st.TakeOver(context.Background(), loopTopic, 0, 2)
+	take, err := e.st.TakeOver(context.Background(), store.TopicPartition{Topic: loopTopic, P: 0}, 2)
 	if err != nil || !take.Graceful || !slices.Equal(take.Givers, []string{"c1"}) {
 		t.Errorf("the next takeover: %+v, %v; want a graceful one from c1", take, err)
 	}

@@ -48,7 +48,7 @@ func (e *loopEnv) enqueue(due time.Time, ids ...string) time.Time {
 	for i, id := range ids {
 		msgs[i] = store.NewMessage{ID: id, Record: &store.Record{Due: dueMS, Created: nowMS, Updated: nowMS, Body: []byte(id)}}
 	}
-	errs, err := e.st.Add(context.Background(), loopTopic, 0, msgs)
+	errs, err := e.st.Add(context.Background(), store.TopicPartition{Topic: loopTopic, P: 0}, msgs)
 	if err == nil {
 		err = errors.Join(errs...)
 	}
@@ -61,7 +61,7 @@ func (e *loopEnv) enqueue(due time.Time, ids ...string) time.Time {
 // get returns where message id is (nil when it is gone: acked).
 func (e *loopEnv) get(id string) *store.Found {
 	e.t.Helper()
-	f, err := e.st.Get(context.Background(), loopTopic, 0, id)
+	f, err := e.st.Get(context.Background(), store.TopicPartition{Topic: loopTopic, P: 0}, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

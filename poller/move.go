@@ -49,9 +49,9 @@ const (
 // from storage (move): the passes that move messages, the count of those
 // moved, the mark of a partition moved and the signal of a change.
 type MoveStore interface {
-	MoveScan(ctx context.Context, topic string, p int, token int64, l store.Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (store.MovePass, error)
+	MoveScan(ctx context.Context, tp store.TopicPartition, sw store.MoveSweep) (store.MovePass, error)
 	CountMoved(ctx context.Context, topic string, l store.Layout, n int) error
-	MarkMoved(ctx context.Context, topic string, p int, l store.Layout, nowMS int64) (bool, error)
+	MarkMoved(ctx context.Context, tp store.TopicPartition, l store.Layout, nowMS int64) (bool, error)
 	Changed(ctx context.Context, topic string) error
 }
 
@@ -112,8 +112,10 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 	}
 	horizon := now.Add(moveHorizon).UnixMilli()
 	began := cfg.Now()
-	pass, err := cfg.Store.MoveScan(ctx, cfg.Topic, cfg.Partition, cfg.Token, l, m.cursor, cfg.ReconcileBatch, horizon,
-		func(id string) bool { return p.mine[id] != nil })
+	pass, err := cfg.Store.MoveScan(ctx, cfg.tp(), store.MoveSweep{
+		Layout: l, Token: cfg.Token, Cursor: m.cursor, Count: cfg.ReconcileBatch, HorizonMS: horizon,
+		Skip: func(id string) bool { return p.mine[id] != nil },
+	})
 	m.took = cfg.Now().Sub(began)
 	p.count(EventMoved, pass.Moved)
 	if pass.Moved > 0 {
@@ -148,7 +150,7 @@ func (p *part) move(ctx context.Context, now time.Time) (time.Time, error) {
 		return m.next, nil
 	}
 	if m.clean && !m.from.Before(since.Add(settle)) {
-		ended, err := cfg.Store.MarkMoved(ctx, cfg.Topic, cfg.Partition, l, cfg.Now().UnixMilli())
+		ended, err := cfg.Store.MarkMoved(ctx, cfg.tp(), l, cfg.Now().UnixMilli())
 		if err != nil {
 			p.logErr("mark partition moved", err)
 		} else {

@@ -133,6 +133,11 @@ type Config struct {
 	Keep func(ids []string, headers [][]byte)
 }
 
+// tp is the partition the loop works, as the store's commands take it.
+func (c *Config) tp() store.TopicPartition {
+	return store.TopicPartition{Topic: c.Topic, P: c.Partition}
+}
+
 type result struct {
 	msg     *Msg
 	outcome Outcome
@@ -425,8 +430,8 @@ func minTime(a, b time.Time) time.Time {
 // (requeueExpired, from poll) and the reconciler's passes over the
 // records (reconcile, from Run).
 type RepairStore interface {
-	Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*store.Record, []bool, error)
-	Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error)
+	Expired(ctx context.Context, tp store.TopicPartition, nowMS int64, limit int) ([]string, []*store.Record, []bool, error)
+	Reconcile(ctx context.Context, tp store.TopicPartition, cursor string, count int, skip func(id string) bool) (string, []string, error)
 }
 
 // requeueExpiredWhenDue requeues the in-flight messages whose visibility
@@ -451,7 +456,7 @@ func (p *part) requeueExpiredWhenDue(ctx context.Context, now time.Time) {
 // messages come back sooner, at takeover (see recoverLost).
 func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 	cfg := p.cfg
-	ids, recs, started, err := cfg.Store.Expired(ctx, cfg.Topic, cfg.Partition, now.UnixMilli(), cfg.ClaimBatch)
+	ids, recs, started, err := cfg.Store.Expired(ctx, cfg.tp(), now.UnixMilli(), cfg.ClaimBatch)
 	if err != nil {
 		p.logErr("expired", err)
 		return
@@ -486,7 +491,7 @@ func (p *part) requeueExpired(ctx context.Context, now time.Time) {
 		moves = append(moves, mv)
 	}
 	if len(tomb) > 0 {
-		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+		if err := cfg.Store.Drop(ctx, cfg.tp(), tomb); err != nil {
 			p.logErr("drop tombstones", err)
 		} else {
 			p.count(EventTombstone, len(tomb))
@@ -568,7 +573,7 @@ func (p *part) reconcile(ctx context.Context) {
 		l = cfg.Layout()
 	}
 	moving := l.IsSource(cfg.Partition)
-	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.Topic, cfg.Partition, p.cursor, cfg.ReconcileBatch,
+	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.tp(), p.cursor, cfg.ReconcileBatch,
 		func(id string) bool { return p.mine[id] != nil || moving && partition.For(id, l.Next) != cfg.Partition })
 	if err != nil {
 		p.logErr("reconcile", err)
@@ -586,7 +591,7 @@ func (p *part) reconcile(ctx context.Context) {
 // in time for those it scheduled: an idle partition's loop otherwise looks
 // again only after an idle poll interval.
 func (p *part) writeMoves(ctx context.Context, moves []store.Move) (gone int, err error) {
-	gone, err = p.cfg.Store.Moves(ctx, p.cfg.Topic, p.cfg.Partition, moves)
+	gone, err = p.cfg.Store.Moves(ctx, p.cfg.tp(), moves)
 	if err != nil {
 		return gone, err
 	}

@@ -24,9 +24,9 @@ const claimLinger = time.Millisecond
 // back), and the drops of tombstones' in-flight entries (poll,
 // requeueExpired, writeRecovered).
 type OutcomeStore interface {
-	Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error)
-	Moves(ctx context.Context, topic string, p int, moves []store.Move) (gone int, err error)
-	Drop(ctx context.Context, topic string, p int, ids []string) error
+	Ack(ctx context.Context, tp store.TopicPartition, ids []string, headers [][]byte) (kept int, err error)
+	Moves(ctx context.Context, tp store.TopicPartition, moves []store.Move) (gone int, err error)
+	Drop(ctx context.Context, tp store.TopicPartition, ids []string) error
 }
 
 // collect takes r and every other result already waiting, and applies them
@@ -120,7 +120,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.pending = p.pending[:0]
 	p.finish(done)
 	if len(acks) > 0 {
-		if kept, err := cfg.Store.Ack(ctx, cfg.Topic, cfg.Partition, acks, headersOf(acked)); err != nil {
+		if kept, err := cfg.Store.Ack(ctx, cfg.tp(), acks, headersOf(acked)); err != nil {
 			p.logErr("ack", err)
 			p.pending = append(p.pending, acked...)
 		} else {

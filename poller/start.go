@@ -76,7 +76,7 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	for i, m := range ms {
 		ids[i], recs[i] = m.ID, m.Record
 	}
-	got, err := cfg.Store.StartMany(ctx, cfg.Topic, cfg.Partition, ids, recs)
+	got, err := cfg.Store.StartMany(ctx, cfg.tp(), ids, recs)
 	if err != nil {
 		p.logErr("start deliveries", err)
 		retry := now.Add(startRetry)
@@ -107,7 +107,7 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	}
 	if len(tomb) > 0 {
 		p.count(EventTombstone, len(tomb))
-		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+		if err := cfg.Store.Drop(ctx, cfg.tp(), tomb); err != nil {
 			p.logErr("drop tombstones", err) // found again at their deadline
 		}
 	}

@@ -21,11 +21,11 @@ const (
 // in-flight messages (recoverLost) and the mark of a graceful handover
 // (handOver).
 type TakeoverStore interface {
-	TakeOver(ctx context.Context, topic string, p int, token int64) (store.Takeover, error)
-	HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error
-	Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error)
-	InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error)
-	Records(ctx context.Context, topic string, p int, ids []string) ([]*store.Record, error)
+	TakeOver(ctx context.Context, tp store.TopicPartition, token int64) (store.Takeover, error)
+	HandOver(ctx context.Context, tp store.TopicPartition, token int64, givers []string) error
+	Givers(ctx context.Context, tp store.TopicPartition, ids []string, nowMS int64) (alive bool, inFlight int, err error)
+	InFlightIDs(ctx context.Context, tp store.TopicPartition, offset, count int) ([]string, error)
+	Records(ctx context.Context, tp store.TopicPartition, ids []string) ([]*store.Record, error)
 }
 
 // takeOverRetry is the pause between tries of a takeover that failed
@@ -44,7 +44,7 @@ const takeOverRetry = 250 * time.Millisecond
 func (p *part) takeOver(ctx context.Context, stop <-chan struct{}) (stopped bool, err error) {
 	cfg := p.cfg
 	for {
-		take, err := cfg.Store.TakeOver(ctx, cfg.Topic, cfg.Partition, cfg.Token)
+		take, err := cfg.Store.TakeOver(ctx, cfg.tp(), cfg.Token)
 		if err == nil {
 			if take.Graceful {
 				p.givers = take.Givers
@@ -87,7 +87,7 @@ func (p *part) watchGivers(ctx context.Context, now time.Time) bool {
 	cfg := p.cfg
 	if !p.recovering && len(p.givers) > 0 && !now.Before(p.nextWatch) {
 		p.nextWatch = now.Add(clock.Jitter(cfg.PollInterval))
-		alive, inFlight, err := cfg.Store.Givers(ctx, cfg.Topic, cfg.Partition, p.givers, now.UnixMilli())
+		alive, inFlight, err := cfg.Store.Givers(ctx, cfg.tp(), p.givers, now.UnixMilli())
 		switch {
 		case err != nil:
 			p.logErr("watch givers", err)
@@ -119,7 +119,7 @@ func (p *part) recoverLost(ctx context.Context, now time.Time) (n int, done bool
 	cfg := p.cfg
 	offset := 0
 	for range recoverPages {
-		ids, err := cfg.Store.InFlightIDs(ctx, cfg.Topic, cfg.Partition, offset, recoverPage)
+		ids, err := cfg.Store.InFlightIDs(ctx, cfg.tp(), offset, recoverPage)
 		if err != nil {
 			p.logErr("recover in-flight messages", err)
 			return n, false
@@ -133,7 +133,7 @@ func (p *part) recoverLost(ctx context.Context, now time.Time) (n int, done bool
 			}
 		}
 		if len(others) > 0 {
-			recs, err := cfg.Store.Records(ctx, cfg.Topic, cfg.Partition, others)
+			recs, err := cfg.Store.Records(ctx, cfg.tp(), others)
 			if err != nil {
 				p.logErr("recover in-flight messages", err)
 				return n, false
@@ -173,7 +173,7 @@ func (p *part) recoverLost(ctx context.Context, now time.Time) (n int, done bool
 func (p *part) writeRecovered(ctx context.Context, tomb []string, moves []store.Move) bool {
 	cfg := p.cfg
 	if len(tomb) > 0 {
-		if err := cfg.Store.Drop(ctx, cfg.Topic, cfg.Partition, tomb); err != nil {
+		if err := cfg.Store.Drop(ctx, cfg.tp(), tomb); err != nil {
 			p.logErr("recover in-flight messages", err)
 			return false
 		}
@@ -203,7 +203,7 @@ func (p *part) handOver(ctx context.Context) {
 	cfg := p.cfg
 	if len(p.pending) == 0 && cfg.Valid() {
 		givers := append([]string{cfg.Consumer}, p.givers...)
-		if err := cfg.Store.HandOver(ctx, cfg.Topic, cfg.Partition, cfg.Token, givers); err != nil {
+		if err := cfg.Store.HandOver(ctx, cfg.tp(), cfg.Token, givers); err != nil {
 			cfg.Logger.Warn("hand over: the next owner will return the messages in flight", "err", err)
 		}
 	} else {

@@ -57,7 +57,7 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 	// the EnqueueBatch fill: what the write path alone does.
 	api := benchTopic("importapi")
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, api)) }()
-	if b.importAPI, err = benchImportAPI(ctx, cfg, c, api, n, b.body, b.due); err != nil {
+	if err := b.importWithAPI(ctx, api); err != nil {
 		return "", err
 	}
 	if err := b.deleteFile(ctx, f); err != nil {
@@ -239,29 +239,29 @@ func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (benchPha
 	return benchPhaseStats{took: took, heap: peak.Load(), backendCPU: cpu1 - cpu0}, nil
 }
 
-// benchImportAPI imports n messages like those of the export workload
+// importWithAPI imports n messages like those of the export workload
 // into topic with Client.Import, batches of --batch-size from --producers
-// goroutines, and returns the time it took.
-func benchImportAPI(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string, n int, body []byte, due time.Time) (time.Duration, error) {
+// goroutines, and notes the time it took (importAPI).
+func (b *exportBench) importWithAPI(ctx context.Context, topic string) error {
 	now := time.Now()
-	msgs := make([]delayq.ExportedMessage, n)
+	msgs := make([]delayq.ExportedMessage, b.n)
 	for i := range msgs {
-		msgs[i] = delayq.ExportedMessage{ID: fmt.Sprintf("x%08d", i), State: delayq.StateScheduled, Due: due, Created: now, Updated: now, Body: body}
+		msgs[i] = delayq.ExportedMessage{ID: fmt.Sprintf("x%08d", i), State: delayq.StateScheduled, Due: b.due, Created: now, Updated: now, Body: b.body}
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, cfg.producers)
+	errs := make(chan error, b.cfg.producers)
 	start := time.Now()
-	for range cfg.producers {
+	for range b.cfg.producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				lo := int(next.Add(int64(cfg.batchSize))) - cfg.batchSize
-				if lo >= n {
+				lo := int(next.Add(int64(b.cfg.batchSize))) - b.cfg.batchSize
+				if lo >= b.n {
 					return
 				}
-				res, err := c.Import(ctx, topic, msgs[lo:min(lo+cfg.batchSize, n)])
+				res, err := b.c.Import(ctx, topic, msgs[lo:min(lo+b.cfg.batchSize, b.n)])
 				if err == nil {
 					for _, r := range res {
 						if r.Err != nil {
@@ -281,8 +281,9 @@ func benchImportAPI(ctx context.Context, cfg benchConfig, c *delayq.Client, topi
 	took := time.Since(start)
 	select {
 	case err := <-errs:
-		return 0, err
+		return err
 	default:
 	}
-	return took, nil
+	b.importAPI = took
+	return nil
 }

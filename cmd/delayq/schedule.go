@@ -83,7 +83,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	return cmd.connect(func(client *delayq.Client) error {
 		if *replace {
-			return replaceSchedule(ctx, client, cmd.c.topic, s, *asJSON, stdout, stderr)
+			return replaceSchedule(ctx, client, cmd.c.topic, s, scheduleOut{stdout: stdout, stderr: stderr, asJSON: *asJSON})
 		}
 		in, err := client.AddSchedule(ctx, cmd.c.topic, s)
 		if errors.Is(err, delayq.ErrExists) {

@@ -12,12 +12,20 @@ import (
 	"github.com/delayq/delayq"
 )
 
+// scheduleOut is where "delayq schedule add --replace" prints (see
+// replaceSchedule).
+type scheduleOut struct {
+	stdout, stderr io.Writer
+	asJSON         bool // --json
+}
+
 // replaceSchedule implements "delayq schedule add --replace": it sets s
 // and, when it replaced a schedule, prints "replaced" and each field that
-// changed (on stderr with --json, whose stdout is the schedule alone).
-// The definition it compares with is read just before the write: a change
-// made in between by someone else is replaced too, without being shown.
-func replaceSchedule(ctx context.Context, client *delayq.Client, topic string, s delayq.Schedule, asJSON bool, stdout, stderr io.Writer) error {
+// changed (on out.stderr with --json, whose out.stdout is the schedule
+// alone). The definition it compares with is read just before the write:
+// a change made in between by someone else is replaced too, without being
+// shown.
+func replaceSchedule(ctx context.Context, client *delayq.Client, topic string, s delayq.Schedule, out scheduleOut) error {
 	old, err := client.GetSchedule(ctx, topic, s.Name)
 	if err != nil && !errors.Is(err, delayq.ErrNotFound) {
 		return err
@@ -26,9 +34,9 @@ func replaceSchedule(ctx context.Context, client *delayq.Client, topic string, s
 	if err != nil {
 		return err
 	}
-	report := stdout
-	if asJSON {
-		report = stderr
+	report := out.stdout
+	if out.asJSON {
+		report = out.stderr
 	}
 	if old != nil {
 		changes := scheduleChanges(old, in)
@@ -41,10 +49,10 @@ func replaceSchedule(ctx context.Context, client *delayq.Client, topic string, s
 			}
 		}
 	}
-	if asJSON {
-		return writeJSON(stdout, in)
+	if out.asJSON {
+		return writeJSON(out.stdout, in)
 	}
-	return writeSchedules(stdout, []delayq.ScheduleInfo{*in})
+	return writeSchedules(out.stdout, []delayq.ScheduleInfo{*in})
 }
 
 // scheduleChanges lists the fields of a schedule that differ from old to

@@ -77,7 +77,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
 		}
 		return cmd.connect(func(client *delayq.Client) error {
-			return notRetried(sendLines(ctx, client, cmd.c.topic, dups, stdin, *batch, stdout, stderr), retryFor.d)
+			return notRetried(sendLines(ctx, stdinSend{client: client, topic: cmd.c.topic, dups: dups, batch: *batch}, stdin, stdout, stderr), retryFor.d)
 		})
 	}
 	if cmd.isSet("batch") {
@@ -172,14 +172,22 @@ type lineSender struct {
 	rejected int
 }
 
-// sendLines enqueues the JSON lines read from r, batch at a time, dups
-// applying where a line sets no on_duplicate or max_wait. Each accepted
-// message's line (sentLine: its id, and what became of an id that existed)
-// goes to stdout; rejected lines are reported on stderr as
-// `line N: id "X": reason`. It returns an error when any line was rejected
-// or when an enqueue call failed as a whole.
-func sendLines(ctx context.Context, client *delayq.Client, topic string, dups httpapi.Duplicates, r io.Reader, batch int, stdout, stderr io.Writer) error {
-	s := &lineSender{client: client, out: bufio.NewWriter(stdout), stderr: stderr}
+// stdinSend is where and how "delayq send --stdin" enqueues the lines it
+// reads (see sendLines).
+type stdinSend struct {
+	client *delayq.Client
+	topic  string
+	dups   httpapi.Duplicates // applies where a line sets no on_duplicate or max_wait
+	batch  int                // lines per enqueue call
+}
+
+// sendLines enqueues the JSON lines read from r into to.topic, to.batch
+// at a time. Each accepted message's line (sentLine: its id, and what
+// became of an id that existed) goes to stdout; rejected lines are
+// reported on stderr as `line N: id "X": reason`. It returns an error
+// when any line was rejected or when an enqueue call failed as a whole.
+func sendLines(ctx context.Context, to stdinSend, r io.Reader, stdout, stderr io.Writer) error {
+	s := &lineSender{client: to.client, out: bufio.NewWriter(stdout), stderr: stderr}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, rerr := br.ReadBytes('\n') // no length limit: bodies may be over 1 MiB
@@ -187,10 +195,10 @@ func sendLines(ctx context.Context, client *delayq.Client, topic string, dups ht
 			return fmt.Errorf("read stdin line %d: %w", n, rerr)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			m, err := parseLine(topic, dups, line)
+			m, err := parseLine(to.topic, to.dups, line)
 			s.batch = append(s.batch, pendingLine{line: n, msg: m, err: err})
 		}
-		if len(s.batch) >= batch || (rerr != nil && len(s.batch) > 0) {
+		if len(s.batch) >= to.batch || (rerr != nil && len(s.batch) > 0) {
 			if err := s.flush(ctx); err != nil {
 				return err
 			}

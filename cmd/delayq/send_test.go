@@ -114,7 +114,7 @@ func TestSendLinesRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := sendLines(context.Background(), unusedClient(t), "t", httpapi.Duplicates{}, strings.NewReader(tt.input), tt.batch, &stdout, &stderr)
+			err := sendLines(context.Background(), stdinSend{client: unusedClient(t), topic: "t", batch: tt.batch}, strings.NewReader(tt.input), &stdout, &stderr)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -157,7 +157,7 @@ func TestRejectionFormat(t *testing.T) {
 func TestSendStdinStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := sendLines(ctx, unusedClient(t), "t", httpapi.Duplicates{}, strings.NewReader("{\"x\":1}\n{\"x\":2}\n"), 500, io.Discard, io.Discard)
+	err := sendLines(ctx, stdinSend{client: unusedClient(t), topic: "t", batch: 500}, strings.NewReader("{\"x\":1}\n{\"x\":2}\n"), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stopped at line 1") {
 		t.Fatalf("err = %v, want it to stop at line 1", err)
 	}

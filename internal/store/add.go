@@ -45,8 +45,8 @@ type Group struct {
 }
 
 // Add writes the messages of one partition; see AddMany.
-func (s *Store) Add(ctx context.Context, topic string, p int, msgs []NewMessage) (errs []error, err error) {
-	all, err := s.AddMany(ctx, []Group{{Topic: topic, P: p, Msgs: msgs}})
+func (s *Store) Add(ctx context.Context, tp TopicPartition, msgs []NewMessage) (errs []error, err error) {
+	all, err := s.AddMany(ctx, []Group{{Topic: tp.Topic, P: tp.P, Msgs: msgs}})
 	if err != nil {
 		return nil, err
 	}
@@ -564,12 +564,6 @@ func samePrefix(msgs []NewMessage) bool {
 		}
 	}
 	return true
-}
-
-// TopicPartition names a partition of a topic.
-type TopicPartition struct {
-	Topic string
-	P     int
 }
 
 // Lookup is the ids to look for in one partition (see Exists).

@@ -175,18 +175,28 @@ redis.call('HSET', KEYS[1], ARGV[13], math.max(cur, target, tonumber(redis.call(
 return {2, since}
 `)
 
-// AutoStep runs one check of topic's automatic partition count (see
-// autoStepScript): count is the count the caller saw, target the count
-// it wants (0: none), after how long the wish must have held and
-// cooldown the time since the last change's end; stepMS is the most one
-// check adds to either (about the time between two checks of one
-// consumer). It returns whether it began the change, and since when the
-// signal holds (0: none), on the caller's clock. The caller tells the
-// consumers of a change begun (Changed).
-func (s *Store) AutoStep(ctx context.Context, topic string, count, target int, afterMS, cooldownMS, stepMS, nowMS int64) (begun bool, since int64, err error) {
+// AutoCheck is one check of a topic's automatic partition count (see
+// AutoStep).
+type AutoCheck struct {
+	Count  int // the count the caller saw
+	Target int // the count it wants (0: none)
+	// AfterMS is how long the wish must have held, CooldownMS how long
+	// ago the last change must have ended.
+	AfterMS, CooldownMS int64
+	// StepMS is the most one check adds to either (about the time between
+	// two checks of one consumer).
+	StepMS int64
+	NowMS  int64 // the caller's clock
+}
+
+// AutoStep runs check, one check of topic's automatic partition count
+// (see autoStepScript). It returns whether it began the change, and since
+// when the signal holds (0: none), on the caller's clock. The caller
+// tells the consumers of a change begun (Changed).
+func (s *Store) AutoStep(ctx context.Context, topic string, check AutoCheck) (begun bool, since int64, err error) {
 	r, err := s.script(ctx, autoStepScript, keys.Meta(s.ns, topic), keys.MetaPartitions, keys.MetaNext, keys.MetaSince,
-		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, nowMS, count, target, afterMS, cooldownMS, keys.MetaMost,
-		keys.MetaAutoSeen, keys.MetaAutoCooled, stepMS)
+		keys.MetaMovedCount, keys.MetaReversed, keys.MetaAutoSignal, keys.MetaChanged, check.NowMS, check.Count, check.Target, check.AfterMS, check.CooldownMS, keys.MetaMost,
+		keys.MetaAutoSeen, keys.MetaAutoCooled, check.StepMS)
 	if err != nil {
 		return false, 0, fmt.Errorf("automatic partition count of %s: %w", topic, err)
 	}

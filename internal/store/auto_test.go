@@ -26,7 +26,7 @@ func TestAutoStep(t *testing.T) {
 	cooldown := int64(500)
 	step := func(at int64, count, target int, wantBegun bool, wantSince int64) {
 		t.Helper()
-		begun, since, err := s.AutoStep(ctx, topic, count, target, 1000, cooldown, 2000, at)
+		begun, since, err := s.AutoStep(ctx, topic, AutoCheck{Count: count, Target: target, AfterMS: 1000, CooldownMS: cooldown, StepMS: 2000, NowMS: at})
 		if err != nil || begun != wantBegun || since != wantSince {
 			t.Fatalf("step at t0+%d (%d -> %d): begun %v since %d, %v; want begun %v since %d", at-t0, count, target, begun, since, err, wantBegun, wantSince)
 		}
@@ -52,7 +52,7 @@ func TestAutoStep(t *testing.T) {
 	// The change ends (every source marked) at t0+10000: the cooldown
 	// counts from the first check after it.
 	for p := range 4 {
-		if _, err := s.MarkMoved(ctx, topic, p, l, t0+10000); err != nil {
+		if _, err := s.MarkMoved(ctx, TopicPartition{Topic: topic, P: p}, l, t0+10000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestAutoStepClocks(t *testing.T) {
 		if !l.Changing() {
 			target = l.Count * 2
 		}
-		begun, _, err := s.AutoStep(ctx, topic, l.Count, target, after, cool, stepMS, at)
+		begun, _, err := s.AutoStep(ctx, topic, AutoCheck{Count: l.Count, Target: target, AfterMS: after, CooldownMS: cool, StepMS: stepMS, NowMS: at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestAutoStepClocks(t *testing.T) {
 			// The change ends at real time 100 s, on the skewed clock;
 			// the checks go on from 101 s on the right one.
 			for _, p := range l.Sources() {
-				if _, err := s.MarkMoved(ctx, topic, p, l, t0+100_000+tc.skew); err != nil {
+				if _, err := s.MarkMoved(ctx, TopicPartition{Topic: topic, P: p}, l, t0+100_000+tc.skew); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -205,7 +205,7 @@ func TestChangeRefusedWhileAuto(t *testing.T) {
 	layout(Layout{Count: 4})
 	// The automatic count's own change, then a cancel by hand.
 	step := func(at int64) (bool, error) {
-		begun, _, err := s.AutoStep(ctx, topic, 4, 8, 0, 0, 1000, at)
+		begun, _, err := s.AutoStep(ctx, topic, AutoCheck{Count: 4, Target: 8, StepMS: 1000, NowMS: at})
 		return begun, err
 	}
 	if _, err := step(t0); err != nil {

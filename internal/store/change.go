@@ -76,17 +76,17 @@ func changeReply(topic string, r any) (Layout, error) {
 	return Layout{Count: int(vals[0]), Next: int(vals[1]), Since: vals[2]}, nil
 }
 
-// MarkMoved records that partition p holds nothing left to move for the
+// MarkMoved records that partition tp holds nothing left to move for the
 // change l runs, and ends the change when every source partition is
 // marked (the count becomes l.Next; nowMS is recorded as its end). It returns whether the change ended
 // with this call; a mark for a change that is no longer running (ended,
 // or cancelled: another next or since) is ignored.
-func (s *Store) MarkMoved(ctx context.Context, topic string, p int, l Layout, nowMS int64) (ended bool, err error) {
-	meta := keys.Meta(s.ns, topic)
+func (s *Store) MarkMoved(ctx context.Context, tp TopicPartition, l Layout, nowMS int64) (ended bool, err error) {
+	meta := keys.Meta(s.ns, tp.Topic)
 	r, err := s.script(ctx, markMovedScript, meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaMovedPrefix,
-		p, l.Next, l.Since, keys.MetaMovedCount, keys.MetaReversed, keys.MetaChanged, nowMS)
+		tp.P, l.Next, l.Since, keys.MetaMovedCount, keys.MetaReversed, keys.MetaChanged, nowMS)
 	if err != nil {
-		return false, fmt.Errorf("mark partition %d of %s moved: %w", p, topic, err)
+		return false, fmt.Errorf("mark partition %d of %s moved: %w", tp.P, tp.Topic, err)
 	}
 	n, _ := redis.Int(r, nil)
 	return n == 2, nil

@@ -12,15 +12,15 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// NextDue returns the due time (unix ms) of partition p's earliest
+// NextDue returns the due time (unix ms) of partition tp's earliest
 // scheduled entry, and false when it has none: one plain command (the
 // fence and handover marks, scored below zero, are not counted). It is
 // the look of a partition that was idle at its last poll, before the
 // claim's fenced scripts, and tells the owner when to look next.
-func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, ok bool, err error) {
-	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Scheduled(s.ns, topic, p), 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}})
+func (s *Store) NextDue(ctx context.Context, tp TopicPartition) (dueMS int64, ok bool, err error) {
+	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), 0, "+inf", "WITHSCORES", "LIMIT", 0, 1}})
 	if err != nil {
-		return 0, false, fmt.Errorf("look at partition %d: %w", p, err)
+		return 0, false, fmt.Errorf("look at partition %d: %w", tp.P, err)
 	}
 	vals, err := redis.Strings(r[0], nil)
 	if err != nil || len(vals) < 2 {
@@ -28,7 +28,7 @@ func (s *Store) NextDue(ctx context.Context, topic string, p int) (dueMS int64, 
 	}
 	due, err := strconv.ParseFloat(vals[1], 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("look at partition %d: score %q: %w", p, vals[1], err)
+		return 0, false, fmt.Errorf("look at partition %d: score %q: %w", tp.P, vals[1], err)
 	}
 	return int64(due), true, nil
 }
@@ -78,7 +78,7 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 	return plain, segs
 }
 
-// ClaimBegin claims, from partition p, up to cl.Limit ids due by
+// ClaimBegin claims, from partition tp, up to cl.Limit ids due by
 // cl.MaxDueMS under the caller's fencing token, puts them in flight with
 // the visibility deadline cl.Deadline(due) gives, reads their records
 // (see Begin for nil and Corrupt ones) and starts the deliveries of
@@ -96,16 +96,16 @@ func splitClaimed(vals []string) (plain []Claimed, segs []string) {
 // On an error other than a *FencedError some ids may be in flight and
 // not scheduled, without the caller knowing them: the caller returns
 // them (with the other in-flight messages not its own) to scheduled.
-func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) ([]Claimed, []*Record, error) {
+func (s *Store) ClaimBegin(ctx context.Context, tp TopicPartition, cl Claim) ([]Claimed, []*Record, error) {
 	token, maxDueMS, limit, deadline := cl.Token, cl.MaxDueMS, cl.Limit, cl.Deadline
-	peeked, peekedSegs, err := s.listDue(ctx, peekScript, topic, p, token, maxDueMS, limit)
+	peeked, peekedSegs, err := s.listDue(ctx, peekScript, tp, token, maxDueMS, limit)
 	if err != nil || len(peeked)+len(peekedSegs) == 0 {
 		return nil, nil, err
 	}
-	cmds, starts, entered := s.claimCmds(topic, p, cl, peeked, peekedSegs)
+	cmds, starts, entered := s.claimCmds(tp, cl, peeked, peekedSegs)
 	c, err := s.conn(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
 	defer c.Close()
 	replies, err := roundTrip(ctx, c, cmds)
@@ -115,42 +115,46 @@ func (s *Store) ClaimBegin(ctx context.Context, topic string, p int, cl Claim) (
 		if fe, ok := fencedErr(err, token); ok {
 			return nil, nil, fe
 		}
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
-	got, recsByID, running, stale, err := claimReplies(p, cl.Shared, peeked, entered, len(starts) > 0, replies)
+	got, recsByID, running, stale, err := claimReplies(tp.P, cl.Shared, peeked, entered, len(starts) > 0, replies)
 	if err != nil {
 		return nil, nil, err
 	}
 	all, segs := splitClaimed(got)
 	claimed, recs, taken := toStart(all, starts, running, recsByID)
-	if err := s.afterClaim(ctx, c, topic, p, cl.Deadline, entered, claimed, taken, running, stale, unstarted(starts, running, claimed)); err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+	done := claimDone{
+		entered: entered, claimed: claimed, taken: taken, running: running, stale: stale,
+		unmarked: unstarted(starts, running, claimed),
+	}
+	if err := s.afterClaim(ctx, c, tp, cl.Deadline, done); err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
 	if len(segs) == 0 {
 		return claimed, recs, nil
 	}
-	fromSegs, segRecs, err := s.beginSegments(ctx, topic, p, segs, maxDueMS, limit-len(claimed), deadline)
+	fromSegs, segRecs, err := s.beginSegments(ctx, tp, segs, maxDueMS, limit-len(claimed), deadline)
 	if err != nil {
 		return nil, nil, err
 	}
 	return append(claimed, fromSegs...), append(recs, segRecs...), nil
 }
 
-// listDue runs sc, peekScript or claimScript, on partition p's scheduled
+// listDue runs sc, peekScript or claimScript, on partition tp's scheduled
 // ZSET under token, and returns the ids (with their due) and segments due
 // by maxDueMS, up to limit, that it listed (peekScript) or took
 // (claimScript). A *FencedError means the fence holds another token.
-func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
-	r, err := s.script(ctx, sc, keys.Scheduled(s.ns, topic, p), keys.Fence, token, maxDueMS, limit)
+func (s *Store) listDue(ctx context.Context, sc *redis.Script, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
+	r, err := s.script(ctx, sc, keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Fence, token, maxDueMS, limit)
 	if err != nil {
 		if fe, ok := fencedErr(err, token); ok {
 			return nil, nil, fe
 		}
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
 	vals, err := redis.Strings(r, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim partition %d: %w", p, err)
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
 	plain, segs := splitClaimed(vals)
 	return plain, segs, nil
@@ -175,9 +179,9 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, topic string, p i
 // Then the entries go in with beginNewScript, which says which ids were
 // in flight already, and their marks are read before the claim writes
 // its own: an id in flight with a mark runs elsewhere, and is skipped.
-func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool, ids []string) {
-	mk := keys.Records(s.ns, topic, p)
-	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, topic, p), 3+len(peeked)+len(peekedSegs))
+func (s *Store) claimCmds(tp TopicPartition, cl Claim, peeked []Claimed, peekedSegs []string) (cmds []cmd, starts map[string]bool, ids []string) {
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
+	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, tp.Topic, tp.P), 3+len(peeked)+len(peekedSegs))
 	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
 	var entries []any
 	hmget := []any{mk}
@@ -199,7 +203,7 @@ func (s *Store) claimCmds(topic string, p int, cl Claim, peeked []Claimed, peeke
 	for _, f := range peekedSegs {
 		claimArgs = append(claimArgs, f)
 	}
-	ik := keys.InFlight(s.ns, topic, p)
+	ik := keys.InFlight(s.ns, tp.Topic, tp.P)
 	switch {
 	case len(ids) == 0:
 	case cl.Shared:
@@ -329,22 +333,33 @@ func unstarted(starts, running map[string]bool, claimed []Claimed) []string {
 	return out
 }
 
+// claimDone is what a claim's pipeline did, as its replies tell (see
+// claimReplies, toStart and unstarted).
+type claimDone struct {
+	entered  []string        // the ids given in-flight entries
+	claimed  []Claimed       // those taken, but those running elsewhere
+	taken    map[string]bool // every id taken
+	running  map[string]bool // ids whose delivery runs elsewhere
+	stale    map[string]bool // ids whose entry no delivery will end
+	unmarked []string        // ids whose running marks to remove (unstarted)
+}
+
 // afterClaim sends, when there is any, what a claim's pipeline leaves
-// to do: the removal of the running marks of unmarked (see unstarted) and
-// of the in-flight entries it wrote (entered) for ids it did not take
+// to do (done): the removal of the running marks of done.unmarked and of
+// the in-flight entries it wrote (done.entered) for ids it did not take
 // (deleted or rescheduled meanwhile), and the claim's deadlines for the
 // stale entries of ids it took (an entry that a claim refused by the
 // fence left behind, which no delivery will end). The entries of ids
 // running elsewhere are theirs, and stay.
-func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p int, deadline func(dueMS int64) int64, entered []string, claimed []Claimed, taken, running, stale map[string]bool, unmarked []string) error {
+func (s *Store) afterClaim(ctx context.Context, c redis.Conn, tp TopicPartition, deadline func(dueMS int64) int64, done claimDone) error {
 	var cmds []cmd
-	if len(unmarked) > 0 {
-		cmds = append(cmds, clearRunning(keys.Records(s.ns, topic, p), unmarked))
+	if len(done.unmarked) > 0 {
+		cmds = append(cmds, clearRunning(keys.Records(s.ns, tp.Topic, tp.P), done.unmarked))
 	}
-	ik := keys.InFlight(s.ns, topic, p)
+	ik := keys.InFlight(s.ns, tp.Topic, tp.P)
 	rem := []any{ik}
-	for _, id := range entered {
-		if !taken[id] && !running[id] {
+	for _, id := range done.entered {
+		if !done.taken[id] && !done.running[id] {
 			rem = append(rem, id)
 		}
 	}
@@ -352,8 +367,8 @@ func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p in
 		cmds = append(cmds, cmd{"ZREM", rem})
 	}
 	zadd := []any{ik, "XX"}
-	for _, m := range claimed {
-		if stale[m.ID] {
+	for _, m := range done.claimed {
+		if done.stale[m.ID] {
 			zadd = append(zadd, deadline(m.Due), m.ID)
 		}
 	}
@@ -371,8 +386,8 @@ func (s *Store) afterClaim(ctx context.Context, c redis.Conn, topic string, p in
 // those of their messages due by maxDueMS, up to limit (the others go
 // back to scheduled), and puts them in flight at deadline(due) with
 // their records read (Begin).
-func (s *Store) beginSegments(ctx context.Context, topic string, p int, segs []string, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]Claimed, []*Record, error) {
-	fromSegs, err := s.explode(ctx, topic, p, segs, nil, maxDueMS, limit)
+func (s *Store) beginSegments(ctx context.Context, tp TopicPartition, segs []string, maxDueMS int64, limit int, deadline func(dueMS int64) int64) ([]Claimed, []*Record, error) {
+	fromSegs, err := s.explode(ctx, tp, segs, nil, maxDueMS, limit)
 	if err != nil || len(fromSegs) == 0 {
 		return nil, nil, err
 	}
@@ -381,7 +396,7 @@ func (s *Store) beginSegments(ctx context.Context, topic string, p int, segs []s
 	for i, m := range fromSegs {
 		ids[i], deadlines[i] = m.ID, deadline(m.Due)
 	}
-	segRecs, err := s.Begin(ctx, topic, p, ids, deadlines)
+	segRecs, err := s.Begin(ctx, tp, ids, deadlines)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -389,22 +404,22 @@ func (s *Store) beginSegments(ctx context.Context, topic string, p int, segs []s
 }
 
 // ClaimIndexOnly removes up to limit ids due at or before maxDueMS from
-// partition p's scheduled ZSET under the caller's fencing token. The ids
+// partition tp's scheduled ZSET under the caller's fencing token. The ids
 // are then in no index, the opposite of I1's order (destination first):
 // only Begin right after makes that good, and a crash between the two
 // leaves them to the reconciler. Partition loops use ClaimBegin, which
 // writes the in-flight entries in the same script; this half exists for
 // the tests that cut a claim between its steps. A *FencedError means the
 // fence holds another token and nothing was claimed.
-func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, maxDueMS int64, limit int) ([]Claimed, error) {
-	out, segs, err := s.listDue(ctx, claimScript, topic, p, token, maxDueMS, limit)
+func (s *Store) ClaimIndexOnly(ctx context.Context, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, error) {
+	out, segs, err := s.listDue(ctx, claimScript, tp, token, maxDueMS, limit)
 	if err != nil {
 		return nil, err
 	}
 	if len(segs) == 0 {
 		return out, nil
 	}
-	return s.explode(ctx, topic, p, segs, out, maxDueMS, limit)
+	return s.explode(ctx, tp, segs, out, maxDueMS, limit)
 }
 
 // explode turns the claimed segments into records of their own (see
@@ -413,15 +428,15 @@ func (s *Store) ClaimIndexOnly(ctx context.Context, topic string, p int, token, 
 // its own id. Should it fail midway, a segment whose script did not run
 // is found by the reconciler (a segment in no index), and records written
 // but not indexed are re-indexed by it.
-func (s *Store) explode(ctx context.Context, topic string, p int, segs []string, claimed []Claimed, maxDueMS int64, limit int) ([]Claimed, error) {
+func (s *Store) explode(ctx context.Context, tp TopicPartition, segs []string, claimed []Claimed, maxDueMS int64, limit int) ([]Claimed, error) {
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, tp.Topic, tp.P), segs)
 	if err != nil {
-		return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
+		return nil, fmt.Errorf("claim segments of partition %d: %w", tp.P, err)
 	}
 	var rest []Claimed
 	for i := 0; i+1 < len(vals); i += 2 {
@@ -429,7 +444,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 		rest = append(rest, Claimed{ID: vals[i], Due: due})
 	}
 	slices.SortFunc(rest, func(a, b Claimed) int { return cmp.Compare(a.Due, b.Due) })
-	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	zadd := []any{keys.Scheduled(s.ns, tp.Topic, tp.P)}
 	for _, m := range rest {
 		if m.Due <= maxDueMS && len(claimed) < limit {
 			claimed = append(claimed, m)
@@ -439,7 +454,7 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 	}
 	if len(zadd) > 1 {
 		if _, err := roundTrip(ctx, c, []cmd{{"ZADD", zadd}}); err != nil {
-			return nil, fmt.Errorf("claim segments of partition %d: %w", p, err)
+			return nil, fmt.Errorf("claim segments of partition %d: %w", tp.P, err)
 		}
 	}
 	return claimed, nil
@@ -450,25 +465,25 @@ func (s *Store) explode(ctx context.Context, topic string, p int, segs []string,
 // whose record is gone (deleted meanwhile): a tombstone, whose in-flight
 // entry the caller drops with Drop. A record that cannot be decoded comes
 // back with Corrupt set (see CorruptMove).
-func (s *Store) Begin(ctx context.Context, topic string, p int, ids []string, deadlines []int64) ([]*Record, error) {
+func (s *Store) Begin(ctx context.Context, tp TopicPartition, ids []string, deadlines []int64) ([]*Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	zadd := make([]any, 0, 1+2*len(ids))
 	hmget := make([]any, 0, 1+len(ids))
-	zadd = append(zadd, keys.InFlight(s.ns, topic, p))
-	hmget = append(hmget, keys.Records(s.ns, topic, p))
+	zadd = append(zadd, keys.InFlight(s.ns, tp.Topic, tp.P))
+	hmget = append(hmget, keys.Records(s.ns, tp.Topic, tp.P))
 	for i, id := range ids {
 		zadd = append(zadd, deadlines[i], id)
 		hmget = append(hmget, id)
 	}
 	r, err := s.do(ctx, cmd{"ZADD", zadd}, cmd{"HMGET", hmget})
 	if err != nil {
-		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	raw, err := redis.ByteSlices(r[1], nil)
 	if err != nil {
-		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("begin %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	return decodeAll(raw, len(ids)), nil
 }

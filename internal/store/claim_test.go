@@ -24,7 +24,7 @@ func TestClaimKinds(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "held"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, recs, err := s.ClaimBegin(ctx, topic, 0, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
+	claimed, recs, err := s.ClaimBegin(ctx, TopicPartition{Topic: topic, P: 0}, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
 		Deadline: func(int64) int64 { return deadline }, Held: func(id string) bool { return id == "held" }})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestClaimShared(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "giver"}}, cmd{"HSET", []any{mk, keys.RunningField("giver"), "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, _, err := s.ClaimBegin(ctx, topic, 0, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
+	claimed, _, err := s.ClaimBegin(ctx, TopicPartition{Topic: topic, P: 0}, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
 		Deadline: func(int64) int64 { return deadline }, Shared: true})
 	if err != nil {
 		t.Fatal(err)
@@ -96,14 +96,14 @@ func dueMessages(t *testing.T, topic string, token, due int64, ids ...string) *S
 	env := testenv.Start(t, testenv.Options{Backends: 1})
 	s := openTest(t, env.Backends[0])
 	ctx := context.Background()
-	if err := s.RaiseFence(ctx, topic, 0, token); err != nil {
+	if err := s.RaiseFence(ctx, TopicPartition{Topic: topic, P: 0}, token); err != nil {
 		t.Fatal(err)
 	}
 	var msgs []NewMessage
 	for _, id := range ids {
 		msgs = append(msgs, NewMessage{ID: id, Record: &Record{Due: due, Created: due, Updated: due, Body: []byte(id)}})
 	}
-	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+	if _, err := s.Add(ctx, TopicPartition{Topic: topic, P: 0}, msgs); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -129,7 +129,7 @@ func TestAckBatch(t *testing.T) {
 		msgs = append(msgs, NewMessage{ID: ids[i], Record: rec})
 		marks = append(marks, keys.RunningField(ids[i]), "1")
 	}
-	if _, err := s.Add(ctx, topic, 0, msgs); err != nil {
+	if _, err := s.Add(ctx, TopicPartition{Topic: topic, P: 0}, msgs); err != nil {
 		t.Fatal(err)
 	}
 	newer := &Record{Due: now + 5000, Created: now, Updated: now + 1, Body: []byte("newer")}
@@ -138,7 +138,7 @@ func TestAckBatch(t *testing.T) {
 		cmd{"ZREM", append([]any{sk}, strs(ids)...)}); err != nil { // claimed: no longer scheduled
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, topic, 0, ids, headers)
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, ids, headers)
 	if err != nil || kept != 1 {
 		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
 	}

@@ -15,9 +15,9 @@ type DeadEntry struct {
 	Record *Record
 }
 
-// ListDead returns up to limit dead messages of partition p, oldest death first.
-func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([]DeadEntry, error) {
-	out, err := s.deadRange(ctx, topic, p, limit)
+// ListDead returns up to limit dead messages of partition tp, oldest death first.
+func (s *Store) ListDead(ctx context.Context, tp TopicPartition, limit int) ([]DeadEntry, error) {
+	out, err := s.deadRange(ctx, tp, limit)
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
@@ -25,7 +25,7 @@ func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([
 	for i, e := range out {
 		ids[i] = e.ID
 	}
-	recs, err := s.Records(ctx, topic, p, ids)
+	recs, err := s.Records(ctx, tp, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -35,12 +35,12 @@ func (s *Store) ListDead(ctx context.Context, topic string, p int, limit int) ([
 	return out, nil
 }
 
-// deadRange returns up to limit entries of partition p's dead set, oldest
+// deadRange returns up to limit entries of partition tp's dead set, oldest
 // death first, without their records.
-func (s *Store) deadRange(ctx context.Context, topic string, p int, limit int) ([]DeadEntry, error) {
-	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Dead(s.ns, topic, p), 0, limit - 1, "WITHSCORES"}})
+func (s *Store) deadRange(ctx context.Context, tp TopicPartition, limit int) ([]DeadEntry, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.Dead(s.ns, tp.Topic, tp.P), 0, limit - 1, "WITHSCORES"}})
 	if err != nil {
-		return nil, fmt.Errorf("dead of partition %d: %w", p, err)
+		return nil, fmt.Errorf("dead of partition %d: %w", tp.P, err)
 	}
 	vals, _ := redis.Strings(r[0], nil)
 	var out []DeadEntry
@@ -53,16 +53,16 @@ func (s *Store) deadRange(ctx context.Context, topic string, p int, limit int) (
 
 // deadTargets returns the ids a dead-set operation acts on: those of ids
 // that are dead (never a live message by mistake), or, when ids is empty,
-// up to limit of partition p's dead set.
-func (s *Store) deadTargets(ctx context.Context, topic string, p int, ids []string, limit int) ([]string, error) {
+// up to limit of partition tp's dead set.
+func (s *Store) deadTargets(ctx context.Context, tp TopicPartition, ids []string, limit int) ([]string, error) {
 	if len(ids) == 0 {
-		list, err := s.deadRange(ctx, topic, p, limit)
+		list, err := s.deadRange(ctx, tp, limit)
 		for _, e := range list {
 			ids = append(ids, e.ID)
 		}
 		return ids, err
 	}
-	dk := keys.Dead(s.ns, topic, p)
+	dk := keys.Dead(s.ns, tp.Topic, tp.P)
 	checks := make([]cmd, len(ids))
 	for i, id := range ids {
 		checks[i] = cmd{"ZSCORE", []any{dk, id}}
@@ -80,19 +80,19 @@ func (s *Store) deadTargets(ctx context.Context, topic string, p int, ids []stri
 	return dead, nil
 }
 
-// RequeueDead moves the given dead ids (all of partition p's when ids is
+// RequeueDead moves the given dead ids (all of partition tp's when ids is
 // empty, up to limit) back to scheduled, due at nowMS with their attempts
 // reset. It returns how many it moved.
-func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []string, nowMS int64, limit int) (int, error) {
-	dk := keys.Dead(s.ns, topic, p)
-	live, err := s.deadTargets(ctx, topic, p, ids, limit)
+func (s *Store) RequeueDead(ctx context.Context, tp TopicPartition, ids []string, nowMS int64, limit int) (int, error) {
+	dk := keys.Dead(s.ns, tp.Topic, tp.P)
+	live, err := s.deadTargets(ctx, tp, ids, limit)
 	if err != nil {
-		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+		return 0, fmt.Errorf("requeue dead of partition %d: %w", tp.P, err)
 	}
 	if len(live) == 0 {
 		return 0, nil
 	}
-	recs, err := s.Records(ctx, topic, p, live)
+	recs, err := s.Records(ctx, tp, live)
 	if err != nil {
 		return 0, err
 	}
@@ -108,12 +108,12 @@ func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []stri
 		upIDs = append(upIDs, id)
 		upRecs = append(upRecs, recs[i])
 	}
-	zadd := []any{keys.Scheduled(s.ns, topic, p)}
+	zadd := []any{keys.Scheduled(s.ns, tp.Topic, tp.P)}
 	var moved []any
 	if len(upIDs) > 0 {
-		ok, err := s.update(ctx, topic, p, upIDs, upRecs)
+		ok, err := s.update(ctx, tp, upIDs, upRecs)
 		if err != nil {
-			return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+			return 0, fmt.Errorf("requeue dead of partition %d: %w", tp.P, err)
 		}
 		for i, id := range upIDs {
 			if !ok[i] { // deleted meanwhile
@@ -129,26 +129,26 @@ func (s *Store) RequeueDead(ctx context.Context, topic string, p int, ids []stri
 		first = append(first, cmd{"ZADD", zadd})
 	}
 	if _, err := s.steps(ctx, first, []cmd{{"ZREM", append(append([]any{dk}, moved...), gone...)}}); err != nil {
-		return 0, fmt.Errorf("requeue dead of partition %d: %w", p, err)
+		return 0, fmt.Errorf("requeue dead of partition %d: %w", tp.P, err)
 	}
 	return len(moved), nil
 }
 
-// PurgeDead deletes the given dead ids (all of partition p's when ids is
+// PurgeDead deletes the given dead ids (all of partition tp's when ids is
 // empty, up to limit): records first, then dead entries. Returns how many.
-func (s *Store) PurgeDead(ctx context.Context, topic string, p int, ids []string, limit int) (int, error) {
-	ids, err := s.deadTargets(ctx, topic, p, ids, limit)
+func (s *Store) PurgeDead(ctx context.Context, tp TopicPartition, ids []string, limit int) (int, error) {
+	ids, err := s.deadTargets(ctx, tp, ids, limit)
 	if err != nil {
-		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
+		return 0, fmt.Errorf("purge dead of partition %d: %w", tp.P, err)
 	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	_, err = s.steps(ctx,
-		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)}},
-		[]cmd{{"ZREM", append([]any{keys.Dead(s.ns, topic, p)}, strs(ids)...)}})
+		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, tp.Topic, tp.P)}, strs(ids)...)}},
+		[]cmd{{"ZREM", append([]any{keys.Dead(s.ns, tp.Topic, tp.P)}, strs(ids)...)}})
 	if err != nil {
-		return 0, fmt.Errorf("purge dead of partition %d: %w", p, err)
+		return 0, fmt.Errorf("purge dead of partition %d: %w", tp.P, err)
 	}
 	return len(ids), nil
 }

@@ -13,8 +13,8 @@ import (
 // that comes back. ErrNotFound if there was nothing to remove; ErrRunning
 // if a delivery of it had started (see StartMany): it is removed all the
 // same, and is not retried, but that delivery may run to its end.
-func (s *Store) Delete(ctx context.Context, topic string, p int, id string) error {
-	mk := keys.Records(s.ns, topic, p)
+func (s *Store) Delete(ctx context.Context, tp TopicPartition, id string) error {
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	var removed any
 	var err error
 	if len(id) == SegmentIDLen {
@@ -27,17 +27,17 @@ func (s *Store) Delete(ctx context.Context, topic string, p int, id string) erro
 		return fmt.Errorf("delete %q: %w", id, err)
 	}
 	_, err = s.do(ctx,
-		cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, p), id}},
-		cmd{"ZREM", []any{keys.InFlight(s.ns, topic, p), id}},
-		cmd{"ZREM", []any{keys.Dead(s.ns, topic, p), id}})
+		cmd{"ZREM", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), id}},
+		cmd{"ZREM", []any{keys.InFlight(s.ns, tp.Topic, tp.P), id}},
+		cmd{"ZREM", []any{keys.Dead(s.ns, tp.Topic, tp.P), id}})
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", id, err)
 	}
 	switch n, _ := redis.Int64(removed, nil); n {
 	case DeleteNone:
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, tp.Topic)
 	case DeleteRunning:
-		return fmt.Errorf("%w: message %q in topic %s: deleted, and not retried, but the delivery that started may run to its end", ErrRunning, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s: deleted, and not retried, but the delivery that started may run to its end", ErrRunning, id, tp.Topic)
 	}
 	return nil
 }
@@ -49,16 +49,16 @@ const (
 	DeleteRunning = 2 // removed, but a delivery of it had started
 )
 
-// DeleteMany removes the messages of ids from partition p as Delete
+// DeleteMany removes the messages of ids from partition tp as Delete
 // removes each, in two round trips for them all: their records first
 // (deleteManyScript, which also cuts those a segment holds out of it),
 // then their entries in the three indexes. It reports, per id, what it
 // did: DeleteNone, DeleteDone or DeleteRunning.
-func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []string) ([]int, error) {
+func (s *Store) DeleteMany(ctx context.Context, tp TopicPartition, ids []string) ([]int, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	mk := keys.Records(s.ns, topic, p)
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	args := scriptCall(deleteManyScript, mk, 3*len(ids))
 	for _, id := range ids {
 		if len(id) == SegmentIDLen {
@@ -69,18 +69,18 @@ func (s *Store) DeleteMany(ctx context.Context, topic string, p int, ids []strin
 	}
 	r, err := s.do(ctx, cmd{"EVALSHA", args})
 	if err != nil {
-		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	removed, err := intsOf(r[0], len(ids))
 	if err != nil {
-		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	_, err = s.do(ctx,
-		cmd{"ZREM", append([]any{keys.Scheduled(s.ns, topic, p)}, strs(ids)...)},
-		cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)},
-		cmd{"ZREM", append([]any{keys.Dead(s.ns, topic, p)}, strs(ids)...)})
+		cmd{"ZREM", append([]any{keys.Scheduled(s.ns, tp.Topic, tp.P)}, strs(ids)...)},
+		cmd{"ZREM", append([]any{keys.InFlight(s.ns, tp.Topic, tp.P)}, strs(ids)...)},
+		cmd{"ZREM", append([]any{keys.Dead(s.ns, tp.Topic, tp.P)}, strs(ids)...)})
 	if err != nil {
-		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("delete %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	return removed, nil
 }

@@ -38,6 +38,7 @@
 //   - scripts.go: the Lua scripts, each with its KEYS, ARGV and reply (some
 //     sit beside their callers: those of put.go, limits.go, controls.go,
 //     schedule.go, ...)
+//   - partition.go: a partition of a topic (TopicPartition)
 //   - record.go: the record codec (Record, DecodeRecord)
 //   - segment.go: segments: many messages in one field
 //   - add.go: enqueue (Add, AddMany and its round trips), Exists in an old

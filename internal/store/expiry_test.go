@@ -24,7 +24,7 @@ func TestExpiredRequeue(t *testing.T) {
 	for id, due := range map[string]int64{"ahead": now + 500, "live": now + 5000} {
 		later = append(later, NewMessage{ID: id, Record: &Record{Due: due, Created: now, Updated: now, Body: []byte(id)}})
 	}
-	if _, err := s.Add(ctx, topic, 0, later); err != nil {
+	if _, err := s.Add(ctx, TopicPartition{Topic: topic, P: 0}, later); err != nil {
 		t.Fatal(err)
 	}
 	// In flight 1,010 ms past their due; started, those due by now.
@@ -42,12 +42,12 @@ func TestExpiredRequeue(t *testing.T) {
 		{now + 1000, 10, []string{"started", "tomb"}},
 		{now + 1510, 2, []string{"started", "tomb"}},
 	} {
-		ids, _, _, err := s.Expired(ctx, topic, 0, tc.at, tc.limit)
+		ids, _, _, err := s.Expired(ctx, TopicPartition{Topic: topic, P: 0}, tc.at, tc.limit)
 		if err != nil || !slices.Equal(ids, tc.want) {
 			t.Errorf("expired at %d, up to %d: %v (%v), want %v", tc.at, tc.limit, ids, err, tc.want)
 		}
 	}
-	ids, got, started, err := s.Expired(ctx, topic, 0, now+1510, 10)
+	ids, got, started, err := s.Expired(ctx, TopicPartition{Topic: topic, P: 0}, now+1510, 10)
 	if err != nil || !slices.Equal(ids, []string{"started", "tomb", "ahead"}) {
 		t.Fatalf("expired at %d: %v (%v), want started, tomb, ahead", now+1510, ids, err)
 	}
@@ -56,17 +56,17 @@ func TestExpiredRequeue(t *testing.T) {
 	}
 	retried := *got[0]
 	retried.Attempts, retried.LastError, retried.Updated = 1, "visibility deadline passed", now+1510
-	if err := s.Drop(ctx, topic, 0, []string{"tomb"}); err != nil {
+	if err := s.Drop(ctx, TopicPartition{Topic: topic, P: 0}, []string{"tomb"}); err != nil {
 		t.Fatal(err)
 	}
-	gone, err := s.Moves(ctx, topic, 0, []Move{
+	gone, err := s.Moves(ctx, TopicPartition{Topic: topic, P: 0}, []Move{
 		{ID: "started", Score: got[0].Due, Record: &retried, Was: got[0].Header()},
 		{ID: "ahead", Score: got[2].Due},
 	})
 	if err != nil || gone != 0 {
 		t.Fatalf("requeue: gone %d, %v", gone, err)
 	}
-	if ids, _, _, err := s.Expired(ctx, topic, 0, now+1510, 10); err != nil || len(ids) != 0 {
+	if ids, _, _, err := s.Expired(ctx, TopicPartition{Topic: topic, P: 0}, now+1510, 10); err != nil || len(ids) != 0 {
 		t.Errorf("expired after the requeue: %v (%v), want none", ids, err)
 	}
 	st := stateOf(t, s, topic, "started")
@@ -113,7 +113,7 @@ func TestReconcileReindexes(t *testing.T) {
 		var all []string
 		cursor := "0"
 		for range 100 {
-			next, repaired, err := s.Reconcile(ctx, topic, 0, cursor, 2, func(id string) bool { return id == "mine" })
+			next, repaired, err := s.Reconcile(ctx, TopicPartition{Topic: topic, P: 0}, cursor, 2, func(id string) bool { return id == "mine" })
 			if err != nil {
 				t.Fatal(err)
 			}

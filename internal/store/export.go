@@ -31,7 +31,7 @@ type ExportPass struct {
 	Corrupt []string
 }
 
-// ExportScan reads one batch of partition p's messages for an export: it
+// ExportScan reads one batch of partition tp's messages for an export: it
 // scans about count fields of the records HASH from cursor (HSCAN) and
 // returns the messages they hold, each with its state, read right after
 // (two scripts in one pipeline: which ids are in flight, and which are
@@ -43,9 +43,9 @@ type ExportPass struct {
 // It only reads: four commands (five on a scan's first batch, cursor "0"),
 // each bounded by count (plus the messages of the segments among the
 // fields, 16 at most each).
-func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor string, count int) (ExportPass, error) {
+func (s *Store) ExportScan(ctx context.Context, tp TopicPartition, cursor string, count int) (ExportPass, error) {
 	pass := ExportPass{Next: cursor}
-	mk := keys.Records(s.ns, topic, p)
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	left := cmd{"HGET", []any{mk, keys.SegmentLeftField}}
 	cmds := []cmd{{"HSCAN", []any{mk, cursor, "COUNT", count}}, left}
 	if cursor == "0" { // the count before is only needed where a scan starts
@@ -53,7 +53,7 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 	}
 	r, err := s.do(ctx, cmds...)
 	if err != nil {
-		return pass, fmt.Errorf("export partition %d: %w", p, err)
+		return pass, fmt.Errorf("export partition %d: %w", tp.P, err)
 	}
 	if cursor == "0" {
 		pass.LeftBefore, _ = redis.Int64(r[0], nil)
@@ -62,7 +62,7 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 	pass.LeftAfter, _ = redis.Int64(r[1], nil)
 	next, kv, err := scanPage(r[0])
 	if err != nil {
-		return pass, fmt.Errorf("export partition %d: %w", p, err)
+		return pass, fmt.Errorf("export partition %d: %w", tp.P, err)
 	}
 	var ids []string
 	var recs []*Record
@@ -95,19 +95,19 @@ func (s *Store) ExportScan(ctx context.Context, topic string, p int, cursor stri
 	}
 	if len(ids) > 0 {
 		r, err := s.do(ctx,
-			cmd{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, topic, p), len(ids)), strs(ids)...)},
-			scoresCmd(keys.Dead(s.ns, topic, p), strs(ids)),
+			cmd{"EVALSHA", append(scriptCall(memberScript, keys.InFlight(s.ns, tp.Topic, tp.P), len(ids)), strs(ids)...)},
+			scoresCmd(keys.Dead(s.ns, tp.Topic, tp.P), strs(ids)),
 		)
 		if err != nil {
-			return pass, fmt.Errorf("export partition %d: %w", p, err)
+			return pass, fmt.Errorf("export partition %d: %w", tp.P, err)
 		}
 		inFlight, err := intsOf(r[0], len(ids))
 		if err != nil {
-			return pass, fmt.Errorf("export partition %d: %w", p, err)
+			return pass, fmt.Errorf("export partition %d: %w", tp.P, err)
 		}
 		died, dead, err := scoresOf(r[1], len(ids))
 		if err != nil {
-			return pass, fmt.Errorf("export partition %d: times of death: %w", p, err)
+			return pass, fmt.Errorf("export partition %d: times of death: %w", tp.P, err)
 		}
 		for i, id := range ids {
 			m := Exported{ID: id, State: StateScheduled, Record: recs[i]}

@@ -26,7 +26,7 @@ func TestTokensSurviveALostCounter(t *testing.T) {
 	if t2 != t1+1 {
 		t.Errorf("token with a clock behind: %d, want %d", t2, t1+1)
 	}
-	if err := s.RaiseFence(ctx, "tok", 0, t2); err != nil {
+	if err := s.RaiseFence(ctx, TopicPartition{Topic: "tok", P: 0}, t2); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.do(ctx, cmd{"DEL", []any{keys.Epoch(s.ns, "tok", 0)}}); err != nil {
@@ -36,7 +36,7 @@ func TestTokensSurviveALostCounter(t *testing.T) {
 	if err != nil || t3 <= t2 {
 		t.Fatalf("token after the counter was lost: %d (%v), want above %d", t3, err, t2)
 	}
-	if _, err := s.TakeOver(ctx, "tok", 0, t3); err != nil {
+	if _, err := s.TakeOver(ctx, TopicPartition{Topic: "tok", P: 0}, t3); err != nil {
 		t.Errorf("takeover with the token drawn after the loss: %v", err)
 	}
 }

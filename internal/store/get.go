@@ -32,13 +32,13 @@ type Found struct {
 // Get reads one message: its record and the index that holds it. A record
 // without an index entry (a crash between two steps, repaired by the
 // reconciler) is reported as scheduled at its recorded due time.
-func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found, error) {
-	mk := keys.Records(s.ns, topic, p)
+func (s *Store) Get(ctx context.Context, tp TopicPartition, id string) (*Found, error) {
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	cmds := []cmd{
 		{"HGET", []any{mk, id}},
-		{"ZSCORE", []any{keys.Scheduled(s.ns, topic, p), id}},
-		{"ZSCORE", []any{keys.InFlight(s.ns, topic, p), id}},
-		{"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}},
+		{"ZSCORE", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), id}},
+		{"ZSCORE", []any{keys.InFlight(s.ns, tp.Topic, tp.P), id}},
+		{"ZSCORE", []any{keys.Dead(s.ns, tp.Topic, tp.P), id}},
 	}
 	r, err := s.do(ctx, append(cmds, segReads(mk, id)...)...)
 	if err != nil {
@@ -50,7 +50,7 @@ func (s *Store) Get(ctx context.Context, topic string, p int, id string) (*Found
 			return nil, fmt.Errorf("get %q: %w", id, err)
 		}
 		if e == nil {
-			return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+			return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, tp.Topic)
 		}
 		rec, err := DecodeRecord(e.rec)
 		if err != nil {

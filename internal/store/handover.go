@@ -40,16 +40,16 @@ type Takeover struct {
 	Givers []string
 }
 
-// TakeOver raises partition p's fence to token and reads how the previous
+// TakeOver raises partition tp's fence to token and reads how the previous
 // owner left. A *FencedError means a newer token holds the fence.
-func (s *Store) TakeOver(ctx context.Context, topic string, p int, token int64) (Takeover, error) {
-	r, err := s.script(ctx, takeOverScript, keys.Scheduled(s.ns, topic, p), keys.Fence, token, keys.GavePrefix)
+func (s *Store) TakeOver(ctx context.Context, tp TopicPartition, token int64) (Takeover, error) {
+	r, err := s.script(ctx, takeOverScript, keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Fence, token, keys.GavePrefix)
 	if err != nil {
-		return Takeover{}, fmt.Errorf("take over partition %d: %w", p, err)
+		return Takeover{}, fmt.Errorf("take over partition %d: %w", tp.P, err)
 	}
 	vals, err := redis.Strings(r, nil)
 	if err != nil || len(vals) < 2 {
-		return Takeover{}, fmt.Errorf("take over partition %d: bad reply %v (%v)", p, r, err)
+		return Takeover{}, fmt.Errorf("take over partition %d: bad reply %v (%v)", tp.P, r, err)
 	}
 	after, _ := strconv.ParseInt(vals[0], 10, 64)
 	prev, _ := strconv.ParseInt(vals[1], 10, 64)
@@ -59,12 +59,12 @@ func (s *Store) TakeOver(ctx context.Context, topic string, p int, token int64) 
 	return Takeover{Previous: prev, Graceful: len(vals) > 2, Givers: vals[2:]}, nil
 }
 
-// HandOver marks partition p as given up gracefully by the owner holding
+// HandOver marks partition tp as given up gracefully by the owner holding
 // token, naming the consumers whose deliveries of it may still be running
 // (the giver, and the givers it was still watching). A *FencedError means
 // the token is no longer the fence's: nothing was written.
-func (s *Store) HandOver(ctx context.Context, topic string, p int, token int64, givers []string) error {
-	args := []any{keys.Scheduled(s.ns, topic, p), keys.Fence, token}
+func (s *Store) HandOver(ctx context.Context, tp TopicPartition, token int64, givers []string) error {
+	args := []any{keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Fence, token}
 	for _, g := range givers {
 		args = append(args, keys.Gave(g))
 	}
@@ -72,24 +72,24 @@ func (s *Store) HandOver(ctx context.Context, topic string, p int, token int64, 
 		if fe, ok := fencedErr(err, token); ok {
 			return fe
 		}
-		return fmt.Errorf("hand over partition %d: %w", p, err)
+		return fmt.Errorf("hand over partition %d: %w", tp.P, err)
 	}
 	return nil
 }
 
 // Givers reports whether every consumer of ids is still a member of the
 // topic (leaving ones count: their deliveries still run), and how many
-// messages partition p has in flight, in one round trip.
-func (s *Store) Givers(ctx context.Context, topic string, p int, ids []string, nowMS int64) (alive bool, inFlight int, err error) {
-	mk := keys.Members(s.ns, topic)
+// messages partition tp has in flight, in one round trip.
+func (s *Store) Givers(ctx context.Context, tp TopicPartition, ids []string, nowMS int64) (alive bool, inFlight int, err error) {
+	mk := keys.Members(s.ns, tp.Topic)
 	cmds := make([]cmd, 0, len(ids)+1)
 	for _, id := range ids {
 		cmds = append(cmds, cmd{"ZSCORE", []any{mk, id}})
 	}
-	cmds = append(cmds, cmd{"ZCARD", []any{keys.InFlight(s.ns, topic, p)}})
+	cmds = append(cmds, cmd{"ZCARD", []any{keys.InFlight(s.ns, tp.Topic, tp.P)}})
 	r, err := s.do(ctx, cmds...)
 	if err != nil {
-		return false, 0, fmt.Errorf("givers of partition %d: %w", p, err)
+		return false, 0, fmt.Errorf("givers of partition %d: %w", tp.P, err)
 	}
 	alive = true
 	for i := range ids {
@@ -109,12 +109,12 @@ func (s *Store) Givers(ctx context.Context, topic string, p int, ids []string, n
 	return alive, inFlight, nil
 }
 
-// InFlightIDs returns up to count in-flight ids of partition p in
+// InFlightIDs returns up to count in-flight ids of partition tp in
 // deadline order, from rank offset on.
-func (s *Store) InFlightIDs(ctx context.Context, topic string, p int, offset, count int) ([]string, error) {
-	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.InFlight(s.ns, topic, p), offset, offset + count - 1}})
+func (s *Store) InFlightIDs(ctx context.Context, tp TopicPartition, offset, count int) ([]string, error) {
+	r, err := s.do(ctx, cmd{"ZRANGE", []any{keys.InFlight(s.ns, tp.Topic, tp.P), offset, offset + count - 1}})
 	if err != nil {
-		return nil, fmt.Errorf("in flight in partition %d: %w", p, err)
+		return nil, fmt.Errorf("in flight in partition %d: %w", tp.P, err)
 	}
 	ids, _ := redis.Strings(r[0], nil)
 	return ids, nil

@@ -20,12 +20,12 @@ func TestTakeOverAfterFault(t *testing.T) {
 	ctx := context.Background()
 	s := freshStore(t)
 	const topic = "fault"
-	take, err := s.TakeOver(ctx, topic, 0, 10)
+	take, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10)
 	if err != nil || take.Previous != 0 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("first takeover: %+v, %v; want previous 0, not graceful", take, err)
 	}
 	checkFence(t, s, topic, 10)
-	take, err = s.TakeOver(ctx, topic, 0, 11)
+	take, err = s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 11)
 	if err != nil || take.Previous != 10 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("takeover after a fault: %+v, %v; want previous 10, not graceful", take, err)
 	}
@@ -35,7 +35,7 @@ func TestTakeOverAfterFault(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"ZADD", []any{sk, -10, keys.Gave("old")}}); err != nil {
 		t.Fatal(err)
 	}
-	take, err = s.TakeOver(ctx, topic, 0, 12)
+	take, err = s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 12)
 	if err != nil || take.Previous != 11 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("takeover over an older owner's mark: %+v, %v; want previous 11, not graceful", take, err)
 	}
@@ -54,27 +54,27 @@ func TestHandOverGraceful(t *testing.T) {
 	s := freshStore(t)
 	const topic = "graceful"
 	sk := keys.Scheduled(s.ns, topic, 0)
-	if _, err := s.TakeOver(ctx, topic, 0, 10); err != nil {
+	if _, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.do(ctx, cmd{"ZADD", []any{sk, -9, keys.Gave("older")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HandOver(ctx, topic, 0, 10, []string{"c1", "c2"}); err != nil {
+	if err := s.HandOver(ctx, TopicPartition{Topic: topic, P: 0}, 10, []string{"c1", "c2"}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.do(ctx, cmd{"ZSCORE", []any{sk, keys.Gave("c1")}}, cmd{"ZSCORE", []any{sk, keys.Gave("c2")}})
 	if err != nil || r[0] == nil || r[1] == nil {
 		t.Fatalf("marks after the handover: %v, %v", r, err)
 	}
-	take, err := s.TakeOver(ctx, topic, 0, 10)
+	take, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10)
 	if err != nil || take.Previous != 10 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("takeover with the fence's own token: %+v, %v; want accepted, previous 10, not graceful", take, err)
 	}
 	if r, err := s.do(ctx, cmd{"ZSCORE", []any{sk, keys.Gave("c1")}}); err != nil || r[0] == nil {
 		t.Fatalf("handover mark after a takeover with the fence's token: %v, %v; want kept", r, err)
 	}
-	take, err = s.TakeOver(ctx, topic, 0, 11)
+	take, err = s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 11)
 	if err != nil || take.Previous != 10 || !take.Graceful || !slices.Equal(take.Givers, []string{"c1", "c2"}) {
 		t.Fatalf("takeover after a handover: %+v, %v; want previous 10, graceful, givers c1 c2", take, err)
 	}
@@ -98,35 +98,35 @@ func TestTakeOverFenced(t *testing.T) {
 	s := freshStore(t)
 	const topic = "fenced"
 	sk := keys.Scheduled(s.ns, topic, 0)
-	if _, err := s.TakeOver(ctx, topic, 0, 10); err != nil {
+	if _, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HandOver(ctx, topic, 0, 10, []string{"c1"}); err != nil {
+	if err := s.HandOver(ctx, TopicPartition{Topic: topic, P: 0}, 10, []string{"c1"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.TakeOver(ctx, topic, 0, 9)
+	_, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 9)
 	var fe *FencedError
 	if !errors.As(err, &fe) || fe.Token != 9 || fe.Newest != 10 {
 		t.Fatalf("takeover with a lower token: %v, want a *FencedError at 10", err)
 	}
 	checkFence(t, s, topic, 10)
-	take, err := s.TakeOver(ctx, topic, 0, 10)
+	take, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10)
 	if err != nil || take.Previous != 10 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("takeover with the fence's own token: %+v, %v; want accepted, previous 10, not graceful", take, err)
 	}
 	if r, err := s.do(ctx, cmd{"ZSCORE", []any{sk, keys.Gave("c1")}}); err != nil || r[0] == nil {
 		t.Fatalf("handover mark after a takeover with the fence's token: %v, %v; want kept", r, err)
 	}
-	take, err = s.TakeOver(ctx, topic, 0, 11)
+	take, err = s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 11)
 	if err != nil || take.Previous != 10 || !take.Graceful || !slices.Equal(take.Givers, []string{"c1"}) {
 		t.Fatalf("takeover with a newer token: %+v, %v; want previous 10, graceful, giver c1", take, err)
 	}
-	take, err = s.TakeOver(ctx, topic, 0, 11)
+	take, err = s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 11)
 	if err != nil || take.Previous != 11 || take.Graceful || len(take.Givers) != 0 {
 		t.Fatalf("takeover made again: %+v, %v; want accepted, previous 11, not graceful", take, err)
 	}
 	checkFence(t, s, topic, 11)
-	if _, err := s.TakeOver(ctx, topic, 0, 10); !errors.As(err, &fe) || fe.Token != 10 || fe.Newest != 11 {
+	if _, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 10); !errors.As(err, &fe) || fe.Token != 10 || fe.Newest != 11 {
 		t.Errorf("takeover with the old owner's token: %v, want a *FencedError at 11", err)
 	}
 	checkFence(t, s, topic, 11)
@@ -141,11 +141,11 @@ func TestHandOverStale(t *testing.T) {
 	const topic = "stale"
 	sk := keys.Scheduled(s.ns, topic, 0)
 	for _, tok := range []int64{10, 11} {
-		if _, err := s.TakeOver(ctx, topic, 0, tok); err != nil {
+		if _, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, tok); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := s.HandOver(ctx, topic, 0, 10, []string{"c1"})
+	err := s.HandOver(ctx, TopicPartition{Topic: topic, P: 0}, 10, []string{"c1"})
 	var fe *FencedError
 	if !errors.As(err, &fe) || fe.Token != 10 || fe.Newest != 11 {
 		t.Fatalf("handover with a stale token: %v, want a *FencedError at 11", err)
@@ -155,7 +155,7 @@ func TestHandOverStale(t *testing.T) {
 		t.Fatalf("scheduled after the refused handover: %v, %v; want the fence alone", r, err)
 	}
 	checkFence(t, s, topic, 11)
-	take, err := s.TakeOver(ctx, topic, 0, 12)
+	take, err := s.TakeOver(ctx, TopicPartition{Topic: topic, P: 0}, 12)
 	if err != nil || take.Previous != 11 || take.Graceful {
 		t.Errorf("takeover after the refused handover: %+v, %v; want previous 11, not graceful", take, err)
 	}
@@ -191,7 +191,7 @@ func TestGivers(t *testing.T) {
 		{[]string{"a"}, now + 10000, false}, // a's heartbeat expired
 		{[]string{"a", "c"}, now, false},    // c is no member
 	} {
-		alive, inFlight, err := s.Givers(ctx, topic, 0, tc.ids, tc.at)
+		alive, inFlight, err := s.Givers(ctx, TopicPartition{Topic: topic, P: 0}, tc.ids, tc.at)
 		if err != nil || alive != tc.alive || inFlight != 3 {
 			t.Errorf("givers %v at %d: alive %v, %d in flight (%v); want %v, 3", tc.ids, tc.at, alive, inFlight, err, tc.alive)
 		}

@@ -18,6 +18,9 @@ import (
 // sees it alive, and it counts in no one's fair share. Members whose
 // heartbeat expired long ago (before nowMS - gcMS) are removed. Two
 // commands: the ZADD and one read of the whole set.
+//
+// Its parameters are those of lease.Membership's Heartbeat, which can
+// name no type of this package: package lease imports only clock.
 func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (live []string, nextExpiryMS int64, err error) {
 	k := keys.Members(s.ns, topic)
 	score := expiresMS

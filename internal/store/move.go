@@ -36,48 +36,64 @@ type moving struct {
 	finish bool
 }
 
-// MoveScan runs one pass of a change of the partition count over source
-// partition p of l, as its owner under token: it scans about count fields
-// of the records from cursor (HSCAN) and moves each message that belongs
-// to another partition in l.Next there, if it is scheduled due at or
-// after horizonMS, dead, or in no index and due then, in four steps,
-// destination first (see docs/architecture.md, Changing the partition
-// count). A record rewritten or deleted meanwhile (a reschedule, a
-// delete) keeps its old place and its copy is removed. When the change
-// is no longer l's (cancelled or ended), as read again before the old
-// index entries go, the copies are removed and the pass fails with
-// ErrChangeReplaced. Messages in flight, due before horizonMS or in no
-// index and due sooner stay, counted as Left: their deliveries end here.
-// Segments are turned into records first. Ids for which skip reports
-// true (the owner's own deliveries) are left too.
+// MoveSweep is a sweep of a source partition's records in a change of
+// the partition count, as MoveScan runs it, a pass at a time.
+type MoveSweep struct {
+	Layout Layout // the change (see Layout.Next)
+	Token  int64  // the owner's fencing token
+	Cursor string // the HSCAN cursor to go on from ("0" begins a sweep)
+	Count  int    // about how many fields of the records a pass scans
+	// HorizonMS (unix ms): messages due before it, scheduled or in no
+	// index, stay.
+	HorizonMS int64
+	// Skip reports the ids to leave (the owner's own deliveries). It may
+	// be nil.
+	Skip func(id string) bool
+}
+
+// MoveScan runs one pass of sw, a sweep of source partition tp in the
+// change sw.Layout runs, as its owner under sw.Token: it scans about
+// sw.Count fields of the records from sw.Cursor (HSCAN) and moves each
+// message that belongs to another partition in sw.Layout.Next there, if
+// it is scheduled due at or after sw.HorizonMS, dead, or in no index and
+// due then, in four steps, destination first (see docs/architecture.md,
+// Changing the partition count). A record rewritten or deleted meanwhile
+// (a reschedule, a delete) keeps its old place and its copy is removed.
+// When the change is no longer sw.Layout's (cancelled or ended), as read
+// again before the old index entries go, the copies are removed and the
+// pass fails with ErrChangeReplaced. Messages in flight, due before
+// sw.HorizonMS or in no index and due sooner stay, counted as Left: their
+// deliveries end here. Segments are turned into records first. Ids for
+// which sw.Skip reports true are left too.
 //
 // A process killed between two steps leaves the message in both places
 // or in its old one: the next pass moves it again, each step being
 // idempotent. It returns a *FencedError if another owner took the old
 // partition.
-func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, l Layout, cursor string, count int, horizonMS int64, skip func(id string) bool) (MovePass, error) {
-	pass := MovePass{Next: cursor}
-	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
+func (s *Store) MoveScan(ctx context.Context, tp TopicPartition, sw MoveSweep) (MovePass, error) {
+	l, horizonMS := sw.Layout, sw.HorizonMS
+	pass := MovePass{Next: sw.Cursor}
+	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, tp.Topic, tp.P), sw.Cursor, "COUNT", sw.Count}})
 	if err != nil {
-		return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 	}
 	next, kv, err := scanPage(r[0])
 	if err != nil {
-		return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 	}
-	b := sortMoveBatch(kv, p, l, skip)
+	b := sortMoveBatch(kv, tp.P, l, sw.Skip)
 	pass.Left += b.skipped
 	if len(b.marks) > 0 {
-		n, err := s.moveMarks(ctx, topic, p, b.marks)
+		n, err := s.moveMarks(ctx, tp, b.marks)
 		if err != nil {
-			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+			return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 		}
 		pass.Left += n
 	}
 	if len(b.segs) > 0 {
-		n, err := s.explodeAll(ctx, topic, p, b.segs)
+		n, err := s.explodeAll(ctx, tp, b.segs)
 		if err != nil {
-			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+			return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 		}
 		pass.Left += n
 	}
@@ -85,19 +101,19 @@ func (s *Store) MoveScan(ctx context.Context, topic string, p int, token int64, 
 		pass.Next = next
 		return pass, nil
 	}
-	ms, unindexed, left, err := s.whereMoving(ctx, topic, p, l, b, horizonMS)
+	ms, unindexed, left, err := s.whereMoving(ctx, tp, l, b, horizonMS)
 	if err != nil {
-		return pass, fmt.Errorf("move from partition %d: %w", p, err)
+		return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 	}
 	pass.Left += left
 	if len(unindexed) > 0 {
-		more, left, err := s.sortUnindexed(ctx, topic, p, unindexed, horizonMS)
+		more, left, err := s.sortUnindexed(ctx, tp, unindexed, horizonMS)
 		if err != nil {
-			return pass, fmt.Errorf("move from partition %d: %w", p, err)
+			return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
 		}
 		ms, pass.Left = append(ms, more...), pass.Left+left
 	}
-	moved, left, conflicts, err := s.move(ctx, topic, p, token, l, ms)
+	moved, left, conflicts, err := s.move(ctx, tp, sw.Token, l, ms)
 	pass.Moved, pass.Left, pass.Conflicts = moved, pass.Left+left, conflicts
 	if err != nil {
 		return pass, err
@@ -147,7 +163,7 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 	return b
 }
 
-// whereMoving reads where each record of b is in partition p (scheduled,
+// whereMoving reads where each record of b is in partition tp (scheduled,
 // in flight or dead: one scoresScript an index, in one pipeline) and
 // returns the moves to make now: those dead, and those scheduled due at
 // or after horizonMS (at the later of their entry's and their record's
@@ -155,8 +171,8 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 // apart those in no index (cut short after unindexing, or by a crash
 // elsewhere: see sortUnindexed), and counts as left those in flight or
 // due sooner.
-func (s *Store) whereMoving(ctx context.Context, topic string, p int, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
-	sk, ik, dk := keys.Scheduled(s.ns, topic, p), keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)
+func (s *Store) whereMoving(ctx context.Context, tp TopicPartition, l Layout, b moveBatch, horizonMS int64) (ms, unindexed []moving, left int, err error) {
+	sk, ik, dk := keys.Scheduled(s.ns, tp.Topic, tp.P), keys.InFlight(s.ns, tp.Topic, tp.P), keys.Dead(s.ns, tp.Topic, tp.P)
 	ids := strs(b.ids)
 	r, err := s.do(ctx, scoresCmd(sk, ids), scoresCmd(ik, ids), scoresCmd(dk, ids))
 	if err != nil {
@@ -208,24 +224,24 @@ type markMove struct {
 	to    int
 }
 
-// moveMarks moves schedules' marks out of source partition p into their
+// moveMarks moves schedules' marks out of source partition tp into their
 // partitions in the new count: each is merged there (mergeMarkScript:
-// the newer stays), then removed from p if it is still the one read
+// the newer stays), then removed from tp if it is still the one read
 // (casDeleteScript). It returns how many changed meanwhile and stay for
 // a later pass. A chain step during the change reads the mark in the old
 // place too (see ChainSchedule), so an occurrence written before the
 // change is not written again after it.
-func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []markMove) (left int, err error) {
+func (s *Store) moveMarks(ctx context.Context, tp TopicPartition, marks []markMove) (left int, err error) {
 	var merges []cmd
 	del := []any{}
 	for _, m := range marks {
-		merges = append(merges, cmd{"EVALSHA", append(scriptCall(mergeMarkScript, keys.Records(s.ns, topic, m.to), 2), m.field, m.mark)})
+		merges = append(merges, cmd{"EVALSHA", append(scriptCall(mergeMarkScript, keys.Records(s.ns, tp.Topic, m.to), 2), m.field, m.mark)})
 		del = append(del, m.field, m.mark)
 	}
 	if _, err := s.do(ctx, merges...); err != nil {
 		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
 	}
-	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, topic, p)}, del...)...)
+	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, tp.Topic, tp.P)}, del...)...)
 	if err != nil {
 		return 0, fmt.Errorf("move %d schedule marks: %w", len(marks), err)
 	}
@@ -239,42 +255,42 @@ func (s *Store) moveMarks(ctx context.Context, topic string, p int, marks []mark
 }
 
 // sortUnindexed decides what to do with messages of other partitions
-// found in no index of partition p: a message indexed in its new
+// found in no index of partition tp: a message indexed in its new
 // partition is a move cut short between its last two steps, to finish;
 // another is moved as scheduled at its record's due if that is at or
 // after horizonMS, or else indexed here again, to be delivered here (what
 // the reconciler would do; it leaves such records to the moves). It
 // returns the moves and how many it left.
-func (s *Store) sortUnindexed(ctx context.Context, topic string, p int, ms []moving, horizonMS int64) ([]moving, int, error) {
-	order, byTo := partitionsOf(ms)
+func (s *Store) sortUnindexed(ctx context.Context, tp TopicPartition, ms []moving, horizonMS int64) ([]moving, int, error) {
+	dst := partitionsOf(ms)
 	var reads []cmd
-	for _, q := range order {
+	for _, q := range dst.order {
 		var ids []any
-		for _, i := range byTo[q] {
+		for _, i := range dst.byTo[q] {
 			ids = append(ids, ms[i].id)
 		}
-		reads = append(reads, scoresCmd(keys.Scheduled(s.ns, topic, q), ids), scoresCmd(keys.Dead(s.ns, topic, q), ids))
+		reads = append(reads, scoresCmd(keys.Scheduled(s.ns, tp.Topic, q), ids), scoresCmd(keys.Dead(s.ns, tp.Topic, q), ids))
 	}
 	r, err := s.do(ctx, reads...)
 	if err != nil {
 		return nil, 0, err
 	}
 	inS, inD := make([]bool, len(ms)), make([]bool, len(ms))
-	for j, q := range order {
-		_, sched, err := scoresOf(r[2*j], len(byTo[q]))
+	for j, q := range dst.order {
+		_, sched, err := scoresOf(r[2*j], len(dst.byTo[q]))
 		if err != nil {
 			return nil, 0, err
 		}
-		_, dead, err := scoresOf(r[2*j+1], len(byTo[q]))
+		_, dead, err := scoresOf(r[2*j+1], len(dst.byTo[q]))
 		if err != nil {
 			return nil, 0, err
 		}
-		for k, i := range byTo[q] {
+		for k, i := range dst.byTo[q] {
 			inS[i], inD[i] = sched[k], dead[k]
 		}
 	}
 	var out []moving
-	zadd := []any{keys.Scheduled(s.ns, topic, p), "NX"}
+	zadd := []any{keys.Scheduled(s.ns, tp.Topic, tp.P), "NX"}
 	for i, m := range ms {
 		switch {
 		case inS[i] || inD[i]:
@@ -302,34 +318,34 @@ func (s *Store) sortUnindexed(ctx context.Context, topic string, p int, ms []mov
 // (removeSources); the copies of those whose source changed meanwhile are
 // undone (unmoveAll). It returns how many messages moved, how many stay
 // for a later pass and the ids in conflict.
-func (s *Store) move(ctx context.Context, topic string, p int, token int64, l Layout, ms []moving) (moved, left int, conflicts []string, err error) {
+func (s *Store) move(ctx context.Context, tp TopicPartition, token int64, l Layout, ms []moving) (moved, left int, conflicts []string, err error) {
 	if len(ms) == 0 {
 		return 0, 0, nil, nil
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("move from partition %d: %w", p, err)
+		return 0, 0, nil, fmt.Errorf("move from partition %d: %w", tp.P, err)
 	}
 	defer c.Close()
 	fail := func(step string, err error) (int, int, []string, error) {
-		return moved, left, conflicts, fmt.Errorf("move from partition %d: %s: %w", p, step, err)
+		return moved, left, conflicts, fmt.Errorf("move from partition %d: %s: %w", tp.P, step, err)
 	}
-	order, byTo := partitionsOf(ms)
+	dst := partitionsOf(ms)
 	// 1. The records, into their new partitions.
-	written, conflicts, err := s.moveIn(ctx, c, topic, ms, order, byTo)
+	written, conflicts, err := s.moveIn(ctx, c, tp.Topic, ms, dst)
 	left = len(conflicts)
 	if err != nil {
 		return fail("write records", err)
 	}
 	// 2. Their index entries there.
-	if err := s.indexMoved(ctx, c, topic, ms, order, byTo, written); err != nil {
+	if err := s.indexMoved(ctx, c, tp.Topic, ms, dst, written); err != nil {
 		return fail("index", err)
 	}
 	// The change must still be l's: once cancelled, the reverse moves out
 	// of the new partitions (they begin a settle time later, see
 	// docs/architecture.md) and must not meet this pass's removals.
-	if err := s.sameChange(ctx, c, topic, l); err != nil {
-		if undoErr := s.unmoveWritten(ctx, c, topic, ms, written); undoErr != nil {
+	if err := s.sameChange(ctx, c, tp.Topic, l); err != nil {
+		if undoErr := s.unmoveWritten(ctx, c, tp.Topic, ms, written); undoErr != nil {
 			return fail("undo", undoErr)
 		}
 		return moved, len(ms), conflicts, err
@@ -341,7 +357,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		}
 	}
 	// 3. The old index entries (the scheduled ones only by the owner).
-	if err := s.unindexSources(ctx, c, topic, p, token, ms, done); err != nil {
+	if err := s.unindexSources(ctx, c, tp, token, ms, done); err != nil {
 		if fe, ok := fencedErr(err, token); ok {
 			return moved, left, conflicts, fe
 		}
@@ -351,7 +367,7 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		return moved, left, conflicts, nil
 	}
 	// 4. The old records, unless rewritten or deleted meanwhile.
-	gone, err := s.removeSources(ctx, c, topic, p, ms, done)
+	gone, err := s.removeSources(ctx, c, tp, ms, done)
 	if err != nil {
 		return fail("remove records", err)
 	}
@@ -365,35 +381,40 @@ func (s *Store) move(ctx context.Context, topic string, p int, token int64, l La
 		left++
 		changed = append(changed, ms[i])
 	}
-	if err := s.unmoveAll(ctx, c, topic, changed); err != nil {
+	if err := s.unmoveAll(ctx, c, tp.Topic, changed); err != nil {
 		return fail("undo", err)
 	}
 	return moved, left, conflicts, nil
 }
 
-// partitionsOf groups the moves ms by their new partition: the partitions
-// in the order of their first move, and the indexes in ms of each one's.
-func partitionsOf(ms []moving) (order []int, byTo map[int][]int) {
-	byTo = map[int][]int{}
-	for i, m := range ms {
-		if byTo[m.to] == nil {
-			order = append(order, m.to)
-		}
-		byTo[m.to] = append(byTo[m.to], i)
-	}
-	return order, byTo
+// destinations are moves grouped by their new partition (partitionsOf).
+type destinations struct {
+	order []int         // the new partitions, in the order of their first move
+	byTo  map[int][]int // the indexes of each one's moves
 }
 
-// moveIn writes the records of ms into their new partitions, one
-// moveInScript a partition (step 1 of a move), and reports which it
-// wrote; the ids of the others are conflicts: their new partition holds
-// another record of the id. On an error, conflicts are those read before
-// it.
-func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int) (written []bool, conflicts []string, err error) {
+// partitionsOf groups the moves ms by their new partition.
+func partitionsOf(ms []moving) destinations {
+	dst := destinations{byTo: map[int][]int{}}
+	for i, m := range ms {
+		if dst.byTo[m.to] == nil {
+			dst.order = append(dst.order, m.to)
+		}
+		dst.byTo[m.to] = append(dst.byTo[m.to], i)
+	}
+	return dst
+}
+
+// moveIn writes the records of ms (grouped in dst) into their new
+// partitions, one moveInScript a partition (step 1 of a move), and
+// reports which it wrote; the ids of the others are conflicts: their new
+// partition holds another record of the id. On an error, conflicts are
+// those read before it.
+func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []moving, dst destinations) (written []bool, conflicts []string, err error) {
 	var ins []cmd
-	for _, q := range order {
-		args := scriptCall(moveInScript, keys.Records(s.ns, topic, q), 2*len(byTo[q]))
-		for _, i := range byTo[q] {
+	for _, q := range dst.order {
+		args := scriptCall(moveInScript, keys.Records(s.ns, topic, q), 2*len(dst.byTo[q]))
+		for _, i := range dst.byTo[q] {
 			args = append(args, ms[i].id, ms[i].rec)
 		}
 		ins = append(ins, cmd{"EVALSHA", args})
@@ -403,12 +424,12 @@ func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []mov
 		return nil, nil, err
 	}
 	written = make([]bool, len(ms))
-	for j, q := range order {
-		ok, err := intsOf(r[j], len(byTo[q]))
+	for j, q := range dst.order {
+		ok, err := intsOf(r[j], len(dst.byTo[q]))
 		if err != nil {
 			return written, conflicts, err
 		}
-		for k, i := range byTo[q] {
+		for k, i := range dst.byTo[q] {
 			if ok[k] == 1 {
 				written[i] = true
 			} else {
@@ -419,15 +440,16 @@ func (s *Store) moveIn(ctx context.Context, c redis.Conn, topic string, ms []mov
 	return written, conflicts, nil
 }
 
-// indexMoved adds the index entries of the records moveIn wrote to their
-// new partitions (step 2 of a move): a ZADD to the scheduled ZSET and one
-// to the dead ZSET of each partition, where it has such moves. A move
-// being finished has its entry there already.
-func (s *Store) indexMoved(ctx context.Context, c redis.Conn, topic string, ms []moving, order []int, byTo map[int][]int, written []bool) error {
+// indexMoved adds the index entries of the records moveIn wrote (written,
+// of ms grouped in dst) to their new partitions (step 2 of a move): a
+// ZADD to the scheduled ZSET and one to the dead ZSET of each partition,
+// where it has such moves. A move being finished has its entry there
+// already.
+func (s *Store) indexMoved(ctx context.Context, c redis.Conn, topic string, ms []moving, dst destinations, written []bool) error {
 	var zadds []cmd
-	for _, q := range order {
+	for _, q := range dst.order {
 		sched, dead := []any{keys.Scheduled(s.ns, topic, q)}, []any{keys.Dead(s.ns, topic, q)}
-		for _, i := range byTo[q] {
+		for _, i := range dst.byTo[q] {
 			if !written[i] || ms[i].finish {
 				continue
 			}
@@ -451,14 +473,14 @@ func (s *Store) indexMoved(ctx context.Context, c redis.Conn, topic string, ms [
 }
 
 // unindexSources removes the index entries of the moves done from source
-// partition p (step 3 of a move): the scheduled ones with moveOutScript,
+// partition tp (step 3 of a move): the scheduled ones with moveOutScript,
 // only while the fence holds token (a *FencedError's "FENCED" error
 // otherwise), the dead ones with ZREM. A move being finished has none
 // left there.
-func (s *Store) unindexSources(ctx context.Context, c redis.Conn, topic string, p int, token int64, ms []moving, done []int) error {
-	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, topic, p), 2+len(ms))
+func (s *Store) unindexSources(ctx context.Context, c redis.Conn, tp TopicPartition, token int64, ms []moving, done []int) error {
+	outS := scriptCall(moveOutScript, keys.Scheduled(s.ns, tp.Topic, tp.P), 2+len(ms))
 	outS = append(outS, keys.Fence, token)
-	outD := []any{keys.Dead(s.ns, topic, p)}
+	outD := []any{keys.Dead(s.ns, tp.Topic, tp.P)}
 	for _, i := range done {
 		switch m := ms[i]; {
 		case m.finish:
@@ -483,11 +505,11 @@ func (s *Store) unindexSources(ctx context.Context, c redis.Conn, topic string, 
 }
 
 // removeSources removes the records of the moves done from source
-// partition p (step 4 of a move), each only while it still holds the
+// partition tp (step 4 of a move), each only while it still holds the
 // bytes read (casDeleteScript): a record rewritten or deleted meanwhile
 // stays. It returns, per move done, 1 removed or 0 left.
-func (s *Store) removeSources(ctx context.Context, c redis.Conn, topic string, p int, ms []moving, done []int) ([]int, error) {
-	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, topic, p), 2*len(ms))
+func (s *Store) removeSources(ctx context.Context, c redis.Conn, tp TopicPartition, ms []moving, done []int) ([]int, error) {
+	casOld := scriptCall(casDeleteScript, keys.Records(s.ns, tp.Topic, tp.P), 2*len(ms))
 	for _, i := range done {
 		casOld = append(casOld, ms[i].id, ms[i].rec)
 	}
@@ -532,10 +554,10 @@ func (s *Store) unmoveWritten(ctx context.Context, c redis.Conn, topic string, m
 // unmoveAll removes the copies of ms from their new partitions, one
 // partition after the other (see unmove).
 func (s *Store) unmoveAll(ctx context.Context, c redis.Conn, topic string, ms []moving) error {
-	order, byTo := partitionsOf(ms)
-	for _, q := range order {
+	dst := partitionsOf(ms)
+	for _, q := range dst.order {
 		casArgs := scriptCall(casDeleteScript, keys.Records(s.ns, topic, q), 0)
-		for _, i := range byTo[q] {
+		for _, i := range dst.byTo[q] {
 			casArgs = append(casArgs, ms[i].id, ms[i].rec)
 		}
 		if err := s.unmove(ctx, c, topic, q, casArgs); err != nil {
@@ -573,19 +595,19 @@ func (s *Store) unmove(ctx context.Context, c redis.Conn, topic string, q int, c
 	return err
 }
 
-// explodeAll turns segments of partition p into records of their own,
+// explodeAll turns segments of partition tp into records of their own,
 // each indexed in the scheduled ZSET at its due, and removes the
 // segments' index entries. It returns how many records it wrote. A crash
 // midway leaves records in no index, which the reconciler or the next
 // move pass finds.
-func (s *Store) explodeAll(ctx context.Context, topic string, p int, segs []string) (int, error) {
-	sk := keys.Scheduled(s.ns, topic, p)
+func (s *Store) explodeAll(ctx context.Context, tp TopicPartition, segs []string) (int, error) {
+	sk := keys.Scheduled(s.ns, tp.Topic, tp.P)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, topic, p), segs)
+	vals, err := explodeSegments(ctx, c, keys.Records(s.ns, tp.Topic, tp.P), segs)
 	if err != nil {
 		return 0, fmt.Errorf("explode segments: %w", err)
 	}

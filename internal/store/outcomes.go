@@ -17,43 +17,43 @@ import (
 // land (a backend failed in between), the record is found in no index and
 // re-indexed by the reconciler: a duplicate delivery after a fault, never
 // a loss.
-func (s *Store) Ack(ctx context.Context, topic string, p int, ids []string, headers [][]byte) (kept int, err error) {
+func (s *Store) Ack(ctx context.Context, tp TopicPartition, ids []string, headers [][]byte) (kept int, err error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	mk := keys.Records(s.ns, topic, p)
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	args := scriptCall(ackScript, mk, 2*len(ids))
 	for i, id := range ids {
 		args = append(args, id, headers[i])
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	defer c.Close()
 	r, err := roundTrip(ctx, c, []cmd{
 		{"EVALSHA", args},
-		{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)}})
+		{"ZREM", append([]any{keys.InFlight(s.ns, tp.Topic, tp.P)}, strs(ids)...)}})
 	if err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), p, err)
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	replaced, err := redis.Int64s(r[0], nil)
 	if err != nil || len(replaced)%2 != 0 {
-		return 0, fmt.Errorf("ack %d in partition %d: bad reply %v (%v)", len(ids), p, r[0], err)
+		return 0, fmt.Errorf("ack %d in partition %d: bad reply %v (%v)", len(ids), tp.P, r[0], err)
 	}
 	index := []any{}
 	for i := 0; i < len(replaced); i += 2 {
 		at, due := replaced[i], replaced[i+1]
 		if at < 1 || at > int64(len(ids)) || due <= 0 {
-			return 0, fmt.Errorf("ack %d in partition %d: bad reply %v", len(ids), p, r[0])
+			return 0, fmt.Errorf("ack %d in partition %d: bad reply %v", len(ids), tp.P, r[0])
 		}
 		index = append(index, due, ids[at-1])
 	}
 	if len(index) == 0 {
 		return 0, nil
 	}
-	if _, err := roundTrip(ctx, c, []cmd{s.indexCmd(topic, p, index)}); err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(ids), p, len(index)/2, err)
+	if _, err := roundTrip(ctx, c, []cmd{s.indexCmd(tp, index)}); err != nil {
+		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(ids), tp.P, len(index)/2, err)
 	}
 	return len(index) / 2, nil
 }
@@ -94,13 +94,13 @@ return out
 
 // Drop removes in-flight entries (and running marks) without touching
 // records (tombstones).
-func (s *Store) Drop(ctx context.Context, topic string, p int, ids []string) error {
+func (s *Store) Drop(ctx context.Context, tp TopicPartition, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.do(ctx, clearRunning(keys.Records(s.ns, topic, p), ids), cmd{"ZREM", append([]any{keys.InFlight(s.ns, topic, p)}, strs(ids)...)})
+	_, err := s.do(ctx, clearRunning(keys.Records(s.ns, tp.Topic, tp.P), ids), cmd{"ZREM", append([]any{keys.InFlight(s.ns, tp.Topic, tp.P)}, strs(ids)...)})
 	if err != nil {
-		return fmt.Errorf("drop %d in partition %d: %w", len(ids), p, err)
+		return fmt.Errorf("drop %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	return nil
 }
@@ -124,7 +124,7 @@ type Move struct {
 // running marks, then removes the in-flight entries. Used for retries, deaths, expired visibility deadlines and held
 // messages returned at shutdown. It returns how many moves were skipped
 // because their record was gone.
-func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (gone int, err error) {
+func (s *Store) Moves(ctx context.Context, tp TopicPartition, moves []Move) (gone int, err error) {
 	if len(moves) == 0 {
 		return 0, nil
 	}
@@ -140,17 +140,17 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 	}
 	status := map[string]int64{} // see updateIfScript
 	if len(ids) > 0 {
-		st, err := s.updateIf(ctx, topic, p, ids, recs, was)
+		st, err := s.updateIf(ctx, tp, ids, recs, was)
 		if err != nil {
-			return 0, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
+			return 0, fmt.Errorf("move %d in partition %d: %w", len(moves), tp.P, err)
 		}
 		for i, id := range ids {
 			status[id] = st[i]
 		}
 	}
 	var sched []any
-	dead := []any{keys.Dead(s.ns, topic, p)}
-	rem := []any{keys.InFlight(s.ns, topic, p)}
+	dead := []any{keys.Dead(s.ns, tp.Topic, tp.P)}
+	rem := []any{keys.InFlight(s.ns, tp.Topic, tp.P)}
 	moved := make([]string, 0, len(moves))
 	for _, m := range moves {
 		rem = append(rem, m.ID)
@@ -168,16 +168,16 @@ func (s *Store) Moves(ctx context.Context, topic string, p int, moves []Move) (g
 		}
 	}
 	// No delivery of a message moved runs: its running mark goes.
-	first := []cmd{clearRunning(keys.Records(s.ns, topic, p), moved)}
+	first := []cmd{clearRunning(keys.Records(s.ns, tp.Topic, tp.P), moved)}
 	if len(sched) > 0 {
 		// Never later than an entry a send wrote meanwhile (see Puts).
-		first = append(first, s.indexCmd(topic, p, sched))
+		first = append(first, s.indexCmd(tp, sched))
 	}
 	if len(dead) > 1 {
 		first = append(first, cmd{"ZADD", dead})
 	}
 	if _, err := s.steps(ctx, first, []cmd{{"ZREM", rem}}); err != nil {
-		return gone, fmt.Errorf("move %d in partition %d: %w", len(moves), p, err)
+		return gone, fmt.Errorf("move %d in partition %d: %w", len(moves), tp.P, err)
 	}
 	return gone, nil
 }
@@ -206,27 +206,27 @@ return out
 `)
 
 // updateIf writes records as updateIfScript does, and returns its reply.
-func (s *Store) updateIf(ctx context.Context, topic string, p int, ids []string, recs []*Record, was [][]byte) ([]int64, error) {
+func (s *Store) updateIf(ctx context.Context, tp TopicPartition, ids []string, recs []*Record, was [][]byte) ([]int64, error) {
 	args := make([]any, 0, 1+3*len(ids))
-	args = append(args, keys.Records(s.ns, topic, p))
+	args = append(args, keys.Records(s.ns, tp.Topic, tp.P))
 	for i, id := range ids {
 		args = append(args, id, recs[i].Encode(), was[i])
 	}
 	r, err := s.script(ctx, updateIfScript, args...)
 	if err != nil {
-		return nil, fmt.Errorf("update records in partition %d: %w", p, err)
+		return nil, fmt.Errorf("update records in partition %d: %w", tp.P, err)
 	}
 	v, err := redis.Int64s(r, nil)
 	if err != nil || len(v) != len(ids) {
-		return nil, fmt.Errorf("update records in partition %d: bad reply %v (%v)", p, r, err)
+		return nil, fmt.Errorf("update records in partition %d: bad reply %v (%v)", tp.P, r, err)
 	}
 	return v, nil
 }
 
 // update overwrites the records of ids that still exist and reports, per
 // id, whether it did.
-func (s *Store) update(ctx context.Context, topic string, p int, ids []string, recs []*Record) ([]bool, error) {
-	st, err := s.updateIf(ctx, topic, p, ids, recs, make([][]byte, len(ids)))
+func (s *Store) update(ctx context.Context, tp TopicPartition, ids []string, recs []*Record) ([]bool, error) {
+	st, err := s.updateIf(ctx, tp, ids, recs, make([][]byte, len(ids)))
 	if err != nil {
 		return nil, err
 	}
@@ -254,23 +254,23 @@ func CorruptMove(id string, rec *Record, nowMS int64) Move {
 // Expired returns up to limit in-flight ids whose visibility deadline is at
 // or before nowMS, with their records (nil for tombstones) and whether
 // their deliveries had started (their running marks).
-func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, limit int) ([]string, []*Record, []bool, error) {
-	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.InFlight(s.ns, topic, p), 0, nowMS, "LIMIT", 0, limit}})
+func (s *Store) Expired(ctx context.Context, tp TopicPartition, nowMS int64, limit int) ([]string, []*Record, []bool, error) {
+	r, err := s.do(ctx, cmd{"ZRANGEBYSCORE", []any{keys.InFlight(s.ns, tp.Topic, tp.P), 0, nowMS, "LIMIT", 0, limit}})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", tp.P, err)
 	}
 	ids, _ := redis.Strings(r[0], nil)
 	if len(ids) == 0 {
 		return nil, nil, nil, nil
 	}
-	mk := keys.Records(s.ns, topic, p)
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	r, err = s.do(ctx, cmd{"HMGET", runningFields(append([]any{mk}, strs(ids)...), ids)})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", p, err)
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: %w", tp.P, err)
 	}
 	raw, _ := redis.ByteSlices(r[0], nil)
 	if len(raw) != 2*len(ids) {
-		return nil, nil, nil, fmt.Errorf("expired in partition %d: bad reply of %d values", p, len(raw))
+		return nil, nil, nil, fmt.Errorf("expired in partition %d: bad reply of %d values", tp.P, len(raw))
 	}
 	started := make([]bool, len(ids))
 	for i := range ids {
@@ -281,10 +281,10 @@ func (s *Store) Expired(ctx context.Context, topic string, p int, nowMS int64, l
 
 // Records reads the records of ids (nil for missing ones, Corrupt set on
 // undecodable ones).
-func (s *Store) Records(ctx context.Context, topic string, p int, ids []string) ([]*Record, error) {
-	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Records(s.ns, topic, p)}, strs(ids)...)})
+func (s *Store) Records(ctx context.Context, tp TopicPartition, ids []string) ([]*Record, error) {
+	r, err := s.do(ctx, cmd{"HMGET", append([]any{keys.Records(s.ns, tp.Topic, tp.P)}, strs(ids)...)})
 	if err != nil {
-		return nil, fmt.Errorf("records in partition %d: %w", p, err)
+		return nil, fmt.Errorf("records in partition %d: %w", tp.P, err)
 	}
 	raw, _ := redis.ByteSlices(r[0], nil)
 	return decodeAll(raw, len(ids)), nil

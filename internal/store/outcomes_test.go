@@ -26,7 +26,7 @@ func TestAck(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, 0), "sent"}}); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, topic, 0, []string{"done", "sent"}, [][]byte{recs["done"].Header(), recs["sent"].Header()})
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []string{"done", "sent"}, [][]byte{recs["done"].Header(), recs["sent"].Header()})
 	if err != nil || kept != 1 {
 		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
 	}
@@ -57,7 +57,7 @@ func TestMoves(t *testing.T) {
 	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
 	send(t, s, topic, now+1, Put{ID: "replaced", Policy: PolicyReplace, Due: now + 50000, Body: []byte("newer")}, PutReplaced)
 	send(t, s, topic, now+1, Put{ID: "diesReplaced", Policy: PolicyReplace, Due: now + 60000, Body: []byte("newer")}, PutReplaced)
-	if err := s.Delete(ctx, topic, 0, "gone"); !errors.Is(err, ErrRunning) {
+	if err := s.Delete(ctx, TopicPartition{Topic: topic, P: 0}, "gone"); !errors.Is(err, ErrRunning) {
 		t.Fatalf("delete of a started delivery: %v, want ErrRunning", err)
 	}
 	failed := func(id string, attempts int) *Record {
@@ -73,7 +73,7 @@ func TestMoves(t *testing.T) {
 		{ID: "diesReplaced", Dead: true, Score: now + 2, Record: failed("diesReplaced", 3), Was: recs["diesReplaced"].Header()},
 		{ID: "gone", Score: now + 30000, Record: failed("gone", 1), Was: recs["gone"].Header()},
 	}
-	gone, err := s.Moves(ctx, topic, 0, moves)
+	gone, err := s.Moves(ctx, TopicPartition{Topic: topic, P: 0}, moves)
 	if err != nil || gone != 1 {
 		t.Fatalf("moves: gone %d, %v; want 1", gone, err)
 	}
@@ -125,7 +125,7 @@ func TestDrop(t *testing.T) {
 	if st := stateOf(t, s, topic, "kept"); st.flight != deadline || !st.running {
 		t.Fatalf("kept before the drop: %+v, want in flight and marked", st)
 	}
-	if err := s.Drop(ctx, topic, 0, []string{"tomb", "kept"}); err != nil {
+	if err := s.Drop(ctx, TopicPartition{Topic: topic, P: 0}, []string{"tomb", "kept"}); err != nil {
 		t.Fatal(err)
 	}
 	if st := stateOf(t, s, topic, "tomb"); !st.nowhere() {
@@ -151,7 +151,7 @@ func TestAckAndMoveUnreadableReplacement(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"HMSET", []any{mk, "bad", "\x02x", "badRetry", "\x02x"}}); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, topic, 0, []string{"ok", "bad"}, [][]byte{recs["ok"].Header(), recs["bad"].Header()})
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []string{"ok", "bad"}, [][]byte{recs["ok"].Header(), recs["bad"].Header()})
 	if err != nil || kept != 0 {
 		t.Fatalf("ack beside an unreadable replacement: kept %d, %v; want 0, nil", kept, err)
 	}
@@ -160,7 +160,7 @@ func TestAckAndMoveUnreadableReplacement(t *testing.T) {
 	}
 	retried := *recs["retry"]
 	retried.Attempts = 1
-	gone, err := s.Moves(ctx, topic, 0, []Move{
+	gone, err := s.Moves(ctx, TopicPartition{Topic: topic, P: 0}, []Move{
 		{ID: "retry", Score: now + 30000, Record: &retried, Was: recs["retry"].Header()},
 		{ID: "badRetry", Score: now + 30000, Record: &retried, Was: recs["badRetry"].Header()},
 	})
@@ -244,7 +244,7 @@ func (st msgState) record(t *testing.T) *Record {
 // deadline(due), and returns their records as claimed, by id.
 func claimDue(t *testing.T, s *Store, topic string, token, maxDue, startBy int64, deadline func(int64) int64) map[string]*Record {
 	t.Helper()
-	claimed, recs, err := s.ClaimBegin(context.Background(), topic, 0, Claim{Token: token, MaxDueMS: maxDue, StartByMS: startBy, Limit: 100, Deadline: deadline})
+	claimed, recs, err := s.ClaimBegin(context.Background(), TopicPartition{Topic: topic, P: 0}, Claim{Token: token, MaxDueMS: maxDue, StartByMS: startBy, Limit: 100, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,7 +389,7 @@ func (s *Store) putDecisions(ctx context.Context, groups []PutGroup, todo []putJ
 		if len(held) > 0 {
 			// Exploded, its messages back in scheduled under their
 			// own ids (see explode), then sent again.
-			if _, err := s.explodeFor(ctx, gr.Topic, gr.P, gr.Puts); err != nil {
+			if _, err := s.explodeFor(ctx, TopicPartition{Topic: gr.Topic, P: gr.P}, gr.Puts); err != nil {
 				return nil, nil, err
 			}
 			again = append(again, putJob{jb.g, held})
@@ -449,7 +449,7 @@ func (s *Store) groupDecisions(gr PutGroup, idxs []int, sent putSent, replies []
 		}
 	}
 	if len(index) > 0 {
-		cmds = append(cmds, s.indexCmd(gr.Topic, gr.P, index))
+		cmds = append(cmds, s.indexCmd(TopicPartition{Topic: gr.Topic, P: gr.P}, index))
 	}
 	if len(dead) > 1 {
 		cmds = append(cmds, cmd{"ZREM", dead})
@@ -467,14 +467,14 @@ func (m Put) created(nowMS int64) *Record {
 	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Trace: m.Trace, Body: m.Body}
 }
 
-// indexCmd is the pipelined call of indexEarlierScript on partition p's
+// indexCmd is the pipelined call of indexEarlierScript on partition tp's
 // scheduled set with args (due1, id1, ...).
-func (s *Store) indexCmd(topic string, p int, args []any) cmd {
-	return cmd{"EVALSHA", append(scriptCall(indexEarlierScript, keys.Scheduled(s.ns, topic, p), len(args)), args...)}
+func (s *Store) indexCmd(tp TopicPartition, args []any) cmd {
+	return cmd{"EVALSHA", append(scriptCall(indexEarlierScript, keys.Scheduled(s.ns, tp.Topic, tp.P), len(args)), args...)}
 }
 
 // explodeFor explodes the segments that may hold the ids of puts.
-func (s *Store) explodeFor(ctx context.Context, topic string, p int, puts []Put) ([]Claimed, error) {
+func (s *Store) explodeFor(ctx context.Context, tp TopicPartition, puts []Put) ([]Claimed, error) {
 	var segs []string
 	seen := map[string]bool{}
 	for _, m := range puts {
@@ -487,5 +487,5 @@ func (s *Store) explodeFor(ctx context.Context, topic string, p int, puts []Put)
 			segs = append(segs, f)
 		}
 	}
-	return s.explode(ctx, topic, p, segs, nil, 0, 0)
+	return s.explode(ctx, tp, segs, nil, 0, 0)
 }

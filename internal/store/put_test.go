@@ -50,7 +50,7 @@ func TestPutHeaders(t *testing.T) {
 	}
 	start := func(what string, r *Record) {
 		t.Helper()
-		if got, err := s.StartMany(ctx, "t", 0, []string{"x"}, []*Record{r}); err != nil || got[0] != StartOK {
+		if got, err := s.StartMany(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, []*Record{r}); err != nil || got[0] != StartOK {
 			t.Fatalf("%s: %v %v", what, got, err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestPutHeaders(t *testing.T) {
 	// clears the running mark.
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
 	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
-	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 1 {
+	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 1 {
 		t.Fatalf("ack of the started record, replaced since: kept %d, %v", kept, err)
 	}
 	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), keys.RunningField("x")}}); err != nil || r[0] != nil {
@@ -85,7 +85,7 @@ func TestPutHeaders(t *testing.T) {
 	// at Started (a delivery started), and no running mark.
 	retry := *r
 	retry.First, retry.Attempts = Started, 1
-	if gone, err := s.Moves(ctx, "t", 0, []Move{{ID: "x", Score: now + 9000, Record: &retry, Was: r.Header()}}); err != nil || gone != 0 {
+	if gone, err := s.Moves(ctx, TopicPartition{Topic: "t", P: 0}, []Move{{ID: "x", Score: now + 9000, Record: &retry, Was: r.Header()}}); err != nil || gone != 0 {
 		t.Fatalf("retry: gone %d, %v", gone, err)
 	}
 	stored("traced, retried", Record{Due: now + 9000, Created: now, Updated: now + 4000, First: Started, Trace: tp, Body: []byte("e")})
@@ -95,7 +95,7 @@ func TestPutHeaders(t *testing.T) {
 	r = stored("debounced by a traced event", Record{Due: now + 9600, Created: now, Updated: now + 6000, First: now + 5000, Trace: tp, Body: []byte("g")})
 	// The outcome of its delivery compares the header Go encodes with
 	// the stored one: the ack removes it.
-	if kept, err := s.Ack(ctx, "t", 0, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 0 {
+	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 0 {
 		t.Fatalf("ack a traced record: kept %d, %v", kept, err)
 	}
 	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), "x"}}); err != nil || r[0] != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Reconcile scans up to about count records of partition p from cursor
+// Reconcile scans up to about count records of partition tp from cursor
 // (HSCAN) and re-indexes, into the scheduled ZSET at their recorded due
 // time, those found in no index. It returns the next cursor ("0" when the
 // scan wrapped around) and the ids it repaired. Only the partition's owner
@@ -17,39 +17,39 @@ import (
 // owner's deliveries, whose in-flight entry a previous owner's late
 // write may have removed) are left alone. skip may be nil. It also counts
 // the segments a crashed write left uncounted.
-func (s *Store) Reconcile(ctx context.Context, topic string, p int, cursor string, count int, skip func(id string) bool) (string, []string, error) {
-	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, topic, p), cursor, "COUNT", count}})
+func (s *Store) Reconcile(ctx context.Context, tp TopicPartition, cursor string, count int, skip func(id string) bool) (string, []string, error) {
+	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, tp.Topic, tp.P), cursor, "COUNT", count}})
 	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 	}
 	next, kv, err := scanPage(r[0])
 	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 	}
 	b := sortBatch(kv, skip)
 	if len(b.ids) == 0 && len(b.segs) == 0 && len(b.pending) == 0 {
 		return next, nil, nil
 	}
-	checks, segAt := s.reconcileChecks(topic, p, b)
+	checks, segAt := s.reconcileChecks(tp, b)
 	r, err = s.do(ctx, checks...)
 	if err != nil {
-		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 	}
-	zadd := []any{keys.Scheduled(s.ns, topic, p), "NX"}
+	zadd := []any{keys.Scheduled(s.ns, tp.Topic, tp.P), "NX"}
 	var repaired []string
 	if len(b.ids) > 0 {
 		if zadd, repaired, err = b.lostRecords(r[:3], zadd, repaired); err != nil {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 		}
 	}
 	if len(b.segs) > 0 {
 		if zadd, repaired, err = b.lostSegments(r[segAt], zadd, repaired); err != nil {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 		}
 	}
 	if len(zadd) > 2 {
 		if _, err := s.do(ctx, cmd{"ZADD", zadd}); err != nil {
-			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", p, err)
+			return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 		}
 	}
 	return next, repaired, nil
@@ -90,19 +90,19 @@ func sortBatch(kv [][]byte, skip func(id string) bool) reconcileBatch {
 }
 
 // reconcileChecks returns the pipeline of a reconciler's batch b: which
-// of its ids are in each index of partition p (memberScript on the
+// of its ids are in each index of partition tp (memberScript on the
 // scheduled, in-flight and dead ZSETs), which of its segments are in the
 // scheduled ZSET (their only index; the ids a segment holds are checked
 // with the others, since moving out of it gives them a record of their
 // own), from reply segAt on, and the counting of the segments a crashed
 // write left uncounted (segHealScript).
-func (s *Store) reconcileChecks(topic string, p int, b reconcileBatch) (checks []cmd, segAt int) {
-	sk := keys.Scheduled(s.ns, topic, p)
+func (s *Store) reconcileChecks(tp TopicPartition, b reconcileBatch) (checks []cmd, segAt int) {
+	sk := keys.Scheduled(s.ns, tp.Topic, tp.P)
 	run := func(sc *redis.Script, k string, names []string) {
 		checks = append(checks, cmd{"EVALSHA", append(scriptCall(sc, k, len(names)), strs(names)...)})
 	}
 	if len(b.ids) > 0 {
-		for _, k := range []string{sk, keys.InFlight(s.ns, topic, p), keys.Dead(s.ns, topic, p)} {
+		for _, k := range []string{sk, keys.InFlight(s.ns, tp.Topic, tp.P), keys.Dead(s.ns, tp.Topic, tp.P)} {
 			run(memberScript, k, b.ids)
 		}
 	}
@@ -111,7 +111,7 @@ func (s *Store) reconcileChecks(topic string, p int, b reconcileBatch) (checks [
 		run(memberScript, sk, b.segs)
 	}
 	if len(b.pending) > 0 {
-		run(segHealScript, keys.Records(s.ns, topic, p), b.pending)
+		run(segHealScript, keys.Records(s.ns, tp.Topic, tp.P), b.pending)
 	}
 	return checks, segAt
 }

@@ -22,16 +22,16 @@ import (
 // at the record's due (see StartMany). Should Reschedule stop between the
 // two writes, the record, which has the new due, is claimed by its old
 // entry (and held or returned to its due) or indexed by the reconciler.
-func (s *Store) Reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
+func (s *Store) Reschedule(ctx context.Context, tp TopicPartition, id string, dueMS, nowMS int64) error {
 	// A few times at most: a message moved out of its segment by a claim,
 	// or whose record changed, meanwhile is read again.
 	for try := 0; ; try++ {
-		err := s.reschedule(ctx, topic, p, id, dueMS, nowMS)
+		err := s.reschedule(ctx, tp, id, dueMS, nowMS)
 		if !errors.Is(err, errChanged) {
 			return err
 		}
 		if try == 4 {
-			return fmt.Errorf("%w: %q in topic %s kept changing while it was rescheduled", ErrNotScheduled, id, topic)
+			return fmt.Errorf("%w: %q in topic %s kept changing while it was rescheduled", ErrNotScheduled, id, tp.Topic)
 		}
 	}
 }
@@ -55,9 +55,9 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 0
 `)
 
-func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, dueMS, nowMS int64) error {
-	sk, mk := keys.Scheduled(s.ns, topic, p), keys.Records(s.ns, topic, p)
-	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{keys.Dead(s.ns, topic, p), id}}, {"HGET", []any{mk, keys.RunningField(id)}}}, segReads(mk, id)...)...)
+func (s *Store) reschedule(ctx context.Context, tp TopicPartition, id string, dueMS, nowMS int64) error {
+	sk, mk := keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Records(s.ns, tp.Topic, tp.P)
+	r, err := s.do(ctx, append([]cmd{{"HGET", []any{mk, id}}, {"ZSCORE", []any{keys.Dead(s.ns, tp.Topic, tp.P), id}}, {"HGET", []any{mk, keys.RunningField(id)}}}, segReads(mk, id)...)...)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
@@ -67,9 +67,9 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 			return fmt.Errorf("reschedule %q: %w", id, err)
 		}
 		if e == nil {
-			return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+			return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, tp.Topic)
 		}
-		return s.rescheduleHeld(ctx, topic, p, id, e, dueMS, nowMS)
+		return s.rescheduleHeld(ctx, tp, id, e, dueMS, nowMS)
 	}
 	b, _ := redis.Bytes(r[0], nil)
 	rec, err := DecodeRecord(b)
@@ -78,9 +78,9 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 	}
 	switch {
 	case r[2] != nil:
-		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, tp.Topic)
 	case r[1] != nil:
-		return fmt.Errorf("%w: %q in topic %s is dead", ErrNotScheduled, id, topic)
+		return fmt.Errorf("%w: %q in topic %s is dead", ErrNotScheduled, id, tp.Topic)
 	}
 	was := rec.Header()
 	rec.Due, rec.Updated = dueMS, max(nowMS, rec.Updated+1)
@@ -90,9 +90,9 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 	}
 	switch n, _ := redis.Int(st, nil); n {
 	case -1:
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, tp.Topic)
 	case -2:
-		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s: not rescheduled", ErrRunning, id, tp.Topic)
 	case 0:
 	default:
 		return errChanged
@@ -106,24 +106,24 @@ func (s *Store) reschedule(ctx context.Context, topic string, p int, id string, 
 // rescheduleHeld reschedules a message held by a segment: it moves it out
 // with its new due time, then indexes it. Should it stop in between, the
 // record is in no index and the reconciler indexes it at its new due time.
-func (s *Store) rescheduleHeld(ctx context.Context, topic string, p int, id string, e *segEntry, dueMS, nowMS int64) error {
+func (s *Store) rescheduleHeld(ctx context.Context, tp TopicPartition, id string, e *segEntry, dueMS, nowMS int64) error {
 	rec, err := DecodeRecord(e.rec)
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	rec.Due, rec.Updated = dueMS, nowMS
-	mk := keys.Records(s.ns, topic, p)
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	r, err := s.script(ctx, segMoveOutScript, mk, id, keys.SegmentField(id[:SegmentPrefixLen]), id[SegmentPrefixLen:], rec.Encode())
 	if err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	switch n, _ := redis.Int(r, nil); n {
 	case 0:
-		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+		return fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, tp.Topic)
 	case 2:
 		return errChanged
 	}
-	if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Scheduled(s.ns, topic, p), dueMS, id}}); err != nil {
+	if _, err := s.do(ctx, cmd{"ZADD", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), dueMS, id}}); err != nil {
 		return fmt.Errorf("reschedule %q: %w", id, err)
 	}
 	return nil

@@ -177,59 +177,75 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 `)
 
-// ChainSchedule runs one step of a schedule's chain in partition p, where
+// ChainStep is one step of a schedule's chain (see ChainSchedule).
+type ChainStep struct {
+	Name    string
+	Version int64     // of the definition the caller read
+	Mode    ChainMode // what the step does
+	// ID is the occurrence's id (ChainOccurrence), or the mark to write
+	// (ChainRetire).
+	ID     string
+	DueMS  int64   // the occurrence's time, unix ms (ChainOccurrence)
+	Record *Record // the occurrence's record (ChainOccurrence)
+	// Floor, while the partition count changes, is the schedule's mark in
+	// its partition of the old count ("" for none), read before the step.
+	Floor string
+}
+
+// ChainSchedule runs one step of a schedule's chain in partition tp, where
 // every occurrence of the schedule lands (see schedChainScript): it
-// writes the occurrence id due at dueMS with rec (mode ChainOccurrence),
-// or retires or forgets the schedule's mark. An occurrence of an older
-// version still pending is removed from the records and then from every
-// index, and an occurrence written is indexed in the scheduled ZSET
-// after its record, as any message. A crash between the two leaves a
-// record the reconciler indexes. While the partition count changes, floor
-// is the schedule's mark in its partition of the old count, read before
-// (it only moves forward, and no chain writes there once every client
-// places messages in the new count): the newer of it and p's own guards
-// the step. It returns the outcome and the id of the older occurrence
-// removed, if any.
-func (s *Store) ChainSchedule(ctx context.Context, topic string, p int, name string, version, dueMS int64, id string, rec *Record, mode ChainMode, floor string) (int, string, error) {
-	mk := keys.Records(s.ns, topic, p)
+// writes the occurrence step.ID due at step.DueMS with step.Record (mode
+// ChainOccurrence), or retires or forgets the schedule's mark. An
+// occurrence of an older version still pending is removed from the
+// records and then from every index, and an occurrence written is indexed
+// in the scheduled ZSET after its record, as any message. A crash between
+// the two leaves a record the reconciler indexes. While the partition
+// count changes, step.Floor is the schedule's mark in its partition of
+// the old count (it only moves forward, and no chain writes there once
+// every client places messages in the new count): the newer of it and
+// tp's own guards the step. It returns the outcome and the id of the
+// older occurrence removed, if any.
+func (s *Store) ChainSchedule(ctx context.Context, tp TopicPartition, step ChainStep) (int, string, error) {
+	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	var body []byte
-	if rec != nil {
-		body = rec.Encode()
+	if step.Record != nil {
+		body = step.Record.Encode()
 	}
-	r, err := s.script(ctx, schedChainScript, mk, keys.ScheduleMarkField(name), itoa(version), itoa(dueMS), id, body, string(mode), floor)
+	name, id := step.Name, step.ID
+	r, err := s.script(ctx, schedChainScript, mk, keys.ScheduleMarkField(name), itoa(step.Version), itoa(step.DueMS), id, body, string(step.Mode), step.Floor)
 	if err != nil {
-		return 0, "", fmt.Errorf("schedule %q of topic %s: chain %q: %w", name, topic, id, err)
+		return 0, "", fmt.Errorf("schedule %q of topic %s: chain %q: %w", name, tp.Topic, id, err)
 	}
 	vals, err := redis.Values(r, nil)
 	if err != nil || len(vals) != 2 {
-		return 0, "", fmt.Errorf("schedule %q of topic %s: chain %q: bad reply %v", name, topic, id, r)
+		return 0, "", fmt.Errorf("schedule %q of topic %s: chain %q: bad reply %v", name, tp.Topic, id, r)
 	}
 	outcome, _ := redis.Int(vals[0], nil)
 	old, _ := redis.String(vals[1], nil)
 	var cmds []cmd
 	if outcome == ChainAdded {
-		cmds = append(cmds, cmd{"ZADD", []any{keys.Scheduled(s.ns, topic, p), dueMS, id}})
+		cmds = append(cmds, cmd{"ZADD", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), step.DueMS, id}})
 	}
 	if old != "" {
 		cmds = append(cmds,
-			cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, p), old}},
-			cmd{"ZREM", []any{keys.InFlight(s.ns, topic, p), old}},
-			cmd{"ZREM", []any{keys.Dead(s.ns, topic, p), old}})
+			cmd{"ZREM", []any{keys.Scheduled(s.ns, tp.Topic, tp.P), old}},
+			cmd{"ZREM", []any{keys.InFlight(s.ns, tp.Topic, tp.P), old}},
+			cmd{"ZREM", []any{keys.Dead(s.ns, tp.Topic, tp.P), old}})
 	}
 	if len(cmds) > 0 {
 		if _, err := s.do(ctx, cmds...); err != nil {
-			return outcome, old, fmt.Errorf("schedule %q of topic %s: index %q: %w", name, topic, id, err)
+			return outcome, old, fmt.Errorf("schedule %q of topic %s: index %q: %w", name, tp.Topic, id, err)
 		}
 	}
 	return outcome, old, nil
 }
 
 // ScheduleMark returns the id of the newest occurrence written for the
-// schedule name in partition p ("" if none).
-func (s *Store) ScheduleMark(ctx context.Context, topic string, p int, name string) (string, error) {
-	r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, topic, p), keys.ScheduleMarkField(name)}})
+// schedule name in partition tp ("" if none).
+func (s *Store) ScheduleMark(ctx context.Context, tp TopicPartition, name string) (string, error) {
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, tp.Topic, tp.P), keys.ScheduleMarkField(name)}})
 	if err != nil {
-		return "", fmt.Errorf("schedule %q of topic %s: read mark: %w", name, topic, err)
+		return "", fmt.Errorf("schedule %q of topic %s: read mark: %w", name, tp.Topic, err)
 	}
 	if r[0] == nil {
 		return "", nil
@@ -237,18 +253,18 @@ func (s *Store) ScheduleMark(ctx context.Context, topic string, p int, name stri
 	return redis.String(r[0], nil)
 }
 
-// ScheduleMarkLive returns the schedule's mark in partition p ("" if
+// ScheduleMarkLive returns the schedule's mark in partition tp ("" if
 // none) and whether the occurrence it names still has its record
 // (scheduled, in flight or dead): a mark whose occurrence is gone, of a
 // running schedule, is a chain cut (its occurrence deleted by id).
-func (s *Store) ScheduleMarkLive(ctx context.Context, topic string, p int, name string) (string, bool, error) {
-	mark, err := s.ScheduleMark(ctx, topic, p, name)
+func (s *Store) ScheduleMarkLive(ctx context.Context, tp TopicPartition, name string) (string, bool, error) {
+	mark, err := s.ScheduleMark(ctx, tp, name)
 	if err != nil || mark == "" {
 		return mark, false, err
 	}
-	r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, topic, p), mark}})
+	r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, tp.Topic, tp.P), mark}})
 	if err != nil {
-		return mark, false, fmt.Errorf("schedule %q of topic %s: read occurrence %q: %w", name, topic, mark, err)
+		return mark, false, fmt.Errorf("schedule %q of topic %s: read occurrence %q: %w", name, tp.Topic, mark, err)
 	}
 	return mark, r[0] != nil, nil
 }

@@ -82,21 +82,21 @@ const (
 // recs (see startManyScript): one script for them all. It returns per id
 // StartOK, StartGone, or the due of the record that replaced the one
 // claimed. A start whose reply was lost can be made again.
-func (s *Store) StartMany(ctx context.Context, topic string, p int, ids []string, recs []*Record) ([]int64, error) {
+func (s *Store) StartMany(ctx context.Context, tp TopicPartition, ids []string, recs []*Record) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	args := scriptCall(startManyScript, keys.Records(s.ns, topic, p), 2*len(ids))
+	args := scriptCall(startManyScript, keys.Records(s.ns, tp.Topic, tp.P), 2*len(ids))
 	for i, id := range ids {
 		args = append(args, id, recs[i].Header())
 	}
 	r, err := s.do(ctx, cmd{"EVALSHA", args})
 	if err != nil {
-		return nil, fmt.Errorf("start %d in partition %d: %w", len(ids), p, err)
+		return nil, fmt.Errorf("start %d in partition %d: %w", len(ids), tp.P, err)
 	}
 	out, err := redis.Int64s(r[0], nil)
 	if err != nil || len(out) != len(ids) {
-		return nil, fmt.Errorf("start %d in partition %d: bad reply %v (%v)", len(ids), p, r[0], err)
+		return nil, fmt.Errorf("start %d in partition %d: bad reply %v (%v)", len(ids), tp.P, r[0], err)
 	}
 	return out, nil
 }

@@ -24,14 +24,14 @@ func TestStartMany(t *testing.T) {
 			t.Fatalf("%s claimed ahead: %+v, want in flight at %d, not started", id, st, now+35000)
 		}
 	}
-	if err := s.Delete(ctx, topic, 0, "gone"); err != nil {
+	if err := s.Delete(ctx, TopicPartition{Topic: topic, P: 0}, "gone"); err != nil {
 		t.Fatalf("delete of a message claimed ahead: %v", err)
 	}
 	send(t, s, topic, now+1, Put{ID: "replaced", Policy: PolicyReplace, Due: now + 9000, Body: []byte("newer")}, PutReplaced)
 	claimedRecs := []*Record{recs["ok"], recs["gone"], recs["replaced"]}
 	want := []int64{StartOK, StartGone, now + 9000}
 	for run := 1; run <= 2; run++ {
-		got, err := s.StartMany(ctx, topic, 0, ids, claimedRecs)
+		got, err := s.StartMany(ctx, TopicPartition{Topic: topic, P: 0}, ids, claimedRecs)
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("start, run %d: %v, %v; want %v", run, got, err, want)
 		}

@@ -119,7 +119,7 @@ func TestDropTopicAfterShrink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.RaiseFence(ctx, topic, p, token); err != nil {
+			if err := s.RaiseFence(ctx, TopicPartition{Topic: topic, P: p}, token); err != nil {
 				t.Fatal(err)
 			}
 			left = append(left, keys.Epoch(s.ns, topic, p), keys.Scheduled(s.ns, topic, p))
