@@ -302,6 +302,25 @@ func (s LimitsState) MarshalJSON() ([]byte, error) {
 	}{s.Limits.wire(), s.Started, s.Running})
 }
 
+// TopicLimits is a topic's limits with what runs against them, named:
+// what "delayq limits --json" prints and the HTTP API's limits routes
+// answer, {"topic", "rate", "burst", "concurrency",
+// "started_last_second", "running"}.
+type TopicLimits struct {
+	Topic string
+	LimitsState
+}
+
+// MarshalJSON encodes the topic's name, then its LimitsState.
+func (t TopicLimits) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Topic string `json:"topic"`
+		limitsJSON
+		Started int64 `json:"started_last_second"`
+		Running int64 `json:"running"`
+	}{t.Topic, t.Limits.wire(), t.Started, t.Running})
+}
+
 // UnmarshalJSON decodes what MarshalJSON encodes.
 func (s *LimitsState) UnmarshalJSON(b []byte) error {
 	var v struct {

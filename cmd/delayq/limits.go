@@ -56,7 +56,7 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		if *asJSON {
-			return writeJSON(stdout, limitsOutput(topic, ts.Limits))
+			return writeJSON(stdout, delayq.TopicLimits{Topic: topic, LimitsState: ts.Limits})
 		}
 		if _, err := fmt.Fprintf(stdout, "%s: %s\n", topic, limitsText(ts.Limits.Limits)); err != nil {
 			return err
@@ -213,25 +213,4 @@ func limitsLine(ls delayq.LimitsState) string {
 		return ""
 	}
 	return "limits " + ls.Limits.String() + ": " + flowText(ls)
-}
-
-// limitsJSON is what "delayq limits --json" prints, as the HTTP API's
-// GET /v1/topics/{topic}/limits answers: the limits set, and what runs
-// against them.
-type limitsJSON struct {
-	Topic       string `json:"topic"`
-	Rate        string `json:"rate,omitempty"`
-	Burst       int    `json:"burst,omitempty"`
-	Concurrency int    `json:"concurrency,omitempty"`
-	Started     int64  `json:"started_last_second"`
-	Running     int64  `json:"running"`
-}
-
-// limitsOutput returns the JSON form of topic's limits ls.
-func limitsOutput(topic string, ls delayq.LimitsState) limitsJSON {
-	v := limitsJSON{Topic: topic, Burst: ls.Burst, Concurrency: ls.Concurrency, Started: ls.Started, Running: ls.Running}
-	if ls.Rate > 0 {
-		v.Rate = delayq.FormatRate(ls.Rate)
-	}
-	return v
 }

@@ -38,16 +38,6 @@ const (
 // maxLimitsBytes bounds a limits body: three short fields.
 const maxLimitsBytes = 4 << 10
 
-// limitsResponse is the answer of the limits routes.
-type limitsResponse struct {
-	Topic       string `json:"topic"`
-	Rate        string `json:"rate,omitempty"`
-	Burst       int    `json:"burst,omitempty"`
-	Concurrency int    `json:"concurrency,omitempty"`
-	Started     int64  `json:"started_last_second"`
-	Running     int64  `json:"running"`
-}
-
 // decodeLimits decodes the body of PUT /v1/topics/{topic}/limits. Errors
 // are *apiError naming the field at fault.
 func decodeLimits(r io.Reader) (delayq.Limits, error) {
@@ -139,10 +129,5 @@ func (s *server) limits(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ls := st.Limits
-	resp := limitsResponse{Topic: topic, Burst: ls.Burst, Concurrency: ls.Concurrency, Started: ls.Started, Running: ls.Running}
-	if ls.Rate > 0 {
-		resp.Rate = delayq.FormatRate(ls.Rate)
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, delayq.TopicLimits{Topic: topic, LimitsState: st.Limits})
 }
