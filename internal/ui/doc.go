@@ -32,9 +32,14 @@
 //	GET  /ui/topics/{topic}/message/body?id=ID  the raw body, as a download
 //	GET  /ui/topics/{topic}/scheduled           next scheduled messages, paged
 //	GET  /ui/topics/{topic}/dead                dead letters
+//	GET  /ui/topics/{topic}/schedules           the topic's schedules, with their next occurrences
+//	GET  /ui/topics/{topic}/export              the topic's export, as a download
 //	POST /ui/topics/{topic}/message/{action}    delete, run, reschedule
 //	POST /ui/topics/{topic}/dead/{action}       requeue, purge, requeue-all, purge-all
+//	POST /ui/topics/{topic}/schedules/{action}  pause, resume, delete (form field name)
 //	POST /ui/topics/{topic}/pause, .../resume   pause (for a duration, until a time, or until resumed), resume
+//	POST /ui/topics/{topic}/limits, .../limits/clear  set or clear the topic's limits
+//	POST /ui/topics/{topic}/delete              delete the topic
 //	GET  /ui/static/...                         the stylesheet and the script
 //
 // Files:
