@@ -294,12 +294,17 @@ type LimitsState struct {
 }
 
 // MarshalJSON encodes the limits and the figures against them.
-func (s LimitsState) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		limitsJSON
-		Started int64 `json:"started_last_second"`
-		Running int64 `json:"running"`
-	}{s.Limits.wire(), s.Started, s.Running})
+func (s LimitsState) MarshalJSON() ([]byte, error) { return json.Marshal(s.wire()) }
+
+// limitsStateJSON is the wire form of LimitsState.
+type limitsStateJSON struct {
+	limitsJSON
+	Started int64 `json:"started_last_second"`
+	Running int64 `json:"running"`
+}
+
+func (s LimitsState) wire() limitsStateJSON {
+	return limitsStateJSON{s.Limits.wire(), s.Started, s.Running}
 }
 
 // TopicLimits is a topic's limits with what runs against them, named:
@@ -315,10 +320,8 @@ type TopicLimits struct {
 func (t TopicLimits) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Topic string `json:"topic"`
-		limitsJSON
-		Started int64 `json:"started_last_second"`
-		Running int64 `json:"running"`
-	}{t.Topic, t.Limits.wire(), t.Started, t.Running})
+		limitsStateJSON
+	}{t.Topic, t.LimitsState.wire()})
 }
 
 // UnmarshalJSON decodes what MarshalJSON encodes.
