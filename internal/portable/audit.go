@@ -28,6 +28,10 @@ var allowedShapes = map[string]bool{
 	// and BackendSettings.
 	DiagnosticShape: true,
 	SettingsShape:   true,
+	// Sent only on connections to the nodes of a Redis Cluster (see
+	// CheckCluster): never through a proxy.
+	ClusterMark + "ASKING":        true,
+	ClusterMark + "CLUSTER SLOTS": true,
 }
 
 // AuditReport is the verdict on an audit log.

@@ -207,6 +207,27 @@ func Check(cmd string, args ...any) (Shape, error) {
 	return Shape(name), refuse(name, "is not portable through Codis and Twemproxy")
 }
 
+// ClusterMark begins the shape of each command CheckCluster allows
+// beyond the portable set, so that an audit tells them apart: a proxy's
+// connection can never send one.
+const ClusterMark = "cluster: "
+
+// CheckCluster is Check for a connection to a node of a Redis Cluster: it
+// allows also the two commands a cluster client routes with, CLUSTER
+// SLOTS (the slot map) and ASKING (before a command a migration
+// redirected), with shapes that begin with ClusterMark.
+func CheckCluster(cmd string, args ...any) (Shape, error) {
+	switch name := strings.ToUpper(cmd); {
+	case name == "ASKING" && len(args) == 0:
+		return ClusterMark + "ASKING", nil
+	case name == "CLUSTER" && len(args) == 1 && strings.ToUpper(str(args[0])) == "SLOTS":
+		return ClusterMark + "CLUSTER SLOTS", nil
+	case name == "ASKING" || name == "CLUSTER":
+		return Shape(ClusterMark + name), refuse(name, "with arguments %v: only ASKING and CLUSTER SLOTS", args)
+	}
+	return Check(cmd, args...)
+}
+
 func scanShape(name string, args []any) (Shape, error) {
 	if len(args) < 2 {
 		return Shape(name), refuse(name, "with %d arguments", len(args))

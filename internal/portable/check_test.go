@@ -113,3 +113,39 @@ func TestNamed(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckCluster(t *testing.T) {
+	for _, c := range []struct {
+		cmd   string
+		args  []any
+		shape Shape
+		ok    bool
+	}{
+		{"ASKING", nil, "cluster: ASKING", true},
+		{"CLUSTER", []any{"SLOTS"}, "cluster: CLUSTER SLOTS", true},
+		{"cluster", []any{"slots"}, "cluster: CLUSTER SLOTS", true},
+		{"CLUSTER", []any{"RESET"}, "cluster: CLUSTER", false},
+		{"ASKING", []any{"x"}, "cluster: ASKING", false},
+		{"HGET", []any{"k", "f"}, "HGET", true},
+		{"KEYS", []any{"*"}, "KEYS", false},
+	} {
+		shape, err := CheckCluster(c.cmd, c.args...)
+		if shape != c.shape || (err == nil) != c.ok {
+			t.Errorf("CheckCluster(%s %v) = %q, %v; want %q, ok %v", c.cmd, c.args, shape, err, c.shape, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrNotPortable) {
+			t.Errorf("CheckCluster(%s %v): %v does not wrap ErrNotPortable", c.cmd, c.args, err)
+		}
+		// A proxy's connection sends neither.
+		if _, err := Check(c.cmd, c.args...); c.cmd != "HGET" && err == nil {
+			t.Errorf("Check(%s %v) allowed a cluster command", c.cmd, c.args)
+		}
+	}
+	rep, err := ReadAudit(strings.NewReader("cluster: ASKING\tok\ncluster: CLUSTER SLOTS\tok\ncluster: CLUSTER NODES\tok\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Unknown) != 1 || rep.Unknown[0] != "cluster: CLUSTER NODES" {
+		t.Errorf("audit Unknown = %v, want only the shape outside both sets", rep.Unknown)
+	}
+}

@@ -30,6 +30,10 @@ type DialOptions struct {
 	// read (as if a process died right after sending them), the connection
 	// is closed and the error is returned. Tests use it to inject crashes.
 	Hook func(cmd string, args []any) error
+	// Cluster allows, besides the portable set, the commands a client
+	// of a Redis Cluster sends to route (see CheckCluster). Set only by
+	// the cluster router (package cluster).
+	Cluster bool
 }
 
 // Defaults for DialOptions.
@@ -69,7 +73,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	if err != nil {
 		return nil, dialErr(addr, err)
 	}
-	pc := &Conn{c: c, nc: sc, addr: addr, readTimeout: o.ReadTimeout, hook: o.Hook}
+	pc := &Conn{c: c, nc: sc, addr: addr, readTimeout: o.ReadTimeout, hook: o.Hook, cluster: o.Cluster}
 	if o.Password != "" {
 		if _, err := pc.Do("AUTH", o.Password); err != nil {
 			pc.Close()
@@ -104,6 +108,7 @@ type Conn struct {
 	hook        func(cmd string, args []any) error
 	pending     int
 	broken      error
+	cluster     bool // CheckCluster, not Check
 }
 
 var (
@@ -122,7 +127,11 @@ func (c *Conn) check(cmd string, args []any) error {
 	if cmd == "" { // redigo's flush-and-receive-all form
 		return nil
 	}
-	shape, err := Check(cmd, args...)
+	check := Check
+	if c.cluster {
+		check = CheckCluster
+	}
+	shape, err := check(cmd, args...)
 	Record(shape, err)
 	if err != nil {
 		return err
