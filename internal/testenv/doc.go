@@ -21,6 +21,8 @@
 //   - redis.go: one redis-server backend, in its own directory
 //   - proxy.go: one nutcracker process, the problems in its log and its
 //     stats
+//   - cluster.go: a Redis Cluster (StartCluster): nodes, failovers, slot
+//     moves, and Slot, the cluster's hashing of keys
 //   - codis.go: a Codis 3.2 deployment (StartCodis): servers, dashboard,
 //     proxies, failovers and slot migrations
 //   - proc.go: child processes, free ports, and Ping and Do on a
