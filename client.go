@@ -56,6 +56,11 @@ type Options struct {
 	// connect, reply and write. Defaults DefaultDialTimeout (2s),
 	// DefaultReadTimeout (3s), DefaultWriteTimeout (3s).
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Cluster says Addr (or Addrs) lists seed nodes of a Redis Cluster,
+	// not proxies: the client reads the slot map from the first that
+	// answers, sends each command to the master that serves its key's
+	// slot, and follows the cluster's redirections (docs/cluster.md).
+	Cluster bool
 	// Logger receives the client's and its consumers' logs.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -180,6 +185,7 @@ func New(opts Options) (*Client, error) {
 		Conn: store.Conn{
 			Addr: opts.Addr, Password: opts.Password, Namespace: opts.Namespace, PoolSize: opts.PoolSize,
 			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+			Cluster: opts.Cluster,
 		},
 		Hook: opts.hook, Logger: opts.Logger.With("component", "redis"),
 	})

@@ -99,6 +99,9 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 		if cfg.c.namespace != "" {
 			args = append(args, "--namespace", cfg.c.namespace)
 		}
+		if cfg.c.cluster {
+			args = append(args, "--cluster")
+		}
 		if cfg.c.partitions > 0 {
 			args = append(args, "--partitions", strconv.Itoa(cfg.c.partitions))
 		}

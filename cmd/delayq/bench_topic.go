@@ -36,7 +36,7 @@ func onTopic(ctx context.Context, cfg benchConfig, workload string, run func(c *
 func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 	defer cancel()
-	s, err := store.Open(store.Options{Conn: store.Conn{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace}})
+	s, err := store.Open(store.Options{Conn: cfg.c.conn()})
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ const dropTimeout = 30 * time.Second
 // its first message would, and has c read its layout, so that neither
 // is part of the timing.
 func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
-	s, err := store.Open(store.Options{Conn: store.Conn{Addr: cfg.c.addr, Password: cfg.c.password, Namespace: cfg.c.namespace}})
+	s, err := store.Open(store.Options{Conn: cfg.c.conn()})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -61,6 +62,7 @@ type common struct {
 	addr       string
 	password   string
 	namespace  string
+	cluster    bool // --cluster
 	topic      string
 	partitions int
 	logLevel   slog.Level
@@ -122,6 +124,7 @@ func newConnCommand(name, args, about string, stdout, stderr io.Writer) *command
 	fs.StringVar(&cmd.c.addr, "addr", addr, "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (env "+envAddr+")")
 	fs.StringVar(&cmd.c.password, "password", "", "Redis `password` (default $"+envPassword+")")
 	fs.StringVar(&cmd.c.namespace, "namespace", delayq.DefaultNamespace, "key `prefix`")
+	fs.BoolVar(&cmd.c.cluster, "cluster", false, "--addr lists seed nodes of a Redis Cluster, separated by commas")
 	return cmd
 }
 
@@ -363,6 +366,12 @@ func (c *common) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: c.logLevel}))
 }
 
+// conn returns where the common flags say Redis is, for the front ends
+// that open the store themselves.
+func (c *common) conn() store.Conn {
+	return store.Conn{Addr: c.addr, Password: c.password, Namespace: c.namespace, Cluster: c.cluster}
+}
+
 // client returns a Client configured by the common flags, logging text
 // to stderr at --log-level. The caller closes it.
 func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
@@ -370,6 +379,7 @@ func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
 		Addr:       c.addr,
 		Password:   c.password,
 		Namespace:  c.namespace,
+		Cluster:    c.cluster,
 		Partitions: c.partitions,
 		Logger:     c.logger(stderr),
 		RetryFor:   c.retryFor,

@@ -46,6 +46,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *timeout <= 0:
 		return cmd.usageErr("invalid value %v for flag --timeout: want a positive duration", *timeout)
 	}
+	if cmd.c.cluster {
+		return cmd.usageErr("--cluster: doctor checks proxies and the backends behind them, not yet the nodes of a Redis Cluster (docs/cluster.md)")
+	}
 	addrs, err := store.SplitAddrs(cmd.c.addr)
 	if err != nil {
 		return cmd.usageErr("invalid value %q for flag --addr: %v", cmd.c.addr, err)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 )
 
@@ -67,7 +66,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := cmd.c.logger(stderr)
 	dash, err := ui.New(ui.Options{
-		Conn:  store.Conn{Addr: cmd.c.addr, Password: cmd.c.password, Namespace: cmd.c.namespace},
+		Conn:  cmd.c.conn(),
 		Token: *token, ReadOnly: *readOnly, Lease: lease.d, Refresh: refresh.d, Logger: log,
 	})
 	if err != nil {

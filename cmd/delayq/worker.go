@@ -248,7 +248,8 @@ func (w *worker) newClient(log *slog.Logger) (*delayq.Client, error) {
 		Addr: r.Addr, Password: r.Password, Namespace: r.Namespace,
 		MaxBodyBytes: w.cfg.HTTP.MaxBodyBytes, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
-		Logger: log, TracerProvider: w.tracer,
+		Cluster: r.Cluster,
+		Logger:  log, TracerProvider: w.tracer,
 	})
 }
 

@@ -51,7 +51,8 @@ type Config struct {
 // prefix; default delayq.DefaultNamespace, "dq"), pool_size (connections
 // per client; default delayq.DefaultPoolSize) and dial_timeout,
 // read_timeout and write_timeout (defaults delayq.DefaultDialTimeout,
-// DefaultReadTimeout and DefaultWriteTimeout).
+// DefaultReadTimeout and DefaultWriteTimeout), and cluster (true: addr
+// lists seed nodes of a Redis Cluster; default false).
 type Redis = store.Conn
 
 // Worker is the [worker] table: this process's consumers.

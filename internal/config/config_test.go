@@ -106,6 +106,7 @@ pool_size = 7
 dial_timeout = "100ms"
 read_timeout = "1m"
 write_timeout = "1h2m3s"
+cluster = true
 [worker]
 id = "w1"
 lease = "2s"
@@ -145,7 +146,7 @@ handler = { type = "exec", command = ["/bin/echo", "hi"] }
 	}
 	want := &Config{
 		Redis: Redis{Addr: "redis.local:6380", Password: "pw", Namespace: "ns.1", PoolSize: 7,
-			DialTimeout: 100 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Hour + 2*time.Minute + 3*time.Second},
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Hour + 2*time.Minute + 3*time.Second, Cluster: true},
 		Worker: Worker{ID: "w1", Lease: 2 * time.Second, PollInterval: 250 * time.Millisecond, IdlePollInterval: 10 * time.Second, ShutdownTimeout: 5 * time.Second},
 		HTTP:   HTTP{Listen: ":0", Token: "t0k3n", MaxBodyBytes: 10},
 		Log:    Log{Format: "json", Level: "debug"},
@@ -204,7 +205,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"handler key", minimal + "urll = \"http://x\"\n", "urll", 9,
 			`unknown key "urll" in [topic.handler] of topic "a" at c.toml line 9; known keys: type, url, secret, headers, command`},
 		{"dotted", "redis.adr = \"x:1\"\n", "adr", 1,
-			`unknown key "adr" in [redis] at c.toml line 1; known keys: addr, password, namespace, pool_size, dial_timeout, read_timeout, write_timeout`},
+			`unknown key "adr" in [redis] at c.toml line 1; known keys: addr, password, namespace, pool_size, dial_timeout, read_timeout, write_timeout, cluster`},
 		{"sub-table", "[http.tls]\ncert = \"x\"\n", "tls", 1,
 			`unknown key "tls" in [http] at c.toml line 1; known keys: listen, token, max_body_bytes`},
 	} {
@@ -251,6 +252,7 @@ func TestBadValues(t *testing.T) {
 		{"idle poll too long", "[worker]\nidle_poll_interval = \"11s\"\n", "idle_poll_interval", 2, "11s is longer than 10s"},
 		{"negative pool", "[redis]\npool_size = -3\n", "pool_size", 2, "-3 is below 1"},
 		{"int as string", "[redis]\npool_size = \"8\"\n", "pool_size", 2, "got a string; want an integer"},
+		{"bool as string", "[redis]\ncluster = \"yes\"\n", "cluster", 2, "got a string; want true or false"},
 		{"huge int", "[http]\nmax_body_bytes = 99999999999\n", "max_body_bytes", 2, "out of range"},
 		{"bad addr", "[redis]\naddr = \"localhost\"\n", "addr", 2, `"localhost" is not host:port`},
 		{"bad port", "[redis]\naddr = \"h:0\"\n", "addr", 2, "no valid port"},

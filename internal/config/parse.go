@@ -238,6 +238,7 @@ type (
 		DialTimeout  value `toml:"dial_timeout"`
 		ReadTimeout  value `toml:"read_timeout"`
 		WriteTimeout value `toml:"write_timeout"`
+		Cluster      value `toml:"cluster"`
 	}
 	rawWorker struct {
 		ID              value `toml:"id"`
@@ -290,6 +291,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 	c.duration(r.Redis.DialTimeout, &cfg.Redis.DialTimeout, at("redis", "dial_timeout"))
 	c.duration(r.Redis.ReadTimeout, &cfg.Redis.ReadTimeout, at("redis", "read_timeout"))
 	c.duration(r.Redis.WriteTimeout, &cfg.Redis.WriteTimeout, at("redis", "write_timeout"))
+	c.boolean(r.Redis.Cluster, &cfg.Redis.Cluster, at("redis", "cluster"))
 
 	c.str(r.Worker.ID, &cfg.Worker.ID, at("worker", "id"))
 	c.duration(r.Worker.Lease, &cfg.Worker.Lease, at("worker", "lease"))
@@ -362,6 +364,18 @@ func typeName(v any) string {
 		return "a table"
 	}
 	return fmt.Sprintf("a %T", v)
+}
+
+func (c converter) boolean(x value, dst *bool, at place) {
+	if !x.set {
+		return
+	}
+	b, ok := x.v.(bool)
+	if !ok {
+		c.ps.add(at, "got %s; want true or false", typeName(x.v))
+		return
+	}
+	*dst = b
 }
 
 func (c converter) str(x value, dst *string, at place) {

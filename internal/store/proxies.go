@@ -129,7 +129,7 @@ func (c *proxyConn) Close() error {
 func isNetErr(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
-		return isProxyDown(err)
+		return isProxyDown(re)
 	}
 	// A reset or broken pipe comes as a *net.OpError, a net.Error; a
 	// connection the proxy closed, as io.EOF.
@@ -138,9 +138,10 @@ func isNetErr(err error) bool {
 }
 
 // isProxyDown reports whether an error reply means the proxy cannot serve
-// yet: a Codis proxy starting up.
+// yet: a Codis proxy starting up, or a Redis Cluster with slots no
+// master serves (CLUSTERDOWN: a failover under way).
 func isProxyDown(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "router is not online")
+	return err != nil && (strings.Contains(err.Error(), "router is not online") || strings.HasPrefix(err.Error(), "CLUSTERDOWN "))
 }
 
 // dial connects to the next healthy address in turn, with dial, and

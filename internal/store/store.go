@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/cluster"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/gomodule/redigo/redis"
 )
@@ -35,6 +36,9 @@ type Conn struct {
 	// DialTimeout, ReadTimeout, WriteTimeout bound each connection's
 	// connect, reply and write. Default: see portable.DialOptions.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Cluster says Addr lists seed nodes of a Redis Cluster: commands go
+	// to the master that serves their key's slot (see package cluster).
+	Cluster bool
 }
 
 // Options configures Open. Zero values take the defaults named.
@@ -60,6 +64,7 @@ type Store struct {
 	ns      string
 	cmds    atomic.Int64
 	proxies *proxies
+	router  *cluster.Router // in cluster mode (Conn.Cluster), else nil
 	log     *slog.Logger
 }
 
@@ -105,16 +110,31 @@ func Open(o Options) (*Store, error) {
 		_, err = c.DoContext(ctx, "PING")
 		return err
 	})
+	dial := func(ctx context.Context) (redis.Conn, error) {
+		return st.proxies.dial(ctx, func(ctx context.Context, addr string) (*portable.Conn, error) {
+			return portable.Dial(ctx, addr, do)
+		})
+	}
+	if o.Cluster {
+		cdo := do
+		cdo.Cluster = true
+		r, err := cluster.New(cluster.Options{
+			Seeds:  addrs,
+			Dial:   func(ctx context.Context, addr string) (*portable.Conn, error) { return portable.Dial(ctx, addr, cdo) },
+			Logger: o.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.router = r
+		dial = st.clusterConn
+	}
 	pool := &redis.Pool{
 		MaxIdle:     o.PoolSize,
 		MaxActive:   o.PoolSize,
 		Wait:        true,
 		IdleTimeout: 4 * time.Minute,
-		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return st.proxies.dial(ctx, func(ctx context.Context, addr string) (*portable.Conn, error) {
-				return portable.Dial(ctx, addr, do)
-			})
-		},
+		DialContext: dial,
 		TestOnBorrow: func(c redis.Conn, t time.Time) error {
 			st.proxies.probeDown(probeTimeout)
 			if !st.proxies.usable(c) {
@@ -129,6 +149,19 @@ func Open(o Options) (*Store, error) {
 	}
 	st.pool = pool
 	return st, nil
+}
+
+// clusterConn returns a routing connection (cluster.Conn), once the
+// slot map is known: until a seed node answers, it fails with an
+// *UnreachableError, as a dial of a proxy does when none answers.
+func (s *Store) clusterConn(ctx context.Context) (redis.Conn, error) {
+	if _, err := s.router.Masters(ctx); err != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotRedis) {
+			return nil, err
+		}
+		return nil, &UnreachableError{Errs: []error{err}}
+	}
+	return s.router.Conn(), nil
 }
 
 // SplitAddrs splits a comma-separated list of host:port addresses,
