@@ -356,7 +356,7 @@ func (k *Consumer) readLayout(ctx context.Context) (int, error) {
 func (k *Consumer) pollerConfig(p int, l *lease.Lease, d *poller.Dispatcher, work context.Context, abandon chan struct{}) poller.Config {
 	return poller.Config{
 		Topic: k.opts.Topic, Partition: p, Token: l.Token(), Consumer: k.opts.ID,
-		Store: k.c.store, Dispatch: d, Valid: l.Valid, Idle: l.SetIdle, Work: work, Abandon: abandon,
+		Store: k.c.store, Dispatch: d, Valid: l.Valid, Steady: l.Steady, Idle: l.SetIdle, Work: work, Abandon: abandon,
 		PollInterval: k.opts.PollInterval, IdlePollInterval: k.opts.IdlePollInterval, Timeout: k.opts.Timeout,
 		VisibilityMargin:  visibilityMargin(k.opts.Timeout),
 		ReconcileInterval: k.opts.ReconcileInterval, ReconcileBatch: k.opts.ReconcileBatch,

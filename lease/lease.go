@@ -93,6 +93,7 @@ type Lease struct {
 
 	idleUntil atomic.Int64  // unix ms given to SetIdle; 0: busy
 	longNow   atomic.Bool   // the last extension was to idleExpiry
+	failing   atomic.Bool   // the last extension failed (see Steady)
 	changed   chan struct{} // SetIdle moves the next extension
 
 	stop     chan struct{}
@@ -314,6 +315,7 @@ func (l *Lease) keepAlive() {
 			l.mu.Lock()
 			l.until = m.Until()
 			l.mu.Unlock()
+			l.failing.Store(false)
 			l.longNow.Store(long)
 			last = start
 			lost.Reset(time.Until(l.Until().Add(-l.margin)))
@@ -325,10 +327,22 @@ func (l *Lease) keepAlive() {
 			return
 		default:
 			l.logErr("lease extension failed, retrying", nodeErr(err))
-			tick.Reset(l.expiry / 12)
+			l.failing.Store(true)
+			// Denser as the deadline nears: an outage that ends just
+			// before it keeps the lease.
+			tick.Reset(min(l.expiry/12, max(retryFloor, time.Until(l.Until().Add(-l.margin))/3)))
 		}
 	}
 }
+
+// retryFloor is the shortest wait before an extension that failed is
+// tried again.
+const retryFloor = 50 * time.Millisecond
+
+// Steady reports whether the lease's last extension went through: false
+// from a failed one (Redis out of reach) until one succeeds. Work under
+// it had better not start meanwhile: a lease that is then lost cancels it.
+func (l *Lease) Steady() bool { return !l.failing.Load() }
 
 func isTaken(err error) bool {
 	var taken *redsync.ErrTaken

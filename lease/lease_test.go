@@ -287,3 +287,35 @@ func TestAcquireErrorNamesAddress(t *testing.T) {
 		t.Errorf("error %q: want the address and EOF, without redsync's node number", msg)
 	}
 }
+
+// A failed extension makes the lease unsteady (Steady false) until one
+// goes through: through a proxy that stops and starts again before the
+// lease's deadline, the lease is kept, and steady again.
+func TestSteadyAcrossAnOutage(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	ctx := context.Background()
+	st, rs := setup(t, env.Proxy)
+	a, err := lease.Acquire(ctx, rs, "lt:steady", opts(st, "a", 3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	if !a.Steady() {
+		t.Fatal("a lease just acquired is not steady")
+	}
+	env.StopProxy(t)
+	testenv.WaitFor(t, 3*time.Second, "the lease unsteady once an extension failed", func() bool { return !a.Steady() })
+	if !a.Valid() {
+		t.Fatal("the lease is no longer valid at its first failed extension")
+	}
+	env.StartProxy(t)
+	testenv.WaitFor(t, 2*time.Second, "the lease steady again", a.Steady)
+	select {
+	case <-a.Done():
+		t.Fatalf("lease lost across an outage shorter than its expiry: %v", context.Cause(a.Ctx()))
+	default:
+	}
+	if !a.Valid() {
+		t.Error("the lease is not valid after a successful extension")
+	}
+}

@@ -31,6 +31,9 @@ func (p *part) poll(ctx context.Context, now time.Time) (next time.Time, err err
 	cfg := p.cfg
 	next = now.Add(clock.Jitter(cfg.PollInterval))
 	p.requeueExpiredWhenDue(ctx, now)
+	if !p.steady() {
+		return now.Add(startRetry), nil
+	}
 	n := p.reserve()
 	if n == 0 {
 		return next, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,5 +196,41 @@ func TestLoopStop(t *testing.T) {
 	take, err := e.st.TakeOver(context.Background(), store.TopicPartition{Topic: loopTopic, P: 0}, 2)
 	if err != nil || !take.Graceful || !slices.Equal(take.Givers, []string{"c1"}) {
 		t.Errorf("the next takeover: %+v, %v; want a graceful one from c1", take, err)
+	}
+}
+
+// TestLoopUnsteadyLeaseHolds: while Config.Steady is false (the lease's
+// extension failed), the loop claims nothing and starts nothing it
+// holds; once it is true again, everything is delivered, held messages
+// at once.
+func TestLoopUnsteadyLeaseHolds(t *testing.T) {
+	t.Parallel()
+	e := newLoopEnv(t)
+	held := msgIDs("held", 3)
+	due := e.enqueue(time.Now().Add(600*time.Millisecond), held...)
+	l := e.newLoop("c1", 1)
+	l.cfg.PollInterval = time.Second
+	var steady atomic.Bool
+	steady.Store(true)
+	l.cfg.Steady = steady.Load
+	l.start()
+
+	waitFor(t, time.Second, "the messages claimed ahead", func() bool { return e.inState(store.StateInFlight, held...) })
+	steady.Store(false)
+	later := e.enqueue(time.Now(), "later")
+	holds(t, time.Until(due.Add(300*time.Millisecond)), "nothing started, nothing more claimed", func() bool {
+		return len(l.deliveries()) == 0 && e.inState(store.StateScheduled, "later")
+	})
+	back := time.Now()
+	steady.Store(true)
+	all := append(held[:len(held):len(held)], "later")
+	waitFor(t, 2*time.Second, "every message delivered once the lease is steady", func() bool { return l.delivered(all...) })
+	for _, d := range l.deliveries() {
+		if d.at.Before(later) || d.attempt != 1 {
+			t.Errorf("%s: attempt %d at %v, want the first, after its due", d.id, d.attempt, d.at)
+		}
+		if d.at.Sub(back) > 500*time.Millisecond {
+			t.Errorf("%s started %v after the lease was steady again, want within the loop's retry", d.id, d.at.Sub(back))
+		}
 	}
 }

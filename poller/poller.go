@@ -71,6 +71,12 @@ type Config struct {
 	// each delivery starts, each turn of the loop and each write of
 	// outcomes other than acks).
 	Valid func() bool
+	// Steady reports whether the lease's last extension went through:
+	// false while one failed (Redis out of reach) and none succeeded
+	// since. While it is false the loop claims and starts nothing, since
+	// a delivery started then would likely be cancelled with the lease
+	// and delivered again by the next owner. Optional: always steady.
+	Steady func() bool
 	// Work is the parent of the handlers' contexts (besides the lease's
 	// context): cancelling it aborts running handlers at a hard shutdown.
 	Work context.Context
@@ -206,6 +212,9 @@ func expiredEvery(poll time.Duration) time.Duration {
 }
 
 func (p *part) valid() bool { return p.cfg.Valid() }
+
+// steady reports whether the loop may claim and start (see Config.Steady).
+func (p *part) steady() bool { return p.cfg.Steady == nil || p.cfg.Steady() }
 
 func (p *part) count(ev string, n int) {
 	if n > 0 && p.cfg.Count != nil {

@@ -3,6 +3,7 @@ package poller
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
@@ -62,13 +63,18 @@ func (p *part) startAt() (at time.Time, ok bool) {
 	return m.at().Add(-startLead), true
 }
 
+// errNotSteady holds messages back while the lease is not steady (see
+// Config.Steady).
+var errNotSteady = errors.New("poller: the lease's extension failed")
+
 // startHeld starts the deliveries of messages the loop held until due
 // (store.StartMany) and hands those that started to the dispatcher. A
 // message deleted meanwhile is dropped, and one whose record a send or a
 // reschedule rewrote goes back to scheduled at the new record's due: the
 // version the loop claimed never starts. When the start fails, the
 // messages are held again and tried again after startRetry (a start
-// whose reply was lost is recognised as the loop's own).
+// whose reply was lost is recognised as the loop's own). So are they
+// while the lease is not steady.
 func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	cfg := p.cfg
 	ids := make([]string, len(ms))
@@ -76,9 +82,15 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	for i, m := range ms {
 		ids[i], recs[i] = m.ID, m.Record
 	}
-	got, err := cfg.Store.StartMany(ctx, cfg.tp(), ids, recs)
+	var got []int64
+	err := errNotSteady
+	if p.steady() {
+		got, err = cfg.Store.StartMany(ctx, cfg.tp(), ids, recs)
+	}
 	if err != nil {
-		p.logErr("start deliveries", err)
+		if err != errNotSteady {
+			p.logErr("start deliveries", err)
+		}
 		retry := now.Add(startRetry)
 		for _, m := range ms {
 			m.start = retry
