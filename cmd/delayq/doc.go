@@ -46,6 +46,8 @@
 //   - doctor_backends.go: what doctor reads straight from each backend
 //     (--backends)
 //   - doctor_clocks.go: the hints about clocks that look off
+//   - doctor_cluster.go: doctor --cluster: the checks on each master, every
+//     node's settings, the partitions of each topic per master
 //   - doctor_hints.go: the hints about the deployment
 //   - doctor_report.go: the report, as text or --json
 //   - bench.go: bench: its flags, workloads and runs

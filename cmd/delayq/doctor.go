@@ -19,7 +19,7 @@ import (
 // prints a line per check, hints about the deployment and a summary. It
 // fails when a check failed or the server could not be reached.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConnCommand("doctor", "[--addr A[,A2...]] [--password P] [--backends B1,B2] [--json]",
+	cmd := newConnCommand("doctor", "[--addr A[,A2...]] [--password P] [--backends B1,B2 | --cluster] [--json]",
 		"Checks that a Redis server or a Twemproxy/Codis proxy runs every command delayq sends\n"+
 			"(the portable set): each command shape runs on scratch keys <namespace>:doctor:{<random>}:*\n"+
 			"and its reply is checked; then it measures round trips, removes its keys, prints hints\n"+
@@ -30,7 +30,14 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"slots of a concurrency cap, a rate limit's timeline) with this host's clock, and hints\n"+
 			"about each more than 5s off (delayq.MaxClockSkew).\n"+
 			"With several proxies in --addr (separated by commas) it checks each in turn, and\n"+
-			"--json prints a list of reports. Exit status 1 when a check fails (warnings do not fail).",
+			"--json prints a list of reports.\n"+
+			"With --cluster, --addr lists seed nodes of a Redis Cluster: doctor reads the masters and\n"+
+			"their replicas (CLUSTER SLOTS, and each master's INFO), runs the checks on each master\n"+
+			"with scratch keys on a slot it serves, reads every node's settings as --backends does,\n"+
+			"warns about a master without a replica and about cluster-require-full-coverage yes,\n"+
+			"and prints how many partitions of each topic each master serves, warning when they\n"+
+			"spread unevenly; --json prints an object with a report per master.\n"+
+			"Exit status 1 when a check fails (warnings do not fail).",
 		stdout, stderr)
 	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -46,8 +53,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *timeout <= 0:
 		return cmd.usageErr("invalid value %v for flag --timeout: want a positive duration", *timeout)
 	}
-	if cmd.c.cluster {
-		return cmd.usageErr("--cluster: doctor checks proxies and the backends behind them, not yet the nodes of a Redis Cluster (docs/cluster.md)")
+	if cmd.c.cluster && *backends != "" {
+		return cmd.usageErr("--backends does not apply with --cluster: doctor reads every node's settings itself")
 	}
 	addrs, err := store.SplitAddrs(cmd.c.addr)
 	if err != nil {
@@ -55,6 +62,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	opts := portable.DialOptions{
 		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
+	}
+	if cmd.c.cluster {
+		return doctorCluster(ctx, stdout, cmd.c.conn(), addrs, opts, *samples, *asJSON)
 	}
 	reps, err := checkAddrs(ctx, addrs, cmd.c.namespace, opts, *samples)
 	if err != nil {
@@ -66,11 +76,10 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	// The proxies of a list share their backends: one look at the clocks.
-	hints, err := clockHints(ctx, addrs[0], cmd.c.password, cmd.c.namespace, time.Now())
-	if err != nil {
-		hints = append(hints, fmt.Sprintf("clock: could not read the topics' clocks: %v", err))
-	}
-	reps[0].Hints = append(reps[0].Hints, hints...)
+	// The proxies of a list share their backends: one look at the clocks.
+	conn := cmd.c.conn()
+	conn.Addr = addrs[0]
+	reps[0].Hints = append(reps[0].Hints, readClockHints(ctx, conn, time.Now())...)
 	if err := writeDoctorReports(stdout, reps, *asJSON); err != nil {
 		return err
 	}
@@ -91,19 +100,25 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func checkAddrs(ctx context.Context, addrs []string, namespace string, opts portable.DialOptions, samples int) ([]*doctorReport, error) {
 	var reps []*doctorReport
 	for _, addr := range addrs {
-		d, err := newDoctor(ctx, addr, namespace, opts)
-		if err != nil {
-			if len(addrs) == 1 {
-				return nil, fmt.Errorf("doctor: %w", err)
-			}
-			rep := &doctorReport{Addr: addr, Hints: []string{}}
-			rep.add(checkResult{Name: "connect", Error: err.Error()})
-			reps = append(reps, rep)
-			continue
+		rep, err := checkAddr(ctx, addr, namespace, newNonce(), opts, samples)
+		if err != nil && len(addrs) == 1 {
+			return nil, fmt.Errorf("doctor: %w", err)
 		}
-		reps = append(reps, d.run(ctx, samples))
+		reps = append(reps, rep)
 	}
 	return reps, nil
+}
+
+// checkAddr runs the checks on addr with the scratch keys of nonce. One
+// that cannot be reached is a report of a failed connect, and the error.
+func checkAddr(ctx context.Context, addr, namespace, nonce string, opts portable.DialOptions, samples int) (*doctorReport, error) {
+	d, err := newDoctor(ctx, addr, namespace, nonce, opts)
+	if err != nil {
+		rep := &doctorReport{Addr: addr, Hints: []string{}}
+		rep.add(checkResult{Name: "connect", Error: err.Error()})
+		return rep, err
+	}
+	return d.run(ctx, samples), nil
 }
 
 // doctor holds a portable connection and the scratch keys of one run.
@@ -117,8 +132,20 @@ type doctor struct {
 	sha    string     // its SHA1
 }
 
-// newDoctor connects to addr: an error here names the address.
-func newDoctor(ctx context.Context, addr, namespace string, o portable.DialOptions) (*doctor, error) {
+// newNonce returns a random nonce for the scratch keys of a run.
+func newNonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// scratchPrefix is the prefix of the scratch keys of nonce; its hash tag
+// {nonce} puts them on one slot of a cluster.
+func scratchPrefix(namespace, nonce string) string { return namespace + ":doctor:{" + nonce + "}:" }
+
+// newDoctor connects to addr, to run with the scratch keys of nonce: an
+// error here names the address.
+func newDoctor(ctx context.Context, addr, namespace, nonce string, o portable.DialOptions) (*doctor, error) {
 	conn, err := portable.Dial(ctx, addr, o)
 	if err != nil {
 		return nil, err
@@ -129,12 +156,9 @@ func newDoctor(ctx context.Context, addr, namespace string, o portable.DialOptio
 		conn.Close()
 		return nil, err
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	nonce := hex.EncodeToString(b[:])
 	d := &doctor{
 		addr: addr, opts: o, conn: conn,
-		prefix: namespace + ":doctor:{" + nonce + "}:",
+		prefix: scratchPrefix(namespace, nonce),
 		// The nonce makes the script new to the server, so that its first
 		// EVALSHA must answer NOSCRIPT.
 		script: "-- delayq doctor " + nonce + "\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])",

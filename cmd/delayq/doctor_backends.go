@@ -20,20 +20,22 @@ type backendReport struct {
 }
 
 // addBackend reads backend addr's settings (a failed check when it cannot)
-// and warns, with the fix, about each that puts messages at risk.
-func (rep *doctorReport) addBackend(ctx context.Context, addr, password string) {
+// and warns, with the fix, about each that puts messages at risk. It
+// returns what it read, and false when it could not.
+func (rep *doctorReport) addBackend(ctx context.Context, addr, password string) (portable.BackendInfo, bool) {
 	br := backendReport{Addr: addr, Warnings: []string{}}
 	bi, err := portable.BackendSettings(ctx, addr, password)
 	if err != nil {
 		br.Error = err.Error()
 		rep.add(checkResult{Name: "backend " + addr, Error: err.Error()})
 		rep.Backends = append(rep.Backends, br)
-		return
+		return bi, false
 	}
 	rep.add(checkResult{Name: "backend " + addr, OK: true})
 	br.Version, br.MaxmemoryPolicy, br.AppendOnly = bi.Version, bi.MaxmemoryPolicy, bi.AOF
 	br.Warnings = backendWarnings(bi)
 	rep.Backends = append(rep.Backends, br)
+	return bi, true
 }
 
 // backendWarnings says what in bi puts accepted messages at risk, and

@@ -13,6 +13,28 @@ import (
 // clockValues how many members and slots of each.
 const clockTopics, clockValues = 200, 1000
 
+// readClockHints returns clockHints of the topics conn reaches, with a
+// hint of its own when they cannot be read.
+func readClockHints(ctx context.Context, conn store.Conn, now time.Time) []string {
+	st, err := openDoctorStore(conn)
+	var hints []string
+	if err == nil {
+		hints, err = clockHints(ctx, st, now)
+		st.Close()
+	}
+	if err != nil {
+		hints = append(hints, fmt.Sprintf("clock: could not read the topics' clocks: %v", err))
+	}
+	return hints
+}
+
+// openDoctorStore opens the store conn says, with one connection (per
+// node of a cluster).
+func openDoctorStore(conn store.Conn) (*store.Store, error) {
+	conn.PoolSize = 1
+	return store.Open(store.Options{Conn: conn})
+}
+
 // clockHints compares what the processes of each topic wrote from their
 // clocks (heartbeats, slots of the concurrency cap, the rate limit's
 // bucket) with this host's clock, and returns a hint for each process
@@ -22,12 +44,7 @@ const clockTopics, clockValues = 200, 1000
 // ahead of this one, or by a process given a longer lease, which the
 // hint says. Clock skew does not stall the limits (docs/guarantees.md),
 // but due times are compared with each consumer's clock.
-func clockHints(ctx context.Context, addr, password, namespace string, now time.Time) ([]string, error) {
-	st, err := store.Open(store.Options{Conn: store.Conn{Addr: addr, Password: password, Namespace: namespace, PoolSize: 1}})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+func clockHints(ctx context.Context, st *store.Store, now time.Time) ([]string, error) {
 	topics, err := st.Topics(ctx)
 	if err != nil {
 		return nil, err

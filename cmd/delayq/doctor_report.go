@@ -17,8 +17,11 @@ type doctorReport struct {
 	} `json:"rtt"`
 	Hints    []string        `json:"hints"`
 	Backends []backendReport `json:"backends,omitempty"`
-	Passed   int             `json:"passed"`
-	Failed   int             `json:"failed"`
+	// Cluster is what doctor --cluster read about this master, beside
+	// the checks; nil for a proxy or a server checked alone.
+	Cluster *masterReport `json:"cluster,omitempty"`
+	Passed  int           `json:"passed"`
+	Failed  int           `json:"failed"`
 }
 
 // checkResult is the outcome of one check.
@@ -106,6 +109,9 @@ func writeDoctorText(w io.Writer, rep *doctorReport) error {
 		for _, w := range be.Warnings {
 			fmt.Fprintf(&b, "warn backend %s: %s\n", be.Addr, w)
 		}
+	}
+	if m := rep.Cluster; m != nil {
+		writeMasterText(&b, rep.Addr, m)
 	}
 	n := rep.Passed + rep.Failed
 	if rep.Failed == 0 {

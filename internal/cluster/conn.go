@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,8 @@ type Conn struct {
 	nodes   map[string]*portable.Conn // pipelines
 	side    map[string]*portable.Conn // redirected commands, one at a time
 	pending []sent
-	flush   map[string]bool // nodes sent to since the last Flush
-	err     error           // sticky: the connection is done
+	dirty   []string // nodes sent to since the last Flush
+	err     error    // sticky: the connection is done
 }
 
 // sent is a command in flight.
@@ -62,7 +63,7 @@ const tryAgainPause = 25 * time.Millisecond
 
 // Conn returns a new routing connection.
 func (r *Router) Conn() *Conn {
-	return &Conn{r: r, nodes: map[string]*portable.Conn{}, side: map[string]*portable.Conn{}, flush: map[string]bool{}}
+	return &Conn{r: r, nodes: map[string]*portable.Conn{}, side: map[string]*portable.Conn{}}
 }
 
 // keyOf returns the key a command routes by, and false for one without.
@@ -155,7 +156,9 @@ func (c *Conn) send(ctx context.Context, cmd string, args []any) error {
 		return c.fail(err)
 	}
 	c.pending = append(c.pending, sent{addr, cmd, args})
-	c.flush[addr] = true
+	if !slices.Contains(c.dirty, addr) {
+		c.dirty = append(c.dirty, addr)
+	}
 	return nil
 }
 
@@ -164,8 +167,9 @@ func (c *Conn) Flush() error {
 	if c.err != nil {
 		return c.err
 	}
-	for addr := range c.flush {
-		delete(c.flush, addr)
+	dirty := c.dirty
+	c.dirty = c.dirty[:0]
+	for _, addr := range dirty {
 		if err := c.nodes[addr].Flush(); err != nil {
 			return c.fail(err)
 		}
@@ -292,6 +296,9 @@ func (c *Conn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, err
 // DoContext is Do bounded by ctx. With cmd "", it flushes and returns
 // the replies of every command in flight, as redigo's Do does.
 func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	if cmd != "" && len(c.pending) == 0 {
+		return c.do(ctx, cmd, args)
+	}
 	if cmd != "" {
 		if err := c.send(ctx, cmd, args); err != nil {
 			return nil, err
@@ -318,6 +325,31 @@ func (c *Conn) DoContext(ctx context.Context, cmd string, args ...any) (any, err
 		return all, nil
 	}
 	return last, lastErr
+}
+
+// do is DoContext of one command with none in flight: one round trip on
+// its node's connection.
+func (c *Conn) do(ctx context.Context, cmd string, args []any) (any, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	addr, err := c.route(ctx, cmd, args)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	nc, err := c.node(ctx, c.nodes, addr)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	reply, err := nc.DoContext(ctx, cmd, args...)
+	if err == nil {
+		return reply, nil
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return nil, c.fail(err)
+	}
+	return c.redirected(ctx, sent{addr, cmd, args}, re)
 }
 
 // Err reports whether the connection is done: a connection to a node

@@ -15,7 +15,7 @@
 //
 //   - slot.go: a key's hash slot (Slot): CRC16 of its hash tag
 //   - router.go: the slot map, read from the nodes and kept current
-//     (Router, New, Refresh)
+//     (Router, New, Refresh); the masters and their replicas (Shards)
 //   - conn.go: the routing connection (Conn): pipelines per node,
 //     redirections
 package cluster

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +38,7 @@ type Router struct {
 
 	mu      sync.RWMutex
 	slots   [Slots]string // master's host:port; "" before the first map
+	ranges  []slotRange   // the last map read, as CLUSTER SLOTS gave it
 	known   []string      // masters of the last map, then the seeds
 	version int           // maps read so far
 
@@ -134,10 +137,11 @@ func (r *Router) refreshSoon() {
 }
 
 // slotRange is one entry of CLUSTER SLOTS: slots first..last are served by
-// master.
+// master, which replicas copy.
 type slotRange struct {
 	first, last int
 	master      string
+	replicas    []string
 }
 
 // readMap asks addr for CLUSTER SLOTS.
@@ -169,21 +173,38 @@ func parseSlots(reply []any, addr string) ([]slotRange, error) {
 		}
 		first, err1 := redis.Int(f[0], nil)
 		last, err2 := redis.Int(f[1], nil)
-		node, err3 := redis.Values(f[2], nil)
-		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || first < 0 || last >= Slots || first > last {
+		if err1 != nil || err2 != nil || first < 0 || last >= Slots || first > last {
 			return nil, fmt.Errorf("CLUSTER SLOTS from %s: bad entry %v", addr, e)
 		}
-		ip, err1 := redis.String(node[0], nil)
-		port, err2 := redis.Int(node[1], nil)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("CLUSTER SLOTS from %s: bad node %v", addr, node)
+		nodes := make([]string, 0, len(f)-2)
+		for _, n := range f[2:] {
+			a, err := nodeAddr(n, host)
+			if err != nil {
+				return nil, fmt.Errorf("CLUSTER SLOTS from %s: %w", addr, err)
+			}
+			nodes = append(nodes, a)
 		}
-		if ip == "" || ip == "?" {
-			ip = host
-		}
-		out = append(out, slotRange{first, last, net.JoinHostPort(ip, strconv.Itoa(port))})
+		out = append(out, slotRange{first, last, nodes[0], nodes[1:]})
 	}
 	return out, nil
+}
+
+// nodeAddr reads a node of a CLUSTER SLOTS entry (ip, port, ...) as
+// host:port; an empty ip is host, that of the node that answered.
+func nodeAddr(n any, host string) (string, error) {
+	node, err := redis.Values(n, nil)
+	if err != nil || len(node) < 2 {
+		return "", fmt.Errorf("bad node %v", n)
+	}
+	ip, err1 := redis.String(node[0], nil)
+	port, err2 := redis.Int(node[1], nil)
+	if err1 != nil || err2 != nil {
+		return "", fmt.Errorf("bad node %v", node)
+	}
+	if ip == "" || ip == "?" {
+		ip = host
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
 // use installs a map read from a node.
@@ -208,7 +229,7 @@ func (r *Router) use(m []slotRange) {
 	}
 	r.mu.Lock()
 	changed := r.slots != slots
-	r.slots, r.known = slots, known
+	r.slots, r.ranges, r.known = slots, m, known
 	r.version++
 	v := r.version
 	r.mu.Unlock()
@@ -217,16 +238,22 @@ func (r *Router) use(m []slotRange) {
 	}
 }
 
-// Masters returns the masters of the last map read, reading one first
-// when none was.
-func (r *Router) Masters(ctx context.Context) ([]string, error) {
+// Ready reads the slot map unless one was read already.
+func (r *Router) Ready(ctx context.Context) error {
 	r.mu.RLock()
 	v := r.version
 	r.mu.RUnlock()
-	if v == 0 {
-		if err := r.Refresh(ctx, true); err != nil {
-			return nil, err
-		}
+	if v > 0 {
+		return nil
+	}
+	return r.Refresh(ctx, true)
+}
+
+// Masters returns the masters of the last map read, reading one first
+// when none was.
+func (r *Router) Masters(ctx context.Context) ([]string, error) {
+	if err := r.Ready(ctx); err != nil {
+		return nil, err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -239,4 +266,53 @@ func (r *Router) Masters(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Shard is a master of the cluster, the replicas that copy it, and how
+// many slots it serves.
+type Shard struct {
+	Master   string
+	Replicas []string
+	Slots    int
+}
+
+// Shards reads the slot map again and returns a Shard per master that
+// serves slots, in the order of their first slot. Its replicas are those
+// CLUSTER SLOTS lists, which leaves out a master that serves no slot, a
+// replica the answering node thinks failed, and (Redis 7.0) one whose
+// replication offset it has not yet heard to be above 0: the replica of
+// a master never written to, for up to repl-ping-replica-period (10 s)
+// after it synced. A master's INFO names its replicas without that lag
+// (portable.BackendSettings).
+func (r *Router) Shards(ctx context.Context) ([]Shard, error) {
+	if err := r.Refresh(ctx, true); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	ranges := r.ranges
+	r.mu.RUnlock()
+	return shardsOf(ranges), nil
+}
+
+// shardsOf groups the ranges of a map by master.
+func shardsOf(ranges []slotRange) []Shard {
+	sorted := append([]slotRange(nil), ranges...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].first < sorted[j].first })
+	var out []Shard
+	at := map[string]int{}
+	for _, rg := range sorted {
+		i, ok := at[rg.master]
+		if !ok {
+			i = len(out)
+			at[rg.master] = i
+			out = append(out, Shard{Master: rg.master, Replicas: []string{}})
+		}
+		out[i].Slots += rg.last - rg.first + 1
+		for _, rep := range rg.replicas {
+			if !slices.Contains(out[i].Replicas, rep) {
+				out[i].Replicas = append(out[i].Replicas, rep)
+			}
+		}
+	}
+	return out
 }

@@ -32,6 +32,9 @@ var allowedShapes = map[string]bool{
 	// CheckCluster): never through a proxy.
 	ClusterMark + "ASKING":        true,
 	ClusterMark + "CLUSTER SLOTS": true,
+	// Sent only by delayq doctor --cluster, on a connection of its own
+	// straight to each master (see ClusterFullCoverage).
+	ClusterMark + "CONFIG GET cluster-require-full-coverage": true,
 }
 
 // AuditReport is the verdict on an audit log.

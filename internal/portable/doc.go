@@ -26,7 +26,8 @@
 //   - errors.go: a peer that answers but will never serve: ErrAuth,
 //     ErrNotRedis
 //   - diag.go: INFO straight from a backend: its memory and settings
-//     (BackendUsedMemory, BackendSettings)
+//     (BackendUsedMemory, BackendSettings); a cluster master's
+//     cluster-require-full-coverage (ClusterFullCoverage)
 //   - cpu.go: a backend's CPU time, from INFO cpu (BackendCPU)
 //   - processed.go: the commands a backend has run, from INFO stats
 //     (BackendCommandsProcessed)

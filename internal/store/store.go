@@ -155,7 +155,7 @@ func Open(o Options) (*Store, error) {
 // slot map is known: until a seed node answers, it fails with an
 // *UnreachableError, as a dial of a proxy does when none answers.
 func (s *Store) clusterConn(ctx context.Context) (redis.Conn, error) {
-	if _, err := s.router.Masters(ctx); err != nil {
+	if err := s.router.Ready(ctx); err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotRedis) {
 			return nil, err
 		}
