@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -133,7 +134,7 @@ var crashOps = []*crashOp{
 		name: "enqueue-ahead-stale",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 500*time.Millisecond, 0, false)
-			addEntry(t, cs.addr, cs.topic, cs.p, cs.id, time.Now().Add(50*time.Millisecond))
+			addEntry(t, cs.tg.nodeOf(t, keys.Scheduled(DefaultNamespace, cs.topic, cs.p)), cs.topic, cs.p, cs.id, time.Now().Add(50*time.Millisecond))
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
 			cs.due = clock.CeilMS(time.Now().Add(400 * time.Millisecond)).UnixMilli()

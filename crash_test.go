@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -33,15 +34,28 @@ type crashHook struct {
 	failAt int
 	n      int
 	cmds   []string
+	// redirect, when set, runs before the failAt-th command in place of
+	// the crash: a redirection (see crashMatrix), after which every
+	// command goes through.
+	redirect func(cmd string, args []any)
 	// wakeLost: the first command refused was an enqueue's wake-up (see
 	// Client.wake), which is best effort: the enqueue succeeds without it.
 	wakeLost bool
+	hit      string // the command the crash hit, and its key
 }
 
 func (h *crashHook) hook(cmd string, args []any) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cmd == "PING" { // the pool's health check of an idle connection: not part of an operation
+	if cmd == "PING" || cmd == "CLUSTER" {
+		// The pool's health check of an idle connection, and a cluster
+		// router's read of the slot map, which it also makes in the
+		// background: not part of an operation. Refused once the crash
+		// happened: an operation that needs the map then fails before
+		// it sends anything, as after a failed dial.
+		if cmd == "CLUSTER" && h.failAt > 0 && h.n >= h.failAt && h.redirect == nil {
+			return fmt.Errorf("crash before CLUSTER: %w", portable.ErrInjected)
+		}
 		return nil
 	}
 	if cmd == "EVAL" {
@@ -49,15 +63,25 @@ func (h *crashHook) hook(cmd string, args []any) error {
 		// it, maybe earlier in a pipeline: the same logical command
 		// (whether the script is cached on the backend that holds the key
 		// must not change the count). Refused once the crash happened.
-		if h.failAt > 0 && h.n >= h.failAt {
+		if h.failAt > 0 && h.n >= h.failAt && h.redirect == nil {
 			return fmt.Errorf("crash before EVAL: %w", portable.ErrInjected)
 		}
 		return nil
 	}
 	h.n++
+	if h.redirect != nil {
+		if h.n == h.failAt {
+			h.redirect(cmd, args)
+		}
+		h.cmds = append(h.cmds, cmd)
+		return nil
+	}
 	if h.failAt > 0 && h.n >= h.failAt {
-		if h.n == h.failAt && cmd == "EVALSHA" && len(args) > 2 && args[2] == keys.Changes(DefaultNamespace) {
-			h.wakeLost = true
+		if h.n == h.failAt {
+			h.hit = fmt.Sprint(cmd, " ", args[:min(len(args), 3)])
+			if cmd == "EVALSHA" && len(args) > 2 && args[2] == keys.Changes(DefaultNamespace) {
+				h.wakeLost = true
+			}
 		}
 		return fmt.Errorf("crash before command %d (%s): %w", h.n, cmd, portable.ErrInjected)
 	}
@@ -88,7 +112,7 @@ func (o crashOutcome) String() string {
 type crashCase struct {
 	op      *crashOp
 	k, n    int // the command the crash hits (n+1: no crash); the operation's command count
-	addr    string
+	tg      target
 	topic   string
 	p       int
 	id      string
@@ -277,34 +301,77 @@ func crashConsumerOptions(topic string) ConsumerOptions {
 // run their fresh consumers at once; checks then run one by one.
 func TestCrashSafety(t *testing.T) {
 	t.Parallel() // measures no lateness: runs beside the other parallel tests
-	forEachTarget(t, func(t *testing.T, addr string) {
-		ctx := context.Background()
-		port := portOf(t, addr)
+	forEachTarget(t, func(t *testing.T, addr string) { crashMatrix(t, target{addr: addr}, crashKill) })
+}
+
+// TestCrashSafetyCluster runs the matrix on a Redis Cluster of 3
+// masters: a connection lost before each command of each operation, as
+// TestCrashSafety; then, before each command, the slot of the command's
+// key moves to another master (the command meets MOVED), or begins to
+// (ASK: the key, when it exists, already on the target). A redirected
+// operation must succeed, and leave what it leaves without one.
+func TestCrashSafetyCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+	tg := target{addr: cl.Seeds(), cluster: cl}
+	for _, f := range []crashFault{crashKill, crashMoved, crashAsk} {
+		t.Run(string(f), func(t *testing.T) { crashMatrix(t, tg, f) })
+	}
+}
+
+// crashFault is what happens before the k-th command of a case.
+type crashFault string
+
+const (
+	crashKill  crashFault = "kill"  // the connection dies
+	crashMoved crashFault = "moved" // the key's slot moves (cluster)
+	crashAsk   crashFault = "ask"   // the key's slot begins to move, the key already moved (cluster)
+)
+
+// crashMatrix runs every operation with fault before each of its
+// commands, on tg. The cases of an operation run their fresh consumers
+// at once; their checks then run one by one, and their consumers stop
+// before the next operation's cases begin.
+func crashMatrix(t *testing.T, tg target, fault crashFault) {
+	ctx := context.Background()
+	port := portOf(t, strings.Split(tg.addr, ",")[0])
+	for _, op := range append(crashOps[:len(crashOps):len(crashOps)], segmentCrashOps...) {
 		var cases []*crashCase
-		for _, op := range append(crashOps[:len(crashOps):len(crashOps)], segmentCrashOps...) {
+		var stops []func()
+		{
 			// The run without a fault first: it counts the commands.
 			n := 0
 			for k := 0; k == 0 || k <= n; k++ {
-				cs := &crashCase{op: op, k: k, addr: addr}
-				cs.topic = fmt.Sprintf("crash-%s-%s-%d", port, op.name, k)
+				cs := &crashCase{op: op, k: k, tg: tg}
+				cs.topic = fmt.Sprintf("crash-%s-%s-%s-%d", port, fault, op.name, k)
 				cs.id = "msg"
 				cs.p = partition.For(cs.id, crashPartitions)
 				cs.witness = samePartition("witness", cs.p, crashPartitions)
 				if op.segment {
 					cs.id, cs.sibling = segmentPair(t, cs.p, crashPartitions)
 				}
-				cs.c = newClient(t, addr, Options{Partitions: crashPartitions})
+				cs.c = newClient(t, tg.addr, tg.options(Options{Partitions: crashPartitions}))
 
 				h := &crashHook{failAt: k}
-				fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: h.hook})
+				var finish func()
+				if fault != crashKill && k > 0 {
+					h.redirect, finish = tg.redirector(t, fault == crashAsk)
+				}
+				fs, err := store.Open(store.Options{Conn: tg.conn(), Hook: h.hook})
 				if err != nil {
 					t.Fatal(err)
 				}
-				fc := newClient(t, addr, Options{Partitions: crashPartitions, hook: h.hook})
+				fc := newClient(t, tg.addr, tg.options(Options{Partitions: crashPartitions, hook: h.hook}))
 				op.setup(t, cs)
 				cs.err = op.run(ctx, cs, fs, fc)
 				fs.Close()
 				fc.Close()
+				if finish != nil {
+					finish()
+					if cs.err != nil {
+						t.Errorf("%s: failed over a redirection (%s): %v", cs.name(), fault, cs.err)
+					}
+				}
 				if k == 0 {
 					var cmds []string
 					n, cmds = h.count()
@@ -315,24 +382,27 @@ func TestCrashSafety(t *testing.T) {
 					}
 				} else {
 					cs.n = n
-					if !errors.Is(cs.err, portable.ErrInjected) && !(h.wakeLost && cs.err == nil) {
-						t.Errorf("%s: crashed operation returned %v, want the injected fault", cs.name(), cs.err)
+					if fault == crashKill && !errors.Is(cs.err, portable.ErrInjected) && !(h.wakeLost && cs.err == nil) {
+						t.Errorf("%s: crashed operation returned %v, want the injected fault (it hit %s)", cs.name(), cs.err, h.hit)
 					}
 				}
 				op.after(t, cs)
 
 				// The fresh start: a new client and consumer.
-				fresh := newClient(t, addr, Options{Partitions: crashPartitions})
+				fresh := newClient(t, tg.addr, tg.options(Options{Partitions: crashPartitions}))
 				cs.c = fresh
 				cs.rec = newRecorder()
-				cs.cons = runConsumer(t, fresh, crashConsumerOptions(cs.topic), cs.rec.handle)
+				var stop func()
+				cs.cons, stop = startConsumer(t, fresh, crashConsumerOptions(cs.topic), cs.rec.handle)
 				cases = append(cases, cs)
+				stops = append(stops, stop)
 			}
 		}
-		for _, cs := range cases {
+		for i, cs := range cases {
 			t.Run(fmt.Sprintf("%s/k=%d", cs.op.name, cs.k), func(t *testing.T) { cs.check(t) })
+			stops[i]()
 		}
-	})
+	}
 }
 
 // check waits until the fresh consumer settled the partition and checks

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/cluster"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
@@ -132,6 +133,34 @@ func (r *recorder) total() int {
 		n += len(v)
 	}
 	return n
+}
+
+// startConsumer is runConsumer with a stop of its own: it shuts the
+// consumer down (at most 10 s) and fails t when its Run did; the test's
+// cleanup calls it too, when the test did not.
+func startConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) (*Consumer, func()) {
+	t.Helper()
+	k, err := c.NewConsumer(o, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Run(context.Background()) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := k.Shutdown(ctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return k, stop
 }
 
 func runConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) *Consumer {
@@ -278,4 +307,78 @@ func takeFence(t *testing.T, st *store.Store, topic string, p int) int64 {
 		t.Fatalf("fence of %s/%d: %v", topic, p, err)
 	}
 	return tok
+}
+
+// target is where a test's clients go: a server or a proxy (addr), or a
+// Redis Cluster (addr its seeds).
+type target struct {
+	addr    string
+	cluster *testenv.Cluster // nil but on a cluster
+}
+
+// options returns o for a client of tg.
+func (tg target) options(o Options) Options {
+	o.Cluster = tg.cluster != nil
+	return o
+}
+
+// conn returns the store's connection settings for tg.
+func (tg target) conn() store.Conn {
+	return store.Conn{Addr: tg.addr, Cluster: tg.cluster != nil}
+}
+
+// nodeOf returns the server that holds key: tg's address, or on a
+// cluster the master of key's slot.
+func (tg target) nodeOf(t *testing.T, key string) string {
+	t.Helper()
+	if tg.cluster == nil {
+		return tg.addr
+	}
+	m, err := tg.cluster.MasterOf(cluster.Slot(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// redirector returns a crashHook's redirect on a cluster target: the
+// slot of the command's key moves to another master (MOVED), or, with
+// ask, begins to move with the key already there (ASK); finish ends a
+// move begun.
+func (tg target) redirector(t *testing.T, ask bool) (redirect func(cmd string, args []any), finish func()) {
+	moving, to := -1, ""
+	redirect = func(cmd string, args []any) {
+		key := ""
+		switch {
+		case cmd == "EVALSHA" || cmd == "EVAL":
+			key = fmt.Sprint(args[2])
+		case len(args) > 0 && cmd != "AUTH" && cmd != "CLUSTER":
+			key = fmt.Sprint(args[0])
+		default:
+			return // no key: nothing to redirect
+		}
+		slot := cluster.Slot(key)
+		from := tg.nodeOf(t, key)
+		masters, err := tg.cluster.Masters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		to = masters[0]
+		if to == from {
+			to = masters[1]
+		}
+		if !ask {
+			tg.cluster.MoveSlot(t, slot, to)
+			return
+		}
+		tg.cluster.BeginMove(t, slot, to)
+		tg.cluster.MoveKeys(t, slot, to, key)
+		moving = slot
+	}
+	finish = func() {
+		if moving >= 0 {
+			tg.cluster.FinishMove(t, moving, to)
+		}
+	}
+	return redirect, finish
 }
