@@ -12,6 +12,8 @@
 #               (RUNS=5: five runs of each, then a line of medians)
 #   make bench-idle  run scripts/idle.sh: idle workers' Redis commands beside
 #               idle asynq servers' (1, 4 and 8 of each; several minutes)
+#   make bench-cluster  run scripts/bench-cluster.sh: enqueue and burst
+#               through a Redis Cluster beside Twemproxy, masters' shares
 #   make clean  remove build and test outputs
 
 SHELL := /bin/bash
@@ -22,7 +24,7 @@ FIGURES := $(CURDIR)/.audit/figures.txt
 # apt-get needs root: use sudo only when we are not root already.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build test demo bench bench-idle clean
+.PHONY: all deps test-deps build test demo bench bench-idle bench-cluster clean
 
 all: build
 
@@ -102,6 +104,9 @@ bench: deps build
 
 bench-idle: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/idle.sh
+
+bench-cluster: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench-cluster.sh
 
 clean:
 	rm -rf bin .audit

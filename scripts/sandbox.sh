@@ -67,7 +67,7 @@ used_ports=" "
 free_port() {
 	local p
 	for _ in {1..200}; do
-		p=$((20000 + RANDOM % 30000))
+		p=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768-), where a client socket may hold the port
 		[[ $used_ports == *" $p "* ]] && continue
 		if ! (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			used_ports+="$p "
