@@ -348,3 +348,95 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 	}
 	clusterFigure(t, "cluster-reshard", rep, lr, fmt.Sprintf(" partitions_moved=%d reshard_ms=%d ask_window_askings=%d", len(moved), took.Milliseconds(), asks))
 }
+
+// TestClusterPartitionChange changes a topic's count from 4 to 8
+// partitions through "partitions --cluster --set 8" while 2,000 messages
+// come due over 10 s to two "sub --cluster": the new partitions land on
+// other slots, so the moves go from master to master. 0 lost, 0 early,
+// 0 duplicates.
+func TestClusterPartitionChange(t *testing.T) {
+	t.Parallel()
+	const (
+		topic, prefix = "e2e.cluster.repart", "clp"
+		parts, n      = 4, 2000
+		spread        = 10 * time.Second
+		faultAt       = 3 * time.Second
+	)
+	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+	seeds := cl.Seeds()
+	l := newLedger()
+	c := clusterFaultClient(t, seeds, parts)
+	subs := clusterFleet(t, l, c, seeds, topic, prefix, parts)
+	start := time.Now().Add(time.Second)
+	clusterSendSpread(t, l, seeds, topic, parts, prefix, n, 2, start, spread)
+	time.Sleep(time.Until(start.Add(faultAt)))
+
+	began := time.Now()
+	mustCLI(t, "", "partitions", "--cluster", "--addr", seeds, "--topic", topic, "--set", "8")
+	took := waitPartitions(t, c, topic, 8, began)
+
+	waitDrained(t, c, topic, l, subs)
+	stopAllSubs(t, subs)
+	rep := checkFaultLedger(t, l, topic)
+	lr := ownLateness(t, l)
+	wantDuplicatesAtMost(t, rep, subs, 0, "during a partition change")
+	if rep.lost > 0 {
+		saveLogs(t, subs)
+	}
+	slots := map[int]bool{}
+	for p := range 8 {
+		slots[partitionSlot(topic, p)] = true
+	}
+	clusterFigure(t, "cluster-partitions-4-to-8", rep, lr, fmt.Sprintf(" change_ms=%d slots=%d", took.Milliseconds(), len(slots)))
+}
+
+// TestClusterCommands runs, through the binary in cluster mode, the
+// scripts the fleet scenarios do not reach, as TestCodisCommands does
+// through Codis: a debounce and a replace, limits, a pause, a schedule,
+// an export and its import.
+func TestClusterCommands(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+	seeds := cl.Seeds()
+	topic := "cluster.commands"
+	on := func(args ...string) result {
+		t.Helper()
+		n := 1 // the command word, and the subcommand of schedule
+		if args[0] == "schedule" {
+			n = 2
+		}
+		return mustCLI(t, "", append(append(args[:n:n], "--cluster", "--addr", seeds, "--topic", topic), args[n:]...)...)
+	}
+	on("send", "--id", "d", "--body", "1", "--delay", "1h", "--on-duplicate", "debounce", "--max-wait", "2h")
+	if r := on("send", "--id", "d", "--body", "2", "--delay", "3h", "--on-duplicate", "debounce", "--max-wait", "2h"); !strings.Contains(r.stdout, "d debounced, due") {
+		t.Errorf("a debounce on a cluster printed %q", r.stdout)
+	}
+	if r := on("send", "--id", "d", "--body", "3", "--delay", "1h", "--on-duplicate", "replace"); !strings.Contains(r.stdout, "d replaced, due") {
+		t.Errorf("a replace on a cluster printed %q", r.stdout)
+	}
+	if r := on("get", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
+		t.Errorf("get after the replace: %s", r.stdout)
+	}
+	on("limits", "--rate", "100/s", "--concurrency", "4")
+	if r := on("limits"); !strings.Contains(r.stdout, "100/s") {
+		t.Errorf("limits on a cluster: %s", r.stdout)
+	}
+	on("pause", "--for", "1m")
+	on("resume")
+	on("schedule", "add", "--name", "tick", "--spec", "@every 1h")
+	if r := on("schedule", "list"); !strings.Contains(r.stdout, "tick") {
+		t.Errorf("schedule list on a cluster: %s", r.stdout)
+	}
+	exp := on("export")
+	if !strings.Contains(exp.stdout, `"id":"d"`) {
+		t.Fatalf("export on a cluster: %s", exp.stdout)
+	}
+	imp := mustCLI(t, exp.stdout, "import", "--cluster", "--addr", seeds, "--topic", topic+".copy")
+	if r := mustCLI(t, "", "get", "--cluster", "--addr", seeds, "--topic", topic+".copy", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
+		t.Errorf("get of the imported message: %s (import: %s)", r.stdout, imp.stderr)
+	}
+	if r := mustCLI(t, "", "topic", "list", "--cluster", "--addr", seeds); !strings.Contains(r.stdout, topic+".copy") {
+		t.Errorf("topic list on a cluster: %s", r.stdout)
+	}
+	on("schedule", "delete", "--name", "tick")
+}
