@@ -262,6 +262,11 @@ func TestClusterFailover(t *testing.T) {
 	if rep.lost > 0 {
 		saveLogs(t, subs)
 	}
+	// The outage is logged as through the proxies: its start, then once
+	// the map no longer names the dead master, its summary.
+	if n, m := countLog(subs, `msg="outage: a node of the cluster does not answer; waiting for it"`), countLog(subs, `msg="outage over"`); n == 0 || m == 0 {
+		t.Errorf("outage logged %d times and its end %d times by the subs, want both", n, m)
+	}
 	clusterFigure(t, "cluster-failover-lease-default", rep, lr,
 		fmt.Sprintf(" partitions_on_victim=%d failover_ms=%d leases_lost=%d recovered=%d outage_logs=%d",
 			len(onVictim), healed.Milliseconds(), subCounter(subs, "leases_lost"), subCounter(subs, "recovered"), countLog(subs, `msg="outage over"`)))

@@ -117,12 +117,34 @@ func (c *Conn) node(ctx context.Context, m map[string]*portable.Conn, addr strin
 	}
 	nc, err := c.r.o.Dial(ctx, addr)
 	if err != nil {
+		if unreachable(err) {
+			c.r.failed(addr, err)
+		}
 		c.r.refreshSoon() // the node may have failed over
 		return nil, err
 	}
 	m[addr] = nc
 	return nc, nil
 }
+
+// failAt is fail for err, a failure on the connection to addr.
+func (c *Conn) failAt(addr string, err error) error {
+	if unreachable(err) {
+		c.r.failed(addr, err)
+	}
+	return c.fail(err)
+}
+
+// unreachable reports whether err says a node could not be reached or
+// broke, rather than that the caller gave up (its context) or a check
+// refused a command.
+func unreachable(err error) bool {
+	return isNetErr(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, portable.ErrNotPortable) && !errors.Is(err, portable.ErrInjected)
+}
+
+// clusterDown reports whether re says the cluster cannot serve.
+func clusterDown(re redis.Error) bool { return strings.HasPrefix(string(re), "CLUSTERDOWN") }
 
 // fail makes err the connection's: it is done (see Err).
 func (c *Conn) fail(err error) error {
@@ -153,7 +175,7 @@ func (c *Conn) send(ctx context.Context, cmd string, args []any) error {
 		return c.fail(err)
 	}
 	if err := nc.Send(cmd, args...); err != nil {
-		return c.fail(err)
+		return c.failAt(addr, err)
 	}
 	c.pending = append(c.pending, sent{addr, cmd, args})
 	if !slices.Contains(c.dirty, addr) {
@@ -171,7 +193,7 @@ func (c *Conn) Flush() error {
 	c.dirty = c.dirty[:0]
 	for _, addr := range dirty {
 		if err := c.nodes[addr].Flush(); err != nil {
-			return c.fail(err)
+			return c.failAt(addr, err)
 		}
 	}
 	return nil
@@ -198,13 +220,25 @@ func (c *Conn) ReceiveContext(ctx context.Context) (any, error) {
 	p := c.pending[0]
 	c.pending = c.pending[1:]
 	reply, err := c.nodes[p.addr].ReceiveContext(ctx)
+	return c.replied(ctx, p, reply, err)
+}
+
+// replied reads the reply of p, from its node: an answer, a
+// redirection it follows (see redirected), or a failure.
+func (c *Conn) replied(ctx context.Context, p sent, reply any, err error) (any, error) {
 	if err == nil {
+		c.r.answered(p.addr)
 		return reply, nil
 	}
 	var re redis.Error
 	if !errors.As(err, &re) {
-		return nil, c.fail(err)
+		return nil, c.failAt(p.addr, err)
 	}
+	if clusterDown(re) {
+		c.r.failed(p.addr, re)
+		return nil, re
+	}
+	c.r.answered(p.addr)
 	return c.redirected(ctx, p, re)
 }
 
@@ -250,31 +284,36 @@ func (c *Conn) redirected(ctx context.Context, p sent, re redis.Error) (any, err
 		}
 		nc, err := c.node(ctx, c.side, addr)
 		if err != nil {
-			return nil, c.fail(err)
+			return nil, c.fail(err) // node told the router
 		}
 		var reply any
 		if asking {
 			if err := nc.Send("ASKING"); err != nil {
-				return nil, c.fail(err)
+				return nil, c.failAt(addr, err)
 			}
 			if err := nc.Send(p.cmd, p.args...); err != nil {
-				return nil, c.fail(err)
+				return nil, c.failAt(addr, err)
 			}
 			if err := nc.Flush(); err != nil {
-				return nil, c.fail(err)
+				return nil, c.failAt(addr, err)
 			}
 			if _, err := nc.ReceiveContext(ctx); err != nil {
-				return nil, c.fail(fmt.Errorf("ASKING on %s: %w", addr, err))
+				return nil, c.failAt(addr, fmt.Errorf("ASKING on %s: %w", addr, err))
 			}
 			reply, err = nc.ReceiveContext(ctx)
 		} else {
 			reply, err = nc.DoContext(ctx, p.cmd, p.args...)
 		}
 		if err == nil {
+			c.r.answered(addr)
 			return reply, nil
 		}
 		if !errors.As(err, &re) {
-			return nil, c.fail(err)
+			return nil, c.failAt(addr, err)
+		}
+		if clusterDown(re) {
+			c.r.failed(addr, re)
+			return nil, re
 		}
 	}
 	return nil, fmt.Errorf("cluster: %s redirected %d times, the last: %w", p.cmd, maxRedirects, re)
@@ -342,14 +381,7 @@ func (c *Conn) do(ctx context.Context, cmd string, args []any) (any, error) {
 		return nil, c.fail(err)
 	}
 	reply, err := nc.DoContext(ctx, cmd, args...)
-	if err == nil {
-		return reply, nil
-	}
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return nil, c.fail(err)
-	}
-	return c.redirected(ctx, sent{addr, cmd, args}, re)
+	return c.replied(ctx, sent{addr, cmd, args}, reply, err)
 }
 
 // Err reports whether the connection is done: a connection to a node

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +268,52 @@ func TestConnAfterFailover(t *testing.T) {
 	}
 	if a, _ := r.Addr(context.Background(), 5000); a == old {
 		t.Errorf("router still sends slot 5000 to the dead %s", old)
+	}
+}
+
+// TestHealth: a master that stops answering is reported Down once, and
+// Up once it answers again.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+	var mu sync.Mutex
+	var events []string
+	r, err := New(Options{
+		Seeds: strings.Split(cl.Seeds(), ","),
+		Dial: func(ctx context.Context, addr string) (*portable.Conn, error) {
+			return portable.Dial(ctx, addr, portable.DialOptions{Cluster: true, ConnectTimeout: time.Second, ReadTimeout: time.Second})
+		},
+		Down: func(addr string, err error) { mu.Lock(); events = append(events, "down "+addr); mu.Unlock() },
+		Up:   func(addr string) { mu.Lock(); events = append(events, "up "+addr); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keyIn(t, 3000, "h")
+	victim, err := cl.MasterOf(3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() error {
+		c := r.Conn()
+		defer c.Close()
+		_, err := c.Do("GET", k)
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Kill(t, victim)
+	for range 3 {
+		if err := get(); err == nil {
+			t.Fatal("GET of a key on a dead master succeeded")
+		}
+	}
+	cl.Restart(t, victim)
+	testenv.WaitFor(t, 20*time.Second, "the master back", func() bool { return get() == nil })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"down " + victim, "up " + victim}; !slices.Equal(events, want) {
+		t.Errorf("health events %q, want %q", events, want)
 	}
 }

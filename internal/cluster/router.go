@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq/internal/portable"
@@ -27,6 +28,14 @@ type Options struct {
 	Dial func(ctx context.Context, addr string) (*portable.Conn, error)
 	// Logger receives the changes of the slot map. Default: discarded.
 	Logger *slog.Logger
+	// Down, when set, is called when a master stops answering (a dial
+	// or a connection failed, or it said CLUSTERDOWN) while all
+	// answered; Up when the last master that did not answer answers
+	// again, or a new map no longer names it (its replica took over).
+	// Each is called with the router's health lock held: they must not
+	// call the router.
+	Down func(addr string, err error)
+	Up   func(addr string)
 }
 
 // Router knows which master serves each slot. It learns the map from
@@ -44,6 +53,10 @@ type Router struct {
 
 	refreshMu   sync.Mutex // one read of the map at a time
 	lastRefresh time.Time
+
+	healthMu sync.Mutex
+	down     map[string]bool // masters that failed and have not answered since
+	anyDown  atomic.Bool     // len(down) > 0
 }
 
 // minRefresh is the least time between two reads of the map that a
@@ -207,6 +220,52 @@ func nodeAddr(n any, host string) (string, error) {
 	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
+// failed records that addr did not answer (err).
+func (r *Router) failed(addr string, err error) {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	if r.down == nil {
+		r.down = map[string]bool{}
+	}
+	if r.down[addr] {
+		return
+	}
+	r.down[addr] = true
+	r.anyDown.Store(true)
+	if len(r.down) == 1 && r.o.Down != nil {
+		r.o.Down(addr, err)
+	}
+}
+
+// answered records that addr answered: cheap unless a master is down.
+func (r *Router) answered(addr string) {
+	if !r.anyDown.Load() {
+		return
+	}
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	r.clear(addr, func(a string) bool { return a == addr })
+}
+
+// clear forgets the masters down that gone says are gone, and calls Up
+// when none is left. healthMu must be held.
+func (r *Router) clear(by string, gone func(string) bool) {
+	if len(r.down) == 0 {
+		return
+	}
+	for a := range r.down {
+		if gone(a) {
+			delete(r.down, a)
+		}
+	}
+	if len(r.down) == 0 {
+		r.anyDown.Store(false)
+		if r.o.Up != nil {
+			r.o.Up(by)
+		}
+	}
+}
+
 // use installs a map read from a node.
 func (r *Router) use(m []slotRange) {
 	var slots [Slots]string
@@ -233,6 +292,11 @@ func (r *Router) use(m []slotRange) {
 	r.version++
 	v := r.version
 	r.mu.Unlock()
+	if r.anyDown.Load() { // a master down that the map no longer names was replaced
+		r.healthMu.Lock()
+		r.clear(strings.Join(masters, ","), func(a string) bool { return !seen[a] })
+		r.healthMu.Unlock()
+	}
 	if changed && v > 1 {
 		r.o.Logger.Info("cluster slot map changed", "masters", strings.Join(masters, ","))
 	}

@@ -23,12 +23,21 @@ import (
 // after the lost leases expire), for a second lease at most (another
 // process may take them first).
 //
+// In cluster mode (Conn.Cluster) an outage is a time when a node the
+// client sends to does not answer: a dial or a connection to a master
+// failed, or it said CLUSTERDOWN; it ends when that master answers again
+// or a new slot map no longer names it (its replica took over). Before
+// any map was read, it is a time when no seed answers.
+//
 // The lines are written only while someone waits for Redis: a consumer
 // runs, or an enqueue retries (see WithRetry). A one-off command that
 // fails returns its error, which says the same.
 type Outage struct {
 	log   *slog.Logger
 	addrs string
+	// cluster: the store routes over a Redis Cluster, whose outage is a
+	// master that does not answer (or no seed, before the first map).
+	cluster bool
 
 	mu       sync.Mutex
 	down     bool      // every address failed its last dial
@@ -189,6 +198,10 @@ func (o *Outage) grace() time.Duration { return o.longest() }
 // logStart writes the outage's first line.
 func (o *Outage) logStart() {
 	o.logged = true
+	if o.cluster {
+		o.log.Error("outage: a node of the cluster does not answer; waiting for it", "seeds", o.addrs, "err", o.lastErr)
+		return
+	}
 	o.log.Error("outage: no address answers; waiting for one", "addrs", o.addrs, "err", o.lastErr)
 }
 

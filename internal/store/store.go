@@ -65,7 +65,10 @@ type Store struct {
 	cmds    atomic.Int64
 	proxies *proxies
 	router  *cluster.Router // in cluster mode (Conn.Cluster), else nil
-	log     *slog.Logger
+	// seedsDown: in cluster mode, no seed gave the slot map at the last
+	// try (an outage that began before any map was read).
+	seedsDown atomic.Bool
+	log       *slog.Logger
 }
 
 // Open returns a Store. It does not connect: the first operation does.
@@ -118,10 +121,13 @@ func Open(o Options) (*Store, error) {
 	if o.Cluster {
 		cdo := do
 		cdo.Cluster = true
+		st.proxies.outage.cluster = true
 		r, err := cluster.New(cluster.Options{
 			Seeds:  addrs,
 			Dial:   func(ctx context.Context, addr string) (*portable.Conn, error) { return portable.Dial(ctx, addr, cdo) },
 			Logger: o.Logger,
+			Down:   func(_ string, err error) { st.proxies.outage.begin(err) },
+			Up:     st.proxies.outage.end,
 		})
 		if err != nil {
 			return nil, err
@@ -159,7 +165,13 @@ func (s *Store) clusterConn(ctx context.Context) (redis.Conn, error) {
 		if ctx.Err() != nil || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotRedis) {
 			return nil, err
 		}
-		return nil, &UnreachableError{Errs: []error{err}}
+		err = &UnreachableError{Errs: []error{err}}
+		s.seedsDown.Store(true)
+		s.proxies.outage.begin(err)
+		return nil, err
+	}
+	if s.seedsDown.CompareAndSwap(true, false) {
+		s.proxies.outage.end(strings.Join(s.proxies.addrs, ","))
 	}
 	return s.router.Conn(), nil
 }
