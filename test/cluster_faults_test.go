@@ -445,3 +445,50 @@ func TestClusterCommands(t *testing.T) {
 	}
 	on("schedule", "delete", "--name", "tick")
 }
+
+// TestClusterFlowControl runs a topic's flow control on a Redis Cluster
+// through the binary: a rate limit of 100/s that two "sub --cluster"
+// share while 1,500 messages are due at once (its tokens on one master,
+// the topic's partitions on all three), and a pause of 2 s in the middle,
+// during which nothing starts. Each message once, none early.
+func TestClusterFlowControl(t *testing.T) {
+	t.Parallel()
+	const (
+		topic, prefix = "e2e.cluster.flow", "clf"
+		parts, n      = 16, 1500
+		rate          = 100.0
+	)
+	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+	seeds := cl.Seeds()
+	l := newLedger()
+	c := clusterFaultClient(t, seeds, parts)
+	on := func(args ...string) result {
+		t.Helper()
+		return mustCLI(t, "", append(args[:1:1], append([]string{"--cluster", "--addr", seeds, "--topic", topic}, args[1:]...)...)...)
+	}
+	on("send", "--id", "first", "--body", "b")
+	l.expect("first", []byte("b"), time.Now().Add(-time.Minute))
+	on("limits", "--rate", "100/s")
+	subs := clusterFleet(t, l, c, seeds, topic, prefix, parts)
+	t0 := time.Now()
+	clusterSendSpread(t, l, seeds, topic, parts, prefix, n-1, 2, t0, 0)
+
+	time.Sleep(time.Until(t0.Add(6 * time.Second)))
+	pausedAt := time.Now()
+	r := on("pause", "--for", "2s")
+	end := pausedUntil(t, r)
+	waitFor(t, 60*time.Second, func() bool { return len(l.missing()) == 0 }, "every message delivered; %d missing", len(l.missing()))
+	stopAllSubs(t, subs)
+
+	mid := float64(startsWithin(l, t0.Add(time.Second), pausedAt)) / pausedAt.Sub(t0.Add(time.Second)).Seconds()
+	during := startsWithin(l, pausedAt.Add(500*time.Millisecond), end)
+	t.Logf("rate limit 100/s on a cluster, 2 subs: %.1f/s before the pause; %d starts during its last %v", mid, during, end.Sub(pausedAt.Add(500*time.Millisecond)).Round(time.Millisecond))
+	if mid < rate*0.95 || mid > rate*1.05 {
+		t.Errorf("limited to %.0f/s, the fleet started %.1f/s", rate, mid)
+	}
+	if during != 0 {
+		t.Errorf("%d deliveries started during the pause", during)
+	}
+	checkOnceNotEarly(t, l)
+	testenv.Figure(t, "scenario=cluster-rate-limit subs=2 messages=%d limit_per_s=100 started_per_s=%.1f paused_starts=%d", n, mid, during)
+}
