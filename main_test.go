@@ -135,9 +135,9 @@ func (r *recorder) total() int {
 	return n
 }
 
-// startConsumer is runConsumer with a stop of its own: it shuts the
-// consumer down (at most 10 s) and fails t when its Run did; the test's
-// cleanup calls it too, when the test did not.
+// startConsumer runs a consumer of c until stop, which shuts it down (at
+// most 10 s) and fails t when its Run did; the test's cleanup calls stop
+// too, when the test did not.
 func startConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) (*Consumer, func()) {
 	t.Helper()
 	k, err := c.NewConsumer(o, h)
@@ -163,24 +163,11 @@ func startConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) (*Cons
 	return k, stop
 }
 
+// runConsumer runs a consumer of c until the test ends (see
+// startConsumer).
 func runConsumer(t *testing.T, c *Client, o ConsumerOptions, h Handler) *Consumer {
 	t.Helper()
-	k, err := c.NewConsumer(o, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- k.Run(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := k.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	k, _ := startConsumer(t, c, o, h)
 	return k
 }
 

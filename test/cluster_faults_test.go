@@ -402,48 +402,7 @@ func TestClusterPartitionChange(t *testing.T) {
 func TestClusterCommands(t *testing.T) {
 	t.Parallel()
 	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
-	seeds := cl.Seeds()
-	topic := "cluster.commands"
-	on := func(args ...string) result {
-		t.Helper()
-		n := 1 // the command word, and the subcommand of schedule
-		if args[0] == "schedule" {
-			n = 2
-		}
-		return mustCLI(t, "", append(append(args[:n:n], "--cluster", "--addr", seeds, "--topic", topic), args[n:]...)...)
-	}
-	on("send", "--id", "d", "--body", "1", "--delay", "1h", "--on-duplicate", "debounce", "--max-wait", "2h")
-	if r := on("send", "--id", "d", "--body", "2", "--delay", "3h", "--on-duplicate", "debounce", "--max-wait", "2h"); !strings.Contains(r.stdout, "d debounced, due") {
-		t.Errorf("a debounce on a cluster printed %q", r.stdout)
-	}
-	if r := on("send", "--id", "d", "--body", "3", "--delay", "1h", "--on-duplicate", "replace"); !strings.Contains(r.stdout, "d replaced, due") {
-		t.Errorf("a replace on a cluster printed %q", r.stdout)
-	}
-	if r := on("get", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
-		t.Errorf("get after the replace: %s", r.stdout)
-	}
-	on("limits", "--rate", "100/s", "--concurrency", "4")
-	if r := on("limits"); !strings.Contains(r.stdout, "100/s") {
-		t.Errorf("limits on a cluster: %s", r.stdout)
-	}
-	on("pause", "--for", "1m")
-	on("resume")
-	on("schedule", "add", "--name", "tick", "--spec", "@every 1h")
-	if r := on("schedule", "list"); !strings.Contains(r.stdout, "tick") {
-		t.Errorf("schedule list on a cluster: %s", r.stdout)
-	}
-	exp := on("export")
-	if !strings.Contains(exp.stdout, `"id":"d"`) {
-		t.Fatalf("export on a cluster: %s", exp.stdout)
-	}
-	imp := mustCLI(t, exp.stdout, "import", "--cluster", "--addr", seeds, "--topic", topic+".copy")
-	if r := mustCLI(t, "", "get", "--cluster", "--addr", seeds, "--topic", topic+".copy", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
-		t.Errorf("get of the imported message: %s (import: %s)", r.stdout, imp.stderr)
-	}
-	if r := mustCLI(t, "", "topic", "list", "--cluster", "--addr", seeds); !strings.Contains(r.stdout, topic+".copy") {
-		t.Errorf("topic list on a cluster: %s", r.stdout)
-	}
-	on("schedule", "delete", "--name", "tick")
+	commandsScenario(t, "on a cluster", "cluster.commands", "--cluster", "--addr", cl.Seeds())
 }
 
 // TestClusterFlowControl runs a topic's flow control on a Redis Cluster

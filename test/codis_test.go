@@ -70,45 +70,56 @@ func TestCodisCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "redis 3.2.11") {
 		t.Errorf("doctor did not read the backends' version: %s", r.stdout)
 	}
-	topic := "codis.commands"
+	commandsScenario(t, "through Codis", "codis.commands", "--addr", addr)
+	checkCodis(t, c, []int{0}, false)
+}
+
+// commandsScenario runs, with the connection flags conn, the scripts the
+// fleet scenarios do not reach: a debounce and a replace, limits, a
+// pause, a schedule, an export and its import into topic.copy, which
+// topic list then names. where says where, in errors.
+func commandsScenario(t *testing.T, where, topic string, conn ...string) {
+	t.Helper()
 	on := func(args ...string) result {
 		t.Helper()
 		n := 1 // the command word, and the subcommand of schedule
 		if args[0] == "schedule" {
 			n = 2
 		}
-		return mustCLI(t, "", append(append(args[:n:n], "--addr", addr, "--topic", topic), args[n:]...)...)
+		return mustCLI(t, "", append(append(append(args[:n:n], conn...), "--topic", topic), args[n:]...)...)
 	}
 	on("send", "--id", "d", "--body", "1", "--delay", "1h", "--on-duplicate", "debounce", "--max-wait", "2h")
 	if r := on("send", "--id", "d", "--body", "2", "--delay", "3h", "--on-duplicate", "debounce", "--max-wait", "2h"); !strings.Contains(r.stdout, "d debounced, due") {
-		t.Errorf("a debounce through Codis printed %q", r.stdout)
+		t.Errorf("a debounce %s printed %q", where, r.stdout)
 	}
 	if r := on("send", "--id", "d", "--body", "3", "--delay", "1h", "--on-duplicate", "replace"); !strings.Contains(r.stdout, "d replaced, due") {
-		t.Errorf("a replace through Codis printed %q", r.stdout)
+		t.Errorf("a replace %s printed %q", where, r.stdout)
 	}
 	if r := on("get", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
-		t.Errorf("get after the replace: %s", r.stdout)
+		t.Errorf("get after the replace %s: %s", where, r.stdout)
 	}
 	on("limits", "--rate", "100/s", "--concurrency", "4")
 	if r := on("limits"); !strings.Contains(r.stdout, "100/s") {
-		t.Errorf("limits through Codis: %s", r.stdout)
+		t.Errorf("limits %s: %s", where, r.stdout)
 	}
 	on("pause", "--for", "1m")
 	on("resume")
 	on("schedule", "add", "--name", "tick", "--spec", "@every 1h")
 	if r := on("schedule", "list"); !strings.Contains(r.stdout, "tick") {
-		t.Errorf("schedule list through Codis: %s", r.stdout)
+		t.Errorf("schedule list %s: %s", where, r.stdout)
 	}
 	exp := on("export")
 	if !strings.Contains(exp.stdout, `"id":"d"`) {
-		t.Fatalf("export through Codis: %s", exp.stdout)
+		t.Fatalf("export %s: %s", where, exp.stdout)
 	}
-	imp := mustCLI(t, exp.stdout, "import", "--addr", addr, "--topic", topic+".copy")
-	if r := mustCLI(t, "", "get", "--addr", addr, "--topic", topic+".copy", "--id", "d"); !strings.Contains(r.stdout, `"body": "3"`) {
-		t.Errorf("get of the imported message: %s (import: %s)", r.stdout, imp.stderr)
+	imp := mustCLI(t, exp.stdout, append(append([]string{"import"}, conn...), "--topic", topic+".copy")...)
+	if r := mustCLI(t, "", append(append([]string{"get"}, conn...), "--topic", topic+".copy", "--id", "d")...); !strings.Contains(r.stdout, `"body": "3"`) {
+		t.Errorf("get of the imported message %s: %s (import: %s)", where, r.stdout, imp.stderr)
+	}
+	if r := mustCLI(t, "", append([]string{"topic", "list"}, conn...)...); !strings.Contains(r.stdout, topic+".copy") {
+		t.Errorf("topic list %s: %s", where, r.stdout)
 	}
 	on("schedule", "delete", "--name", "tick")
-	checkCodis(t, c, []int{0}, false)
 }
 
 // codisFleet starts 2 subs of topic on 16 partitions through addr with
