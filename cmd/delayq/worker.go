@@ -71,6 +71,7 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 	fs := cmd.fs
 	path := fs.String("config", "", "TOML config `file` (default: no file, only defaults and flags)")
 	addr := fs.String("addr", "", "`host:port` of Redis or of a Twemproxy/Codis proxy, or several proxies separated by commas (overrides [redis] addr)")
+	clusterMode := fs.Bool("cluster", false, "--addr (or [redis] addr) lists seed nodes of a Redis Cluster (overrides [redis] cluster)")
 	listen := fs.String("listen", "", "`host:port` of the HTTP API, \"\" for none (overrides [http] listen)")
 	level := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides [log] level)")
 	lease := durationFlag{}
@@ -87,6 +88,9 @@ func workerConfig(args []string, stdout io.Writer) (*config.Config, error) {
 	}
 	if cmd.isSet("addr") {
 		cfg.Redis.Addr = *addr
+	}
+	if cmd.isSet("cluster") {
+		cfg.Redis.Cluster = *clusterMode
 	}
 	if cmd.isSet("listen") {
 		cfg.HTTP.Listen = *listen

@@ -49,11 +49,11 @@ func TestWorkerConfigFlags(t *testing.T) {
 		t.Errorf("from the file: %+v", cfg)
 	}
 	// Flags override the file, and --listen "" turns the API off.
-	cfg, err = workerConfig([]string{"--config", p, "--addr", "flag:2", "--listen", "", "--log-level", "debug", "--lease", "3s"}, io.Discard)
+	cfg, err = workerConfig([]string{"--config", p, "--addr", "flag:2", "--cluster", "--listen", "", "--log-level", "debug", "--lease", "3s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Redis.Addr != "flag:2" || cfg.HTTP.Listen != "" || cfg.Log.Level != "debug" || cfg.Worker.Lease != 3*time.Second {
+	if cfg.Redis.Addr != "flag:2" || !cfg.Redis.Cluster || cfg.HTTP.Listen != "" || cfg.Log.Level != "debug" || cfg.Worker.Lease != 3*time.Second {
 		t.Errorf("flags did not override: %+v %+v %+v", cfg.Redis, cfg.HTTP, cfg.Log)
 	}
 	// Without --config: the defaults, which need at least --listen.
