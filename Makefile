@@ -59,8 +59,10 @@ build:
 
 # Packages run one at a time (-p 1): the end-to-end and fault tests measure
 # lateness and lease handover, which other packages' tests running beside
-# them on 2 cores would distort. The end-to-end package runs last, its
-# parallel tests (those that measure no lateness) 8 at a time: they run
+# them on 2 cores would distort. The root package runs first, its
+# parallel tests (the crash matrices and others that measure no lateness)
+# 4 at a time: they mostly wait for deliveries due a moment later. The
+# end-to-end package runs last, its parallel tests 8 at a time: they run
 # delayq as processes and mostly wait, where go test's default would run
 # as many as there are cores.
 # The end-to-end tests in test/ run $(BIN) (DELAYQ_BIN) instead of building
@@ -89,7 +91,8 @@ test: test-deps build
 		echo "Codis 3.2 not found: the Codis scenarios skip (set DELAYQ_CODIS_BIN to the folder of codis-server, codis-proxy, codis-dashboard and codis-admin)"; \
 	fi; \
 	export DELAYQ_CODIS_BIN=$$codis DELAYQ_COMMAND_AUDIT=$(AUDIT) DELAYQ_BIN=$(CURDIR)/$(BIN) DELAYQ_FIGURES=$(FIGURES); \
-	$(GO) test -race -count=1 -p 1 -timeout 20m $$($(GO) list ./... | grep -v '/test$$') && \
+	$(GO) test -race -count=1 -parallel 4 -timeout 20m . && \
+	$(GO) test -race -count=1 -p 1 -timeout 20m $$($(GO) list ./... | grep -v -x -e "$$($(GO) list .)" -e '.*/test') && \
 	$(GO) test -race -count=1 -parallel 8 -timeout 20m ./test
 	$(GO) run ./internal/portable/auditcheck $(AUDIT)
 	@echo "figures measured by the tests (2 cores here; see docs/testing.md):"; cat $(FIGURES)

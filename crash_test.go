@@ -312,10 +312,12 @@ func TestCrashSafety(t *testing.T) {
 // operation must succeed, and leave what it leaves without one.
 func TestCrashSafetyCluster(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
-	tg := target{addr: cl.Seeds(), cluster: cl}
 	for _, f := range []crashFault{crashKill, crashMoved, crashAsk} {
-		t.Run(string(f), func(t *testing.T) { crashMatrix(t, tg, f) })
+		t.Run(string(f), func(t *testing.T) {
+			t.Parallel() // a cluster each: the moves of one never meet another's
+			cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
+			crashMatrix(t, target{addr: cl.Seeds(), cluster: cl}, f)
+		})
 	}
 }
 
