@@ -189,7 +189,7 @@ func wantDuplicatesAtMost(t *testing.T, rep ledgerReport, subs []*sub, maxDup in
 	saveLogs(t, subs)
 }
 
-// TestClusterFailover kills -9 the master that serves partition 0 of a
+// clusterFailover kills -9 the master that serves partition 0 of a
 // 16-partition topic (and the others on its slots) 5 s into 4000 messages
 // falling due over 15 s to 2 "sub --cluster" with the defaults. Its slots
 // refuse connections until the cluster (cluster-node-timeout 2 s) marks
@@ -199,8 +199,7 @@ func wantDuplicatesAtMost(t *testing.T, rep ledgerReport, subs []*sub, maxDup in
 // be lost with the master (docs/proxies.md), which is not what this
 // measures. As TestCodisFailover with the default lease (10 s, longer
 // than the failover): nothing lost or early, no duplicate.
-func TestClusterFailover(t *testing.T) {
-	t.Parallel()
+func clusterFailover(t *testing.T) {
 	const (
 		topic, prefix = "e2e.cluster.failover", "clf"
 		parts, n      = 16, 4000
@@ -272,15 +271,14 @@ func TestClusterFailover(t *testing.T) {
 			len(onVictim), healed.Milliseconds(), subCounter(subs, "leases_lost"), subCounter(subs, "recovered"), countLog(subs, `msg="outage over"`)))
 }
 
-// TestClusterReshardUnderLoad moves the slots of 8 of a 16-partition
+// clusterReshardUnderLoad moves the slots of 8 of a 16-partition
 // topic's partitions to another master, one after another, while 3000
 // messages fall due over 10 s to 2 "sub --cluster" with the defaults,
 // half a second apart. The first move leaves its slot migrating for a
 // second with some of the partition's keys moved and the others not: an
 // ASK window under load, which the target's count of ASKING shows. As
 // TestCodisSlotMigration: nothing lost, early or delivered twice.
-func TestClusterReshardUnderLoad(t *testing.T) {
-	t.Parallel()
+func clusterReshardUnderLoad(t *testing.T) {
 	const (
 		topic, prefix = "e2e.cluster.reshard", "clr"
 		parts, n      = 16, 3000
@@ -354,13 +352,12 @@ func TestClusterReshardUnderLoad(t *testing.T) {
 	clusterFigure(t, "cluster-reshard", rep, lr, fmt.Sprintf(" partitions_moved=%d reshard_ms=%d ask_window_askings=%d", len(moved), took.Milliseconds(), asks))
 }
 
-// TestClusterPartitionChange changes a topic's count from 4 to 8
+// clusterPartitionChange changes a topic's count from 4 to 8
 // partitions through "partitions --cluster --set 8" while 2,000 messages
 // come due over 10 s to two "sub --cluster": the new partitions land on
 // other slots, so the moves go from master to master. 0 lost, 0 early,
 // 0 duplicates.
-func TestClusterPartitionChange(t *testing.T) {
-	t.Parallel()
+func clusterPartitionChange(t *testing.T) {
 	const (
 		topic, prefix = "e2e.cluster.repart", "clp"
 		parts, n      = 4, 2000
@@ -395,23 +392,21 @@ func TestClusterPartitionChange(t *testing.T) {
 	clusterFigure(t, "cluster-partitions-4-to-8", rep, lr, fmt.Sprintf(" change_ms=%d slots=%d", took.Milliseconds(), len(slots)))
 }
 
-// TestClusterCommands runs, through the binary in cluster mode, the
+// clusterCommands runs, through the binary in cluster mode, the
 // scripts the fleet scenarios do not reach, as TestCodisCommands does
 // through Codis: a debounce and a replace, limits, a pause, a schedule,
 // an export and its import.
-func TestClusterCommands(t *testing.T) {
-	t.Parallel()
+func clusterCommands(t *testing.T) {
 	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
 	commandsScenario(t, "on a cluster", "cluster.commands", "--cluster", "--addr", cl.Seeds())
 }
 
-// TestClusterFlowControl runs a topic's flow control on a Redis Cluster
+// clusterFlowControl runs a topic's flow control on a Redis Cluster
 // through the binary: a rate limit of 100/s that two "sub --cluster"
 // share while 1,500 messages are due at once (its tokens on one master,
 // the topic's partitions on all three), and a pause of 2 s in the middle,
 // during which nothing starts. Each message once, none early.
-func TestClusterFlowControl(t *testing.T) {
-	t.Parallel()
+func clusterFlowControl(t *testing.T) {
 	const (
 		topic, prefix = "e2e.cluster.flow", "clf"
 		parts, n      = 16, 1500

@@ -11,13 +11,12 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// TestClusterCLI runs the real binary against a Redis Cluster of 3
+// clusterCLI runs the real binary against a Redis Cluster of 3
 // masters: "send --cluster" with a seed list whose first node is down,
 // "sub --cluster" until every message came, then a worker whose TOML
 // says [redis] cluster = true. Each message is delivered once, and not
 // before its due.
-func TestClusterCLI(t *testing.T) {
-	t.Parallel()
+func clusterCLI(t *testing.T) {
 	cl := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: -1})
 	down := wFreeAddr(t)
 	seeds := down + "," + cl.Seeds()
@@ -81,4 +80,18 @@ command = ["sh", "-c", 'cat >>"$1"', "sh", %q]
 	if code := w.stop(t, 10*time.Second); code != 0 {
 		t.Errorf("worker exit status %d after SIGTERM, want 0", code)
 	}
+}
+
+// TestCluster runs the Redis Cluster scenarios one after another, beside
+// the package's other parallel tests: each starts a cluster, producers
+// and subs, and together they would load 2 cores enough to slow the
+// lease-bounded scenarios beside them.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	t.Run("CLI", clusterCLI)
+	t.Run("Commands", clusterCommands)
+	t.Run("FlowControl", clusterFlowControl)
+	t.Run("PartitionChange", clusterPartitionChange)
+	t.Run("ReshardUnderLoad", clusterReshardUnderLoad)
+	t.Run("Failover", clusterFailover)
 }
