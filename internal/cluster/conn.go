@@ -66,10 +66,12 @@ func (r *Router) Conn() *Conn {
 	return &Conn{r: r, nodes: map[string]*portable.Conn{}, side: map[string]*portable.Conn{}}
 }
 
-// keyOf returns the key a command routes by, and false for one without.
+// keyOf returns the key a command routes by, and false for one without:
+// of the portable set, PING and AUTH (the router sends ASKING and
+// CLUSTER SLOTS on node connections itself).
 func keyOf(cmd string, args []any) (string, bool) {
 	switch strings.ToUpper(cmd) {
-	case "PING", "AUTH", "ASKING", "CLUSTER", "INFO", "CONFIG":
+	case "PING", "AUTH":
 		return "", false
 	case "EVALSHA", "EVAL":
 		if len(args) < 3 || str(args[1]) == "0" {
