@@ -21,8 +21,15 @@ func NewID(t time.Time) string {
 		b[i] = byte(ms >> (40 - 8*i))
 	}
 	crand.Read(b[6:])
+	return encode128(&b)
+}
+
+// encode128 renders b, 128 bits, as 26 Crockford base32 digits, most
+// significant first (2 leading pad bits: the first digit is 0 to 7).
+// NewID and IDFrom share it, and IDFrom's ids are a stable contract: do
+// not change it.
+func encode128(b *[16]byte) string {
 	var out [26]byte
-	// 128 bits as 26 base32 digits, most significant first (2 leading pad bits).
 	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
 	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 | uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
 	for i := 25; i >= 0; i-- {

@@ -24,9 +24,9 @@ const DefaultBatch = 500
 // from stdin with --stdin.
 func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("send",
-		"--topic T [--id ID] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
+		"--topic T [--id ID | --id-from-body] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
 			"       [--on-duplicate reject|replace|debounce [--max-wait DUR]]\n"+
-			"       delayq send --topic T --stdin [--batch N] [--on-duplicate P [--max-wait DUR]]",
+			"       delayq send --topic T --stdin [--id-from-body] [--batch N] [--on-duplicate P [--max-wait DUR]]",
 		"Enqueues one message and prints its id. An id that exists is refused (exit 1)\n"+
 			"unless --on-duplicate replace or debounce says otherwise: the line then reads\n"+
 			`"ID replaced, due TIME" or "ID debounced, due TIME", TIME the due stored.`+"\n"+
@@ -39,6 +39,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var (
 		due         dueFlags
 		id          = cmd.fs.String("id", "", "message `id` (default: a generated ULID)")
+		idFromBody  = cmd.fs.Bool("id-from-body", false, "the id is delayq.IDFrom(body), so that the same body sent again is a duplicate; with --stdin, each line that sets no \"id\" gets IDFrom of its body")
 		body        = cmd.fs.String("body", "", "message `body`")
 		bodyFile    = cmd.fs.String("body-file", "", "read the body from `path` (- for stdin)")
 		maxAttempts = cmd.fs.Int("max-attempts", 0, "delivery attempts of this message (default: the consumer's)")
@@ -77,11 +78,15 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return cmd.usageErr("invalid value %d for flag --batch: must be at least 1", *batch)
 		}
 		return cmd.connect(func(client *delayq.Client) error {
-			return notRetried(sendLines(ctx, stdinSend{client: client, topic: cmd.c.topic, dups: dups, batch: *batch}, stdin, stdout, stderr), retryFor.d)
+			to := stdinSend{client: client, topic: cmd.c.topic, dups: dups, batch: *batch, idFromBody: *idFromBody}
+			return notRetried(sendLines(ctx, to, stdin, stdout, stderr), retryFor.d)
 		})
 	}
 	if cmd.isSet("batch") {
 		return cmd.usageErr("--batch needs --stdin")
+	}
+	if *idFromBody && cmd.isSet("id") {
+		return cmd.usageErr("--id and --id-from-body are mutually exclusive")
 	}
 	delay, at, err := due.resolve(cmd, false)
 	if err != nil {
@@ -96,6 +101,9 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if msg.Body, err = readBody(*bodyFile, stdin); err != nil {
 			return err
 		}
+	}
+	if *idFromBody {
+		msg.ID = delayq.IDFrom(string(msg.Body))
 	}
 	return cmd.connect(func(client *delayq.Client) error {
 		got, err := client.Send(ctx, msg)
@@ -179,6 +187,9 @@ type stdinSend struct {
 	topic  string
 	dups   httpapi.Duplicates // applies where a line sets no on_duplicate or max_wait
 	batch  int                // lines per enqueue call
+	// idFromBody gives each line that sets no id (or an empty one) the
+	// id delayq.IDFrom(body), body as decoded (send --id-from-body).
+	idFromBody bool
 }
 
 // sendLines enqueues the JSON lines read from r into to.topic, to.batch
@@ -196,6 +207,9 @@ func sendLines(ctx context.Context, to stdinSend, r io.Reader, stdout, stderr io
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			m, err := parseLine(to.topic, to.dups, line)
+			if err == nil && m.ID == "" && to.idFromBody {
+				m.ID = delayq.IDFrom(string(m.Body))
+			}
 			s.batch = append(s.batch, pendingLine{line: n, msg: m, err: err})
 		}
 		if len(s.batch) >= to.batch || (rerr != nil && len(s.batch) > 0) {

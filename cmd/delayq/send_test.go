@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 func TestParseLine(t *testing.T) {
@@ -161,4 +166,115 @@ func TestSendStdinStopsOnCancel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stopped at line 1") {
 		t.Fatalf("err = %v, want it to stop at line 1", err)
 	}
+}
+
+// TestSendIDFromBodyUsage: --id-from-body and --id together are a usage
+// error naming both, found before any connection; with --stdin, --id is
+// refused as ever.
+func TestSendIDFromBodyUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--id", "x", "--id-from-body", "--body", "b"}, []string{"--id and --id-from-body"}},
+		{[]string{"--id-from-body", "--id", "", "--body", "b"}, []string{"--id and --id-from-body"}},
+		{[]string{"--stdin", "--id-from-body", "--id", "x"}, []string{"--id cannot be used with --stdin"}},
+	} {
+		_, _, err := runArgs(t, append([]string{"send", "--addr", "127.0.0.1:1", "--topic", "t"}, tc.args...)...)
+		checkUsageError(t, append([]string{"send"}, tc.args...), err, tc.want...)
+	}
+}
+
+// TestSendIDFromBody: send --id-from-body gives a message the id
+// delayq.IDFrom(body), so the same body sent again, from --body or
+// --body-file, is refused as a duplicate (exit 1) and another body is
+// not. With --stdin, each line that sets no "id" gets IDFrom of its body
+// (body or body_base64), a line's own id is kept, and without the flag a
+// line without an id gets a generated one.
+func TestSendIDFromBody(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	send := func(stdin string, args ...string) (string, string, error) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"send", "--addr", addr, "--topic", "idfrom"}, args...), strings.NewReader(stdin), &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+	// isDuplicate checks that err is the refusal of a duplicate: exit 1,
+	// saying "duplicate" and the id.
+	isDuplicate := func(what string, err error, id string) {
+		t.Helper()
+		var ue *usageError
+		if !errors.Is(err, delayq.ErrDuplicate) || errors.As(err, &ue) || !strings.Contains(err.Error(), "duplicate") || !strings.Contains(err.Error(), id) {
+			t.Errorf("%s: %v, want ErrDuplicate naming %s (exit 1)", what, err, id)
+		}
+	}
+
+	const body = `{"user":42,"day":"2030-01-02"}`
+	want := delayq.IDFrom(body)
+	if want != "62205QPX1NVDFDFHECSH6C0VE1" { // IDFrom's ids are a stable contract
+		t.Fatalf("IDFrom(%q) = %s, want 62205QPX1NVDFDFHECSH6C0VE1", body, want)
+	}
+	if out, _, err := send("", "--id-from-body", "--delay", "1h", "--body", body); err != nil || out != want+"\n" {
+		t.Fatalf("send --id-from-body: %q, %v; want %s", out, err, want)
+	}
+	out, _, err := send("", "--id-from-body", "--delay", "1h", "--body", body)
+	isDuplicate("the same body again", err, want)
+	if out != "" {
+		t.Errorf("the same body again printed %q, want nothing", out)
+	}
+	path := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = send("", "--id-from-body", "--body-file", path)
+	isDuplicate("the same body from --body-file", err, want)
+	_, _, err = send(body, "--id-from-body", "--body-file", "-")
+	isDuplicate("the same body from stdin", err, want)
+	other := delayq.IDFrom(body + " ")
+	if out, _, err := send("", "--id-from-body", "--delay", "1h", "--body", body+" "); err != nil || out != other+"\n" || other == want {
+		t.Errorf("send --id-from-body, another body: %q, %v; want %s", out, err, other)
+	}
+	// The flag changes nothing but the id: --on-duplicate still applies.
+	if out, _, err := send("", "--id-from-body", "--delay", "2h", "--body", body, "--on-duplicate", "replace"); err != nil || !strings.HasPrefix(out, want+" replaced, due ") {
+		t.Errorf("send --id-from-body --on-duplicate replace: %q, %v; want %s replaced", out, err, want)
+	}
+
+	lines := strings.Join([]string{
+		`{"body":` + jsonString(body) + `,"delay":"1h"}`, // 1 rejected: the id of the body sent above
+		`{"body":"fresh","delay":"1h"}`,                  // 2 created as IDFrom("fresh")
+		`{"id":"own","body":"fresh","delay":"1h"}`,       // 3 created, its own id
+		`{"body_base64":"ZnJlc2g=","delay":"1h"}`,        // 4 rejected: "fresh" again, in the same batch
+		`{"id":"","body":"empty id","delay":"1h"}`,       // 5 an empty id is no id
+	}, "\n")
+	out, errOut, err := send(lines, "--stdin", "--id-from-body")
+	if err == nil || err.Error() != "2 of 5 messages rejected" {
+		t.Errorf("send --stdin --id-from-body: %v, want 2 of 5 rejected", err)
+	}
+	if w := delayq.IDFrom("fresh") + "\nown\n" + delayq.IDFrom("empty id") + "\n"; out != w {
+		t.Errorf("send --stdin --id-from-body printed %q, want %q", out, w)
+	}
+	for _, w := range []string{
+		fmt.Sprintf(`line 1: id %q: duplicate`, want),
+		fmt.Sprintf(`line 4: id %q: duplicate`, delayq.IDFrom("fresh")),
+	} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	// Without the flag a line without an id gets a generated one, new.
+	out, _, err = send(`{"body":"fresh","delay":"1h"}`, "--stdin")
+	if got := strings.TrimSuffix(out, "\n"); err != nil || len(got) != 26 || got == delayq.IDFrom("fresh") {
+		t.Errorf("send --stdin without --id-from-body: %q, %v; want a generated id", out, err)
+	}
+}
+
+// jsonString returns s as a JSON string.
+func jsonString(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
