@@ -52,6 +52,9 @@ type pendingWrite struct {
 	// putOld is 1 + the old partition of the id during a change of the
 	// partition count, when the id was found there (see writePuts).
 	putOld int
+	// uniqueFor is the message's uniqueness window in ms: its own, or
+	// for a given id its topic's default (see place).
+	uniqueFor int64
 }
 
 // results returns the outcomes of ws, in its order.
@@ -166,7 +169,7 @@ func newMessages(now time.Time, ws []pendingWrite, group []int) []store.NewMessa
 		m, res := ws[i].msg, &ws[i].res
 		recs[j] = store.Record{
 			Due: res.Due.UnixMilli(), Created: now.UnixMilli(), Updated: now.UnixMilli(),
-			MaxAttempts: m.MaxAttempts, Trace: m.trace, Body: m.Body,
+			MaxAttempts: m.MaxAttempts, Trace: m.trace, UniqueFor: ws[i].uniqueFor, Body: m.Body,
 		}
 		news[j] = store.NewMessage{ID: res.ID, Record: &recs[j]}
 		if imp := m.imported; imp != nil {
@@ -281,6 +284,13 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 			w.res.Err = err
 			continue
 		}
+		w.uniqueFor = w.msg.UniqueFor.Milliseconds()
+		if w.msg.UniqueFor > 0 && w.uniqueFor == 0 {
+			w.uniqueFor = 1 // under a millisecond: kept as one
+		}
+		if w.msg.UniqueFor == 0 && w.msg.ID != "" && w.msg.imported == nil {
+			w.uniqueFor = l.UniqueFor // a given id takes its topic's default
+		}
 		switch id, n := w.msg.ID, l.PlaceCount(); {
 		case id != "":
 			w.p = l.Place(id)
@@ -379,7 +389,7 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, ws []pendingWrite
 		for j, i := range g {
 			m := ws[i].msg
 			puts[j] = store.Put{ID: m.ID, Policy: string(m.OnDuplicate), Due: ws[i].res.Due.UnixMilli(),
-				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Trace: m.trace, Body: m.Body}
+				MaxWait: m.MaxWait.Milliseconds(), MaxAttempts: m.MaxAttempts, Trace: m.trace, UniqueFor: ws[i].uniqueFor, Body: m.Body}
 		}
 		groups[gi] = store.PutGroup{Topic: k.topic, P: k.p, Puts: puts, OnlyIfExists: k.old, Ahead: k.ahead}
 	}
@@ -392,6 +402,11 @@ func (c *Client) writePuts(ctx context.Context, now time.Time, ws []pendingWrite
 		for j, i := range byKey[k] {
 			if out[gi][j].Outcome == 0 {
 				moved = append(moved, i)
+				continue
+			}
+			if out[gi][j].Outcome == store.PutDone {
+				ws[i].res.Err = &FinishedError{Topic: k.topic, ID: ws[i].msg.ID, Done: store.Done{Finished: out[gi][j].Due, Until: out[gi][j].Until}}
+				ws[i].res.Outcome = OutcomeFinished
 				continue
 			}
 			ws[i].res.Due = time.UnixMilli(out[gi][j].Due)
@@ -417,9 +432,12 @@ var putOutcomes = map[int]Outcome{
 // Message.OnDuplicate), whose write ended with err: created, rejected as
 // a duplicate, or none.
 func outcomeOf(err error) Outcome {
+	var fe *FinishedError
 	switch {
 	case err == nil:
 		return OutcomeCreated
+	case errors.As(err, &fe):
+		return OutcomeFinished
 	case errors.Is(err, ErrDuplicate):
 		return OutcomeRejected
 	}

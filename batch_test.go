@@ -444,7 +444,7 @@ func scheduledOf(t *testing.T, c *Client, topic string) int64 {
 func reconcileSweep(t *testing.T, c *Client, topic string, p int) {
 	t.Helper()
 	for cursor := "0"; ; {
-		next, _, err := c.store.Reconcile(context.Background(), store.TopicPartition{Topic: topic, P: p}, cursor, 100, nil)
+		next, _, err := c.store.Reconcile(context.Background(), store.TopicPartition{Topic: topic, P: p}, cursor, 100, nil, time.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}

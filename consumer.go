@@ -204,7 +204,7 @@ func (r *consumerRun) loop(p int, l *lease.Lease, stop <-chan struct{}, handedOv
 	defer unwatch()
 	cfg := k.pollerConfig(p, l, r.d, r.work, r.abandon)
 	cfg.Release, cfg.Wake, cfg.Pause, cfg.Gate = handedOver, wake, k.ctrl.pause, r.lim
-	cfg.Keep = func(ids []string, headers [][]byte) { r.kept.keep(p, ids, headers) }
+	cfg.Keep = func(acks []store.Acked) { r.kept.keep(p, acks) }
 	return poller.Run(l.Ctx(), stop, cfg)
 }
 

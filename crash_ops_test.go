@@ -333,7 +333,7 @@ var crashOps = []*crashOp{
 		name:  "ack",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.tp(), []string{cs.id}, [][]byte{cs.rec0.Header()})
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header()}}, time.Now().UnixMilli())
 			return err
 		},
 		// Record deleted => acked for good (the in-flight entry left
@@ -467,7 +467,7 @@ var crashOps = []*crashOp{
 			}
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.tp(), []string{cs.id}, [][]byte{cs.rec0.Header()})
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header()}}, time.Now().UnixMilli())
 			return err
 		},
 		after: afterKept("ack of a replaced record", outDelivered),

@@ -10,7 +10,9 @@ import (
 // Sentinel errors. Compare with errors.Is: they come wrapped with the topic
 // and id they concern.
 var (
-	// ErrDuplicate: a message with that id is already queued in the topic.
+	// ErrDuplicate: a message with that id is already queued in the
+	// topic, or was delivered within its uniqueness window (then the
+	// error is a *FinishedError: see Message.UniqueFor).
 	ErrDuplicate = store.ErrDuplicate
 	// ErrNotFound: no such message, schedule or topic; the wrapping
 	// error names which.
@@ -123,3 +125,9 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 func fieldErr(field string, v any, format string, args ...any) error {
 	return &FieldError{Field: field, Value: fmt.Sprint(v), Reason: fmt.Sprintf(format, args...)}
 }
+
+// FinishedError is the error of a send whose id belongs to a message
+// delivered already, within its uniqueness window (Message.UniqueFor):
+// Done.Finished is when its delivery was acked, Done.Until when the id is
+// free again. It wraps ErrDuplicate, and errors.As finds it.
+type FinishedError = store.FinishedError

@@ -23,11 +23,14 @@ const (
 	StateScheduled State = "scheduled" // waiting for its due time
 	StateInFlight  State = "inflight"  // claimed by a consumer, being delivered
 	StateDead      State = "dead"      // out of attempts, kept with its last error
+	// StateDone: delivered, its id kept until the end of its uniqueness
+	// window (Message.UniqueFor); nothing else of it is kept.
+	StateDone State = "done"
 )
 
 // validState says whether s is one of the states of a message.
 func validState(s State) bool {
-	return s == StateScheduled || s == StateInFlight || s == StateDead
+	return s == StateScheduled || s == StateInFlight || s == StateDead || s == StateDone
 }
 
 // ParseStates reads a comma-separated list of states ("scheduled,dead"),
@@ -39,7 +42,7 @@ func ParseStates(list string) ([]State, error) {
 	for _, s := range strings.Split(list, ",") {
 		st := State(strings.TrimSpace(s))
 		if !validState(st) {
-			return nil, fmt.Errorf("state %q: want scheduled, inflight or dead", s)
+			return nil, fmt.Errorf("state %q: want scheduled, inflight, dead or done", s)
 		}
 		out = append(out, st)
 	}
@@ -61,6 +64,12 @@ type Info struct {
 	Updated     time.Time // last transition
 	LastError   string
 	Body        []byte
+	// UniqueFor is the message's uniqueness window (see
+	// Message.UniqueFor), 0 for none.
+	UniqueFor time.Duration
+	// Finished and UniqueUntil, when done: when its delivery was acked,
+	// and when its id is free again. A done message has nothing else.
+	Finished, UniqueUntil time.Time
 }
 
 // infoJSON is the wire form of Info shared by the CLI and the HTTP API.
@@ -69,7 +78,7 @@ type infoJSON struct {
 	ID          string  `json:"id"`
 	Partition   int     `json:"partition"`
 	State       string  `json:"state"`
-	Due         string  `json:"due"`
+	Due         string  `json:"due,omitempty"`
 	Deadline    string  `json:"deadline,omitempty"` // when in flight
 	DiedAt      string  `json:"died_at,omitempty"`  // when dead
 	Attempts    int     `json:"attempts"`
@@ -79,6 +88,9 @@ type infoJSON struct {
 	LastError   string  `json:"last_error"`
 	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
 	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
+	UniqueForMS int64   `json:"unique_for_ms,omitempty"`
+	Finished    string  `json:"finished,omitempty"`     // when done
+	UniqueUntil string  `json:"unique_until,omitempty"` // when done
 }
 
 // MarshalJSON encodes the message with snake_case keys, times in RFC 3339
@@ -89,8 +101,11 @@ func (in *Info) MarshalJSON() ([]byte, error) {
 		Due: wire.Time(in.Due), Deadline: wire.Time(in.Deadline), DiedAt: wire.Time(in.DiedAt),
 		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
 		Created: wire.Time(in.Created), Updated: wire.Time(in.Updated), LastError: in.LastError,
+		UniqueForMS: in.UniqueFor.Milliseconds(), Finished: wire.Time(in.Finished), UniqueUntil: wire.Time(in.UniqueUntil),
 	}
-	v.Body, v.BodyBase64 = wire.Body(in.Body)
+	if in.State != StateDone {
+		v.Body, v.BodyBase64 = wire.Body(in.Body)
+	}
 	return json.Marshal(v)
 }
 
@@ -105,7 +120,7 @@ func infoOf(topic, id string, p int, rec *store.Record) *Info {
 	return &Info{
 		Topic: topic, ID: id, Partition: p, Due: msTime(rec.Due), Attempts: rec.Attempts,
 		MaxAttempts: rec.MaxAttempts, Created: msTime(rec.Created), Updated: msTime(rec.Updated),
-		LastError: rec.LastError, Body: rec.Body,
+		LastError: rec.LastError, Body: rec.Body, UniqueFor: time.Duration(rec.UniqueFor) * time.Millisecond,
 	}
 }
 
@@ -133,8 +148,15 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Info, error) {
 			break
 		}
 	}
+	if f != nil && f.State == store.StateDone && f.Done.Until <= c.opts.Now().UnixMilli() {
+		f = nil // its window ended: the id is free
+	}
 	if f == nil {
 		return nil, fmt.Errorf("%w: message %q in topic %s", ErrNotFound, id, topic)
+	}
+	if f.State == store.StateDone {
+		return &Info{Topic: topic, ID: id, Partition: p, State: StateDone,
+			Finished: msTime(f.Done.Finished), UniqueUntil: msTime(f.Done.Until)}, nil
 	}
 	in := infoOf(topic, id, p, f.Record)
 	switch f.State {

@@ -150,7 +150,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 					recs, err = st.Begin(ctx, store.TopicPartition{Topic: topic, P: 0}, []string{"y"}, []int64{time.Now().Add(time.Minute).UnixMilli()})
 				}
 				if err == nil {
-					_, err = st.Ack(ctx, store.TopicPartition{Topic: topic, P: 0}, []string{"y"}, [][]byte{recs[0].Header()})
+					_, err = st.Ack(ctx, store.TopicPartition{Topic: topic, P: 0}, []store.Acked{{ID: "y", Header: recs[0].Header()}}, time.Now().UnixMilli())
 				}
 				raceErr = err
 			}

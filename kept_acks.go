@@ -27,8 +27,7 @@ type keptAcks struct {
 }
 
 type keptPart struct {
-	ids     []string
-	headers [][]byte
+	acks []store.Acked
 }
 
 func newKeptAcks(k *Consumer) *keptAcks {
@@ -36,15 +35,14 @@ func newKeptAcks(k *Consumer) *keptAcks {
 }
 
 // keep is poller.Config.Keep for partition p.
-func (a *keptAcks) keep(p int, ids []string, headers [][]byte) {
+func (a *keptAcks) keep(p int, acks []store.Acked) {
 	a.mu.Lock()
 	kp := a.byP[p]
 	if kp == nil {
 		kp = &keptPart{}
 		a.byP[p] = kp
 	}
-	kp.ids = append(kp.ids, ids...)
-	kp.headers = append(kp.headers, headers...)
+	kp.acks = append(kp.acks, acks...)
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -84,13 +82,13 @@ func (a *keptAcks) write(ctx context.Context) {
 	a.mu.Unlock()
 	for p, kp := range todo {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := a.k.c.store.Ack(wctx, store.TopicPartition{Topic: a.k.opts.Topic, P: p}, kp.ids, kp.headers)
+		_, err := a.k.c.store.Ack(wctx, store.TopicPartition{Topic: a.k.opts.Topic, P: p}, kp.acks, time.Now().UnixMilli())
 		cancel()
 		if err != nil {
-			a.keep(p, kp.ids, kp.headers)
+			a.keep(p, kp.acks)
 			continue
 		}
-		a.k.log.Info("kept acks written after the outage", "partition", p, "n", len(kp.ids))
+		a.k.log.Info("kept acks written after the outage", "partition", p, "n", len(kp.acks))
 	}
 }
 
@@ -99,7 +97,7 @@ func (a *keptAcks) left() int {
 	defer a.mu.Unlock()
 	n := 0
 	for _, kp := range a.byP {
-		n += len(kp.ids)
+		n += len(kp.acks)
 	}
 	return n
 }

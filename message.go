@@ -50,6 +50,14 @@ type Message struct {
 	// the latest MaxWait after the first event of its window, however
 	// many events push it back. 0: no bound.
 	MaxWait time.Duration
+	// UniqueFor keeps the id taken after the message's delivery
+	// succeeded: until UniqueFor after its ack, a send of the id is
+	// refused with a *FinishedError (an ErrDuplicate), whatever its
+	// OnDuplicate, and Get reports the message as done. 0: the topic's
+	// default (see Client.SetUniqueFor) for a message whose ID you give,
+	// none for a generated one. Negative is an error; milliseconds are
+	// kept. See docs/duplicates.md.
+	UniqueFor time.Duration
 
 	// trace is the traceparent the message stores (see startSend), ""
 	// outside a trace.
@@ -110,6 +118,10 @@ const (
 	OutcomeDebounced Outcome = "debounced"
 	// OutcomeRejected: the id existed; the enqueue failed (ErrDuplicate).
 	OutcomeRejected Outcome = "rejected"
+	// OutcomeFinished: the id is a delivered message's, within its
+	// uniqueness window (see Message.UniqueFor); the enqueue failed with
+	// a *FinishedError, which wraps ErrDuplicate.
+	OutcomeFinished Outcome = "finished"
 )
 
 // EnqueueResult is the outcome of one message of EnqueueBatch.
@@ -149,6 +161,9 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 	}
 	if m.MaxAttempts < 0 {
 		return id, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
+	}
+	if m.UniqueFor < 0 {
+		return id, due, fmt.Errorf("%w: UniqueFor %v of %s is negative", ErrInvalid, m.UniqueFor, msgName(id))
 	}
 	if err := checkPolicy(m); err != nil {
 		return id, due, err

@@ -136,7 +136,7 @@ type Config struct {
 	// whose messages the next owner would otherwise run again. An ack
 	// compares the record as claimed (see store.Ack), so it may be written
 	// by anyone, later. Optional: without it they are dropped.
-	Keep func(ids []string, headers [][]byte)
+	Keep func(acks []store.Acked)
 }
 
 // tp is the partition the loop works, as the store's commands take it.
@@ -440,7 +440,7 @@ func minTime(a, b time.Time) time.Time {
 // records (reconcile, from Run).
 type RepairStore interface {
 	Expired(ctx context.Context, tp store.TopicPartition, nowMS int64, limit int) ([]string, []*store.Record, []bool, error)
-	Reconcile(ctx context.Context, tp store.TopicPartition, cursor string, count int, skip func(id string) bool) (string, []string, error)
+	Reconcile(ctx context.Context, tp store.TopicPartition, cursor string, count int, skip func(id string) bool, nowMS int64) (string, []string, error)
 }
 
 // requeueExpiredWhenDue requeues the in-flight messages whose visibility
@@ -583,7 +583,7 @@ func (p *part) reconcile(ctx context.Context) {
 	}
 	moving := l.IsSource(cfg.Partition)
 	next, repaired, err := cfg.Store.Reconcile(ctx, cfg.tp(), p.cursor, cfg.ReconcileBatch,
-		func(id string) bool { return p.mine[id] != nil || moving && partition.For(id, l.Next) != cfg.Partition })
+		func(id string) bool { return p.mine[id] != nil || moving && partition.For(id, l.Next) != cfg.Partition }, cfg.Now().UnixMilli())
 	if err != nil {
 		p.logErr("reconcile", err)
 		return

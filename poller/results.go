@@ -24,7 +24,7 @@ const claimLinger = time.Millisecond
 // back), and the drops of tombstones' in-flight entries (poll,
 // requeueExpired, writeRecovered).
 type OutcomeStore interface {
-	Ack(ctx context.Context, tp store.TopicPartition, ids []string, headers [][]byte) (kept int, err error)
+	Ack(ctx context.Context, tp store.TopicPartition, acks []store.Acked, nowMS int64) (kept int, err error)
 	Moves(ctx context.Context, tp store.TopicPartition, moves []store.Move) (gone int, err error)
 	Drop(ctx context.Context, tp store.TopicPartition, ids []string) error
 }
@@ -79,7 +79,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.since = time.Time{}
 	cfg := p.cfg
 	now := cfg.Now()
-	var acks []string
+	var acks []store.Acked
 	var moves []store.Move
 	var done []result // results needing no write
 	var acked, movedRes []result
@@ -89,7 +89,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 		switch {
 		case r.outcome == Acked:
 			r.settled = SettledAck
-			acks = append(acks, m.ID)
+			acks = append(acks, ackOf(r))
 			acked = append(acked, r)
 		case lost:
 			if r.outcome == Dropped {
@@ -120,7 +120,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.pending = p.pending[:0]
 	p.finish(done)
 	if len(acks) > 0 {
-		if kept, err := cfg.Store.Ack(ctx, cfg.tp(), acks, headersOf(acked)); err != nil {
+		if kept, err := cfg.Store.Ack(ctx, cfg.tp(), acks, now.UnixMilli()); err != nil {
 			p.logErr("ack", err)
 			p.pending = append(p.pending, acked...)
 		} else {
@@ -265,27 +265,25 @@ func (p *part) keepAcks() {
 		return
 	}
 	var acked []result
-	var ids []string
+	var acks []store.Acked
 	for _, r := range p.pending {
 		if r.outcome == Acked {
-			acked, ids = append(acked, r), append(ids, r.msg.ID)
+			acked, acks = append(acked, r), append(acks, ackOf(r))
 		}
 	}
-	if len(ids) > 0 {
-		p.cfg.Logger.Info("acks not written: kept to be written once redis answers", "n", len(ids))
-		p.cfg.Keep(ids, headersOf(acked))
+	if len(acks) > 0 {
+		p.cfg.Logger.Info("acks not written: kept to be written once redis answers", "n", len(acks))
+		p.cfg.Keep(acks)
 		for _, r := range acked {
 			r.settle(SettledKept)
 		}
 	}
 }
 
-// headersOf returns the headers of the records of rs as claimed, which
-// an ack compares (see store.Ack).
-func headersOf(rs []result) [][]byte {
-	h := make([][]byte, len(rs))
-	for i, r := range rs {
-		h[i] = r.msg.Record.Header()
-	}
-	return h
+// ackOf is the ack of r, a delivery that succeeded: its record's header
+// as claimed, which an ack compares (see store.Ack), and its uniqueness
+// window.
+func ackOf(r result) store.Acked {
+	rec := r.msg.Record
+	return store.Acked{ID: r.msg.ID, Header: rec.Header(), KeepFor: rec.UniqueFor}
 }

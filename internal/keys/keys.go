@@ -205,6 +205,11 @@ const (
 	// past the new count (their epoch, their fence), which a drop of the
 	// topic deletes too.
 	MetaMost = "most"
+	// MetaUniqueFor is the topic's default uniqueness window (ms, see
+	// store.Record.UniqueFor), read with its layout; "0" once it was set
+	// to none, so that a worker's file sets it only on a topic where it
+	// was never decided.
+	MetaUniqueFor = "unique_for"
 )
 
 // Rate is a HASH: the token bucket of the topic's rate limit and its

@@ -61,6 +61,11 @@ func (s *Store) Add(ctx context.Context, tp TopicPartition, msgs []NewMessage) (
 // what that added for duplicates; a Fresh group has no duplicate check.
 // See docs/architecture.md, Enqueue in one round trip, and Segments.
 //
+// An id held by a Done (a message delivered already, see Ack) is refused
+// with a *FinishedError (an ErrDuplicate) while the Done's window lasts at
+// the message's Created time; once it has passed, the message is written
+// over it, in two more round trips taken only when some id was refused.
+//
 // errs[g][i] is nil when groups[g].Msgs[i] was accepted. err is a failure
 // of the whole call, after which some messages may have been written
 // (records without their ZADD are re-indexed by the reconciler). ctx
@@ -93,20 +98,31 @@ func (s *Store) AddMany(ctx context.Context, groups []Group) (errs [][]error, er
 	if err != nil {
 		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
 	}
-	second, unclear, err := s.indexCmds(groups, per, r, errs, mine)
-	if err != nil {
-		return nil, err
-	}
-	if len(second) == 0 {
-		return errs, nil
-	}
 	// Once the first round trip is in, the rest is finished even if the
 	// caller gives up: left undone, it would leave records without their
 	// index entries, or entries a duplicate enqueue added. The connection's
 	// own timeouts bound it. Its round trips are safe to run again: ZADDs
 	// of entries at their due, unindexScript's removals of entries still
-	// at this write's due, reads.
+	// at this write's due, reads, and writes over a Done still as read.
 	ctx = context.WithoutCancel(ctx)
+	finished, err := s.settleDones(ctx, groups, per, r)
+	if err != nil {
+		return nil, fmt.Errorf("add messages to %d partitions: %w", len(groups), err)
+	}
+	second, unclear, err := s.indexCmds(groups, per, r, errs, mine)
+	if err != nil {
+		return nil, err
+	}
+	for g, fs := range finished {
+		for i, f := range fs {
+			if f != nil {
+				errs[g][i] = f
+			}
+		}
+	}
+	if len(second) == 0 {
+		return errs, nil
+	}
 	rs, err := s.doAgain(ctx, second...)
 	if err != nil {
 		return nil, fmt.Errorf("index the added messages (%d commands): %w", len(second), err)

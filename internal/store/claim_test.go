@@ -138,7 +138,11 @@ func TestAckBatch(t *testing.T) {
 		cmd{"ZREM", append([]any{sk}, strs(ids)...)}); err != nil { // claimed: no longer scheduled
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, ids, headers)
+	acks := make([]Acked, len(ids))
+	for i := range ids {
+		acks[i] = Acked{ID: ids[i], Header: headers[i]}
+	}
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, acks, 0)
 	if err != nil || kept != 1 {
 		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
 	}

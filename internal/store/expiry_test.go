@@ -113,7 +113,7 @@ func TestReconcileReindexes(t *testing.T) {
 		var all []string
 		cursor := "0"
 		for range 100 {
-			next, repaired, err := s.Reconcile(ctx, TopicPartition{Topic: topic, P: 0}, cursor, 2, func(id string) bool { return id == "mine" })
+			next, repaired, err := s.Reconcile(ctx, TopicPartition{Topic: topic, P: 0}, cursor, 2, func(id string) bool { return id == "mine" }, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

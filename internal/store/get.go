@@ -17,13 +17,17 @@ const (
 	StateScheduled       // in the scheduled ZSET
 	StateInFlight        // claimed, in the in-flight ZSET
 	StateDead            // in the dead ZSET
+	// StateDone: acked with a uniqueness window, its id kept as a Done
+	// (whose Until the caller compares with its clock).
+	StateDone
 )
 
 // Found is a message as Get sees it.
 type Found struct {
 	Record *Record
 	State  State
-	Score  int64 // due (scheduled), visibility deadline (in flight) or died at (dead)
+	Score  int64 // due (scheduled), visibility deadline (in flight), died at (dead) or finished (done)
+	Done   Done  // StateDone's
 	// Indexed is false for a record in no index (a crash between two
 	// steps), reported as scheduled at its recorded due.
 	Indexed bool
@@ -59,6 +63,9 @@ func (s *Store) Get(ctx context.Context, tp TopicPartition, id string) (*Found, 
 		return &Found{Record: rec, State: StateScheduled, Score: e.due, Indexed: true}, nil
 	}
 	b, _ := redis.Bytes(r[0], nil)
+	if d, ok := DecodeDone(b); ok {
+		return &Found{State: StateDone, Score: d.Finished, Done: d, Indexed: true}, nil
+	}
 	rec, err := DecodeRecord(b)
 	if err != nil {
 		return nil, fmt.Errorf("get %q: %w", id, err)

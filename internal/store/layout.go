@@ -19,6 +19,11 @@ type Layout struct {
 	// CancelChange); its moves start only once the cancelled change's
 	// have ended.
 	Reversed bool
+	// UniqueFor is the topic's default uniqueness window (ms, 0 for
+	// none): the window of a message sent with an id of its own and no
+	// window (see Record.UniqueFor). It is read with the layout, so that
+	// a send pays no round trip for it.
+	UniqueFor int64
 }
 
 // Changing reports whether a change of the count runs.
@@ -71,12 +76,12 @@ func (l Layout) Sources() []int {
 // layoutReads are the commands that read the layout from the meta
 // HASH; layoutOf reads their reply (an HMGET).
 func layoutReads(meta string) cmd {
-	return cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaReversed}}
+	return cmd{"HMGET", []any{meta, keys.MetaPartitions, keys.MetaNext, keys.MetaSince, keys.MetaReversed, keys.MetaUniqueFor}}
 }
 
 func layoutOf(r any) (Layout, error) {
 	vals, err := redis.Values(r, nil)
-	if err != nil || len(vals) != 4 {
+	if err != nil || len(vals) != 5 {
 		return Layout{}, fmt.Errorf("bad layout reply %v: %v", r, err)
 	}
 	var l Layout
@@ -93,6 +98,11 @@ func layoutOf(r any) (Layout, error) {
 		l.Since, _ = redis.Int64(vals[2], nil)
 	}
 	l.Reversed = vals[3] != nil && l.Changing()
+	if vals[4] != nil {
+		if l.UniqueFor, err = redis.Int64(vals[4], nil); err != nil || l.UniqueFor < 0 {
+			return Layout{}, fmt.Errorf("bad layout reply %v: unique_for: %v", r, err)
+		}
+	}
 	return l, nil
 }
 

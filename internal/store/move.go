@@ -90,6 +90,13 @@ func (s *Store) MoveScan(ctx context.Context, tp TopicPartition, sw MoveSweep) (
 		}
 		pass.Left += n
 	}
+	if len(b.dones) > 0 {
+		n, err := s.moveDones(ctx, tp, b.dones)
+		if err != nil {
+			return pass, fmt.Errorf("move from partition %d: %w", tp.P, err)
+		}
+		pass.Left += n
+	}
 	if len(b.segs) > 0 {
 		n, err := s.explodeAll(ctx, tp, b.segs)
 		if err != nil {
@@ -132,6 +139,7 @@ type moveBatch struct {
 	recs    [][]byte
 	segs    []string
 	marks   []markMove
+	dones   []markMove // Dones of other partitions (see moveDones)
 	skipped int
 }
 
@@ -145,6 +153,10 @@ func sortMoveBatch(kv [][]byte, p int, l Layout, skip func(id string) bool) move
 		case strings.HasPrefix(f, keys.ScheduleMark):
 			if to := partition.For(keys.ScheduleIDPrefix+f[len(keys.ScheduleMark):], l.Next); to != p {
 				b.marks = append(b.marks, markMove{field: f, mark: kv[i+1], to: to})
+			}
+		case keys.IsIDField(f) && isDone(kv[i+1]):
+			if to := partition.For(f, l.Next); to != p {
+				b.dones = append(b.dones, markMove{field: f, mark: kv[i+1], to: to})
 			}
 		case keys.IsIDField(f):
 			if partition.For(f, l.Next) == p {
@@ -248,6 +260,35 @@ func (s *Store) moveMarks(ctx context.Context, tp TopicPartition, marks []markMo
 	done, _ := redis.Ints(r, nil)
 	for _, d := range done {
 		if d == 0 {
+			left++
+		}
+	}
+	return left, nil
+}
+
+// moveDones moves Dones (see Ack) out of source partition tp into their
+// partitions in the new count: each is written there unless its id has a
+// field there already (a message sent since, or the same Done: either
+// way the destination's stands; moveInScript), then removed from tp if
+// it is still the one read (casDeleteScript). It returns how many it
+// left, changed meanwhile: the next pass moves them.
+func (s *Store) moveDones(ctx context.Context, tp TopicPartition, dones []markMove) (left int, err error) {
+	var writes []cmd
+	del := []any{}
+	for _, d := range dones {
+		writes = append(writes, cmd{"EVALSHA", append(scriptCall(moveInScript, keys.Records(s.ns, tp.Topic, d.to), 2), d.field, d.mark)})
+		del = append(del, d.field, d.mark)
+	}
+	if _, err := s.do(ctx, writes...); err != nil {
+		return 0, fmt.Errorf("move %d finished ids: %w", len(dones), err)
+	}
+	r, err := s.script(ctx, casDeleteScript, append([]any{keys.Records(s.ns, tp.Topic, tp.P)}, del...)...)
+	if err != nil {
+		return 0, fmt.Errorf("move %d finished ids: %w", len(dones), err)
+	}
+	gone, _ := redis.Ints(r, nil)
+	for _, g := range gone {
+		if g == 0 {
 			left++
 		}
 	}

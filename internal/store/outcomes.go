@@ -8,54 +8,108 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
+// Acked is a delivery that succeeded, for Ack.
+type Acked struct {
+	ID string
+	// Header is the header of the record as claimed (see Record.Header).
+	Header []byte
+	// KeepFor is the message's uniqueness window (ms, Record.UniqueFor):
+	// when positive, the ack leaves a Done in place of the record, and the
+	// id stays taken for that long.
+	KeepFor int64
+}
+
 // Ack removes delivered messages: records, running marks and in-flight
-// entries, in one pipelined round trip. A record is removed only while it is the one
-// delivered: headers[i] is the header of ids[i]'s record as claimed (see
-// Record.Header). A record a send replaced meanwhile (see Puts) is the
-// newer event's, and stays: it goes back to scheduled at its own due, in
-// a second round trip, and Ack returns how many did. Should only the ZREM
-// land (a backend failed in between), the record is found in no index and
-// re-indexed by the reconciler: a duplicate delivery after a fault, never
-// a loss.
-func (s *Store) Ack(ctx context.Context, tp TopicPartition, ids []string, headers [][]byte) (kept int, err error) {
-	if len(ids) == 0 {
+// entries, in one pipelined round trip. A record is removed only while it
+// is the one delivered: still beginning with its Header as claimed. A
+// record a send replaced meanwhile (see Puts) is the newer event's, and
+// stays: it goes back to scheduled at its own due, in a second round
+// trip, and Ack returns how many did. An ack with a KeepFor leaves a Done
+// (finished at nowMS) where the record was, in a script of its own: acks
+// without one send what they sent before windows existed. Should only the
+// ZREM land (a backend failed in between), the record is found in no
+// index and re-indexed by the reconciler: a duplicate delivery after a
+// fault, never a loss.
+func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS int64) (kept int, err error) {
+	if len(acks) == 0 {
 		return 0, nil
 	}
 	mk := keys.Records(s.ns, tp.Topic, tp.P)
-	args := scriptCall(ackScript, mk, 2*len(ids))
-	for i, id := range ids {
-		args = append(args, id, headers[i])
+	var plain, keep []int // positions in acks of each script's ids
+	for i, a := range acks {
+		if a.KeepFor > 0 {
+			keep = append(keep, i)
+		} else {
+			plain = append(plain, i)
+		}
 	}
+	var cmds []cmd
+	if len(plain) > 0 {
+		args := scriptCall(ackScript, mk, 2*len(plain))
+		for _, i := range plain {
+			args = append(args, acks[i].ID, acks[i].Header)
+		}
+		cmds = append(cmds, cmd{"EVALSHA", args})
+	}
+	if len(keep) > 0 {
+		args := scriptCall(ackKeepScript, mk, 1+3*len(keep))
+		args = append(args, nowMS)
+		for _, i := range keep {
+			args = append(args, acks[i].ID, acks[i].Header, nowMS+acks[i].KeepFor)
+		}
+		cmds = append(cmds, cmd{"EVALSHA", args})
+	}
+	rem := make([]any, 1, 1+len(acks))
+	rem[0] = keys.InFlight(s.ns, tp.Topic, tp.P)
+	for _, a := range acks {
+		rem = append(rem, a.ID)
+	}
+	cmds = append(cmds, cmd{"ZREM", rem})
 	c, err := s.conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), tp.P, err)
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 	}
 	defer c.Close()
-	r, err := roundTrip(ctx, c, []cmd{
-		{"EVALSHA", args},
-		{"ZREM", append([]any{keys.InFlight(s.ns, tp.Topic, tp.P)}, strs(ids)...)}})
+	r, err := roundTrip(ctx, c, cmds)
 	if err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: %w", len(ids), tp.P, err)
-	}
-	replaced, err := redis.Int64s(r[0], nil)
-	if err != nil || len(replaced)%2 != 0 {
-		return 0, fmt.Errorf("ack %d in partition %d: bad reply %v (%v)", len(ids), tp.P, r[0], err)
+		return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 	}
 	index := []any{}
-	for i := 0; i < len(replaced); i += 2 {
-		at, due := replaced[i], replaced[i+1]
-		if at < 1 || at > int64(len(ids)) || due <= 0 {
-			return 0, fmt.Errorf("ack %d in partition %d: bad reply %v", len(ids), tp.P, r[0])
+	at := 0
+	for _, pos := range [][]int{plain, keep} {
+		if len(pos) == 0 {
+			continue
 		}
-		index = append(index, due, ids[at-1])
+		if index, err = replacedIndex(r[at], acks, pos, index); err != nil {
+			return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
+		}
+		at++
 	}
 	if len(index) == 0 {
 		return 0, nil
 	}
 	if _, err := roundTrip(ctx, c, []cmd{s.indexCmd(tp, index)}); err != nil {
-		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(ids), tp.P, len(index)/2, err)
+		return 0, fmt.Errorf("ack %d in partition %d: schedule %d replaced meanwhile: %w", len(acks), tp.P, len(index)/2, err)
 	}
 	return len(index) / 2, nil
+}
+
+// replacedIndex adds to index (due1, id1, ...) the records an ack script
+// found replaced, from its reply r: {i, due, ...}, i the 1-based place
+// among the acks at pos.
+func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
+	replaced, err := redis.Int64s(r, nil)
+	if err != nil || len(replaced)%2 != 0 {
+		return nil, fmt.Errorf("bad reply %v (%v)", r, err)
+	}
+	for i := 0; i < len(replaced); i += 2 {
+		at, due := replaced[i], replaced[i+1]
+		if at < 1 || at > int64(len(pos)) || due <= 0 {
+			return nil, fmt.Errorf("bad reply %v", r)
+		}
+		index = append(index, due, acks[pos[at-1]].ID)
+	}
+	return index, nil
 }
 
 // ackScript removes the records that still begin with the header they
@@ -66,7 +120,8 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, ids []string, header
 // Returns {i, due, ...}: for each record that replaced the one claimed,
 // which stays, the 1-based position of its id and its due. A replacement
 // that cannot be read stays too, unnamed: the reconciler finds it in no
-// index, and its claim sends it to dead.
+// index, and its claim sends it to dead. A Done (the message acked by
+// another delivery) stays as it is.
 var ackScript = newScript(recordLua + claimedLua + `
 local out, done = {}, 0
 eachClaimed(function(ids, headers, vals)
@@ -77,7 +132,7 @@ eachClaimed(function(ids, headers, vals)
     if v then
       if string.sub(v, 1, #h) == h then
         del[#del + 1] = id
-      else
+      elseif not isDone(v) then
         local ok, due = pcall(readHeader, v)
         if ok then
           out[#out + 1] = done + j
@@ -89,6 +144,45 @@ eachClaimed(function(ids, headers, vals)
   redis.call('HDEL', KEYS[1], unpack(del))
   done = done + #ids
 end)
+return out
+`)
+
+// ackKeepScript is ackScript for acks with a uniqueness window: each
+// record that still begins with its header as claimed is replaced by a
+// Done, finished now, until the time given.
+// KEYS[1]: records HASH. ARGV[1]: now (unix ms); then id1, header1,
+// until1, id2, ... Returns what ackScript returns.
+var ackKeepScript = newScript(recordLua + claimedLua + `
+local now, out, done = tonumber(ARGV[1]), {}, 0
+for from = 2, #ARGV, 3000 do
+  local ids, headers, untils = {}, {}, {}
+  for i = from, math.min(from + 2999, #ARGV), 3 do
+    ids[#ids + 1] = ARGV[i]
+    headers[#headers + 1] = ARGV[i + 1]
+    untils[#untils + 1] = tonumber(ARGV[i + 2])
+  end
+  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+  local del, set = {}, {}
+  for j, id in ipairs(ids) do
+    local v, h = vals[j], headers[j]
+    del[#del + 1] = RUNNING .. id
+    if v then
+      if string.sub(v, 1, #h) == h then
+        set[#set + 1] = id
+        set[#set + 1] = struct.pack(DONE_FMT, DONE, now, untils[j])
+      elseif not isDone(v) then
+        local ok, due = pcall(readHeader, v)
+        if ok then
+          out[#out + 1] = done + j
+          out[#out + 1] = due
+        end
+      end
+    end
+  end
+  redis.call('HDEL', KEYS[1], unpack(del))
+  if #set > 0 then redis.call('HMSET', KEYS[1], unpack(set)) end
+  done = done + #ids
+end
 return out
 `)
 
@@ -185,14 +279,14 @@ func (s *Store) Moves(ctx context.Context, tp TopicPartition, moves []Move) (gon
 // updateIfScript overwrites records that still exist and, where a header
 // is given, still begin with it (see Move.Was).
 // KEYS[1]: records HASH. ARGV: id1, record1, header1, ... (header ""
-// for none). Returns per id -1 (gone, or replaced by a record that
+// for none). Returns per id -1 (gone, finished (a Done), or replaced by a record that
 // cannot be read: left as it is, for the reconciler), 0 (written), or
 // the due of the record that replaced the one claimed (left as it is).
 var updateIfScript = newScript(recordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
-  if not v then
+  if not v or isDone(v) then
     out[#out + 1] = -1
   elseif ARGV[i + 2] == '' or string.sub(v, 1, #ARGV[i + 2]) == ARGV[i + 2] then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])

@@ -26,7 +26,7 @@ func TestAck(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, 0), "sent"}}); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []string{"done", "sent"}, [][]byte{recs["done"].Header(), recs["sent"].Header()})
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []Acked{{ID: "done", Header: recs["done"].Header()}, {ID: "sent", Header: recs["sent"].Header()}}, 0)
 	if err != nil || kept != 1 {
 		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
 	}
@@ -151,7 +151,7 @@ func TestAckAndMoveUnreadableReplacement(t *testing.T) {
 	if _, err := s.do(ctx, cmd{"HMSET", []any{mk, "bad", "\x02x", "badRetry", "\x02x"}}); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []string{"ok", "bad"}, [][]byte{recs["ok"].Header(), recs["bad"].Header()})
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []Acked{{ID: "ok", Header: recs["ok"].Header()}, {ID: "bad", Header: recs["bad"].Header()}}, 0)
 	if err != nil || kept != 0 {
 		t.Fatalf("ack beside an unreadable replacement: kept %d, %v; want 0, nil", kept, err)
 	}

@@ -20,6 +20,10 @@ const (
 	PutReplaced  = 2
 	PutDebounced = 3
 	putGone      = -1 // OnlyIfExists, and the id has no record
+	// PutDone: the id is a finished message's, within its uniqueness
+	// window (see Done): nothing written; the result's Due is the
+	// message's Finished.
+	PutDone = -3
 	// putEarlier is added to the outcome of a send that moved its message
 	// earlier: its index entry may be later than its record.
 	putEarlier   = 10
@@ -42,7 +46,10 @@ type Put struct {
 	// Trace is the event's traceparent (see Record.Trace), "" for none:
 	// a replaced or debounced message takes the latest event's.
 	Trace string
-	Body  []byte
+	// UniqueFor is the message's uniqueness window (see Record.UniqueFor):
+	// a replaced or debounced message takes the latest event's.
+	UniqueFor int64
+	Body      []byte
 }
 
 // PutResult is what a Put did: PutCreated, PutReplaced or PutDebounced,
@@ -50,6 +57,7 @@ type Put struct {
 type PutResult struct {
 	Outcome int
 	Due     int64
+	Until   int64 // a PutDone's: when the id is free again
 }
 
 // recordLua declares, for the scripts that read or write a record in
@@ -58,7 +66,9 @@ type PutResult struct {
 // begins; flagsOf(v) the flags of its version byte (recordTraced);
 // writeHeader(due, created, updated, first, flags) encodes the header of
 // a record with a First, fixed width (recordVersionFirst), with flags,
-// which must be those of the record whose rest follows it.
+// which must be those of the record whose rest follows it; isDone(v)
+// says whether v is a Done, and doneTimes(v) returns its Finished and
+// Until.
 var recordLua = fmt.Sprintf(`
 local V2, HEADER2, VERSIONS = %d, '>Bi7i7i7i7', %d
 local function flagsOf(v)
@@ -94,7 +104,15 @@ end
 local function writeHeader(due, created, updated, first, flags)
   return struct.pack(HEADER2, V2 + flags, due, created, updated, first)
 end
-`, recordVersionFirst, recordVersionMask+1)
+local DONE, DONE_LEN, DONE_FMT = %d, %d, '>Bi7i7'
+local function isDone(v)
+  return #v == DONE_LEN and string.byte(v, 1) == DONE
+end
+local function doneTimes(v)
+  local _, finished, till = struct.unpack(DONE_FMT, v)
+  return finished, till
+end
+`, recordVersionFirst, recordVersionMask+1, recordVersionDone, doneLen)
 
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
@@ -109,6 +127,10 @@ end
 //     window opened at the record's First (or its creation), unless a
 //     delivery of the record started (First is Started: see Start): the
 //     event then opens a new window, now.
+//
+// A Done within its window refuses every policy (PutDone, with its
+// Finished): a finished message is never revived. One whose window has
+// passed counts as no record.
 //
 // Every replacement moves Updated past the old one, so an outcome of a
 // delivery of the old record sees the change (see Record.Header). A
@@ -132,9 +154,10 @@ end
 // record of the message created (due capped by its window, created,
 // updated and first now; its header fixed-width, as every record with a
 // First).
-// Returns {outcome, due} per message; the due of a message created is
-// its record's (0 in the reply).
-var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING = %d, %d, %q\n", putEarlier, headerFirstLen, keys.RunningMark) + `
+// Returns {outcome, due, until} per message; the due of a message
+// created is its record's (0 in the reply); until is a PutDone's Done's
+// Until (0 for every other outcome).
+var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING, DONE_OUT = %d, %d, %q, %d\n", putEarlier, headerFirstLen, keys.RunningMark, PutDone) + `
 local now = tonumber(ARGV[1])
 local onlyIfExists, again = string.find(ARGV[2], '1', 1, true), string.find(ARGV[2], 'a', 1, true)
 -- mine reports whether v is the record rec this send writes (1: as
@@ -150,6 +173,7 @@ local function mine(v, rec)
 end
 local out = {}
 for i = 3, #ARGV, 5 do
+  local extra = 0
   local id, policy, rec = ARGV[i], ARGV[i + 1], ARGV[i + 4]
   local held = false
   if #id == ID_LEN then
@@ -162,8 +186,17 @@ for i = 3, #ARGV, 5 do
     out[#out + 1] = 0
   else
     v = redis.call('HGET', KEYS[1], id)
+    local finished = nil
+    if v and isDone(v) then
+      local f, till = doneTimes(v)
+      v = nil
+      if till > now then finished, extra = f, till end
+    end
     local was = v and again and mine(v, rec)
-    if was == 1 then
+    if finished then
+      out[#out + 1] = DONE_OUT
+      out[#out + 1] = finished
+    elseif was == 1 then
       out[#out + 1] = 1
       out[#out + 1] = 0
       v = nil
@@ -204,6 +237,7 @@ for i = 3, #ARGV, 5 do
     out[#out + 1] = outcome
     out[#out + 1] = due
   end
+  out[#out + 1] = extra
 end
 return out
 `)
@@ -409,18 +443,18 @@ func (s *Store) putDecisions(ctx context.Context, groups []PutGroup, todo []putJ
 // sends revived.
 func (s *Store) groupDecisions(gr PutGroup, idxs []int, sent putSent, replies []any, res []PutResult) (cmds []cmd, held []int, err error) {
 	vals, err := redis.Int64s(replies[sent.at], nil)
-	if err != nil || len(vals) != 2*len(idxs) {
+	if err != nil || len(vals) != 3*len(idxs) {
 		return nil, nil, fmt.Errorf("send to partition %d: bad reply %v (%v)", gr.P, replies[sent.at], err)
 	}
 	added := 0
 	if sent.ahead {
 		added, _ = redis.Int(replies[sent.at+1], nil)
 	}
-	var index []any
+	var index, unindex []any
 	dead := []any{keys.Dead(s.ns, gr.Topic, gr.P)}
 	for k, i := range idxs {
 		m := gr.Puts[i]
-		o, due := vals[2*k], vals[2*k+1]
+		o, due, until := vals[3*k], vals[3*k+1], vals[3*k+2]
 		earlier := o > putEarlier/2
 		if earlier {
 			o -= putEarlier
@@ -433,6 +467,16 @@ func (s *Store) groupDecisions(gr PutGroup, idxs []int, sent putSent, replies []
 		case putInSegment:
 			held = append(held, i)
 		case putGone:
+		case PutDone:
+			res[i] = PutResult{Outcome: PutDone, Due: due, Until: until}
+			if sent.ahead {
+				// The entry sent with the decision, if it went in, is
+				// this send's: no message stands behind it.
+				if unindex == nil {
+					unindex = scriptCall(unindexScript, keys.Scheduled(s.ns, gr.Topic, gr.P), 2*len(idxs))
+				}
+				unindex = append(unindex, entry, m.ID)
+			}
 		default:
 			res[i] = PutResult{Outcome: int(o), Due: due}
 			if !sent.ahead && o != PutCreated {
@@ -454,6 +498,9 @@ func (s *Store) groupDecisions(gr PutGroup, idxs []int, sent putSent, replies []
 	if len(dead) > 1 {
 		cmds = append(cmds, cmd{"ZREM", dead})
 	}
+	if unindex != nil {
+		cmds = append(cmds, cmd{"EVALSHA", unindex})
+	}
 	return cmds, held, nil
 }
 
@@ -464,7 +511,7 @@ func (m Put) created(nowMS int64) *Record {
 	if m.Policy == PolicyDebounce && m.MaxWait > 0 {
 		due = min(due, nowMS+m.MaxWait)
 	}
-	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Trace: m.Trace, Body: m.Body}
+	return &Record{Due: due, Created: nowMS, Updated: nowMS, First: nowMS, MaxAttempts: m.MaxAttempts, Trace: m.Trace, UniqueFor: m.UniqueFor, Body: m.Body}
 }
 
 // indexCmd is the pipelined call of indexEarlierScript on partition tp's

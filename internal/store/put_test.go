@@ -67,7 +67,7 @@ func TestPutHeaders(t *testing.T) {
 	// clears the running mark.
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
 	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
-	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 1 {
+	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []Acked{{ID: "x", Header: r.Header()}}, 0); err != nil || kept != 1 {
 		t.Fatalf("ack of the started record, replaced since: kept %d, %v", kept, err)
 	}
 	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), keys.RunningField("x")}}); err != nil || r[0] != nil {
@@ -95,7 +95,7 @@ func TestPutHeaders(t *testing.T) {
 	r = stored("debounced by a traced event", Record{Due: now + 9600, Created: now, Updated: now + 6000, First: now + 5000, Trace: tp, Body: []byte("g")})
 	// The outcome of its delivery compares the header Go encodes with
 	// the stored one: the ack removes it.
-	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, [][]byte{r.Header()}); err != nil || kept != 0 {
+	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []Acked{{ID: "x", Header: r.Header()}}, 0); err != nil || kept != 0 {
 		t.Fatalf("ack a traced record: kept %d, %v", kept, err)
 	}
 	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), "x"}}); err != nil || r[0] != nil {

@@ -16,8 +16,11 @@ import (
 // one of its claims in progress; ids for which skip reports true (the
 // owner's deliveries, whose in-flight entry a previous owner's late
 // write may have removed) are left alone. skip may be nil. It also counts
-// the segments a crashed write left uncounted.
-func (s *Store) Reconcile(ctx context.Context, tp TopicPartition, cursor string, count int, skip func(id string) bool) (string, []string, error) {
+// the segments a crashed write left uncounted, and removes the Dones
+// whose window ended by nowMS (compared with their bytes as scanned: one
+// a send replaced meanwhile stays); a Done within its window is left
+// alone, in no index.
+func (s *Store) Reconcile(ctx context.Context, tp TopicPartition, cursor string, count int, skip func(id string) bool, nowMS int64) (string, []string, error) {
 	r, err := s.do(ctx, cmd{"HSCAN", []any{keys.Records(s.ns, tp.Topic, tp.P), cursor, "COUNT", count}})
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
@@ -26,8 +29,8 @@ func (s *Store) Reconcile(ctx context.Context, tp TopicPartition, cursor string,
 	if err != nil {
 		return cursor, nil, fmt.Errorf("reconcile partition %d: %w", tp.P, err)
 	}
-	b := sortBatch(kv, skip)
-	if len(b.ids) == 0 && len(b.segs) == 0 && len(b.pending) == 0 {
+	b := sortBatch(kv, skip, nowMS)
+	if len(b.ids) == 0 && len(b.segs) == 0 && len(b.pending) == 0 && len(b.ended) == 0 {
 		return next, nil, nil
 	}
 	checks, segAt := s.reconcileChecks(tp, b)
@@ -64,15 +67,21 @@ type reconcileBatch struct {
 	segs    []string
 	segVals [][]byte
 	pending []string
+	ended   []any // Dones whose window ended: id1, bytes1, ...
 }
 
 // sortBatch sorts the fields and values kv of an HSCAN batch of the
 // records HASH by kind, leaving out the records of ids for which skip
-// (which may be nil) reports true, and every other field.
-func sortBatch(kv [][]byte, skip func(id string) bool) reconcileBatch {
+// (which may be nil) reports true, the Dones still in their window at
+// nowMS, and every other field.
+func sortBatch(kv [][]byte, skip func(id string) bool, nowMS int64) reconcileBatch {
 	var b reconcileBatch
 	for i := 0; i+1 < len(kv); i += 2 {
 		switch f := string(kv[i]); {
+		case keys.IsIDField(f) && isDone(kv[i+1]):
+			if d, _ := DecodeDone(kv[i+1]); d.Until <= nowMS {
+				b.ended = append(b.ended, f, kv[i+1])
+			}
 		case keys.IsIDField(f):
 			if skip != nil && skip(f) {
 				continue
@@ -94,8 +103,9 @@ func sortBatch(kv [][]byte, skip func(id string) bool) reconcileBatch {
 // scheduled, in-flight and dead ZSETs), which of its segments are in the
 // scheduled ZSET (their only index; the ids a segment holds are checked
 // with the others, since moving out of it gives them a record of their
-// own), from reply segAt on, and the counting of the segments a crashed
-// write left uncounted (segHealScript).
+// own), from reply segAt on, the counting of the segments a crashed
+// write left uncounted (segHealScript), and the removal of the Dones
+// whose window ended (casDeleteScript).
 func (s *Store) reconcileChecks(tp TopicPartition, b reconcileBatch) (checks []cmd, segAt int) {
 	sk := keys.Scheduled(s.ns, tp.Topic, tp.P)
 	run := func(sc *redis.Script, k string, names []string) {
@@ -112,6 +122,9 @@ func (s *Store) reconcileChecks(tp TopicPartition, b reconcileBatch) (checks []c
 	}
 	if len(b.pending) > 0 {
 		run(segHealScript, keys.Records(s.ns, tp.Topic, tp.P), b.pending)
+	}
+	if len(b.ended) > 0 {
+		checks = append(checks, cmd{"EVALSHA", append(scriptCall(casDeleteScript, keys.Records(s.ns, tp.Topic, tp.P), len(b.ended)), b.ended...)})
 	}
 	return checks, segAt
 }

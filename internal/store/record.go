@@ -23,7 +23,11 @@ type Record struct {
 	// ("00-<trace id>-<span id>-<flags>"), empty for a message enqueued
 	// outside a trace: its delivery's span is linked to it.
 	Trace string
-	Body  []byte
+	// UniqueFor is how long (ms) the message's id stays taken after its
+	// delivery succeeded: its ack leaves a Done in place of the record
+	// (see Ack). 0 for none.
+	UniqueFor int64
+	Body      []byte
 	// Corrupt is set, by the readers that return every record they find,
 	// on a record that could not be decoded: its Body is then the raw
 	// stored bytes and every other field is zero. It is never encoded.
@@ -39,13 +43,16 @@ type Record struct {
 //
 // recordTraced is a flag of the version byte: a record with a Trace has
 // it set, and its trace (a uvarint length, then the bytes) follows the
-// last error. Every reader masks it off the version (recordVersionMask),
-// and every script that rewrites a header keeps it (see recordLua). A
-// record without a trace is encoded as it was before traces existed.
+// last error. recordUnique is another: a record with a UniqueFor has it,
+// and its window (a uvarint of ms) follows the trace. Every reader masks
+// them off the version (recordVersionMask), and every script that
+// rewrites a header keeps them (see recordLua). A record without either
+// is encoded as it was before they existed.
 const (
 	recordVersion      = 1
 	recordVersionFirst = 2
 	recordTraced       = 0x10
+	recordUnique       = 0x20
 	recordVersionMask  = 0x0f
 	headerFirstLen     = 1 + 4*7
 )
@@ -66,6 +73,9 @@ func (r *Record) encodedLen() int {
 		uvarintLen(uint64(len(r.LastError))) + len(r.LastError) + len(r.Body)
 	if r.Trace != "" {
 		n += uvarintLen(uint64(len(r.Trace))) + len(r.Trace)
+	}
+	if r.UniqueFor > 0 {
+		n += uvarintLen(uint64(r.UniqueFor))
 	}
 	return n
 }
@@ -99,6 +109,9 @@ func (r *Record) AppendEncode(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(len(r.Trace)))
 		b = append(b, r.Trace...)
 	}
+	if r.UniqueFor > 0 {
+		b = binary.AppendUvarint(b, uint64(r.UniqueFor))
+	}
 	return append(b, r.Body...)
 }
 
@@ -110,6 +123,9 @@ func (r *Record) versionByte() byte {
 	}
 	if r.Trace != "" {
 		v |= recordTraced
+	}
+	if r.UniqueFor > 0 {
+		v |= recordUnique
 	}
 	return v
 }
@@ -150,12 +166,16 @@ var ErrBadRecord = errors.New("delayq: bad record")
 // of b, not a copy: b must not be changed or reused afterwards (a reply's
 // bytes are not).
 func DecodeRecord(b []byte) (*Record, error) {
-	if len(b) == 0 || b[0]&^(recordVersionMask|recordTraced) != 0 ||
+	if isDone(b) {
+		return nil, ErrDoneRecord
+	}
+	if len(b) == 0 || b[0]&^(recordVersionMask|recordTraced|recordUnique) != 0 ||
 		(b[0]&recordVersionMask != recordVersion && b[0]&recordVersionMask != recordVersionFirst) {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadRecord)
 	}
 	var r Record
-	traced := b[0]&recordTraced != 0
+	b0 := b[0]
+	traced := b0&recordTraced != 0
 	if b[0]&recordVersionMask == recordVersionFirst {
 		if len(b) < headerFirstLen {
 			return nil, fmt.Errorf("%w: truncated header", ErrBadRecord)
@@ -204,14 +224,21 @@ func DecodeRecord(b []byte) (*Record, error) {
 		}
 		r.Trace, b = string(b[k:k+int(n)]), b[k+int(n):]
 	}
+	if b0&recordUnique != 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n == 0 || n > 1<<62 {
+			return nil, fmt.Errorf("%w: bad uniqueness window", ErrBadRecord)
+		}
+		r.UniqueFor, b = int64(n), b[k:]
+	}
 	r.Body = b[:len(b):len(b)] // full: an append to Body copies
 	return &r, nil
 }
 
-// decodeOne decodes a stored record: nil for none, a Corrupt record for
-// bytes that do not decode.
+// decodeOne decodes a stored record: nil for none (or a Done: the
+// message is finished), a Corrupt record for bytes that do not decode.
 func decodeOne(b []byte) *Record {
-	if b == nil {
+	if b == nil || isDone(b) {
 		return nil
 	}
 	r, err := DecodeRecord(b)
@@ -221,12 +248,59 @@ func decodeOne(b []byte) *Record {
 	return r
 }
 
-// decodeAll decodes an HMGET reply of n records: nil for missing ones,
-// Corrupt set on undecodable ones.
+// decodeAll decodes an HMGET reply of n records: nil for missing ones
+// (and Dones), Corrupt set on undecodable ones.
 func decodeAll(raw [][]byte, n int) []*Record {
 	recs := make([]*Record, n)
 	for i, b := range raw {
 		recs[i] = decodeOne(b)
 	}
 	return recs
+}
+
+// Done is what the records HASH keeps of a message whose delivery
+// succeeded while it had a uniqueness window (Record.UniqueFor): its id
+// stays taken until Until, and sends of it are refused (see Puts and
+// AddMany). Once Until has passed it counts as no record at all, and the
+// partition's reconciler removes it.
+type Done struct {
+	Finished int64 // unix ms of the ack
+	Until    int64 // unix ms the id is free again
+}
+
+// recordVersionDone is the first byte of a Done's encoding: the version,
+// then Finished and Until as 7-byte big-endian signed integers (doneLen
+// bytes in all). No record has this version.
+const (
+	recordVersionDone = 3
+	doneLen           = 1 + 2*7
+)
+
+// ErrDoneRecord is DecodeRecord's error for a Done (see DecodeDone).
+var ErrDoneRecord = errors.New("delayq: a finished message's id, not a record")
+
+// Encode returns the Done's stored form.
+func (d Done) Encode() []byte {
+	b := make([]byte, 0, doneLen)
+	b = append(b, recordVersionDone)
+	for _, t := range [2]int64{d.Finished, d.Until} {
+		b = append(b, byte(t>>48), byte(t>>40), byte(t>>32), byte(t>>24), byte(t>>16), byte(t>>8), byte(t))
+	}
+	return b
+}
+
+// isDone reports whether stored bytes b are a Done.
+func isDone(b []byte) bool { return len(b) == doneLen && b[0] == recordVersionDone }
+
+// DecodeDone parses a Done, and reports whether b is one.
+func DecodeDone(b []byte) (Done, bool) {
+	if !isDone(b) {
+		return Done{}, false
+	}
+	var t [2]int64
+	for i := range t {
+		f := b[1+7*i : 8+7*i]
+		t[i] = int64(f[0])<<56>>8 | int64(f[1])<<40 | int64(f[2])<<32 | int64(f[3])<<24 | int64(f[4])<<16 | int64(f[5])<<8 | int64(f[6])
+	}
+	return Done{Finished: t[0], Until: t[1]}, true
 }

@@ -57,7 +57,9 @@ func TestRecordTraceFlag(t *testing.T) {
 		t.Errorf("traced record with a First: version byte %#x (want 0x12), header %d bytes (want %d)", b[0], len(traced.Header()), headerFirstLen)
 	}
 	for _, b := range [][]byte{
-		{0x21, 10, 0, 0, 0, 0, 1, 'e', 'b'},    // an unknown flag
+		{0x41, 10, 0, 0, 0, 0, 1, 'e', 'b'},    // an unknown flag
+		{0x21, 10, 0, 0, 0, 0, 1, 'e', 0x80},   // a truncated uniqueness window
+		{0x21, 10, 0, 0, 0, 0, 1, 'e', 0},      // a window of 0 (none is no flag)
 		{0x13, 10, 0, 0, 0, 0, 1, 'e', 'b'},    // an unknown version
 		{0x11, 10, 0, 0, 0, 0, 1, 'e', 9, 't'}, // a trace past the end
 		{0x11, 10, 0, 0, 0, 0, 1, 'e', 0x80},   // a truncated trace length

@@ -27,7 +27,7 @@ import (
 // record that still begins with the header it was claimed with gets its
 // running mark (see claimedLua).
 // KEYS[1]: records HASH. ARGV: id1, header1 (as claimed), id2, ...
-// Returns per id 0 (started), -1 (gone: deleted), or the due of the
+// Returns per id 0 (started), -1 (gone: deleted, or finished: a Done), or the due of the
 // record that replaced the one claimed (a Replace, Debounce or
 // Reschedule came first).
 var startManyScript = newScript(recordLua + claimedLua + `
@@ -36,7 +36,7 @@ eachClaimed(function(ids, headers, vals)
   local marks = {}
   for j, id in ipairs(ids) do
     local v = vals[j]
-    if not v then
+    if not v or isDone(v) then
       out[#out + 1] = -1
     elseif string.sub(v, 1, #headers[j]) == headers[j] then
       marks[#marks + 1] = RUNNING .. id

@@ -1,0 +1,66 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SetUniqueFor sets topic's default uniqueness window: a message sent to
+// it with an ID of its own and no Message.UniqueFor keeps its id taken
+// for d after its delivery succeeded (0: no window). A generated id gets
+// no default: no other send can name it. Senders read the setting with
+// the topic's layout, so a change reaches them within a second; it
+// applies to messages sent from then on. It fails with ErrNoTopic for a
+// topic that does not exist.
+func (c *Client) SetUniqueFor(ctx context.Context, topic string, d time.Duration) error {
+	ms, err := uniqueForMS(topic, d)
+	if err != nil {
+		return err
+	}
+	_, err = c.store.SetUniqueFor(ctx, topic, ms, false)
+	c.forget(topic)
+	return err
+}
+
+// ProposeUniqueFor sets topic's default uniqueness window to d, as
+// SetUniqueFor does, only if it was never set (a worker's file: a window
+// set by a person or by another version of the file stays). It returns
+// the window that applies and whether it wrote it.
+func (c *Client) ProposeUniqueFor(ctx context.Context, topic string, d time.Duration) (applies time.Duration, written bool, err error) {
+	ms, err := uniqueForMS(topic, d)
+	if err != nil {
+		return 0, false, err
+	}
+	if written, err = c.store.SetUniqueFor(ctx, topic, ms, true); err != nil || written {
+		c.forget(topic)
+		return d, written, err
+	}
+	applies, err = c.UniqueFor(ctx, topic)
+	return applies, false, err
+}
+
+// UniqueFor returns topic's default uniqueness window (0: none). It
+// fails with ErrNoTopic for a topic that does not exist.
+func (c *Client) UniqueFor(ctx context.Context, topic string) (time.Duration, error) {
+	l, err := c.readTopic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(l.UniqueFor) * time.Millisecond, nil
+}
+
+// uniqueForMS checks a topic's uniqueness window and returns it in ms.
+func uniqueForMS(topic string, d time.Duration) (int64, error) {
+	if err := validateTopic(topic); err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%w: uniqueness window %v of topic %s is negative", ErrInvalid, d, topic)
+	}
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	return ms, nil
+}

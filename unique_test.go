@@ -1,0 +1,100 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestUniqueFor follows ids through their uniqueness windows with a real
+// consumer: after the ack, every send of a windowed id is refused as
+// finished (Reject, Replace, Debounce, single and batch), Get reports it
+// done, a Delete frees it, and once the window ends it is sent again and
+// delivered again. The topic's default applies to given ids only.
+func TestUniqueFor(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 4})
+		topic := "unique"
+		const window = 2 * time.Second
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "w", UniqueFor: window, Body: []byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "del", UniqueFor: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "plain"}); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+		waitFor(t, 10*time.Second, "three acks", func() bool { return k.Stats().Acked >= 3 })
+		acked := time.Now()
+
+		in, err := c.Get(ctx, topic, "w")
+		if err != nil || in.State != StateDone || in.Finished.IsZero() || in.UniqueUntil.Sub(in.Finished) != window {
+			t.Fatalf("get of an acked windowed id: %+v, %v", in, err)
+		}
+		if _, err := c.Get(ctx, topic, "plain"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get of an acked id without a window: %v, want ErrNotFound", err)
+		}
+		for _, p := range []OnDuplicate{Reject, Replace, Debounce} {
+			res, err := c.Send(ctx, Message{Topic: topic, ID: "w", OnDuplicate: p, Body: []byte("again")})
+			var fe *FinishedError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrDuplicate) || res.Outcome != OutcomeFinished || fe.Done.Until != in.UniqueUntil.UnixMilli() {
+				t.Errorf("send %q of a finished id within its window: %+v, %v", p, res, err)
+			}
+		}
+		res, err := c.EnqueueBatch(ctx, []Message{{Topic: topic, ID: "w", Delay: time.Hour}, {Topic: topic, ID: "fresh", Delay: time.Hour}})
+		if err != nil || !errors.Is(res[0].Err, ErrDuplicate) || res[0].Outcome != OutcomeFinished || res[1].Err != nil {
+			t.Errorf("batch with a finished id: %+v, %v", res, err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "plain"}); err != nil {
+			t.Errorf("send of an acked id without a window: %v", err)
+		}
+		if err := c.Delete(ctx, topic, "del"); err != nil {
+			t.Errorf("delete of a finished id: %v", err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "del"}); err != nil {
+			t.Errorf("send after a delete freed the id: %v", err)
+		}
+
+		waitFor(t, window+5*time.Second, "the window to end", func() bool {
+			_, err := c.Get(ctx, topic, "w")
+			return errors.Is(err, ErrNotFound)
+		})
+		if time.Since(acked) < window-100*time.Millisecond {
+			t.Errorf("the window ended %v after the ack, want %v", time.Since(acked), window)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "w", Body: []byte("2")}); err != nil {
+			t.Fatalf("send after the window: %v", err)
+		}
+		waitFor(t, 10*time.Second, "the second delivery", func() bool { return rec.count("w") == 2 })
+
+		// The topic's default: for given ids, not for generated ones.
+		if err := c.SetUniqueFor(ctx, topic, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.UniqueFor(ctx, topic); err != nil || got != time.Hour {
+			t.Fatalf("UniqueFor after SetUniqueFor: %v, %v", got, err)
+		}
+		c.forget(topic)
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "given"}); err != nil {
+			t.Fatal(err)
+		}
+		gen, err := c.Send(ctx, Message{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "both delivered", func() bool { return rec.count("given") == 1 && rec.count(gen.ID) == 1 })
+		waitFor(t, 10*time.Second, "given done", func() bool {
+			in, err := c.Get(ctx, topic, "given")
+			return err == nil && in.State == StateDone
+		})
+		waitFor(t, 10*time.Second, "the generated id acked", func() bool {
+			_, err := c.Get(ctx, topic, gen.ID)
+			return errors.Is(err, ErrNotFound)
+		})
+	})
+}
