@@ -238,7 +238,7 @@ func TestCrashMoveCancelled(t *testing.T) {
 			}
 			h := &crashHook{failAt: k}
 			fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(cmd string, args []any) error {
-				if cmd == "HMGET" && len(args) == 5 && args[0] == keys.Meta(DefaultNamespace, topic) {
+				if cmd == "HMGET" && len(args) == 6 && args[0] == keys.Meta(DefaultNamespace, topic) { // the layout's fields
 					cancel()
 				}
 				return h.hook(cmd, args)

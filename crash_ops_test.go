@@ -28,6 +28,35 @@ func afterByRecord(t *testing.T, cs *crashCase) {
 	cs.minAt = time.UnixMilli(cs.due)
 }
 
+// afterDoneOrRecord is the outcome of an ack of a message with a
+// uniqueness window: its Done => acked for good, never delivered again;
+// its record => delivered again (its ack then leaves the Done); neither
+// => lost.
+func afterDoneOrRecord(t *testing.T, cs *crashCase) {
+	switch in := cs.found(t); {
+	case in == nil:
+		t.Fatalf("%s: neither the record nor its Done after a crashed ack", cs.name())
+	case in.State == StateDone:
+		cs.expect = outGone
+	default:
+		cs.expect = outDelivered
+	}
+	cs.minAt = time.UnixMilli(cs.due)
+}
+
+// refusedAsFinished is nil for a send refused as finished (see
+// FinishedError), the outcome its operation wants, and err otherwise.
+func refusedAsFinished(err error) error {
+	var fe *FinishedError
+	if errors.As(err, &fe) {
+		return nil
+	}
+	if err == nil {
+		return errors.New("a send of a finished id within its window was accepted")
+	}
+	return err
+}
+
 // afterKept is the outcome of an operation that must never lose the
 // message: whatever index it is in (scheduled, in flight, dead, or none
 // while its record exists: the reconciler's case), it ends as out.
@@ -451,6 +480,49 @@ var crashOps = []*crashOp{
 		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
 			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
 			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due), OnDuplicate: Debounce, MaxWait: time.Second})
+			return err
+		},
+		after: afterByRecord,
+	},
+	{
+		// store.Ack of a message with a uniqueness window: the ack script
+		// writes its Done in place of the record, then ZREM in flight.
+		// A Done => acked for good, and never delivered again; the record
+		// => redelivered, and its ack then leaves the Done.
+		name: "ack-unique", unique: time.Hour,
+		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
+		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: cs.rec0.UniqueFor}}, time.Now().UnixMilli())
+			return err
+		},
+		after: afterDoneOrRecord,
+	},
+	{
+		// A Replace of a finished id within its window: the put script
+		// refuses it (PutDone), the second round trip removes nothing
+		// the refusal did not add. Never revived, never delivered.
+		name: "replace-finished", unique: time.Hour,
+		setup: func(t *testing.T, cs *crashCase) { cs.finished(t, cs.op.unique) },
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), OnDuplicate: Replace})
+			return refusedAsFinished(err)
+		},
+		after: func(t *testing.T, cs *crashCase) {
+			if in := cs.found(t); in == nil || in.State != StateDone {
+				t.Errorf("%s: a refused send of a finished id left %+v, want it done", cs.name(), in)
+			}
+			cs.expect, cs.minAt = outGone, time.UnixMilli(cs.due)
+		},
+	},
+	{
+		// An enqueue (reject) of an id whose window ended: HSETNX
+		// refused, the read of the field, the write over the Done
+		// (reviveScript), the ZADD. Written => delivered (indexed by the
+		// reconciler if the ZADD was lost); not => the id is free.
+		name:  "enqueue-after-window",
+		setup: func(t *testing.T, cs *crashCase) { cs.finished(t, time.Millisecond) },
+		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
+			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody)})
 			return err
 		},
 		after: afterByRecord,

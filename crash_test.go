@@ -142,6 +142,9 @@ func (cs *crashCase) tp() store.TopicPartition {
 type crashOp struct {
 	name    string
 	segment bool // the message is one of two held by a segment (cs.sibling the other)
+	// unique is the uniqueness window the message is sent with: once
+	// delivered, it ends as a Done (Get: done) rather than not found.
+	unique time.Duration
 	// setup brings the message to the state the operation starts from,
 	// with cs.c (no faults).
 	setup func(t *testing.T, cs *crashCase)
@@ -166,7 +169,7 @@ func (cs *crashCase) enqueue(t *testing.T, d time.Duration, maxAttempts int, wit
 	ctx := cs.ctx()
 	witnessAt := time.Now().Add(d + 200*time.Millisecond)
 	if withMsg {
-		if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: d, MaxAttempts: maxAttempts}); err != nil {
+		if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: d, MaxAttempts: maxAttempts, UniqueFor: cs.op.unique}); err != nil {
 			t.Fatalf("%s: enqueue: %v", cs.name(), err)
 		}
 		in, err := cs.c.Get(ctx, cs.topic, cs.id)
@@ -229,6 +232,19 @@ func (cs *crashCase) inFlight(t *testing.T, maxAttempts int) {
 		t.Fatalf("%s: claim: %v", cs.name(), err)
 	}
 	cs.rec0 = rec
+}
+
+// finished leaves the message delivered and acked with a uniqueness
+// window of d: a Done (its window over at once for a short d).
+func (cs *crashCase) finished(t *testing.T, d time.Duration) {
+	t.Helper()
+	cs.inFlight(t, 0)
+	if _, err := cs.c.store.Ack(cs.ctx(), cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: d.Milliseconds()}}, time.Now().UnixMilli()); err != nil {
+		t.Fatalf("%s: ack: %v", cs.name(), err)
+	}
+	if d < time.Second { // a window that ends at once: wait for its end
+		waitFor(t, time.Second, "the window to end", func() bool { return cs.found(t) == nil })
+	}
 }
 
 // claimedAhead leaves the message claimed ahead by a consumer that will
@@ -447,6 +463,10 @@ func (cs *crashCase) check(t *testing.T) {
 		if cs.expect == outDead {
 			last = fmt.Sprintf("get: %+v, %v", in, err)
 			return err == nil && in.State == StateDead
+		}
+		if cs.op.unique > 0 {
+			last = fmt.Sprintf("get: %+v, %v", in, err)
+			return err == nil && in.State == StateDone
 		}
 		last = fmt.Sprintf("get: %+v, %v", in, err)
 		return errors.Is(err, ErrNotFound)

@@ -78,7 +78,7 @@ type infoJSON struct {
 	ID          string  `json:"id"`
 	Partition   int     `json:"partition"`
 	State       string  `json:"state"`
-	Due         string  `json:"due,omitempty"`
+	Due         string  `json:"due"`
 	Deadline    string  `json:"deadline,omitempty"` // when in flight
 	DiedAt      string  `json:"died_at,omitempty"`  // when dead
 	Attempts    int     `json:"attempts"`
@@ -89,23 +89,33 @@ type infoJSON struct {
 	Body        *string `json:"body,omitempty"`        // when the body is UTF-8, even if empty
 	BodyBase64  string  `json:"body_base64,omitempty"` // otherwise
 	UniqueForMS int64   `json:"unique_for_ms,omitempty"`
-	Finished    string  `json:"finished,omitempty"`     // when done
-	UniqueUntil string  `json:"unique_until,omitempty"` // when done
+}
+
+// doneInfoJSON is the wire form of a done message's Info.
+type doneInfoJSON struct {
+	Topic       string `json:"topic"`
+	ID          string `json:"id"`
+	Partition   int    `json:"partition"`
+	State       string `json:"state"`
+	Finished    string `json:"finished"`
+	UniqueUntil string `json:"unique_until"`
 }
 
 // MarshalJSON encodes the message with snake_case keys, times in RFC 3339
 // UTC, and the body as "body" (UTF-8) or "body_base64" (anything else).
 func (in *Info) MarshalJSON() ([]byte, error) {
+	if in.State == StateDone { // nothing else of it is kept
+		return json.Marshal(doneInfoJSON{Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
+			Finished: wire.Time(in.Finished), UniqueUntil: wire.Time(in.UniqueUntil)})
+	}
 	v := infoJSON{
 		Topic: in.Topic, ID: in.ID, Partition: in.Partition, State: string(in.State),
 		Due: wire.Time(in.Due), Deadline: wire.Time(in.Deadline), DiedAt: wire.Time(in.DiedAt),
 		Attempts: in.Attempts, MaxAttempts: in.MaxAttempts,
 		Created: wire.Time(in.Created), Updated: wire.Time(in.Updated), LastError: in.LastError,
-		UniqueForMS: in.UniqueFor.Milliseconds(), Finished: wire.Time(in.Finished), UniqueUntil: wire.Time(in.UniqueUntil),
+		UniqueForMS: in.UniqueFor.Milliseconds(),
 	}
-	if in.State != StateDone {
-		v.Body, v.BodyBase64 = wire.Body(in.Body)
-	}
+	v.Body, v.BodyBase64 = wire.Body(in.Body)
 	return json.Marshal(v)
 }
 

@@ -55,8 +55,8 @@ type Message struct {
 	// refused with a *FinishedError (an ErrDuplicate), whatever its
 	// OnDuplicate, and Get reports the message as done. 0: the topic's
 	// default (see Client.SetUniqueFor) for a message whose ID you give,
-	// none for a generated one. Negative is an error; milliseconds are
-	// kept. See docs/duplicates.md.
+	// none for a generated one. Milliseconds are kept; negative or above
+	// MaxUniqueFor is an error. See docs/duplicates.md.
 	UniqueFor time.Duration
 
 	// trace is the traceparent the message stores (see startSend), ""
@@ -162,8 +162,8 @@ func (c *Client) prepare(m *Message, now time.Time) (id string, due time.Time, e
 	if m.MaxAttempts < 0 {
 		return id, due, fmt.Errorf("%w: MaxAttempts %d of %s is negative", ErrInvalid, m.MaxAttempts, msgName(id))
 	}
-	if m.UniqueFor < 0 {
-		return id, due, fmt.Errorf("%w: UniqueFor %v of %s is negative", ErrInvalid, m.UniqueFor, msgName(id))
+	if m.UniqueFor < 0 || m.UniqueFor > MaxUniqueFor {
+		return id, due, fmt.Errorf("%w: UniqueFor %v of %s: want 0 to %v", ErrInvalid, m.UniqueFor, msgName(id), MaxUniqueFor)
 	}
 	if err := checkPolicy(m); err != nil {
 		return id, due, err

@@ -480,7 +480,7 @@ func TestMoveCancelledMidPass(t *testing.T) {
 		var hookErr error
 		fs, err := store.Open(store.Options{Conn: store.Conn{Addr: addr}, Hook: func(cmd string, args []any) error {
 			// The pass's read of the layout before it removes the sources.
-			if cmd == "HMGET" && len(args) == 5 && args[0] == keys.Meta(DefaultNamespace, topic) {
+			if cmd == "HMGET" && len(args) == 6 && args[0] == keys.Meta(DefaultNamespace, topic) { // the layout's fields
 				once.Do(func() {
 					rev, err := c.store.CancelChange(ctx, topic, l, time.Now().UnixMilli())
 					if err != nil {

@@ -4,7 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/delayq/delayq/internal/store"
 )
+
+// MaxUniqueFor is the longest uniqueness window, about 34 years: what
+// the 5 bytes a finished id keeps for it hold (see docs/duplicates.md).
+const MaxUniqueFor = time.Duration(store.MaxWindow) * time.Millisecond
 
 // SetUniqueFor sets topic's default uniqueness window: a message sent to
 // it with an ID of its own and no Message.UniqueFor keeps its id taken
@@ -55,8 +61,8 @@ func uniqueForMS(topic string, d time.Duration) (int64, error) {
 	if err := validateTopic(topic); err != nil {
 		return 0, err
 	}
-	if d < 0 {
-		return 0, fmt.Errorf("%w: uniqueness window %v of topic %s is negative", ErrInvalid, d, topic)
+	if d < 0 || d > MaxUniqueFor {
+		return 0, fmt.Errorf("%w: uniqueness window %v of topic %s: want 0 to %v", ErrInvalid, d, topic, MaxUniqueFor)
 	}
 	ms := d.Milliseconds()
 	if d > 0 && ms == 0 {

@@ -3,8 +3,12 @@ package delayq
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/partition"
 )
 
 // TestUniqueFor follows ids through their uniqueness windows with a real
@@ -13,6 +17,7 @@ import (
 // done, a Delete frees it, and once the window ends it is sent again and
 // delivered again. The topic's default applies to given ids only.
 func TestUniqueFor(t *testing.T) {
+	t.Parallel() // measures no lateness
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 4})
@@ -97,4 +102,53 @@ func TestUniqueFor(t *testing.T) {
 			return errors.Is(err, ErrNotFound)
 		})
 	})
+}
+
+// TestUniqueForPartitionChange checks that finished ids move with their
+// partitions: after a change from 2 to 8 partitions, each is done in its
+// new partition and gone from its old one, and its sends are still
+// refused.
+func TestUniqueForPartitionChange(t *testing.T) {
+	t.Parallel() // measures no lateness
+	ctx := context.Background()
+	c := newClient(t, testAddr(t), Options{Partitions: 2})
+	topic := "unique-change"
+	var ids []string
+	for i := range 40 {
+		id := IDFrom("change", strconv.Itoa(i))
+		ids = append(ids, id)
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: id, UniqueFor: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
+	waitFor(t, 10*time.Second, "40 acks", func() bool { return k.Stats().Acked >= 40 })
+	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, c, topic, 8)
+	moved := 0
+	for _, id := range ids {
+		from, to := partition.For(id, 2), partition.For(id, 8)
+		if from == to {
+			continue
+		}
+		moved++
+		if f, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: to}, id); err != nil || f.State != store.StateDone {
+			t.Errorf("%s in its new partition %d: %+v, %v; want done", id, to, f, err)
+		}
+		if _, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: from}, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s still in its old partition %d: %v", id, from, err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: id}); !errors.Is(err, ErrDuplicate) {
+			t.Errorf("send of %s after the change: %v, want refused as finished", id, err)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no id changed partition: the test checks nothing")
+	}
+	if n := rec.total(); n != len(ids) {
+		t.Errorf("%d deliveries of %d messages", n, len(ids))
+	}
 }

@@ -15,7 +15,7 @@ type Acked struct {
 	Header []byte
 	// KeepFor is the message's uniqueness window (ms, Record.UniqueFor):
 	// when positive, the ack leaves a Done in place of the record, and the
-	// id stays taken for that long.
+	// id stays taken for that long (at most MaxWindow).
 	KeepFor int64
 }
 
@@ -55,7 +55,7 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		args := scriptCall(ackKeepScript, mk, 1+3*len(keep))
 		args = append(args, nowMS)
 		for _, i := range keep {
-			args = append(args, acks[i].ID, acks[i].Header, nowMS+acks[i].KeepFor)
+			args = append(args, acks[i].ID, acks[i].Header, min(acks[i].KeepFor, MaxWindow))
 		}
 		cmds = append(cmds, cmd{"EVALSHA", args})
 	}
@@ -149,17 +149,17 @@ return out
 
 // ackKeepScript is ackScript for acks with a uniqueness window: each
 // record that still begins with its header as claimed is replaced by a
-// Done, finished now, until the time given.
+// Done, finished now, for the window given.
 // KEYS[1]: records HASH. ARGV[1]: now (unix ms); then id1, header1,
-// until1, id2, ... Returns what ackScript returns.
+// window1 (ms), id2, ... Returns what ackScript returns.
 var ackKeepScript = newScript(recordLua + claimedLua + `
 local now, out, done = tonumber(ARGV[1]), {}, 0
 for from = 2, #ARGV, 3000 do
-  local ids, headers, untils = {}, {}, {}
+  local ids, headers, windows = {}, {}, {}
   for i = from, math.min(from + 2999, #ARGV), 3 do
     ids[#ids + 1] = ARGV[i]
     headers[#headers + 1] = ARGV[i + 1]
-    untils[#untils + 1] = tonumber(ARGV[i + 2])
+    windows[#windows + 1] = tonumber(ARGV[i + 2])
   end
   local vals = redis.call('HMGET', KEYS[1], unpack(ids))
   local del, set = {}, {}
@@ -169,7 +169,7 @@ for from = 2, #ARGV, 3000 do
     if v then
       if string.sub(v, 1, #h) == h then
         set[#set + 1] = id
-        set[#set + 1] = struct.pack(DONE_FMT, DONE, now, untils[j])
+        set[#set + 1] = struct.pack(DONE_FMT, DONE, now, windows[j])
       elseif not isDone(v) then
         local ok, due = pcall(readHeader, v)
         if ok then

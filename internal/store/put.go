@@ -68,7 +68,7 @@ type PutResult struct {
 // a record with a First, fixed width (recordVersionFirst), with flags,
 // which must be those of the record whose rest follows it; isDone(v)
 // says whether v is a Done, and doneTimes(v) returns its Finished and
-// Until.
+// Until; struct.pack(DONE_FMT, DONE, finished, window) encodes one.
 var recordLua = fmt.Sprintf(`
 local V2, HEADER2, VERSIONS = %d, '>Bi7i7i7i7', %d
 local function flagsOf(v)
@@ -104,13 +104,13 @@ end
 local function writeHeader(due, created, updated, first, flags)
   return struct.pack(HEADER2, V2 + flags, due, created, updated, first)
 end
-local DONE, DONE_LEN, DONE_FMT = %d, %d, '>Bi7i7'
+local DONE, DONE_LEN, DONE_FMT = %d, %d, '>Bi6I5'
 local function isDone(v)
   return #v == DONE_LEN and string.byte(v, 1) == DONE
 end
 local function doneTimes(v)
-  local _, finished, till = struct.unpack(DONE_FMT, v)
-  return finished, till
+  local _, finished, window = struct.unpack(DONE_FMT, v)
+  return finished, finished + window
 end
 `, recordVersionFirst, recordVersionMask+1, recordVersionDone, doneLen)
 

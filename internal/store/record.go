@@ -269,24 +269,27 @@ type Done struct {
 }
 
 // recordVersionDone is the first byte of a Done's encoding: the version,
-// then Finished and Until as 7-byte big-endian signed integers (doneLen
-// bytes in all). No record has this version.
+// then Finished as a 6-byte big-endian signed integer and the window
+// (Until - Finished, ms) as a 5-byte unsigned one: doneLen bytes in all,
+// few enough for Redis to keep the value in its smallest string
+// allocation but one. No record has this version.
 const (
 	recordVersionDone = 3
-	doneLen           = 1 + 2*7
+	doneLen           = 1 + 6 + 5
+	// MaxWindow is the longest uniqueness window (ms) a Done can hold:
+	// 2^40-1, about 34 years.
+	MaxWindow = 1<<40 - 1
 )
 
 // ErrDoneRecord is DecodeRecord's error for a Done (see DecodeDone).
 var ErrDoneRecord = errors.New("delayq: a finished message's id, not a record")
 
-// Encode returns the Done's stored form.
+// Encode returns the Done's stored form. Its window (Until - Finished)
+// must be within 0 and MaxWindow.
 func (d Done) Encode() []byte {
-	b := make([]byte, 0, doneLen)
-	b = append(b, recordVersionDone)
-	for _, t := range [2]int64{d.Finished, d.Until} {
-		b = append(b, byte(t>>48), byte(t>>40), byte(t>>32), byte(t>>24), byte(t>>16), byte(t>>8), byte(t))
-	}
-	return b
+	f, w := d.Finished, d.Until-d.Finished
+	return []byte{recordVersionDone, byte(f >> 40), byte(f >> 32), byte(f >> 24), byte(f >> 16), byte(f >> 8), byte(f),
+		byte(w >> 32), byte(w >> 24), byte(w >> 16), byte(w >> 8), byte(w)}
 }
 
 // isDone reports whether stored bytes b are a Done.
@@ -297,10 +300,7 @@ func DecodeDone(b []byte) (Done, bool) {
 	if !isDone(b) {
 		return Done{}, false
 	}
-	var t [2]int64
-	for i := range t {
-		f := b[1+7*i : 8+7*i]
-		t[i] = int64(f[0])<<56>>8 | int64(f[1])<<40 | int64(f[2])<<32 | int64(f[3])<<24 | int64(f[4])<<16 | int64(f[5])<<8 | int64(f[6])
-	}
-	return Done{Finished: t[0], Until: t[1]}, true
+	f := int64(b[1])<<56>>16 | int64(b[2])<<32 | int64(b[3])<<24 | int64(b[4])<<16 | int64(b[5])<<8 | int64(b[6])
+	w := int64(b[7])<<32 | int64(b[8])<<24 | int64(b[9])<<16 | int64(b[10])<<8 | int64(b[11])
+	return Done{Finished: f, Until: f + w}, true
 }
