@@ -32,15 +32,45 @@ func helpPages(t *testing.T) map[string]string {
 			walk(name + " " + s[1])
 		}
 	}
-	for _, m := range regexp.MustCompile(`(?m)^\t([a-z]+)  +`).FindAllStringSubmatch(usageText, -1) {
-		if m[1] != "help" && m[1] != "version" {
-			walk(m[1])
+	for _, name := range usageCommands() {
+		if name != "help" && name != "version" {
+			walk(name)
 		}
 	}
 	if len(pages) < 20 {
 		t.Fatalf("only %d help pages found", len(pages))
 	}
 	return pages
+}
+
+// usageCommands returns the commands the top-level usage lists, in
+// order ("unique-for" included: names may hold a dash).
+func usageCommands() []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\t([a-z][a-z-]*)  +`).FindAllStringSubmatch(usageText, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// TestUsageListsCommands: the usage lists the commands with a dash in
+// their names too, and the one-line hint after a missing or unknown
+// command names every command the usage lists, in its order.
+func TestUsageListsCommands(t *testing.T) {
+	names := usageCommands()
+	if !slices.Contains(names, "unique-for") || !slices.Contains(names, "limits") {
+		t.Fatalf("usage commands %v lack unique-for or limits", names)
+	}
+	hint := strings.Fields(strings.TrimPrefix(strings.Split(commandsHint, ".")[0], "Commands:"))
+	var want []string
+	for _, n := range names {
+		if n != "help" {
+			want = append(want, n)
+		}
+	}
+	if !slices.Equal(hint, want) {
+		t.Errorf("commandsHint names %v, want the usage's %v", hint, want)
+	}
 }
 
 // helpFlag is one flag of a help page: its name, the placeholder of its

@@ -45,8 +45,8 @@ func main() {
 
 // commandsHint follows the error of a missing or unknown command: the
 // error comes first, then this one line, not the whole help.
-const commandsHint = "Commands: send sub get delete reschedule stats partitions pause resume limits dead\n" +
-	"export import schedule topic worker ui bench doctor version. Run 'delayq help' for more."
+const commandsHint = "Commands: send sub get delete reschedule stats partitions pause resume limits unique-for\n" +
+	"dead export import schedule topic worker ui bench doctor version. Run 'delayq help' for more."
 
 // exitRunning is the exit status of a delete or reschedule that came
 // after a delivery of the message started (delayq.ErrRunning).
@@ -71,6 +71,7 @@ Commands:
 	pause       pause a topic's deliveries, for a time or until resumed
 	resume      resume a paused topic
 	limits      print or set a topic's fleet-wide rate and concurrency limits
+	unique-for  print or set a topic's default uniqueness window (ids kept after delivery)
 	dead        list, requeue or purge dead messages (dead list|requeue|purge)
 	export      write every message of a topic as JSON lines (backups, moves)
 	import      write the JSON lines of an export into a topic
@@ -85,12 +86,12 @@ Commands:
 	help        print this help, or "help <command>" for a command's flags
 
 The commands on one topic (send, sub, get, delete, reschedule, stats,
-partitions, pause, resume, limits, dead, export, import, schedule, topic
-delete) take --topic (required) and --partitions (the count of a topic the
-command creates: only send, sub, import and schedule add create one; an
-existing topic keeps its stored count). version takes no flags. Every other
-command takes --addr (default
-127.0.0.1:6379, env DELAYQ_ADDR; the worker's overrides its --config file).
+partitions, pause, resume, limits, unique-for, dead, export, import,
+schedule, topic delete) take --topic (required) and --partitions (the
+count of a topic the command creates: only send, sub, import and schedule
+add create one; an existing topic keeps its stored count). version takes
+no flags. Every other command takes --addr (default 127.0.0.1:6379, env
+DELAYQ_ADDR; the worker's overrides its --config file).
 Every command but worker takes --password (env DELAYQ_PASSWORD) and
 --namespace (the worker reads them from its --config file), and every one
 but doctor takes --log-level. Run "delayq <command> -h" for the flags of a
@@ -141,6 +142,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runResume(ctx, rest, stdout, stderr)
 	case "limits":
 		return runLimits(ctx, rest, stdout, stderr)
+	case "unique-for":
+		return runUniqueFor(ctx, rest, stdout, stderr)
 	case "dead":
 		return runDead(ctx, rest, stdout, stderr)
 	case "export":

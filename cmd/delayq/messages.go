@@ -32,7 +32,11 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cmd, id := idCommand("get", "--topic T --id ID",
 		"Prints the message as a JSON object: topic, id, partition, state, due, attempts,\n"+
 			"max_attempts, created, updated, last_error, body (or body_base64 when it is not\n"+
-			"UTF-8), and deadline (in flight) or died_at (dead).", stdout, stderr)
+			"UTF-8), unique_for_ms (with a uniqueness window), and deadline (in flight) or\n"+
+			"died_at (dead). A message delivered within its uniqueness window (send\n"+
+			"--unique-for, delayq unique-for) is \"state\": \"done\", with \"finished\" (when\n"+
+			"its delivery was acked) and \"unique_until\" (when its id is free again), and\n"+
+			"nothing else of it is kept.", stdout, stderr)
 	return cmd.run(args, func(client *delayq.Client) error {
 		in, err := client.Get(ctx, cmd.c.topic, *id)
 		if err != nil {

@@ -25,16 +25,21 @@ const DefaultBatch = 500
 func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("send",
 		"--topic T [--id ID | --id-from-body] [--delay DUR | --at TIME] [--body STR | --body-file PATH]\n"+
-			"       [--on-duplicate reject|replace|debounce [--max-wait DUR]]\n"+
-			"       delayq send --topic T --stdin [--id-from-body] [--batch N] [--on-duplicate P [--max-wait DUR]]",
+			"       [--on-duplicate reject|replace|debounce [--max-wait DUR]] [--unique-for DUR]\n"+
+			"       delayq send --topic T --stdin [--id-from-body] [--batch N] [--on-duplicate P [--max-wait DUR]] [--unique-for DUR]",
 		"Enqueues one message and prints its id. An id that exists is refused (exit 1)\n"+
 			"unless --on-duplicate replace or debounce says otherwise: the line then reads\n"+
 			`"ID replaced, due TIME" or "ID debounced, due TIME", TIME the due stored.`+"\n"+
 			`With --stdin, enqueues the JSON lines of stdin, each what the HTTP API takes:`+"\n"+
 			`{"id": "...", "body": "...", "delay": "5s"} with "delay_ms": N or "at":`+"\n"+
 			`"<RFC 3339>" instead of delay (none: due now), "body_base64" instead of body,`+"\n"+
-			`"max_attempts": N, and "on_duplicate" and "max_wait" (else the flags'); it`+"\n"+
-			"prints each accepted message's line on stdout and each rejected line on stderr.",
+			`"max_attempts": N, and "on_duplicate", "max_wait" and "unique_for" (else the`+"\n"+
+			"flags'); it prints each accepted message's line on stdout and each rejected\n"+
+			"line on stderr.\n\n"+
+			"--unique-for keeps the id taken after the message's delivery succeeded: until\n"+
+			"DUR after its ack, a send of the id is refused (exit 1), whatever --on-duplicate\n"+
+			"says, saying when it was delivered and until when its id is taken. Without it,\n"+
+			"a message with an id of its own gets the topic's default (delayq unique-for).",
 		stdout, stderr)
 	var (
 		due         dueFlags
@@ -47,8 +52,10 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		batch       = cmd.fs.Int("batch", DefaultBatch, "messages per enqueue call with --stdin")
 		retryFor    = durationFlag{d: delayq.DefaultRetryFor}
 		dup         duplicateFlags
+		uniqueFor   durationFlag
 	)
 	dup.add(cmd)
+	cmd.fs.Var(&uniqueFor, "unique-for", "keep the id taken for `duration` after the message's delivery succeeded, e.g. 24h: a send of it meanwhile is refused (default: the topic's, see delayq unique-for)")
 	cmd.fs.Var(&retryFor, "retry-for", "while no proxy answers, dial again for up to `duration`, then fail (0: fail at once)")
 	due.add(cmd, " (neither --delay nor --at: due now)")
 	if err := cmd.parse(args); err != nil {
@@ -60,6 +67,9 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := cmd.nonNegative("retry-for", int64(retryFor.d)); err != nil {
 		return err
 	}
+	if err := cmd.nonNegative("unique-for", int64(uniqueFor.d)); err != nil {
+		return err
+	}
 	cmd.c.retryFor = retryFor.d
 	if retryFor.d == 0 {
 		cmd.c.retryFor = -1
@@ -68,6 +78,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
+	dups.UniqueFor = uniqueFor.d // with --stdin, for the lines that set no unique_for
 	if *useStdin {
 		for _, name := range []string{"id", "body", "body-file", "delay", "at", "max-attempts"} {
 			if cmd.isSet(name) {
@@ -93,7 +104,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	msg := delayq.Message{Topic: cmd.c.topic, ID: *id, Body: []byte(*body), Delay: delay, At: at, MaxAttempts: *maxAttempts,
-		OnDuplicate: dups.OnDuplicate, MaxWait: dups.MaxWait}
+		OnDuplicate: dups.OnDuplicate, MaxWait: dups.MaxWait, UniqueFor: dups.UniqueFor}
 	if cmd.isSet("body-file") {
 		if cmd.isSet("body") {
 			return cmd.usageErr("--body and --body-file are mutually exclusive")
@@ -139,7 +150,7 @@ func readBody(path string, stdin io.Reader) ([]byte, error) {
 // parseLine decodes one JSON line into a message of topic, in the form
 // the HTTP API takes (httpapi.DecodeMessage), so that a line and a
 // request body mean the same; dups (the flags) apply where the line sets
-// no on_duplicate or max_wait. Unknown fields are rejected, so that a
+// no on_duplicate, max_wait or unique_for. Unknown fields are rejected, so that a
 // misspelt "delay_ms" does not make a message due now. The body's size
 // is left to the client's limit. On error, the message still carries the
 // id when one was read.
@@ -164,9 +175,18 @@ type pendingLine struct {
 	err  error                // the reason it was rejected, when it was
 }
 
-// rejection formats the stderr line that reports a rejected message.
+// rejection formats the stderr line that reports a rejected message. A
+// message refused because its id is a delivered message's, within its
+// uniqueness window, says "finished" first, as the HTTP API's outcome:
+// `line 3: id "x": finished: duplicate message id: "x" in topic t was
+// delivered at TIME; its id is taken until TIME`.
 func rejection(line int, id string, err error) string {
-	return fmt.Sprintf("line %d: id %q: %s", line, id, strings.TrimPrefix(err.Error(), "delayq: "))
+	reason := strings.TrimPrefix(err.Error(), "delayq: ")
+	var fe *delayq.FinishedError
+	if errors.As(err, &fe) {
+		reason = string(delayq.OutcomeFinished) + ": " + reason
+	}
+	return fmt.Sprintf("line %d: id %q: %s", line, id, reason)
 }
 
 // lineSender reads JSON lines and enqueues them in batches, reporting each
@@ -185,7 +205,7 @@ type lineSender struct {
 type stdinSend struct {
 	client *delayq.Client
 	topic  string
-	dups   httpapi.Duplicates // applies where a line sets no on_duplicate or max_wait
+	dups   httpapi.Duplicates // applies where a line sets no on_duplicate, max_wait or unique_for
 	batch  int                // lines per enqueue call
 	// idFromBody gives each line that sets no id (or an empty one) the
 	// id delayq.IDFrom(body), body as decoded (send --id-from-body).

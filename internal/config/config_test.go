@@ -201,7 +201,7 @@ func TestUnknownKeys(t *testing.T) {
 			`unknown key "Lease" in [worker] at c.toml line 2; known keys: id, lease, poll_interval, idle_poll_interval, shutdown_timeout`},
 		{"second topic", minimal + "\n[[topic]]\nname = \"b\"\nconcurency = 3\n[topic.handler]\ntype = \"exec\"\ncommand = [\"x\"]\n",
 			"concurency", 12,
-			`unknown key "concurency" in [[topic]] "b" at c.toml line 12; known keys: name, partitions, concurrency, timeout, max_attempts, backoff, on_duplicate, max_wait, handler, limits, auto_partitions, schedule`},
+			`unknown key "concurency" in [[topic]] "b" at c.toml line 12; known keys: name, partitions, concurrency, timeout, max_attempts, backoff, on_duplicate, max_wait, unique_for, handler, limits, auto_partitions, schedule`},
 		{"handler key", minimal + "urll = \"http://x\"\n", "urll", 9,
 			`unknown key "urll" in [topic.handler] of topic "a" at c.toml line 9; known keys: type, url, secret, headers, command`},
 		{"dotted", "redis.adr = \"x:1\"\n", "adr", 1,

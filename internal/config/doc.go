@@ -22,7 +22,7 @@
 //   - locate.go: the scan of the source that maps each key to its line
 //   - validate.go: Validate: the checks of the values
 //   - errors.go: Error, one per problem, with its key, table and line
-//   - duplicate.go: a [[topic]]'s on_duplicate and max_wait
+//   - duplicate.go: a [[topic]]'s on_duplicate, max_wait and unique_for
 //   - limits.go: the [topic.limits] table
 //   - auto.go: the [topic.auto_partitions] table
 //   - schedule.go: the [[topic.schedule]] tables (Schedule)

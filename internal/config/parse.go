@@ -265,6 +265,7 @@ type (
 		Backoff     value       `toml:"backoff"`
 		OnDuplicate value       `toml:"on_duplicate"`
 		MaxWait     value       `toml:"max_wait"`
+		UniqueFor   value       `toml:"unique_for"`
 		Handler     *rawHandler `toml:"handler"`
 		Limits      *rawLimits  `toml:"limits"`
 		Auto        *rawAuto    `toml:"auto_partitions"`
@@ -320,6 +321,7 @@ func (r *rawConfig) convert(cfg *Config, ps *problems) {
 		c.durations(rt.Backoff, &t.Backoff, child(path, table, "backoff"))
 		c.onDuplicate(rt.OnDuplicate, &t.OnDuplicate, child(path, table, "on_duplicate"))
 		c.duration(rt.MaxWait, &t.MaxWait, child(path, table, "max_wait"))
+		c.optDuration(rt.UniqueFor, &t.UniqueFor, child(path, table, "unique_for"))
 		if h := rt.Handler; h != nil {
 			hp, ht := path+".handler", "[topic.handler] of "+topicName(t.Name, i)
 			c.str(h.Type, &t.Handler.Type, child(hp, ht, "type"))
@@ -452,6 +454,20 @@ func (c converter) duration(x value, dst *time.Duration, at place) {
 		return
 	}
 	*dst = d
+}
+
+// optDuration reads a duration whose absence means something else than
+// any value: dst stays nil when the key is not set.
+func (c converter) optDuration(x value, dst **time.Duration, at place) {
+	if !x.set {
+		return
+	}
+	d, msg := parseDuration(x.v)
+	if msg != "" {
+		c.ps.add(at, "%s", msg)
+		return
+	}
+	*dst = &d
 }
 
 func (c converter) durations(x value, dst *[]time.Duration, at place) {

@@ -44,7 +44,7 @@ const (
 
 // enqueueFields are the fields of an enqueue body.
 var enqueueFields = []string{fieldID, fieldBody, fieldBodyBase64, fieldDelay, fieldDelayMS, fieldAt, fieldMaxAttempts,
-	fieldOnDuplicate, fieldMaxWait, fieldMaxWaitMS}
+	fieldOnDuplicate, fieldMaxWait, fieldMaxWaitMS, fieldUniqueFor}
 
 // timeFields say when a message is due; a request sets at most one.
 var timeFields = []string{fieldDelay, fieldDelayMS, fieldAt}
@@ -74,7 +74,7 @@ type enqueueRequest struct {
 	Body        []byte
 	When        when
 	MaxAttempts int
-	Dup         dupRequest // on_duplicate, max_wait or max_wait_ms
+	Dup         dupRequest // on_duplicate, max_wait or max_wait_ms, unique_for
 }
 
 // message returns the Message to enqueue to topic, def saying what to do
@@ -89,6 +89,7 @@ func (q *enqueueRequest) message(topic string, def Duplicates) (delayq.Message, 
 	}
 	var err error
 	m.OnDuplicate, m.MaxWait, err = q.Dup.resolve(def)
+	m.UniqueFor = q.Dup.uniqueFor(def)
 	return m, err
 }
 
@@ -97,7 +98,7 @@ func (q *enqueueRequest) message(topic string, def Duplicates) (delayq.Message, 
 //	{"id"?: "...", "body"?: "...", "body_base64"?: "...",
 //	 "delay"?: "5s", "delay_ms"?: 5000, "at"?: "2030-01-02T15:04:05Z",
 //	 "max_attempts"?: 3, "on_duplicate"?: "debounce",
-//	 "max_wait"?: "30m", "max_wait_ms"?: 1800000}
+//	 "max_wait"?: "30m", "max_wait_ms"?: 1800000, "unique_for"?: "24h"}
 //
 // with at most one of body and body_base64, at most one of delay,
 // delay_ms and at (none: due now) and at most one of max_wait and
@@ -150,12 +151,14 @@ func decodeEnqueue(r io.Reader, maxBody int) (enqueueRequest, error) {
 //
 //	{"id"?: "...", "body"?: "...", "body_base64"?: "...",
 //	 "delay"?: "5s", "delay_ms"?: 5000, "at"?: "2030-01-02T15:04:05Z",
-//	 "max_attempts"?: 3, "on_duplicate"?: "debounce", "max_wait"?: "30m"}
+//	 "max_attempts"?: 3, "on_duplicate"?: "debounce", "max_wait"?: "30m",
+//	 "unique_for"?: "24h"}
 //
 // It is also the reader of the lines of "delayq send --stdin", so that
 // both accept the same forms. The decoded body may be at most maxBody
 // bytes. def is what the message does with an id that exists where it
-// sets neither on_duplicate nor max_wait (see Duplicates). An error names
+// sets neither on_duplicate nor max_wait, and its uniqueness window where
+// it sets no unique_for (see Duplicates). An error names
 // the field at fault, when one is; the message returned with it carries
 // the id when one was read. It is safe for concurrent use.
 func DecodeMessage(r io.Reader, topic string, maxBody int, def Duplicates) (delayq.Message, error) {

@@ -20,6 +20,8 @@
 //	GET    /v1/topics/{topic}/limits                   200 {"topic","rate","burst","concurrency","started_last_second","running"}
 //	PUT    /v1/topics/{topic}/limits                   200 the same, after the write ({} clears)
 //	DELETE /v1/topics/{topic}/limits                   200 the same, cleared
+//	GET    /v1/topics/{topic}/unique-for               200 {"topic","unique_for_ms"}
+//	PUT    /v1/topics/{topic}/unique-for               200 the same, after the write ({"unique_for":"0s"} clears)
 //	GET    /v1/topics/{topic}/schedules                200 {"schedules":[...]}
 //	GET    /v1/topics/{topic}/schedules/{name}         200 schedule
 //	PUT    /v1/topics/{topic}/schedules/{name}         200 schedule (added; with ?replace=true or replaced)
@@ -40,6 +42,12 @@
 // set. The routes fail with 404 for a topic that does not exist, and
 // create nothing.
 //
+// A unique-for body is {"unique_for": "24h"} (a Go duration; "0s" for
+// none): the topic's default uniqueness window, which a message sent with
+// an id of its own and no unique_for gets (delayq.Client.SetUniqueFor).
+// The routes fail with 404 for a topic that does not exist, and create
+// nothing.
+//
 // An enqueue body is
 //
 //	{"id": "order-42", "body": "text", "delay": "30m", "max_attempts": 5}
@@ -57,8 +65,14 @@
 // debounce is a 400. The answer's "outcome" says what the enqueue did:
 // "created" (201), "replaced" or "debounced" (200), with "due" the due
 // time stored (for a debounce, capped by max_wait); a duplicate rejected
-// answers 409 {"error","id","outcome":"rejected"}. A reschedule body has
-// exactly one of the three time fields. Times
+// answers 409 {"error","id","outcome":"rejected"}. "unique_for" (a Go
+// duration; none: the topic's default for a given id) keeps the id taken
+// for that long after the message's delivery succeeded (see
+// delayq.Message.UniqueFor): within it, every enqueue of the id, whatever
+// its on_duplicate, answers 409 {"error","id","outcome":"finished",
+// "state":"done","finished","unique_until"}, when the delivery was acked
+// and when the id is free again; a negative or unparsable unique_for is a
+// 400. A reschedule body has exactly one of the three time fields. Times
 // in responses are RFC 3339 in UTC with three-digit milliseconds
 // (wire.TimeLayout); a message's body comes back as "body" when it is
 // valid UTF-8 and as "body_base64" otherwise.
@@ -82,10 +96,12 @@
 //   - handlers.go: the routes of messages, stats, dead letters and topics
 //   - decode.go: the enqueue and reschedule bodies (DecodeMessage), and
 //     errors naming their field
-//   - duplicate.go: a body's on_duplicate and max_wait, and the topic's
-//     default (Duplicates)
+//   - duplicate.go: a body's on_duplicate, max_wait and unique_for, and
+//     the defaults of what it does not set (Duplicates)
 //   - pause.go: the pause and resume routes
 //   - limits.go: the limits routes
+//   - unique_for.go: the routes of a topic's default uniqueness window
+//     (TopicUniqueFor)
 //   - schedules.go: the schedule routes
 //   - export.go: the export route and its download (Download)
 package httpapi

@@ -18,6 +18,11 @@ type Duplicates struct {
 	// MaxWait bounds a debounce window (delayq.Message.MaxWait); only
 	// with OnDuplicate delayq.Debounce. 0: no bound.
 	MaxWait time.Duration
+	// UniqueFor is the uniqueness window (delayq.Message.UniqueFor) of a
+	// message whose body sets no unique_for: "delayq send --stdin
+	// --unique-for". 0: the topic's default (the worker sets none here:
+	// its [[topic]] unique_for is the topic's stored default).
+	UniqueFor time.Duration
 }
 
 // Fields of an enqueue body that say what to do with an id that exists.
@@ -25,16 +30,19 @@ const (
 	fieldOnDuplicate = "on_duplicate"
 	fieldMaxWait     = "max_wait"
 	fieldMaxWaitMS   = "max_wait_ms"
+	fieldUniqueFor   = "unique_for"
 )
 
 // dupRequest is what an enqueue body said of an id that exists: the
 // policy when on_duplicate was set, the window bound when max_wait or
-// max_wait_ms was.
+// max_wait_ms was, the uniqueness window when unique_for was.
 type dupRequest struct {
 	policy    delayq.OnDuplicate
 	policySet bool
 	waitField string // max_wait, max_wait_ms, or "" when neither was set
 	maxWait   time.Duration
+	unique    time.Duration
+	uniqueSet bool
 }
 
 // decodeDuplicates reads on_duplicate, max_wait and max_wait_ms of obj.
@@ -83,7 +91,40 @@ func decodeDuplicates(obj map[string]json.RawMessage) (dupRequest, error) {
 		}
 		d.maxWait = time.Duration(ms) * time.Millisecond
 	}
+	if raw, ok := obj[fieldUniqueFor]; ok {
+		var err error
+		if d.unique, err = decodeUniqueFor(raw); err != nil {
+			return d, err
+		}
+		d.uniqueSet = true
+	}
 	return d, nil
+}
+
+// decodeUniqueFor decodes a unique_for value: a Go duration string of 0
+// or more ("24h"; "0s" for none, or for a message the topic's default).
+func decodeUniqueFor(raw json.RawMessage) (time.Duration, error) {
+	s, err := decodeString(fieldUniqueFor, raw)
+	if err != nil {
+		return 0, badField(fieldUniqueFor, `unique_for must be a duration string like "24h"`)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, badField(fieldUniqueFor, "unique_for %q is not a duration like \"24h\"", s)
+	}
+	if d < 0 {
+		return 0, badField(fieldUniqueFor, "unique_for %q is negative", s)
+	}
+	return d, nil
+}
+
+// uniqueFor returns the uniqueness window of a message whose body said
+// d: the body's unique_for, else def's.
+func (d dupRequest) uniqueFor(def Duplicates) time.Duration {
+	if d.uniqueSet {
+		return d.unique
+	}
+	return def.UniqueFor
 }
 
 // resolve returns the policy and window bound of a message whose body

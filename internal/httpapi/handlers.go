@@ -31,11 +31,30 @@ type enqueueResponse struct {
 }
 
 // rejectedResponse answers an enqueue of an id that exists, rejected
-// (409): errorBody's error, with the id and outcome "rejected".
+// (409): errorBody's error, with the id and outcome "rejected"; or, for
+// an id of a message delivered already within its uniqueness window
+// (delayq.FinishedError), outcome "finished", state "done", when its
+// delivery was acked and when the id is free again.
 type rejectedResponse struct {
-	Error   string         `json:"error"`
-	ID      string         `json:"id"`
-	Outcome delayq.Outcome `json:"outcome"`
+	Error       string         `json:"error"`
+	ID          string         `json:"id"`
+	Outcome     delayq.Outcome `json:"outcome"`
+	State       delayq.State   `json:"state,omitempty"`        // "done", when finished
+	Finished    string         `json:"finished,omitempty"`     // when finished
+	UniqueUntil string         `json:"unique_until,omitempty"` // when finished
+}
+
+// rejected returns the 409 answer of res, an enqueue refused with
+// ErrDuplicate: finished or rejected.
+func rejected(res delayq.EnqueueResult) rejectedResponse {
+	out := rejectedResponse{Error: res.Err.Error(), ID: res.ID, Outcome: delayq.OutcomeRejected}
+	var fe *delayq.FinishedError
+	if errors.As(res.Err, &fe) {
+		out.Outcome, out.State = delayq.OutcomeFinished, delayq.StateDone
+		out.Finished = wire.Time(time.UnixMilli(fe.Done.Finished))
+		out.UniqueUntil = wire.Time(time.UnixMilli(fe.Done.Until))
+	}
+	return out
 }
 
 // pathSegment escapes s as one path segment, "." and ".." included (which
@@ -112,7 +131,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	got := res[0]
 	switch {
 	case errors.Is(got.Err, delayq.ErrDuplicate):
-		writeJSON(w, http.StatusConflict, rejectedResponse{Error: got.Err.Error(), ID: got.ID, Outcome: delayq.OutcomeRejected})
+		writeJSON(w, http.StatusConflict, rejected(got))
 		return
 	case got.Err != nil:
 		s.fail(w, r, got.Err)

@@ -145,6 +145,7 @@ func TestAPIAgainstRedis(t *testing.T) {
 			t.Run("pause", func(t *testing.T) { testPause(t, a, topic+"-pause") })
 			t.Run("limits", func(t *testing.T) { testLimits(t, a, client, tg.Addr, topic+"-limits") })
 			t.Run("duplicates", func(t *testing.T) { testDuplicates(t, client, topic+"-dup") })
+			t.Run("unique", func(t *testing.T) { testUniqueFor(t, a, client, topic+"-unique") })
 		})
 	}
 }

@@ -102,6 +102,7 @@ func New(o Options) http.Handler {
 	m.HandleFunc("POST /v1/topics/{topic}/pause", s.pauseTopic)
 	m.HandleFunc("POST /v1/topics/{topic}/resume", s.pauseTopic)
 	s.routeLimits(m)
+	s.routeUniqueFor(m)
 	s.routeSchedules(m)
 	return s
 }
