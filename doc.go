@@ -26,6 +26,7 @@
 //   - batch.go: the write of a batch: placement (place), the writes
 //     (write, writePuts), wake-ups (wake)
 //   - id.go: generated ids (NewID) and their steering into one partition
+//   - id_from.go: ids from content (IDFrom)
 //     (steerer)
 //   - info.go: State, Info; Get, Delete, DeleteMany, Reschedule; a
 //     message's places during a change of the count (places)
@@ -39,6 +40,7 @@
 //     count) as last read
 //   - pause.go: Pause, Resume, PauseState
 //   - limits.go: Limits, SetLimits, LimitsState
+//   - unique.go: a topic's default uniqueness window (SetUniqueFor, ProposeUniqueFor, MaxUniqueFor)
 //   - limiter.go: a consumer's claims to the fleet-wide limits (its loops'
 //     poller.Gate)
 //   - kept_acks.go: acks written after a lost lease

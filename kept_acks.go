@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -82,7 +83,7 @@ func (a *keptAcks) write(ctx context.Context) {
 	a.mu.Unlock()
 	for p, kp := range todo {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := a.k.c.store.Ack(wctx, store.TopicPartition{Topic: a.k.opts.Topic, P: p}, kp.acks, time.Now().UnixMilli())
+		_, err := a.k.c.store.Ack(wctx, store.TopicPartition{Topic: a.k.opts.Topic, P: p}, kp.acks, clock.CeilMS(time.Now()).UnixMilli())
 		cancel()
 		if err != nil {
 			a.keep(p, kp.acks)

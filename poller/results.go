@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -120,7 +121,7 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.pending = p.pending[:0]
 	p.finish(done)
 	if len(acks) > 0 {
-		if kept, err := cfg.Store.Ack(ctx, cfg.tp(), acks, now.UnixMilli()); err != nil {
+		if kept, err := cfg.Store.Ack(ctx, cfg.tp(), acks, clock.CeilMS(now).UnixMilli()); err != nil { // a window never ends early
 			p.logErr("ack", err)
 			p.pending = append(p.pending, acked...)
 		} else {

@@ -25,6 +25,7 @@
 //   - dead.go: dead list, requeue and purge
 //   - pause.go: pause and resume
 //   - limits.go: limits
+//   - unique_for.go: unique-for
 //   - partitions.go: partitions: the count, a change of it (--set,
 //     --cancel, --wait), the automatic count
 //   - schedule.go: schedule add, list, pause, resume and delete

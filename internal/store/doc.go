@@ -39,7 +39,8 @@
 //     sit beside their callers: those of put.go, limits.go, controls.go,
 //     schedule.go, ...)
 //   - partition.go: a partition of a topic (TopicPartition)
-//   - record.go: the record codec (Record, DecodeRecord)
+//   - record.go: the record codec (Record, DecodeRecord) and a finished id's (Done, DecodeDone)
+//   - done.go: finished ids: FinishedError, a topic's default window (SetUniqueFor), and the sends that meet a Done (settleDones)
 //   - segment.go: segments: many messages in one field
 //   - add.go: enqueue (Add, AddMany and its round trips), Exists in an old
 //     partition

@@ -36,16 +36,30 @@ func (s *Store) SetUniqueFor(ctx context.Context, topic string, ms int64, ifUnse
 	return s.setControl(ctx, topic, keys.MetaUniqueFor, "uniqueness window", strconv.FormatInt(ms, 10), ifUnset)
 }
 
-// reviveScript writes records over Dones whose window ended: each id
-// whose field still holds the Done as read (a send or a reconciler may
-// have changed it since) gets its record.
-// KEYS[1]: records HASH. ARGV: id1, done1, record1, id2, ...
-// Returns one integer per id: 1 written, 0 not (the field changed).
-var reviveScript = newScript(`
+// reviveScript writes the records of sends a duplicate check refused
+// whose id turned out free: over a Done whose window ended, if the field
+// still holds it as read, or where the field is gone (the reconciler
+// removed that Done, or the message was acked or deleted, since the
+// check) and no segment holds the id. A field that holds anything else
+// (a send, an ack meanwhile) is left as it is.
+// KEYS[1]: records HASH. ARGV: id1, done1 ("" for a field read as
+// gone), record1, id2, ...
+// Returns one integer per id: 1 written, 0 not (the id is taken).
+var reviveScript = newScript(segLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
-  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+  local id = ARGV[i]
+  local v = redis.call('HGET', KEYS[1], id)
+  local free = v == ARGV[i + 1]
+  if not v then
+    free = true
+    if #id == ID_LEN then
+      local seg = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
+      free = not (seg and segFind(seg, string.sub(id, PREFIX_LEN + 1)))
+    end
+  end
+  if free then
+    redis.call('HSET', KEYS[1], id, ARGV[i + 2])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
@@ -70,6 +84,9 @@ type dupRef struct {
 // past it, the record is written over the Done (reviveScript, one more
 // round trip), and the refusal in the replies r is turned into an
 // acceptance, so the rest of AddMany indexes it as a message created.
+// A field found gone is an id freed since the check (a Done the
+// reconciler removed, a message acked or deleted): it is written too,
+// unless a segment holds the id.
 func (s *Store) settleDones(ctx context.Context, groups []Group, per []int, r []any) (finished [][]*FinishedError, err error) {
 	refs := refusedIDs(groups, per, r)
 	if len(refs) == 0 {
@@ -106,11 +123,11 @@ func (s *Store) settleDones(ctx context.Context, groups []Group, per []int, r []
 		var these []dupRef
 		for j, d := range byGroup[g] {
 			done, ok := DecodeDone(raw[j])
-			if !ok {
-				continue
+			if !ok && raw[j] != nil {
+				continue // a message's: a duplicate
 			}
 			m := groups[g].Msgs[d.i]
-			if done.Until > m.Record.Created {
+			if ok && done.Until > m.Record.Created {
 				if finished == nil {
 					finished = make([][]*FinishedError, len(groups))
 				}
@@ -123,7 +140,7 @@ func (s *Store) settleDones(ctx context.Context, groups []Group, per []int, r []
 			if args == nil {
 				args = scriptCall(reviveScript, keys.Records(s.ns, groups[g].Topic, groups[g].P), 3*len(byGroup[g]))
 			}
-			args = append(args, m.ID, raw[j], m.Record.Encode())
+			args = append(args, m.ID, raw[j], m.Record.Encode()) // raw nil: sent as ""
 			these = append(these, d)
 		}
 		if args != nil {

@@ -183,3 +183,46 @@ func TestDones(t *testing.T) {
 		t.Errorf("after a reconcile: ended Done %x, live Done %x (want it kept), its entry %v (want none)", vals[0], vals[1], r[1])
 	}
 }
+
+// TestDoneGoneMeanwhile: the Done that refused a send is removed (by the
+// reconciler, its window over) before the send reads the refused field,
+// or between that read and the write over it: either way the id is free,
+// and the send creates its message.
+func TestDoneGoneMeanwhile(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1})
+	plain := openTest(t, env.Backends[0])
+	ctx := context.Background()
+	const now = int64(1_800_000_000_000)
+	mk := keys.Records(plain.ns, "t", 0)
+	for _, at := range []string{"HMGET", "EVALSHA"} { // the read of the refused field; the write over it
+		var once bool
+		s, err := Open(Options{Conn: Conn{Addr: env.Backends[0]}, Hook: func(name string, args []any) error {
+			if name == at && !once && len(args) > 0 && (args[0] == mk || len(args) > 2 && args[2] == mk) {
+				once = true
+				if _, err := plain.do(ctx, cmd{"HDEL", []any{mk, "x"}}); err != nil {
+					t.Error(err)
+				}
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.do(ctx, cmd{"HSET", []any{mk, "x", Done{Finished: now - 2000, Until: now - 1000}.Encode()}}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &Record{Due: now + 1000, Created: now, Updated: now, Body: []byte(at)}
+		errs, err := s.AddMany(ctx, []Group{{Topic: "t", P: 0, Msgs: []NewMessage{{ID: "x", Record: rec}}}})
+		s.Close()
+		if err != nil || errs[0][0] != nil || !once {
+			t.Fatalf("send while the Done goes (before the %s): %v, %v (hook ran: %v)", at, errs, err, once)
+		}
+		f, err := plain.Get(ctx, TopicPartition{Topic: "t", P: 0}, "x")
+		if err != nil || f.State != StateScheduled || !f.Indexed || string(f.Record.Body) != at {
+			t.Errorf("after the send (the Done gone before the %s): %+v, %v", at, f, err)
+		}
+		if _, err := plain.do(ctx, cmd{"DEL", []any{mk}}, cmd{"DEL", []any{keys.Scheduled(plain.ns, "t", 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
