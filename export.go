@@ -21,6 +21,9 @@ const (
 // default.
 type ExportOptions struct {
 	// States limits the export to messages in these states. Default: all.
+	// StateDone is one of them: the ids kept after their delivery, until
+	// the end of their uniqueness windows (see Message.UniqueFor); the
+	// live states without it leave them out.
 	States []State
 	// Batch is the COUNT of each HSCAN of a partition's records: about
 	// that many messages per read (more when segments are among them, 16
@@ -42,7 +45,7 @@ type ExportOptions struct {
 
 // ExportStats counts what an export did.
 type ExportStats struct {
-	Exported   int // messages passed to emit
+	Exported   int // messages passed to emit, done ones among them
 	Filtered   int // messages read but not in ExportOptions.States
 	Duplicates int // messages read again (a rescan of the records, or a move between partitions) and left out
 	Corrupt    int // records that could not be decoded, left out (and logged)
@@ -58,7 +61,10 @@ type ExportStats struct {
 // Export reads every message of topic, partition by partition, and calls
 // emit with each, in no particular order; emit may keep the message it is
 // given (each is its own). It stops at the first error of emit and
-// returns it.
+// returns it. The ids kept after their delivery (see Message.UniqueFor)
+// are messages in StateDone, with only their Finished and UniqueUntil
+// times, while their window lasts by the client's clock (Options.Now);
+// one whose window ended is no message, and is left out.
 //
 // It reads through any proxy with bounded commands, one at a time, while
 // consumers and producers run. Each message present from the export's
@@ -108,7 +114,7 @@ func (o *ExportOptions) setDefaults(topic string) error {
 	}
 	for _, s := range o.States {
 		if !validState(s) {
-			return fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead)
+			return fmt.Errorf("%w: export of %s: unknown state %q (want %s, %s, %s or %s)", ErrInvalid, topic, s, StateScheduled, StateInFlight, StateDead, StateDone)
 		}
 	}
 	return nil
@@ -189,8 +195,10 @@ func (ex *exporter) scanPartition(ctx context.Context, p int) error {
 // emits its messages in opts.States, but those read before: in p (seen,
 // the ids read there so far) or, for a partition that is no source, in a
 // source (moving). In a source, it adds to moving the ids that belong
-// elsewhere.
+// elsewhere. A done id whose window ended by the client's clock is left
+// out, uncounted: it is no message any more (the reconciler removes it).
 func (ex *exporter) emitRead(p int, source bool, seen map[string]struct{}, pass *store.ExportPass) error {
+	now := ex.c.opts.Now().UnixMilli()
 	for _, bad := range pass.Corrupt {
 		ex.st.Corrupt++
 		ex.c.log.Warn("export: undecodable record left out", "topic", ex.topic, "partition", p, "record", bad)
@@ -208,6 +216,9 @@ func (ex *exporter) emitRead(p int, source bool, seen map[string]struct{}, pass 
 		} else if _, ok := ex.moving[m.ID]; ok {
 			ex.st.Duplicates++
 			continue
+		}
+		if m.State == store.StateDone && m.Done.Until <= now {
+			continue // its window ended: the id is free
 		}
 		e := exportedOf(m)
 		if len(ex.opts.States) > 0 && !slices.Contains(ex.opts.States, e.State) {
@@ -265,10 +276,14 @@ func exportPause(ctx context.Context, took time.Duration, opts ExportOptions, st
 
 // exportedOf turns a message the store read into an ExportedMessage.
 func exportedOf(m store.Exported) *ExportedMessage {
+	if m.State == store.StateDone {
+		return &ExportedMessage{ID: m.ID, State: StateDone, Finished: msTime(m.Done.Finished), UniqueUntil: msTime(m.Done.Until)}
+	}
 	r := m.Record
 	e := &ExportedMessage{
 		ID: m.ID, State: StateScheduled, Due: msTime(r.Due), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
-		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Traceparent: r.Trace, Body: r.Body,
+		LastError: r.LastError, Created: msTime(r.Created), Updated: msTime(r.Updated), Traceparent: r.Trace,
+		UniqueFor: time.Duration(r.UniqueFor) * time.Millisecond, Body: r.Body,
 	}
 	if r.First > 0 {
 		e.WindowOpened = msTime(r.First)

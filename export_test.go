@@ -60,6 +60,11 @@ func sameExported(a, b *ExportedMessage) string {
 	if a.Traceparent != b.Traceparent {
 		diffs = append(diffs, fmt.Sprintf("traceparent %q != %q", a.Traceparent, b.Traceparent))
 	}
+	if a.UniqueFor != b.UniqueFor {
+		diffs = append(diffs, fmt.Sprintf("unique for %v != %v", a.UniqueFor, b.UniqueFor))
+	}
+	tm("finished", a.Finished, b.Finished)
+	tm("unique_until", a.UniqueUntil, b.UniqueUntil)
 	if !bytes.Equal(a.Body, b.Body) {
 		diffs = append(diffs, fmt.Sprintf("body %q != %q", a.Body, b.Body))
 	}
@@ -425,6 +430,126 @@ func TestExportDuringChange(t *testing.T) {
 		}}, func(*ExportedMessage) error { return nil })
 		if !errors.Is(err, ErrChangeRunning) || !strings.Contains(err.Error(), "export again") {
 			t.Fatalf("export during the start of a change: %v, want ErrChangeRunning", err)
+		}
+	})
+}
+
+// TestExportImportDone carries uniqueness windows through an export and
+// an import, with a real consumer making the Dones: a live message's
+// window is its unique_for_ms, an acked windowed id is a done line (an
+// ended window, an id without one: no line), --state without done
+// leaves the done lines out, and an import into another topic restores
+// both: the imported done id refuses a send as finished until the same
+// time, and the live message keeps its window, so that after its
+// delivery there its id is done. A second import writes nothing.
+func TestExportImportDone(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 4})
+		src, dst := "uq-exp-src", "uq-exp-dst"
+		if _, err := c.Send(ctx, Message{Topic: src, ID: "acked", UniqueFor: time.Hour, Body: []byte("a")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, Message{Topic: src, ID: "plain", Body: []byte("p")}); err != nil {
+			t.Fatal(err)
+		}
+		k, stop := startConsumer(t, c, ConsumerOptions{Topic: src}, newRecorder().handle)
+		waitFor(t, 10*time.Second, "two acks", func() bool { return k.Stats().Acked >= 2 })
+		stop()
+		in, err := c.Get(ctx, src, "acked")
+		if err != nil || in.State != StateDone {
+			t.Fatalf("get of the acked windowed id: %+v, %v", in, err)
+		}
+		// No consumer runs now: "live" stays scheduled in src.
+		if _, err := c.Send(ctx, Message{Topic: src, ID: "live", UniqueFor: 30 * time.Minute, Body: []byte("l")}); err != nil {
+			t.Fatal(err)
+		}
+		// A Done whose window ended, not yet removed by a reconciler.
+		l, err := c.readTopic(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := store.Done{Finished: time.Now().Add(-2 * time.Hour).UnixMilli(), Until: time.Now().Add(-time.Hour).UnixMilli()}
+		if _, err := c.store.PutDones(ctx, []store.DoneGroup{{TopicPartition: store.TopicPartition{Topic: src, P: l.Place("old")},
+			IDs: []string{"old"}, Dones: []store.Done{old}}}, old.Finished); err != nil {
+			t.Fatal(err)
+		}
+
+		got, st := exportAll(t, c, src, ExportOptions{})
+		if len(got) != 2 || got["acked"] == nil || got["live"] == nil {
+			t.Fatalf("exported %v (stats %+v), want acked and live only (old's window ended, plain had none)", slices.Collect(maps.Keys(got)), st)
+		}
+		if d := got["acked"]; d.State != StateDone || !d.Finished.Equal(in.Finished) || !d.UniqueUntil.Equal(in.UniqueUntil) ||
+			d.UniqueUntil.Sub(d.Finished) != time.Hour || !d.Due.IsZero() || d.Body != nil {
+			t.Errorf("acked exported as %+v, want done, finished %v, unique until %v", d, in.Finished, in.UniqueUntil)
+		}
+		if m := got["live"]; m.State != StateScheduled || m.UniqueFor != 30*time.Minute || string(m.Body) != "l" {
+			t.Errorf("live exported as %+v, want scheduled with a window of 30m", m)
+		}
+		var buf bytes.Buffer
+		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		file := buf.String()
+		doneLine := fmt.Sprintf(`{"id":"acked","state":"done","finished":%q,"unique_until":%q}`+"\n",
+			in.Finished.UTC().Format(exportTime), in.UniqueUntil.UTC().Format(exportTime))
+		if !strings.Contains(file, doneLine) || !strings.Contains(file, `"unique_for_ms":1800000`) || strings.Contains(file, `"old"`) {
+			t.Fatalf("export lacks the done line %s or the window of live, or has old:\n%s", doneLine, file)
+		}
+
+		// The live states leave the done lines out; done alone is them.
+		live := []State{StateScheduled, StateInFlight, StateDead}
+		only, st := exportAll(t, c, src, ExportOptions{States: live})
+		if len(only) != 1 || only["live"] == nil || st.Filtered != 1 {
+			t.Errorf("export of the live states: %v, stats %+v; want live only, acked filtered", slices.Collect(maps.Keys(only)), st)
+		}
+		buf.Reset()
+		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{States: live}); err != nil || strings.Contains(buf.String(), `"done"`) {
+			t.Errorf("JSON export of the live states has a done line (%v):\n%s", err, buf.String())
+		}
+		only, _ = exportAll(t, c, src, ExportOptions{States: []State{StateDone}})
+		if len(only) != 1 || only["acked"] == nil {
+			t.Errorf("export of done: %v, want acked only", slices.Collect(maps.Keys(only)))
+		}
+
+		// Into another topic: both restored.
+		ist, err := c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
+		if err != nil || ist.Imported != 2 || ist.Ended != 0 || ist.Duplicates+ist.Malformed+ist.Rejected != 0 {
+			t.Fatalf("import: %+v, %v", ist, err)
+		}
+		back, _ := exportAll(t, c, dst, ExportOptions{})
+		for id, m := range got {
+			if d := sameExported(back[id], m); back[id] == nil || d != "" {
+				t.Errorf("%q imported differs: %s", id, d)
+			}
+		}
+		res, err := c.Send(ctx, Message{Topic: dst, ID: "acked", Body: []byte("again")})
+		var fe *FinishedError
+		if !errors.As(err, &fe) || res.Outcome != OutcomeFinished || fe.Done.Until != in.UniqueUntil.UnixMilli() {
+			t.Errorf("send of the imported done id: %+v, %v; want a FinishedError until %v", res, err, in.UniqueUntil)
+		}
+		// Again: the done id holds the same Done (imported), the live
+		// message is a duplicate.
+		ist, err = c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
+		if err != nil || ist.Imported != 1 || ist.Duplicates != 1 {
+			t.Errorf("second import: %+v, %v; want the done id imported (the same) and live a duplicate", ist, err)
+		}
+		// The live message keeps its window: delivered in dst, its id is
+		// done there for 30 minutes.
+		rec := newRecorder()
+		runConsumer(t, c, ConsumerOptions{Topic: dst}, rec.handle)
+		waitFor(t, 10*time.Second, "live done in dst", func() bool {
+			in, err := c.Get(ctx, dst, "live")
+			return err == nil && in.State == StateDone
+		})
+		if in, err := c.Get(ctx, dst, "live"); err != nil || in.UniqueUntil.Sub(in.Finished) != 30*time.Minute || rec.count("live") != 1 {
+			t.Errorf("live after its delivery in dst: %+v, %v, %d deliveries; want done for 30m", in, err, rec.count("live"))
+		}
+		if _, err := c.Send(ctx, Message{Topic: dst, ID: "live"}); !errors.As(err, &fe) {
+			t.Errorf("send of live after its delivery in dst: %v, want a FinishedError", err)
+		}
+		if rec.count("acked") != 0 {
+			t.Errorf("the done id was delivered in dst")
 		}
 	})
 }

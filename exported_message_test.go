@@ -23,13 +23,22 @@ func TestExportLineRoundTrip(t *testing.T) {
 		{ID: "c", State: StateInFlight, Due: at, Created: at, Updated: at, Body: []byte{}},
 		{ID: "d", State: StateScheduled, Due: at, Body: []byte("<&>")},
 		{ID: "e", State: StateScheduled, Due: at, Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Body: []byte("traced")},
+		{ID: "u", State: StateScheduled, Due: at, UniqueFor: 36 * time.Hour, Body: []byte("windowed")},
+		{ID: "f", State: StateDone, Finished: at, UniqueUntil: at.Add(24 * time.Hour)},
 	} {
 		line, err := m.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.ContainsAny(line, "\n") || !bytes.Contains(line, []byte(`"due":"2026-11-25T21:00:00.125Z"`)) {
-			t.Fatalf("line %s", line)
+		want := `"due":"2026-11-25T21:00:00.125Z"`
+		if m.State == StateDone {
+			want = `{"id":"f","state":"done","finished":"2026-11-25T21:00:00.125Z","unique_until":"2026-11-26T21:00:00.125Z"}`
+		}
+		if bytes.ContainsAny(line, "\n") || !bytes.Contains(line, []byte(want)) {
+			t.Fatalf("line %s, want it to hold %s", line, want)
+		}
+		if m.UniqueFor > 0 && !bytes.Contains(line, []byte(`"unique_for_ms":129600000`)) {
+			t.Errorf("line %s lacks the window in ms", line)
 		}
 		var v exportJSON
 		if err := json.Unmarshal(line, &v); err != nil || members(line) != v.set() {
@@ -49,6 +58,7 @@ func TestExportLineRoundTrip(t *testing.T) {
 // same decisions as the decoder that refuses unknown fields.
 func TestExportLineParse(t *testing.T) {
 	const due = `"due":"2026-11-25T21:00:00.000Z"`
+	const done = `"finished":"2026-11-25T21:00:00.000Z","unique_until":"2026-11-26T21:00:00.000Z"`
 	for _, tt := range []struct {
 		line, wantErr string // "" for success
 	}{
@@ -74,6 +84,23 @@ func TestExportLineParse(t *testing.T) {
 		{`{"id":"a","state":"scheduled",` + due + `,"traceparent":"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}`, `"traceparent" "00-0000`},
 		{`{"id":"a","state":"scheduled",` + due + `,"traceparent":"trace me"}`, `"traceparent" "trace me": want a W3C traceparent`},
 		{`["a"]`, "not an object"},
+		{`{"id":"a","state":"scheduled",` + due + `,"unique_for_ms":86400000}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"unique_for_ms":0}`, ""},
+		{`{"id":"a","state":"scheduled",` + due + `,"unique_for_ms":-1}`, `"unique_for_ms" -1 is negative`},
+		{`{"id":"a","state":"scheduled",` + due + `,"unique_for_ms":9223372036855}`, `"unique_for_ms" 9223372036855 is over`},
+		{`{"id":"a","state":"scheduled",` + due + `,"finished":"2026-11-25T21:00:00Z"}`, `"finished" or "unique_until" is set on a message in state "scheduled"`},
+		{`{"id":"a","state":"dead",` + due + `,"unique_until":"2026-11-25T21:00:00Z"}`, `"finished" or "unique_until" is set on a message in state "dead"`},
+		{`{"id":"a","state":"done",` + done + `}`, ""},
+		{`{"id":"a","state":"done","finished":"2026-11-25T21:00:00Z","unique_until":"2026-11-25T21:00:00Z"}`, ""},
+		{`{"id":"a","state":"done",` + done + `,"last_error":""}`, ""},
+		{`{"id":"a","state":"done","unique_until":"2026-11-26T21:00:00Z"}`, `"finished" is missing`},
+		{`{"id":"a","state":"done","finished":"2026-11-25T21:00:00Z"}`, `"unique_until" is missing`},
+		{`{"id":"a","state":"done",` + done + `,` + due + `}`, `"due" is set on a done line`},
+		{`{"id":"a","state":"done",` + done + `,"body":""}`, `"body" is set on a done line`},
+		{`{"id":"a","state":"done",` + done + `,"attempts":0}`, `"attempts" is set on a done line`},
+		{`{"id":"a","state":"done",` + done + `,"unique_for_ms":5}`, `"unique_for_ms" is set on a done line`},
+		{`{"id":"a","state":"done","finished":"2026-11-25T21:00:00Z","unique_until":"2026-11-25T20:00:00Z"}`, `"unique_until" 2026-11-25T20:00:00Z is before "finished"`},
+		{`{"id":"a","state":"done","finished":"later","unique_until":"2026-11-25T20:00:00Z"}`, `"finished": parsing time "later"`},
 	} {
 		var m ExportedMessage
 		err := m.UnmarshalJSON([]byte(tt.line))
@@ -163,6 +190,15 @@ func FuzzExportLine(f *testing.F) {
 		`{"id":"c","state":"in_flight",` + due + `,"created":"2026-11-25T21:00:00Z","updated":"2026-11-25T21:00:00Z","body":""}`,
 		`{"id":"e","state":"scheduled",` + due + `,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","body":"x"}`,
 		`{"id":"w","state":"scheduled",` + due + `,"window_opened":"2026-11-25T20:00:00Z"}`,
+		`{"id":"u","state":"scheduled",` + due + `,"unique_for_ms":86400000,"body":"x"}`,
+		`{"id":"u","state":"dead",` + due + `,"died_at":"2026-11-25T21:00:01Z","unique_for_ms":1}`,
+		`{"id":"u","state":"scheduled",` + due + `,"unique_for_ms":-5}`,
+		`{"id":"d","state":"done","finished":"2026-11-25T21:00:00.000Z","unique_until":"2026-11-26T21:00:00.000Z"}`,
+		`{"id":"d","state":"done","finished":"2026-11-25T21:00:00Z","unique_until":"2026-11-25T21:00:00Z"}`,
+		`{"id":"d","state":"done","finished":"2026-11-25T21:00:00Z"}`,
+		`{"id":"d","state":"done","finished":"2026-11-25T21:00:00Z","unique_until":"2026-11-26T21:00:00Z",` + due + `}`,
+		`{"id":"d","state":"done","finished":"2026-11-25T21:00:00Z","unique_until":"2026-11-24T21:00:00Z"}`,
+		`{"id":"d","state":"scheduled",` + due + `,"finished":"2026-11-25T21:00:00Z"}`,
 		`{"id":"x","id":"a","state":"scheduled",` + due + `}`,
 		`{"id":"a","state":"scheduled",` + due + `,"extra":{"id":"b"}}`,
 		`{"id":"a","state":"scheduled",` + due + `} {"id":"b"}`,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -36,18 +37,38 @@ func (f *importedFields) fill(rec *store.Record) {
 	}
 }
 
+// OutcomeEnded is Import's outcome of a done message whose uniqueness
+// window had ended (UniqueUntil not after the client's Options.Now): its
+// id is free, there is nothing to keep, and nothing is written. Its
+// result has no error.
+const OutcomeEnded Outcome = "ended"
+
 // Import writes exported messages into topic, each with its id, due time,
-// attempts, max attempts, last error, created and updated times, trace
-// and body:
+// attempts, max attempts, last error, created and updated times, trace,
+// uniqueness window and body:
 // a scheduled message stays scheduled at its due, one in flight becomes
 // scheduled at its due (its delivery in progress did not end where it was
 // exported), and a dead one is written dead, with its time of death. A
-// message due in the past is delivered at once.
+// message due in the past is delivered at once. A message with a
+// uniqueness window (UniqueFor) keeps it: after its delivery, its id is
+// done in topic.
 //
 // It writes as EnqueueBatch writes messages of given ids, in the topic's
 // layout (during a change of the partition count too): an id the topic
 // holds already, in any state, is left alone and its result wraps
 // ErrDuplicate, so importing the same messages twice changes nothing.
+//
+// A done message (StateDone: an id kept after its delivery, with only
+// Finished and UniqueUntil) keeps its id taken in topic until
+// UniqueUntil, as it was in the topic it was exported from: its Done is
+// written into the id's partition of the topic's layout, where the id
+// holds nothing (or a done id whose window ended). An id that holds a
+// message or another done id is left alone and its result wraps
+// ErrDuplicate; one that holds the same done id already (an import of
+// the same messages again) is a success. A done message whose window
+// ended by the client's clock (Options.Now) is not written: its outcome
+// is OutcomeEnded, without an error.
+//
 // Each message's outcome is in its slot of the result; the error is for
 // failures of the whole call, after which some messages may have been
 // written (import them again and treat ErrDuplicate as success).
@@ -61,55 +82,198 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 		return nil, err
 	}
 	now := c.opts.Now()
-	ms := make([]Message, len(msgs))
-	ws := make([]pendingWrite, len(msgs))
-	imps := make([]importedFields, len(msgs))
+	res := make([]EnqueueResult, len(msgs))
+	var live, dones []int // indexes into msgs
 	for i := range msgs {
 		e := &msgs[i]
-		imps[i] = importedFields{
+		if e.State != StateDone {
+			live = append(live, i)
+			continue
+		}
+		res[i].ID = e.ID
+		switch err := checkImportedDone(e); {
+		case err != nil:
+			res[i].Err = err
+		case !e.UniqueUntil.After(now):
+			res[i].Outcome = OutcomeEnded
+		default:
+			dones = append(dones, i)
+		}
+	}
+	ms := make([]Message, len(live))
+	ws := make([]pendingWrite, len(live))
+	imps := make([]importedFields, len(live))
+	for j, i := range live {
+		e := &msgs[i]
+		imps[j] = importedFields{
 			attempts: e.Attempts, lastError: e.LastError, dead: e.State == StateDead,
 			created: e.Created.UnixMilli(), updated: e.Updated.UnixMilli(), diedAt: e.DiedAt.UnixMilli(),
 		}
 		if e.Created.IsZero() {
-			imps[i].created = 0
+			imps[j].created = 0
 		}
 		if e.Updated.IsZero() {
-			imps[i].updated = 0
+			imps[j].updated = 0
 		}
 		if !e.WindowOpened.IsZero() {
-			imps[i].first = e.WindowOpened.UnixMilli()
+			imps[j].first = e.WindowOpened.UnixMilli()
 		}
 		if e.DiedAt.IsZero() {
-			imps[i].diedAt = imps[i].updated
-			if imps[i].diedAt == 0 {
-				imps[i].diedAt = now.UnixMilli()
+			imps[j].diedAt = imps[j].updated
+			if imps[j].diedAt == 0 {
+				imps[j].diedAt = now.UnixMilli()
 			}
 		}
-		ms[i] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, trace: e.Traceparent, imported: &imps[i]}
-		w := &ws[i]
-		w.msg, w.res.ID = &ms[i], e.ID
+		ms[j] = Message{Topic: topic, ID: e.ID, Body: e.Body, At: e.Due, MaxAttempts: e.MaxAttempts, UniqueFor: e.UniqueFor,
+			trace: e.Traceparent, imported: &imps[j]}
+		w := &ws[j]
+		w.msg, w.res.ID = &ms[j], e.ID
 		switch {
 		case e.ID == "":
 			w.res.Err = fmt.Errorf("%w: an imported message needs its id", ErrInvalid)
 		case !validState(e.State):
-			w.res.Err = fmt.Errorf("%w: state %q of %q (want %s, %s or %s)", ErrInvalid, e.State, e.ID, StateScheduled, StateInFlight, StateDead)
+			w.res.Err = fmt.Errorf("%w: state %q of %q (want %s, %s, %s or %s)", ErrInvalid, e.State, e.ID, StateScheduled, StateInFlight, StateDead, StateDone)
 		case e.Due.IsZero():
 			w.res.Err = fmt.Errorf("%w: %q has no due time", ErrInvalid, e.ID)
 		case e.Attempts < 0:
 			w.res.Err = fmt.Errorf("%w: attempts %d of %q is negative", ErrInvalid, e.Attempts, e.ID)
 		case e.Traceparent != "" && !parseTraceparent(e.Traceparent).IsValid():
 			w.res.Err = fmt.Errorf("%w: traceparent %q of %q is not a W3C traceparent", ErrInvalid, e.Traceparent, e.ID)
+		case !e.Finished.IsZero() || !e.UniqueUntil.IsZero():
+			w.res.Err = fmt.Errorf("%w: %q in state %s has a finished or unique-until time: only a done message has them", ErrInvalid, e.ID, e.State)
 		}
 		if w.res.Err != nil {
 			continue
 		}
-		id, due, err := c.prepare(&ms[i], now)
+		id, due, err := c.prepare(&ms[j], now)
 		w.res = EnqueueResult{ID: id, Due: due, Err: err}
 	}
-	if err := c.write(ctx, now, ws); err != nil {
-		return nil, fmt.Errorf("import into %s: %w", topic, err)
+	if len(ws) > 0 {
+		if err := c.write(ctx, now, ws); err != nil {
+			return nil, fmt.Errorf("import into %s: %w", topic, err)
+		}
 	}
-	return results(ws), nil
+	if len(dones) > 0 {
+		if err := c.importDones(ctx, topic, now, msgs, dones, res); err != nil {
+			return nil, fmt.Errorf("import into %s: %w", topic, err)
+		}
+	}
+	for j, i := range live {
+		res[i] = ws[j].res
+	}
+	return res, nil
+}
+
+// checkImportedDone checks a done message of an import: its id, its
+// times, and no field but those.
+func checkImportedDone(e *ExportedMessage) error {
+	if e.ID == "" {
+		return fmt.Errorf("%w: an imported done message needs its id", ErrInvalid)
+	}
+	if err := validateID(e.ID); err != nil {
+		return err
+	}
+	switch {
+	case e.Finished.IsZero() || e.UniqueUntil.IsZero():
+		return fmt.Errorf("%w: done message %q needs its finished and unique-until times", ErrInvalid, e.ID)
+	case e.UniqueUntil.Before(e.Finished):
+		return fmt.Errorf("%w: done message %q is unique until %s, before it finished (%s)", ErrInvalid, e.ID,
+			e.UniqueUntil.UTC().Format(exportTime), e.Finished.UTC().Format(exportTime))
+	case !e.Due.IsZero() || len(e.Body) > 0 || e.Attempts != 0 || e.MaxAttempts != 0 || e.LastError != "" || !e.DiedAt.IsZero() ||
+		e.UniqueFor != 0 || e.Traceparent != "" || !e.WindowOpened.IsZero() || !e.Created.IsZero() || !e.Updated.IsZero():
+		return fmt.Errorf("%w: done message %q has fields of a message (due, body, attempts...): a done message has only its id and times", ErrInvalid, e.ID)
+	}
+	return nil
+}
+
+// importDones writes the done messages dones (indexes into msgs, each
+// checked and within its window at now) into topic: each id's Done into
+// its partition in the topic's layout, where the id holds nothing (see
+// store.PutDones), in one round trip. During a change of the partition
+// count, an id found in its old partition is a duplicate, as a message's
+// is (see place). It sets each one's result in res; the error is for a
+// failure of the whole write.
+func (c *Client) importDones(ctx context.Context, topic string, now time.Time, msgs []ExportedMessage, dones []int, res []EnqueueResult) error {
+	ctx = c.retrying(ctx)
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			return err
+		}
+		for _, i := range dones {
+			if res[i].Err == nil {
+				res[i].Err = err
+			}
+		}
+		return nil
+	}
+	l, err := c.ensureTopic(ctx, topic)
+	if err != nil {
+		return fail(err)
+	}
+	var lookups []store.Lookup // ids to look for in their old partition
+	var lookedUp [][]int       // the indexes of each lookup's ids
+	for _, i := range dones {
+		id := msgs[i].ID
+		if old := l.Old(id); old != l.Place(id) {
+			tp := store.TopicPartition{Topic: topic, P: old}
+			j := slices.IndexFunc(lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
+			if j < 0 {
+				j = len(lookups)
+				lookups, lookedUp = append(lookups, store.Lookup{TopicPartition: tp}), append(lookedUp, nil)
+			}
+			lookups[j].IDs, lookedUp[j] = append(lookups[j].IDs, id), append(lookedUp[j], i)
+		}
+	}
+	if len(lookups) > 0 {
+		there, err := c.store.Exists(ctx, lookups)
+		if err != nil {
+			return fail(err)
+		}
+		for j, lk := range lookups {
+			for k, i := range lookedUp[j] {
+				if there[j][k] {
+					res[i].Err = fmt.Errorf("%w: %q in topic %s (in its partition before the change of the count)", ErrDuplicate, lk.IDs[k], topic)
+					res[i].Outcome = OutcomeRejected
+				}
+			}
+		}
+	}
+	var groups []store.DoneGroup
+	var members [][]int // the indexes of each group's ids
+	for _, i := range dones {
+		if res[i].Err != nil {
+			continue
+		}
+		e := &msgs[i]
+		p := l.Place(e.ID)
+		g := slices.IndexFunc(groups, func(g store.DoneGroup) bool { return g.P == p })
+		if g < 0 {
+			g = len(groups)
+			groups, members = append(groups, store.DoneGroup{TopicPartition: store.TopicPartition{Topic: topic, P: p}}), append(members, nil)
+		}
+		groups[g].IDs = append(groups[g].IDs, e.ID)
+		groups[g].Dones = append(groups[g].Dones, store.Done{Finished: e.Finished.UnixMilli(), Until: e.UniqueUntil.UnixMilli()})
+		members[g] = append(members[g], i)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	out, err := c.store.PutDones(ctx, groups, now.UnixMilli())
+	if err != nil {
+		return fail(err)
+	}
+	for g, m := range members {
+		for k, i := range m {
+			switch out[g][k] {
+			case store.DoneWritten, store.DoneSame:
+				res[i].Outcome = OutcomeCreated
+			default:
+				res[i].Err = fmt.Errorf("%w: %q in topic %s holds a message, or a done id of another delivery", ErrDuplicate, msgs[i].ID, topic)
+				res[i].Outcome = OutcomeRejected
+			}
+		}
+	}
+	return nil
 }
 
 // Defaults for ImportOptions.
@@ -148,6 +312,11 @@ type ImportStats struct {
 	Duplicates int // ids the topic held already, left alone
 	Malformed  int // lines that could not be read
 	Rejected   int // messages refused (ErrInvalid: a body over the limit, a bad id)
+	// Ended counts the done lines (ids kept after their delivery) whose
+	// uniqueness window had ended by the import: their ids are free,
+	// and nothing was written (OutcomeEnded). Neither imported nor
+	// reported.
+	Ended int
 	// Schedules counts the schedule lines read, SchedulesImported those
 	// written (ImportSchedule); the others (the topic has a schedule of
 	// that name, or the definition is refused) are reported.
@@ -266,6 +435,11 @@ func (b *importBatch) parse(strict bool) {
 // schedules among the messages (ids beginning with ScheduleIDPrefix) are
 // counted and left out: the imported schedule's chain writes its pending
 // occurrence, at the time the schedule's line gives.
+//
+// A done line (an id kept after its delivery, see MarshalJSON) keeps the
+// id taken in topic until its unique_until, as Import writes it; one
+// whose window ended by the import is counted (ImportStats.Ended) and
+// left out, unreported.
 func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
 	if err := opts.setDefaults(); err != nil {
 		return ImportStats{}, err
@@ -387,6 +561,9 @@ func (im *importer) count(b *importBatch) {
 	}
 	for i, r := range b.res {
 		switch {
+		case r.Err == nil && r.Outcome == OutcomeEnded:
+			st.Ended++
+			continue
 		case r.Err == nil:
 			st.Imported++
 			continue

@@ -27,16 +27,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd := newCommand("export", "--topic T [--state S,...] [--out FILE] [--batch N] [--pace F] [--rate N]",
 		"Writes every message of the topic as one JSON line: id, state (scheduled,\n"+
 			"inflight or dead), due, died_at (dead), attempts, max_attempts, last_error,\n"+
-			"created, updated (RFC 3339, UTC, milliseconds) and body (or body_base64 when\n"+
-			"the body is not UTF-8), to stdout or to --out FILE. A file (or the file a link\n"+
-			"leads to) is replaced whole or not at all, keeping its permissions (a new one\n"+
-			"gets the umask's); a device or fifo is written to directly; a directory is\n"+
-			"refused. It reads through the proxy in bounded batches while consumers run:\n"+
-			"each message present for the whole export is written exactly once. After each\n"+
-			"batch it pauses --pace times as long as the batch took. It prints its progress\n"+
-			"(count and rate) on stderr every second, and a summary at the end.", stdout, stderr)
+			"created, updated (RFC 3339, UTC, milliseconds), unique_for_ms (a uniqueness\n"+
+			"window) and body (or body_base64 when the body is not UTF-8); and each id kept\n"+
+			"after its delivery, until its window ends, as a line of state done with only\n"+
+			"finished and unique_until (--state scheduled,inflight,dead leaves them out);\n"+
+			"to stdout or to --out FILE. A file (or the file a link leads to) is replaced\n"+
+			"whole or not at all, keeping its permissions (a new one gets the umask's); a\n"+
+			"device or fifo is written to directly; a directory is refused. It reads\n"+
+			"through the proxy in bounded batches while consumers run: each message\n"+
+			"present for the whole export is written exactly once. After each batch it\n"+
+			"pauses --pace times as long as the batch took. It prints its progress (count\n"+
+			"and rate) on stderr every second, and a summary at the end.", stdout, stderr)
 	var states stringsFlag
-	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight or dead (repeatable, or comma-separated)")
+	cmd.fs.Var(&states, "state", "export only messages in `state`: scheduled, inflight, dead or done (repeatable, or comma-separated)")
 	out := cmd.fs.String("out", "", "write to `file` instead of stdout")
 	batch := cmd.fs.Int("batch", delayq.DefaultExportBatch, "fields per HSCAN of a partition's records")
 	pace := cmd.fs.Float64("pace", delayq.DefaultExportPace, "pause after each batch, as a `multiple` of the time the batch took (0: none)")
@@ -59,7 +62,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, list := range states {
 		sts, err := delayq.ParseStates(list)
 		if err != nil {
-			return cmd.usageErr("invalid value %q for flag --state: want scheduled, inflight or dead", list)
+			return cmd.usageErr("invalid value %q for flag --state: want scheduled, inflight, dead or done", list)
 		}
 		opts.States = append(opts.States, sts...)
 	}
@@ -136,7 +139,9 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			"status is 1 when there was any. A schedule's line (an export of a whole topic\n"+
 			"begins with them) adds the schedule, unless the topic has one of that name,\n"+
 			"and its chain goes on at the occurrence that was pending in the export; the\n"+
-			"occurrences of schedules among the messages are left out.", stdout, stderr)
+			"occurrences of schedules among the messages are left out. A done line keeps\n"+
+			"its id taken in the topic until its unique_until, where the id holds nothing;\n"+
+			"one whose window has ended is left out and counted.", stdout, stderr)
 	in := cmd.fs.String("in", "", "read `file` instead of stdin")
 	batch := cmd.fs.Int("batch", delayq.DefaultImportBatch, "messages per write")
 	strict := cmd.fs.Bool("strict", false, "stop at the first malformed line")
@@ -183,6 +188,9 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			elapsed.Round(time.Millisecond), rate64(st.Imported, elapsed))
 		printImportControls(stderr, cmd.c.topic, st)
 		printImportSchedules(stderr, cmd.c.topic, st)
+		if st.Ended > 0 {
+			fmt.Fprintf(stderr, "left out %d done %s whose uniqueness window had ended: %s free\n", st.Ended, plural(st.Ended, "id", "ids"), plural(st.Ended, "it is", "they are"))
+		}
 		if *strict && badLine > 0 && errors.Is(err, delayq.ErrMalformed) {
 			// The line and its reason are reported above already.
 			return fmt.Errorf("import into %s stopped at line %d, which is malformed (--strict)", cmd.c.topic, badLine)

@@ -24,7 +24,7 @@ func TestExportImportUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"export"}, "--topic is required"},
-		{[]string{"export", "--topic", "t", "--state", "sleeping"}, `--state: want scheduled, inflight or dead`},
+		{[]string{"export", "--topic", "t", "--state", "sleeping"}, `--state: want scheduled, inflight, dead or done`},
 		{[]string{"export", "--topic", "t", "--batch", "0"}, "--batch"},
 		{[]string{"export", "--topic", "t", "--pace", "-1"}, "--pace"},
 		{[]string{"export", "--topic", "t", "--rate", "-1"}, "--rate"},
@@ -178,5 +178,37 @@ func TestExportProgressLine(t *testing.T) {
 	got := progressLine("orders", delayq.ExportStats{Exported: 454, Elapsed: 2 * time.Second})
 	if want := "exporting orders: 454 messages so far (227/s)"; got != want {
 		t.Errorf("progress line %q, want %q", got, want)
+	}
+}
+
+// TestImportDoneLinesCLI: import writes a done line within its window,
+// and leaves out one whose window ended, saying so, without failing; an
+// export of the live states leaves the done line out.
+func TestImportDoneLinesCLI(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	addr := env.Backends[0]
+	now := time.Now().UTC()
+	at := func(d time.Duration) string { return now.Add(d).Format("2006-01-02T15:04:05.000Z") }
+	feed := fmt.Sprintf(`{"id":"kept","state":"done","finished":%q,"unique_until":%q}`+"\n"+
+		`{"id":"gone","state":"done","finished":%q,"unique_until":%q}`+"\n", at(-time.Minute), at(time.Hour), at(-2*time.Hour), at(-time.Hour))
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"import", "--addr", addr, "--topic", "dst"}, strings.NewReader(feed), &out, &errb); err != nil {
+		t.Fatalf("import: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"imported 1 of 2 messages into dst", "left out 1 done id whose uniqueness window had ended: it is free"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("import stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"export", "--addr", addr, "--topic", "dst"}, strings.NewReader(""), &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), `{"id":"kept","state":"done","finished":"`+at(-time.Minute)+`","unique_until":"`+at(time.Hour)+`"}`) || strings.Contains(out.String(), `"gone"`) {
+		t.Errorf("export: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"export", "--addr", addr, "--topic", "dst", "--state", "scheduled,inflight,dead"}, strings.NewReader(""), &out, io.Discard); err != nil ||
+		out.Len() != 0 {
+		t.Errorf("export of the live states: %v\n%s", err, out.String())
 	}
 }

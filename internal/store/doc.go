@@ -74,6 +74,7 @@
 //   - schedule.go: schedule definitions and the occurrence chain
 //     (ChainSchedule)
 //   - export.go: a partition's export scan (ExportScan)
+//   - import_done.go: an import's finished ids (PutDones)
 //   - browse.go: the dashboard's bounded reads
 //   - clocks.go: what a topic's processes wrote from their clocks, for
 //     delayq doctor (ReadClocks)

@@ -11,9 +11,13 @@ import (
 // Exported is one message an export pass found.
 type Exported struct {
 	ID     string
-	State  State // StateScheduled, StateInFlight or StateDead
+	State  State // StateScheduled, StateInFlight, StateDead or StateDone
 	DiedAt int64 // unix ms it died, when dead
 	Record *Record
+	// Done is a finished message's id (see Done), when StateDone: its
+	// Record is nil. It is reported whether its window ended or not:
+	// the caller compares Until with its clock.
+	Done Done
 }
 
 // ExportPass is what one ExportScan read.
@@ -38,7 +42,9 @@ type ExportPass struct {
 // dead with their time of death). Messages in segments are scheduled. A
 // message in both the in-flight and the dead ZSET is dead (the move to
 // dead adds its entry before it removes the in-flight one); one in no
-// index is reported as scheduled at its recorded due, as Get does.
+// index is reported as scheduled at its recorded due, as Get does. A
+// Done in place of a record (a message acked within its uniqueness
+// window) is reported in StateDone, with its Done and no record.
 //
 // It only reads: four commands (five on a scan's first batch, cursor "0"),
 // each bounded by count (plus the messages of the segments among the
@@ -69,6 +75,10 @@ func (s *Store) ExportScan(ctx context.Context, tp TopicPartition, cursor string
 	for i := 0; i+1 < len(kv); i += 2 {
 		switch f := string(kv[i]); {
 		case keys.IsIDField(f):
+			if d, ok := DecodeDone(kv[i+1]); ok {
+				pass.Msgs = append(pass.Msgs, Exported{ID: f, State: StateDone, Done: d})
+				continue
+			}
 			rec, err := DecodeRecord(kv[i+1])
 			if err != nil {
 				pass.Corrupt = append(pass.Corrupt, fmt.Sprintf("%q: %v", f, err))
