@@ -315,7 +315,7 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 	}
 	// Before the write, which checks the new partition: a move writes
 	// there before it removes the message from the old one.
-	there, err := c.store.Exists(ctx, lookups)
+	there, err := c.store.Exists(ctx, lookups, now.UnixMilli())
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
@@ -324,9 +324,11 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 			switch w := &ws[i]; {
 			case err != nil:
 				w.res.Err = err
-			case there[j][k] && isPut(w.msg):
+			case there[j][k].Done != nil:
+				w.res.Err = &FinishedError{Topic: lk.Topic, ID: lk.IDs[k], Done: *there[j][k].Done}
+			case there[j][k].There && isPut(w.msg):
 				w.putOld = lk.P + 1 // sent to the message where it lives
-			case there[j][k]:
+			case there[j][k].There:
 				w.res.Err = fmt.Errorf("%w: %q in topic %s", ErrDuplicate, lk.IDs[k], lk.Topic)
 			}
 		}

@@ -225,13 +225,13 @@ func (c *Client) importDones(ctx context.Context, topic string, now time.Time, m
 		}
 	}
 	if len(lookups) > 0 {
-		there, err := c.store.Exists(ctx, lookups)
+		there, err := c.store.Exists(ctx, lookups, c.opts.Now().UnixMilli())
 		if err != nil {
 			return fail(err)
 		}
 		for j, lk := range lookups {
 			for k, i := range lookedUp[j] {
-				if there[j][k] {
+				if there[j][k].There {
 					res[i].Err = fmt.Errorf("%w: %q in topic %s (in its partition before the change of the count)", ErrDuplicate, lk.IDs[k], topic)
 					res[i].Outcome = OutcomeRejected
 				}

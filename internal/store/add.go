@@ -588,17 +588,25 @@ type Lookup struct {
 	IDs []string
 }
 
+// Presence is what Exists finds of an id in a partition.
+type Presence struct {
+	// There: a message of that id (a record of its own, or an entry of a
+	// segment), or a finished id within its window (Done set).
+	There bool
+	Done  *Done
+}
+
 // Exists reports, for each id of each lookup, whether its partition holds
-// a message of that id (a record of its own, or an entry of a segment),
-// all in one pipeline: the duplicate check of an enqueue in the
-// partitions a change of the count moves messages out of.
-func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) {
+// a message of that id, or a Done whose window lasts past nowMS (one
+// past it is no record), all in one pipeline: the duplicate check of an
+// enqueue in the partitions a change of the count moves messages out of.
+func (s *Store) Exists(ctx context.Context, lookups []Lookup, nowMS int64) ([][]Presence, error) {
 	var cmds []cmd
 	type segRead struct{ l, i int } // an id a segment could hold
 	var segs []segRead
 	for _, lk := range lookups {
 		mk := keys.Records(s.ns, lk.Topic, lk.P)
-		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(fieldsScript, mk, len(lk.IDs)), strs(lk.IDs)...)})
+		cmds = append(cmds, cmd{"EVALSHA", append(append(scriptCall(fieldsScript, mk, 1+len(lk.IDs)), nowMS), strs(lk.IDs)...)})
 	}
 	for l, lk := range lookups {
 		mk := keys.Records(s.ns, lk.Topic, lk.P)
@@ -613,15 +621,24 @@ func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) 
 	if err != nil {
 		return nil, fmt.Errorf("look for ids in %d partitions: %w", len(lookups), err)
 	}
-	out := make([][]bool, len(lookups))
+	out := make([][]Presence, len(lookups))
 	for l, lk := range lookups {
-		has, err := intsOf(r[l], len(lk.IDs))
-		if err != nil {
-			return nil, fmt.Errorf("look for ids in partition %d: %w", lk.P, err)
+		vals, err := redis.Values(r[l], nil)
+		if err != nil || len(vals) != len(lk.IDs) {
+			return nil, fmt.Errorf("look for ids in partition %d: bad reply %v (%v)", lk.P, r[l], err)
 		}
-		out[l] = make([]bool, len(lk.IDs))
-		for i := range lk.IDs {
-			out[l][i] = has[i] == 1
+		out[l] = make([]Presence, len(lk.IDs))
+		for i, v := range vals {
+			switch v := v.(type) {
+			case []byte:
+				d, ok := DecodeDone(v)
+				if !ok {
+					return nil, fmt.Errorf("look for ids in partition %d: bad reply %x", lk.P, v)
+				}
+				out[l][i] = Presence{There: true, Done: &d}
+			case int64:
+				out[l][i].There = v == 1
+			}
 		}
 	}
 	for j, sr := range segs {
@@ -631,7 +648,7 @@ func (s *Store) Exists(ctx context.Context, lookups []Lookup) ([][]bool, error) 
 		if err != nil {
 			return nil, fmt.Errorf("look for %q in partition %d: %w", id, lookups[sr.l].P, err)
 		}
-		out[sr.l][sr.i] = out[sr.l][sr.i] || e != nil
+		out[sr.l][sr.i].There = out[sr.l][sr.i].There || e != nil
 	}
 	return out, nil
 }

@@ -155,6 +155,20 @@ func TestDones(t *testing.T) {
 		}
 	}
 
+	// Exists, the look into a partition a change moves ids out of: a
+	// Done within its window is there, and says so; one past it is not.
+	if _, err := s.do(ctx, cmd{"HSET", []any{mk, "ended", Done{Finished: now, Until: after - 1}.Encode()}},
+		cmd{"HSET", []any{mk, "kept", Done{Finished: now, Until: after + 1}.Encode()}}); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := s.Exists(ctx, []Lookup{{TopicPartition: tp, IDs: []string{"ended", "kept", "a", "none"}}}, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pr[0]; got[0].There || !got[1].There || got[1].Done == nil || got[1].Done.Until != after+1 || !got[2].There || got[2].Done != nil || got[3].There {
+		t.Errorf("Exists of an ended Done, a kept one, a message and nothing: %+v", got)
+	}
+
 	// The reconciler removes Dones whose window ended, and indexes none.
 	for id, until := range map[string]int64{"old": after - 1, "live": after + 60_000} {
 		if _, err := s.do(ctx, cmd{"HSET", []any{mk, id, Done{Finished: now, Until: until}.Encode()}}); err != nil {

@@ -638,12 +638,22 @@ return n
 `)
 
 // fieldsScript tells which ids have a field in a records HASH, without
-// sending their records back.
-// KEYS[1]: records HASH. ARGV: ids. Returns one integer per id: 1 there, 0 not.
-var fieldsScript = newScript(`
-local out = {}
-for i = 1, #ARGV do
-  if redis.call('HGET', KEYS[1], ARGV[i]) then out[i] = 1 else out[i] = 0 end
+// sending their records back: a Done (see Done) is sent back, and one
+// whose window ended is no field.
+// KEYS[1]: records HASH. ARGV[1]: now (unix ms); then ids. Returns one
+// value per id: 1 there, 0 not, or a Done within its window.
+var fieldsScript = newScript(recordLua + `
+local now, out = tonumber(ARGV[1]), {}
+for i = 2, #ARGV do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if not v then
+    out[i - 1] = 0
+  elseif isDone(v) then
+    local _, till = doneTimes(v)
+    if till > now then out[i - 1] = v else out[i - 1] = 0 end
+  else
+    out[i - 1] = 1
+  end
 end
 return out
 `)
