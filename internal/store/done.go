@@ -50,15 +50,7 @@ local out = {}
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   local v = redis.call('HGET', KEYS[1], id)
-  local free = v == ARGV[i + 1]
-  if not v then
-    free = true
-    if #id == ID_LEN then
-      local seg = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
-      free = not (seg and segFind(seg, string.sub(id, PREFIX_LEN + 1)))
-    end
-  end
-  if free then
+  if v == ARGV[i + 1] or not v and not segHolds(id) then
     redis.call('HSET', KEYS[1], id, ARGV[i + 2])
     out[#out + 1] = 1
   else

@@ -41,11 +41,7 @@ local out = {}
 for i = 2, #ARGV, 2 do
   local id, done = ARGV[i], ARGV[i + 1]
   local v = redis.call('HGET', KEYS[1], id)
-  local held = false
-  if not v and #id == ID_LEN then
-    local seg = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
-    held = seg and segFind(seg, string.sub(id, PREFIX_LEN + 1))
-  end
+  local held = not v and segHolds(id)
   local ended = false
   if v and v ~= done and isDone(v) then
     local _, till = doneTimes(v)

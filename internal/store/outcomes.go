@@ -122,26 +122,10 @@ func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
 // that cannot be read stays too, unnamed: the reconciler finds it in no
 // index, and its claim sends it to dead. A Done (the message acked by
 // another delivery) stays as it is.
-var ackScript = newScript(recordLua + claimedLua + `
+var ackScript = newScript(ackLua + `
 local out, done = {}, 0
 eachClaimed(function(ids, headers, vals)
-  local del = {}
-  for j, id in ipairs(ids) do
-    local v, h = vals[j], headers[j]
-    del[#del + 1] = RUNNING .. id
-    if v then
-      if string.sub(v, 1, #h) == h then
-        del[#del + 1] = id
-      elseif not isDone(v) then
-        local ok, due = pcall(readHeader, v)
-        if ok then
-          out[#out + 1] = done + j
-          out[#out + 1] = due
-        end
-      end
-    end
-  end
-  redis.call('HDEL', KEYS[1], unpack(del))
+  ackRun(ids, headers, vals, done, out, nil)
   done = done + #ids
 end)
 return out
@@ -152,7 +136,7 @@ return out
 // Done, finished now, for the window given.
 // KEYS[1]: records HASH. ARGV[1]: now (unix ms); then id1, header1,
 // window1 (ms), id2, ... Returns what ackScript returns.
-var ackKeepScript = newScript(recordLua + claimedLua + `
+var ackKeepScript = newScript(ackLua + `
 local now, out, done = tonumber(ARGV[1]), {}, 0
 for from = 2, #ARGV, 3000 do
   local ids, headers, windows = {}, {}, {}
@@ -161,30 +145,46 @@ for from = 2, #ARGV, 3000 do
     headers[#headers + 1] = ARGV[i + 1]
     windows[#windows + 1] = tonumber(ARGV[i + 2])
   end
-  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+  ackRun(ids, headers, redis.call('HMGET', KEYS[1], unpack(ids)), done, out,
+    function(j) return struct.pack(DONE_FMT, DONE, now, windows[j]) end)
+  done = done + #ids
+end
+return out
+`)
+
+// ackLua declares, for the ack scripts, ackRun(ids, headers, vals, base,
+// out, doneOf): for a run of acks (vals the records read), it removes
+// each record that still begins with its header as claimed, or, given
+// doneOf, writes doneOf(j) (a Done) over it; appends to out the place
+// (base + j) and due of each record a send replaced, which stays; and
+// clears the running marks of them all.
+var ackLua = recordLua + claimedLua + `
+local function ackRun(ids, headers, vals, base, out, doneOf)
   local del, set = {}, {}
   for j, id in ipairs(ids) do
     local v, h = vals[j], headers[j]
     del[#del + 1] = RUNNING .. id
     if v then
-      if string.sub(v, 1, #h) == h then
-        set[#set + 1] = id
-        set[#set + 1] = struct.pack(DONE_FMT, DONE, now, windows[j])
-      elseif not isDone(v) then
-        local ok, due = pcall(readHeader, v)
-        if ok then
-          out[#out + 1] = done + j
-          out[#out + 1] = due
+      if string.sub(v, 1, #h) ~= h then
+        if not isDone(v) then
+          local ok, due = pcall(readHeader, v)
+          if ok then
+            out[#out + 1] = base + j
+            out[#out + 1] = due
+          end
         end
+      elseif doneOf then
+        set[#set + 1] = id
+        set[#set + 1] = doneOf(j)
+      else
+        del[#del + 1] = id
       end
     end
   end
   redis.call('HDEL', KEYS[1], unpack(del))
   if #set > 0 then redis.call('HMSET', KEYS[1], unpack(set)) end
-  done = done + #ids
 end
-return out
-`)
+`
 
 // Drop removes in-flight entries (and running marks) without touching
 // records (tombstones).

@@ -69,7 +69,8 @@ local ENTRY = '>c%ddI4'
 
 // segLua adds to segNames the functions of the scripts that look into a
 // segment. segFind(v, suffix) returns the first and one past the last byte
-// of the entry of suffix in the encoded segment v, or nil; segLen(v)
+// of the entry of suffix in the encoded segment v, or nil; segHolds(id)
+// whether a segment of the records HASH KEYS[1] holds id; segLen(v)
 // returns the number of entries of v.
 var segLua = segNames + `
 local function segFind(v, suffix)
@@ -80,6 +81,11 @@ local function segFind(v, suffix)
     pos = p2 + rl
   end
   return nil
+end
+local function segHolds(id)
+  if #id ~= ID_LEN then return false end
+  local v = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
+  return v and segFind(v, string.sub(id, PREFIX_LEN + 1)) ~= nil or false
 end
 local function segLen(v)
   local pos, n, live = 1, #v, 0
@@ -314,12 +320,7 @@ var addScript = newScript(segLua + `
 local out = {}
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
-  local held = false
-  if #id == ID_LEN then
-    local v = redis.call('HGET', KEYS[1], SEG .. string.sub(id, 1, PREFIX_LEN))
-    held = v and segFind(v, string.sub(id, PREFIX_LEN + 1))
-  end
-  if held then
+  if segHolds(id) then
     out[#out + 1] = 0
   else
     out[#out + 1] = redis.call('HSETNX', KEYS[1], id, ARGV[i + 1])
