@@ -28,8 +28,8 @@ const (
 	// The windows: even ids carry their own (unique_for, --unique-for),
 	// odd ids get the topic's default (unique-for --set). They differ,
 	// so that the window a refusal reports tells which one applied.
-	uniqueOwnWindow   = 4 * time.Second
-	uniqueTopicWindow = 5 * time.Second
+	uniqueOwnWindow   = 6 * time.Second
+	uniqueTopicWindow = 8 * time.Second
 	uniqueDueIn       = time.Second            // each round's messages are due this long after it starts
 	uniqueFreedLead   = 300 * time.Millisecond // "delayq get" of an id from this long before its window ends
 	uniqueFreedPoll   = 100 * time.Millisecond // and again this long after each get that found it
@@ -46,7 +46,7 @@ var uniqueStdinBatches = []int{1, 7, 45, 500}
 // with 2 groups, when Codis can be had), 2 "delayq sub" processes
 // consume a topic of 4 partitions with the default lease. 4 "delayq send
 // --stdin" processes and 20 "delayq send" processes send 200 ids, half
-// with a window of their own (4 s), half with the topic's default (5 s,
+// with a window of their own (6 s), half with the topic's default (8 s,
 // "delayq unique-for --set"). Once every id's delivery is acked (done),
 // the producers send every id again: all refused as delivered, with the
 // window that applies, and nothing delivered. Once "delayq get" no
@@ -429,19 +429,29 @@ func uniqueFleet(t *testing.T, addr, topic string) uniqueReport {
 	if refused != uniqueIDs {
 		t.Errorf("round 2: %d of %d sends within the window refused as delivered, want all", refused, uniqueIDs)
 	}
-	// "delayq get" says so too, for a sample (the windows are running).
+	// "delayq get" says so too, for a sample (the windows are running):
+	// of the ids with a second of their window left at least, on a slow
+	// machine where the first windows may end by now.
+	sampled := 0
 	for i := 0; i < uniqueIDs; i += 10 {
 		id := uniqueID(i)
+		if time.Until(acked[id].UniqueUntil) < time.Second {
+			continue
+		}
+		sampled++
 		r := mustCLI(t, "", "get", "--addr", addr, "--topic", topic, "--id", id)
 		g := decodeUniqueGet(t, r.stdout)
 		if g.State != "done" || g.Finished != formatMS(acked[id].Finished) || g.UniqueUntil != formatMS(acked[id].UniqueUntil) || g.ID != id || g.Topic != topic {
 			t.Errorf("get of %s within its window: %s, want state done, finished %s, unique_until %s", id, r.stdout, formatMS(acked[id].Finished), formatMS(acked[id].UniqueUntil))
 		}
 	}
+	if sampled < uniqueIDs/20 {
+		t.Errorf("get within the windows: %d of %d sampled ids had a second of their window left: too slow a machine for windows of %v and %v?", sampled, uniqueIDs/10, uniqueOwnWindow, uniqueTopicWindow)
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("round 2: %d of %d sends refused as delivered, the least time left in a window %v", refused, uniqueIDs, margin.Round(time.Millisecond))
+	t.Logf("round 2: %d of %d sends refused as delivered, the least time left in a window %v; %d ids got", refused, uniqueIDs, margin.Round(time.Millisecond), sampled)
 
 	// The windows end: "delayq get" of each id, from shortly before its
 	// end until it is not found, and the library's Get of every id every
