@@ -267,8 +267,7 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 		seen = append(seen, topicRead{topic, l, err})
 		return l, err
 	}
-	var lookups []store.Lookup // given ids to look for in their old partition
-	var lookedUp [][]int       // the messages of each lookup's ids
+	var old oldPlaces // given ids to look for in their old partition
 	var st steerer
 	for i := range ws {
 		w := &ws[i]
@@ -284,24 +283,15 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 			w.res.Err = err
 			continue
 		}
-		w.uniqueFor = w.msg.UniqueFor.Milliseconds()
-		if w.msg.UniqueFor > 0 && w.uniqueFor == 0 {
-			w.uniqueFor = 1 // under a millisecond: kept as one
-		}
+		w.uniqueFor = windowMS(w.msg.UniqueFor)
 		if w.msg.UniqueFor == 0 && w.msg.ID != "" && w.msg.imported == nil {
 			w.uniqueFor = l.UniqueFor // a given id takes its topic's default
 		}
 		switch id, n := w.msg.ID, l.PlaceCount(); {
 		case id != "":
 			w.p = l.Place(id)
-			if old := l.Old(id); old != w.p {
-				tp := store.TopicPartition{Topic: w.msg.Topic, P: old}
-				j := slices.IndexFunc(lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
-				if j < 0 {
-					j = len(lookups)
-					lookups, lookedUp = append(lookups, store.Lookup{TopicPartition: tp}), append(lookedUp, nil)
-				}
-				lookups[j].IDs, lookedUp[j] = append(lookups[j].IDs, id), append(lookedUp[j], i)
+			if p := l.Old(id); p != w.p {
+				old.add(store.TopicPartition{Topic: w.msg.Topic, P: p}, id, i)
 			}
 		case n <= maxSteerPartitions:
 			w.res.ID, w.p = st.next(now, w.msg.Topic, n)
@@ -310,17 +300,17 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 			w.p = partition.For(w.res.ID, n)
 		}
 	}
-	if len(lookups) == 0 {
+	if len(old.lookups) == 0 {
 		return nil
 	}
 	// Before the write, which checks the new partition: a move writes
 	// there before it removes the message from the old one.
-	there, err := c.store.Exists(ctx, lookups, now.UnixMilli())
+	there, err := c.store.Exists(ctx, old.lookups, now.UnixMilli())
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	for j, lk := range lookups {
-		for k, i := range lookedUp[j] {
+	for j, lk := range old.lookups {
+		for k, i := range old.of[j] {
 			switch w := &ws[i]; {
 			case err != nil:
 				w.res.Err = err
@@ -334,6 +324,24 @@ func (c *Client) place(ctx context.Context, now time.Time, ws []pendingWrite) er
 		}
 	}
 	return nil
+}
+
+// oldPlaces are the ids a write looks for in their old partitions during
+// a change of the partition count (see store.Exists), by partition, with
+// the writer's index of each.
+type oldPlaces struct {
+	lookups []store.Lookup
+	of      [][]int
+}
+
+// add looks for id, the writer's i-th, in partition tp.
+func (o *oldPlaces) add(tp store.TopicPartition, id string, i int) {
+	j := slices.IndexFunc(o.lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
+	if j < 0 {
+		j = len(o.lookups)
+		o.lookups, o.of = append(o.lookups, store.Lookup{TopicPartition: tp}), append(o.of, nil)
+	}
+	o.lookups[j].IDs, o.of[j] = append(o.lookups[j].IDs, id), append(o.of[j], i)
 }
 
 // firstOfEach returns the messages of group (indexes into ws, in the

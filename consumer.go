@@ -289,6 +289,9 @@ func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
 		if err == nil && k.opts.Limits != nil {
 			err = k.proposeLimits(ctx)
 		}
+		if err == nil && k.opts.UniqueFor != nil {
+			err = k.proposeUniqueFor(ctx)
+		}
 		if err == nil && k.opts.AutoPartitions != nil {
 			err = k.proposeAuto(ctx)
 		}

@@ -54,6 +54,11 @@ type ConsumerOptions struct {
 	// rolling deploy with two versions of a file never flips them. nil:
 	// the consumer sets none.
 	Limits *Limits
+	// UniqueFor is the default uniqueness window the topic gets if its
+	// window was never set (see Client.SetUniqueFor); as with Limits, the
+	// stored window wins, and a different one is logged as a warning.
+	// nil: the consumer sets none.
+	UniqueFor *time.Duration
 	// AutoPartitions turns on the topic's automatic partition count (see
 	// Client.SetAutoPartitions) if it was never set nor turned off; as
 	// with Limits, the stored settings win, and a different value is

@@ -40,7 +40,7 @@
 //     count) as last read
 //   - pause.go: Pause, Resume, PauseState
 //   - limits.go: Limits, SetLimits, LimitsState
-//   - unique.go: a topic's default uniqueness window (SetUniqueFor, ProposeUniqueFor, MaxUniqueFor)
+//   - unique.go: a topic's default uniqueness window (SetUniqueFor, MaxUniqueFor; ConsumerOptions.UniqueFor's proposal)
 //   - limiter.go: a consumer's claims to the fleet-wide limits (its loops'
 //     poller.Gate)
 //   - kept_acks.go: acks written after a lost lease

@@ -210,27 +210,20 @@ func (c *Client) importDones(ctx context.Context, topic string, now time.Time, m
 	if err != nil {
 		return fail(err)
 	}
-	var lookups []store.Lookup // ids to look for in their old partition
-	var lookedUp [][]int       // the indexes of each lookup's ids
+	var old oldPlaces // ids to look for in their old partition
 	for _, i := range dones {
 		id := msgs[i].ID
-		if old := l.Old(id); old != l.Place(id) {
-			tp := store.TopicPartition{Topic: topic, P: old}
-			j := slices.IndexFunc(lookups, func(lk store.Lookup) bool { return lk.TopicPartition == tp })
-			if j < 0 {
-				j = len(lookups)
-				lookups, lookedUp = append(lookups, store.Lookup{TopicPartition: tp}), append(lookedUp, nil)
-			}
-			lookups[j].IDs, lookedUp[j] = append(lookups[j].IDs, id), append(lookedUp[j], i)
+		if p := l.Old(id); p != l.Place(id) {
+			old.add(store.TopicPartition{Topic: topic, P: p}, id, i)
 		}
 	}
-	if len(lookups) > 0 {
-		there, err := c.store.Exists(ctx, lookups, c.opts.Now().UnixMilli())
+	if len(old.lookups) > 0 {
+		there, err := c.store.Exists(ctx, old.lookups, c.opts.Now().UnixMilli())
 		if err != nil {
 			return fail(err)
 		}
-		for j, lk := range lookups {
-			for k, i := range lookedUp[j] {
+		for j, lk := range old.lookups {
+			for k, i := range old.of[j] {
 				if there[j][k].There {
 					res[i].Err = fmt.Errorf("%w: %q in topic %s (in its partition before the change of the count)", ErrDuplicate, lk.IDs[k], topic)
 					res[i].Outcome = OutcomeRejected

@@ -29,21 +29,42 @@ func (c *Client) SetUniqueFor(ctx context.Context, topic string, d time.Duration
 	return err
 }
 
-// ProposeUniqueFor sets topic's default uniqueness window to d, as
-// SetUniqueFor does, only if it was never set (a worker's file: a window
-// set by a person or by another version of the file stays). It returns
-// the window that applies and whether it wrote it.
-func (c *Client) ProposeUniqueFor(ctx context.Context, topic string, d time.Duration) (applies time.Duration, written bool, err error) {
-	ms, err := uniqueForMS(topic, d)
-	if err != nil {
-		return 0, false, err
+// proposeUniqueFor stores ConsumerOptions.UniqueFor as the topic's
+// default uniqueness window when it was never set, and warns when the
+// stored one differs (see propose).
+func (k *Consumer) proposeUniqueFor(ctx context.Context) error {
+	want := windowText(*k.opts.UniqueFor)
+	return k.propose(ctx, "topic uniqueness window set", "the topic's stored uniqueness window differs from this consumer's; the stored one applies (change it with delayq unique-for)",
+		want, func(ctx context.Context) (bool, error) {
+			written, err := k.c.store.SetUniqueFor(ctx, k.opts.Topic, windowMS(*k.opts.UniqueFor), true)
+			if written {
+				k.c.forget(k.opts.Topic)
+			}
+			return written, err
+		}, func(ctx context.Context) (string, error) {
+			stored, err := k.c.UniqueFor(ctx, k.opts.Topic)
+			return windowText(stored), err
+		})
+}
+
+// windowText says a uniqueness window as the logs and delayq unique-for
+// print it: "none" for 0, else as time.Duration prints it (in ms, as
+// stored).
+func windowText(d time.Duration) string {
+	if d == 0 {
+		return "none"
 	}
-	if written, err = c.store.SetUniqueFor(ctx, topic, ms, true); err != nil || written {
-		c.forget(topic)
-		return d, written, err
+	return (time.Duration(windowMS(d)) * time.Millisecond).String()
+}
+
+// windowMS is a uniqueness window as it is stored: in ms, a positive one
+// at least 1.
+func windowMS(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
 	}
-	applies, err = c.UniqueFor(ctx, topic)
-	return applies, false, err
+	return ms
 }
 
 // UniqueFor returns topic's default uniqueness window (0: none). It
@@ -64,9 +85,5 @@ func uniqueForMS(topic string, d time.Duration) (int64, error) {
 	if d < 0 || d > MaxUniqueFor {
 		return 0, fmt.Errorf("%w: uniqueness window %v of topic %s: want 0 to %v", ErrInvalid, d, topic, MaxUniqueFor)
 	}
-	ms := d.Milliseconds()
-	if d > 0 && ms == 0 {
-		ms = 1
-	}
-	return ms, nil
+	return windowMS(d), nil
 }

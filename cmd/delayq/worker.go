@@ -18,7 +18,6 @@ import (
 	"github.com/delayq/delayq/internal/handler"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -207,6 +206,7 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			ShutdownTimeout:  cfg.Worker.ShutdownTimeout,
 			Schedules:        workerSchedules(tc.Schedules),
 			Limits:           tc.Limits,         // nil without [topic.limits]
+			UniqueFor:        tc.UniqueFor,      // nil without unique_for
 			AutoPartitions:   tc.AutoPartitions, // nil without partitions = "auto"
 		}, w.observe(tc.Name, h))
 		if err != nil {
@@ -392,8 +392,7 @@ func (w *worker) listen() (net.Listener, error) {
 }
 
 // startConsumers runs the consumer of each topic under runCtx, each in a
-// goroutine of r; a consumer's failure fails r. The topics with a
-// unique_for get it proposed, each in a goroutine of r too.
+// goroutine of r; a consumer's failure fails r.
 func (w *worker) startConsumers(runCtx context.Context, r *workerRun) {
 	for _, t := range w.topics {
 		t.running.Store(true)
@@ -405,71 +404,7 @@ func (w *worker) startConsumers(runCtx context.Context, r *workerRun) {
 				r.fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
 			}
 		}()
-		if t.cfg.UniqueFor != nil {
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				if err := w.proposeUniqueFor(runCtx, t.cfg.Name, *t.cfg.UniqueFor); err != nil {
-					r.fail(fmt.Errorf("topic %s: unique_for: %w", t.cfg.Name, err))
-				}
-			}()
-		}
 	}
-}
-
-// Waits of proposeUniqueFor between two tries, while the topic is not
-// created yet or Redis does not answer.
-const (
-	proposeRetryMin = 50 * time.Millisecond
-	proposeRetryMax = 2 * time.Second
-)
-
-// proposeUniqueFor writes the [[topic]]'s unique_for, d, as the topic's
-// default uniqueness window if it was never set (logging that at info),
-// and warns when the stored one differs: the stored window is the truth
-// (as the limits are), so that a rolling deploy with two versions of the
-// file never flips it. The topic's consumer creates the topic: until it
-// has, and while Redis does not answer, it tries again, until ctx ends
-// (nil). Any other error is returned.
-func (w *worker) proposeUniqueFor(ctx context.Context, topic string, d time.Duration) error {
-	log := w.log.With("topic", topic)
-	wait := proposeRetryMin
-	for {
-		applies, written, err := w.client.ProposeUniqueFor(ctx, topic, d)
-		switch {
-		case err == nil && written:
-			log.Info("topic uniqueness window set", "setting", uniqueForText(d))
-			return nil
-		case err == nil:
-			if uniqueForMS(applies) != uniqueForMS(d) {
-				log.Warn("the topic's stored uniqueness window differs from this worker's; the stored one applies (change it with delayq unique-for)",
-					"stored", uniqueForText(applies), "configured", uniqueForText(d))
-			}
-			return nil
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, delayq.ErrNoTopic) || store.Unavailable(err):
-			log.Debug("unique_for: waiting for the topic", "err", err)
-		default:
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, proposeRetryMax)
-	}
-}
-
-// uniqueForMS is a uniqueness window as it is stored: in milliseconds, a
-// positive one at least 1.
-func uniqueForMS(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if d > 0 && ms == 0 {
-		ms = 1
-	}
-	return ms
 }
 
 // serve serves the HTTP API (with the dashboard, if any) on ln, in a
