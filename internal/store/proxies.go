@@ -61,10 +61,13 @@ type proxyState struct {
 	// unlogged: it is down, and its loss is not logged yet: it failed
 	// while no other proxy was known to answer (see failed).
 	unlogged bool
-	probing  bool          // a probe of it runs
-	retryAt  time.Time     // when a down proxy may be dialed again
-	backoff  time.Duration // the current backoff
-	lastErr  error
+	probing  bool // a probe of it runs
+	// gen counts the times it went down: a connection dialed before
+	// its last failure is stale (see proxyConn.gen).
+	gen     uint64
+	retryAt time.Time     // when a down proxy may be dialed again
+	backoff time.Duration // the current backoff
+	lastErr error
 }
 
 func newProxies(addrs []string, log *slog.Logger, probe func(ctx context.Context, addr string) error) *proxies {
@@ -113,13 +116,24 @@ type proxyConn struct {
 	*portable.Conn
 	x *proxies
 	i int
+	// gen is its proxy's generation when it was dialed. A connection
+	// older than the proxy's last failure is not used, and its own
+	// failure is the old one, not a new one: a proxy that was restarted
+	// is not marked down again by the connections it had before.
+	gen uint64
 }
 
 // Close marks the connection's proxy down when the connection broke (a
-// network error, not an error reply), then closes it.
+// network error, not an error reply) and is of the proxy's current
+// generation, then closes it.
 func (c *proxyConn) Close() error {
 	if err := c.Conn.Err(); err != nil && isNetErr(err) {
-		c.x.failed(c.i, err)
+		c.x.mu.Lock()
+		current := c.x.state[c.i].gen == c.gen
+		c.x.mu.Unlock()
+		if current {
+			c.x.failed(c.i, err)
+		}
 	}
 	return c.Conn.Close()
 }
@@ -176,8 +190,7 @@ func (x *proxies) dial(ctx context.Context, dial func(ctx context.Context, addr 
 			}
 			continue
 		}
-		x.up(i)
-		return &proxyConn{Conn: c, x: x, i: i}, nil
+		return &proxyConn{Conn: c, x: x, i: i, gen: x.up(i)}, nil
 	}
 	err := &UnreachableError{Errs: errs}
 	x.mu.Lock()
@@ -231,6 +244,7 @@ func (x *proxies) failed(i int, err error) {
 	s := &x.state[i]
 	if !s.down {
 		s.down, s.answered, s.backoff = true, false, proxyRetryMin
+		s.gen++
 		if x.anyAnswered() {
 			x.log.Warn("proxy down: skipping it", "proxy", x.addrs[i], "err", err)
 		} else {
@@ -253,17 +267,16 @@ func (x *proxies) anyAnswered() bool {
 	return false
 }
 
-// up marks proxy i healthy, logging it when it was down, and ends an
-// outage.
-func (x *proxies) up(i int) {
+// up marks proxy i healthy, logging it when it was down, ends an
+// outage, and returns the proxy's generation.
+func (x *proxies) up(i int) uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := &x.state[i]
 	if s.down && len(x.addrs) > 1 {
 		x.log.Info("proxy back", "proxy", x.addrs[i])
 	}
-	probing := s.probing
-	*s = proxyState{probing: probing, answered: true}
+	*s = proxyState{probing: s.probing, gen: s.gen, answered: true}
 	for j := range x.state { // lost while none was known to answer
 		if o := &x.state[j]; o.unlogged {
 			o.unlogged = false
@@ -271,10 +284,12 @@ func (x *proxies) up(i int) {
 		}
 	}
 	x.outage.end(x.addrs[i])
+	return s.gen
 }
 
 // usable reports whether a pooled connection may be used: not when its
-// proxy is down (it failed since the connection was made).
+// proxy is down, nor when it was dialed before the proxy's last failure
+// (the proxy may be back, but that connection is to the one that failed).
 func (x *proxies) usable(c redis.Conn) bool {
 	pc, ok := c.(*proxyConn)
 	if !ok || len(x.addrs) == 1 { // one address: nowhere else to go
@@ -282,7 +297,8 @@ func (x *proxies) usable(c redis.Conn) bool {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return !x.state[pc.i].down
+	s := x.state[pc.i]
+	return !s.down && s.gen == pc.gen
 }
 
 // ProxyHealth is the state of one address of a store.

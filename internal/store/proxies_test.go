@@ -83,3 +83,48 @@ func TestProxyDownLoggedWhileAnotherAnswers(t *testing.T) {
 		t.Errorf("a down while b answers: %d lines, want 1:\n%s", n, buf)
 	}
 }
+
+// A connection dialed before its proxy failed is stale once the proxy is
+// back: it is not used, and its own failure, found when it is closed, is
+// the old one, so the proxy is not marked down (and logged) again.
+func TestStaleConnAfterProxyBack(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 2, NoProxy: true})
+	var buf testenv.Buffer
+	x := newProxies(env.Backends, slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	dial := func(ctx context.Context, addr string) (*portable.Conn, error) {
+		return portable.Dial(ctx, addr, portable.DialOptions{})
+	}
+	var stale *proxyConn
+	for range 2 { // dials go to each in turn: both answer
+		c, err := x.dial(context.Background(), dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc := c.(*proxyConn); pc.i == 0 {
+			stale = pc
+		} else {
+			defer c.Close()
+		}
+	}
+	env.StopBackend(t, 0)
+	if _, err := stale.Do("PING"); err == nil {
+		t.Fatal("PING of a stopped backend succeeded")
+	}
+	// Another connection finds it down first: the loss is logged.
+	x.failed(0, errors.New("connection reset"))
+	env.StartBackend(t, 0)
+	x.up(0) // a probe found it back
+	if x.usable(stale) {
+		t.Error("a connection dialed before its proxy failed is usable after the proxy is back")
+	}
+	stale.Close()
+	x.mu.Lock()
+	down := x.state[0].down
+	x.mu.Unlock()
+	if down {
+		t.Error("closing a stale broken connection marked its proxy down again")
+	}
+	if n := strings.Count(buf.String(), `msg="proxy down: skipping it"`); n != 1 {
+		t.Errorf("proxy down logged %d times, want once:\n%s", n, buf.String())
+	}
+}
