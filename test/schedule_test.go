@@ -104,6 +104,9 @@ func TestScheduleFaults(t *testing.T) {
 	if out := sched("add", "--name", "beat", "--spec", "@every 2s", "--body", "v2", "--replace").stdout; !strings.Contains(out, `body: "v1" -> "v2"`) {
 		t.Errorf("schedule add --replace:\n%s", out)
 	}
+	// The change takes effect at some instant within the command: its
+	// first occurrence is bounded from the command's return.
+	changeReturned := time.Now()
 
 	// SIGKILL the owner of tick's partition at 10 s.
 	time.Sleep(time.Until(s0.Add(10 * time.Second)))
@@ -142,6 +145,7 @@ func TestScheduleFaults(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	resumedAt := time.Now()
 	sched("resume", "--name", "beat")
+	resumeReturned := time.Now()
 	stopHandover := waitOwners(t, c, topic, stopAt, 3*lease, "the third sub owning the schedule's partition", func(o ownership) bool {
 		return o.owner[ps] != "" && o.owner[ps] != killedID && o.owner[ps] != stoppedID
 	})
@@ -281,11 +285,11 @@ func TestScheduleFaults(t *testing.T) {
 		}
 	}
 	if len(vorder) == 3 {
-		if v2 := versions[vorder[1]][0]; v2.After(changed.Add(2 * time.Second)) {
-			t.Errorf("beat's first occurrence after the change at %v is at %v", changed, v2)
+		if v2 := versions[vorder[1]][0]; v2.After(changeReturned.Add(2 * time.Second)) {
+			t.Errorf("beat's first occurrence after the change (returned at %v) is at %v", changeReturned, v2)
 		}
-		if v3 := versions[vorder[2]][0]; v3.After(resumedAt.Add(2 * time.Second)) {
-			t.Errorf("beat's first occurrence after the resume at %v is at %v", resumedAt, v3)
+		if v3 := versions[vorder[2]][0]; v3.After(resumeReturned.Add(2 * time.Second)) {
+			t.Errorf("beat's first occurrence after the resume (returned at %v) is at %v", resumeReturned, v3)
 		}
 	}
 	t.Logf("tick: %d occurrences to %v, %d deliveries; killed %s at %v, stopped %s at %v (continued %v later); window %v",
