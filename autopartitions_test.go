@@ -184,7 +184,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 		_, stop := start(fmt.Sprint("k", i))
 		stops = append(stops, stop)
 	}
-	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+	if _, err := c.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "3 consumers growing the count to 4", countIs(c, topic, 4))

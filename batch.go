@@ -13,7 +13,7 @@ import (
 	"github.com/delayq/delayq/partition"
 )
 
-// maxPipeline bounds the records one EnqueueBatch round trip carries.
+// maxPipeline bounds the records one SendBatch round trip carries.
 const maxPipeline = 1024
 
 // writeKind is how a message is written (see store.Group).
@@ -46,7 +46,7 @@ type pendingWrite struct {
 	msg *Message // read, never written
 	// res is the message's id and due time as prepared, unless res.Err
 	// is set already; the write sets its outcome.
-	res  EnqueueResult
+	res  SendResult
 	p    int       // its partition in its topic's stored layout (see place)
 	kind writeKind // how it is written (see sortWrites)
 	// putOld is 1 + the old partition of the id during a change of the
@@ -58,8 +58,8 @@ type pendingWrite struct {
 }
 
 // results returns the outcomes of ws, in its order.
-func results(ws []pendingWrite) []EnqueueResult {
-	res := make([]EnqueueResult, len(ws))
+func results(ws []pendingWrite) []SendResult {
+	res := make([]SendResult, len(ws))
 	for i := range ws {
 		res[i] = ws[i].res
 	}

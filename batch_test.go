@@ -20,7 +20,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// One EnqueueBatch of several topics: given ids (one of them twice),
+// One SendBatch of several topics: given ids (one of them twice),
 // generated ids due far ahead and due now, an invalid message, and a topic
 // whose stored partition count differs from the client's (its messages go
 // to the stored count's partitions). Each message gets its own outcome in
@@ -31,7 +31,7 @@ func TestEnqueueBatchMixed(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 4})
 		other := newClient(t, addr, Options{Partitions: 8})
-		if _, err := other.Enqueue(ctx, Message{Topic: "mixed-c", Body: []byte("eight")}); err != nil {
+		if _, err := other.Send(ctx, Message{Topic: "mixed-c", Body: []byte("eight")}); err != nil {
 			t.Fatal(err)
 		}
 		later := time.Now().Add(time.Hour)
@@ -47,7 +47,7 @@ func TestEnqueueBatchMixed(t *testing.T) {
 			{Topic: "mixed-b", ID: "x", Body: []byte("b-x")}, // the same id in another topic
 			{Topic: "mixed-c", Body: []byte("c2")},
 		}
-		res, err := c.EnqueueBatch(ctx, msgs)
+		res, err := c.SendBatch(ctx, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,9 +86,10 @@ func TestEnqueueBatchMixed(t *testing.T) {
 				}
 			}
 		}
-		// Refused before it has an id, a message with none to give is
-		// named as such.
-		id, err := c.Enqueue(ctx, Message{Topic: "mixed-a", Body: []byte("bad"), Delay: -time.Second})
+		sent, // Refused before it has an id, a message with none to give is
+			// named as such.
+			err := c.Send(ctx, Message{Topic: "mixed-a", Body: []byte("bad"), Delay: -time.Second})
+		id := sent.ID
 		if !errors.Is(err, ErrInvalid) || id != "" || !strings.Contains(err.Error(), "Delay -1s of a message with a generated id is negative") {
 			t.Errorf("invalid message with a generated id: %q, %v", id, err)
 		}
@@ -181,7 +182,7 @@ func dueNow(t *testing.T, producer *Client, consumers *Client, topic string, n i
 	time.Sleep(1500 * time.Millisecond) // idle: past the polls of the start, into the idle looks
 	ctx := context.Background()
 	for i := range n {
-		if _, err := producer.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("now-%d", i)}); err != nil {
+		if _, err := producer.Send(ctx, Message{Topic: topic, ID: fmt.Sprintf("now-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20*time.Millisecond + rand.N(80*time.Millisecond))
@@ -224,7 +225,7 @@ func TestSegments(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = Message{Topic: topic, Body: []byte(fmt.Sprint(i)), Delay: time.Hour}
 		}
-		res, err := prod.EnqueueBatch(ctx, msgs)
+		res, err := prod.SendBatch(ctx, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,12 +278,12 @@ func TestSegments(t *testing.T) {
 		}
 		scheduled(9)
 		for _, id := range []string{held, moved} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("again")}); !errors.Is(err, ErrDuplicate) {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Body: []byte("again")}); !errors.Is(err, ErrDuplicate) {
 				t.Errorf("enqueue %s again: %v, want ErrDuplicate", id, err)
 			}
 		}
 		again := time.Now().Add(time.Second)
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: deleted, Body: []byte("again"), At: again}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: deleted, Body: []byte("again"), At: again}); err != nil {
 			t.Errorf("enqueue %s after its delete: %v", deleted, err)
 		}
 		scheduled(10)
@@ -487,7 +488,7 @@ func TestWakePutDuringChange(t *testing.T) {
 		}
 	}
 	old := movedID("old-")
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: old, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	// No consumer runs: the change stays started, the message stays put.
@@ -509,7 +510,7 @@ func TestWakePutDuringChange(t *testing.T) {
 	for _, policy := range []OnDuplicate{Replace, Debounce} {
 		from, to := partition.For(old, 4), partition.For(old, 8)
 		before := counters(from, to)
-		r, err := c.EnqueueBatch(ctx, []Message{{Topic: topic, ID: old, OnDuplicate: policy}})
+		r, err := c.SendBatch(ctx, []Message{{Topic: topic, ID: old, OnDuplicate: policy}})
 		if err != nil || r[0].Err != nil {
 			t.Fatalf("%s: %v, %v", policy, err, r)
 		}
@@ -524,7 +525,7 @@ func TestWakePutDuringChange(t *testing.T) {
 	}
 	fresh := movedID("new-")
 	before := counters(partition.For(fresh, 4), partition.For(fresh, 8))
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fresh, OnDuplicate: Replace}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: fresh, OnDuplicate: Replace}); err != nil {
 		t.Fatal(err)
 	}
 	if after := counters(partition.For(fresh, 4), partition.For(fresh, 8)); after[0] != before[0] || after[1] != before[1]+1 {

@@ -55,7 +55,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := idOf(n.Add(1))
-					if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
+					if _, err := c.Send(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -90,7 +90,7 @@ func BenchmarkEnqueueTraced(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := idOf(n.Add(1))
-					if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
+					if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Body: body, At: at}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -101,9 +101,9 @@ func BenchmarkEnqueueTraced(b *testing.B) {
 	})
 }
 
-// BenchmarkEnqueueAsync: single EnqueueAsync calls from parallel
+// BenchmarkSendAsync: single SendAsync calls from parallel
 // goroutines, timed until every callback came.
-func BenchmarkEnqueueAsync(b *testing.B) {
+func BenchmarkSendAsync(b *testing.B) {
 	benchTargets(b, func(b *testing.B, addr string) {
 		c := benchClient(b, addr)
 		topic := fmt.Sprintf("ba%d", benchSeq.Add(1))
@@ -111,7 +111,8 @@ func BenchmarkEnqueueAsync(b *testing.B) {
 		at := time.Now().Add(time.Hour)
 		var n atomic.Int64
 		var written sync.WaitGroup
-		done := func(_ string, err error) {
+		done := func(res SendResult) {
+			err := res.Err
 			if err != nil {
 				b.Error(err)
 			}
@@ -123,7 +124,7 @@ func BenchmarkEnqueueAsync(b *testing.B) {
 			for pb.Next() {
 				id := fmt.Sprintf("m%d", n.Add(1))
 				written.Add(1)
-				if err := c.EnqueueAsync(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}, done); err != nil {
+				if err := c.SendAsync(context.Background(), Message{Topic: topic, ID: id, Body: body, At: at}, done); err != nil {
 					b.Error(err)
 					written.Done()
 					return
@@ -149,7 +150,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 				for j := range msgs {
 					msgs[j] = Message{Topic: topic, ID: idOf(int64(i + j)), Body: body, At: at}
 				}
-				if _, err := c.EnqueueBatch(context.Background(), msgs); err != nil {
+				if _, err := c.SendBatch(context.Background(), msgs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -169,7 +170,7 @@ func BenchmarkDeliver(b *testing.B) {
 		for i := range b.N {
 			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Body: body})
 			if len(msgs) == 512 || i == b.N-1 {
-				if _, err := c.EnqueueBatch(context.Background(), msgs); err != nil {
+				if _, err := c.SendBatch(context.Background(), msgs); err != nil {
 					b.Fatal(err)
 				}
 				msgs = msgs[:0]

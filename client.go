@@ -66,11 +66,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// DisableCoalescing makes each Enqueue call write on its own instead of
+	// DisableCoalescing makes each Send call write on its own instead of
 	// joining the batch of concurrent calls. Default false.
 	DisableCoalescing bool
-	// RetryFor bounds how long a write of messages (Enqueue,
-	// EnqueueBatch, EnqueueAsync, Import) waits for Redis while no
+	// RetryFor bounds how long a write of messages (Send,
+	// SendBatch, SendAsync, Import) waits for Redis while no
 	// address answers (an outage): it dials again with backoff until one
 	// does, then writes; past RetryFor it fails with an error that wraps
 	// ErrUnavailable and says how long it tried and the last dial's
@@ -114,7 +114,7 @@ type Client struct {
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
 
-	co      coalescer            // joins concurrent Enqueue and EnqueueAsync calls into batches
+	co      coalescer            // joins concurrent Send and SendAsync calls into batches
 	watch   watcher              // the change counters of the consumers' topics
 	errLog  *poller.ErrLog       // the errors of the consumers' partition loops
 	tracer  trace.Tracer         // of Options.TracerProvider
@@ -202,7 +202,7 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close writes the messages queued by Enqueue and EnqueueAsync calls,
+// Close writes the messages queued by Send and SendAsync calls,
 // then releases the client's connections; calls made after it start fail
 // with ErrClosed. Consumers made from it must be stopped first. Safe to
 // call more than once.

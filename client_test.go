@@ -22,7 +22,7 @@ func TestProxiesDeadAndBack(t *testing.T) {
 	ctx := context.Background()
 
 	c := newClient(t, "", Options{Addrs: []string{"127.0.0.1:1", env.Proxies[1]}})
-	if _, err := c.Enqueue(ctx, Message{Topic: "px", ID: "a", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "px", ID: "a", Delay: time.Hour}); err != nil {
 		t.Fatalf("enqueue with the first proxy dead: %v", err)
 	}
 	if _, err := c.Get(ctx, "px", "a"); err != nil {
@@ -88,9 +88,9 @@ func TestEnqueueRetryFor(t *testing.T) {
 	} {
 		c := newClient(t, "127.0.0.1:1", Options{RetryFor: tc.retryFor})
 		for _, call := range []func() error{
-			func() error { _, err := c.Enqueue(ctx, Message{Topic: "rf", Body: []byte("x")}); return err },
+			func() error { _, err := c.Send(ctx, Message{Topic: "rf", Body: []byte("x")}); return err },
 			func() error {
-				res, err := c.EnqueueBatch(ctx, []Message{{Topic: "rf", ID: "a"}})
+				res, err := c.SendBatch(ctx, []Message{{Topic: "rf", ID: "a"}})
 				if err == nil {
 					err = res[0].Err // the topic's layout could not be read
 				}

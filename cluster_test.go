@@ -47,11 +47,11 @@ func TestClusterLifecycle(t *testing.T) {
 	cl, c := clusterClient(t, Options{Partitions: 16})
 	const topic, n = "spread", 300
 	for i := range n {
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Body: []byte("b"), Delay: time.Duration(i%3) * 200 * time.Millisecond}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Body: []byte("b"), Delay: time.Duration(i%3) * 200 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "m3"}); !errors.Is(err, ErrDuplicate) {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "m3"}); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate enqueue: %v, want ErrDuplicate", err)
 	}
 	if err := c.Delete(ctx, topic, "m4"); err != nil {
@@ -102,7 +102,7 @@ func TestClusterReshard(t *testing.T) {
 	const topic, n = "reshard", 2000
 	start := time.Now()
 	for i := range n {
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Delay: time.Duration(i) * time.Millisecond}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: fmt.Sprintf("m%d", i), Delay: time.Duration(i) * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"sync"
 )
 
-// Single Enqueue and EnqueueAsync calls from many goroutines are
+// Single Send and SendAsync calls from many goroutines are
 // coalesced, like kafka-go's Writer: flusher goroutines each take the first
 // queued call and every other call already queued (up to coalesceMax), and
-// write them as one EnqueueBatch would: generated ids steered into one
+// write them as one SendBatch would: generated ids steered into one
 // partition, so such a batch is a command or three whatever its size, and
 // given ids in their own partitions, two commands or so for each; one
 // round trip when due a minute or more ahead, two otherwise. Calls that arrive
@@ -27,7 +27,7 @@ const (
 	coalesceYields   = 2
 )
 
-// coalescer joins a client's concurrent Enqueue and EnqueueAsync calls
+// coalescer joins a client's concurrent Send and SendAsync calls
 // into batches (see above): the queue, the flushers that write its
 // batches with c, and their stop at Client.Close.
 type coalescer struct {
@@ -50,9 +50,9 @@ type coalescer struct {
 type enqReq struct {
 	ctx  context.Context
 	m    Message
-	res  EnqueueResult
-	done chan EnqueueResult  // Enqueue waits here...
-	cb   func(EnqueueResult) // ...or EnqueueAsync's or SendAsync's callback is called
+	res  SendResult
+	done chan SendResult  // Send waits here...
+	cb   func(SendResult) // ...or SendAsync's or SendAsync's callback is called
 }
 
 // start makes the queue and starts the flushers, once, at the first
@@ -179,10 +179,10 @@ type flushBuf struct {
 func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 	live := buf.live[:0]
 	for _, r := range batch {
-		// An Enqueue caller gave up before the write: skip it. (EnqueueAsync
+		// An Send caller gave up before the write: skip it. (SendAsync
 		// requests carry a context that is never cancelled.)
 		if r.ctx.Err() != nil {
-			r.done <- EnqueueResult{ID: r.res.ID, Err: r.ctx.Err()}
+			r.done <- SendResult{ID: r.res.ID, Err: r.ctx.Err()}
 			continue
 		}
 		live = append(live, r)
@@ -239,7 +239,7 @@ func (co *coalescer) flush(batch []*enqReq, buf *flushBuf) {
 // send queues r for the flushers. Close refuses new requests first, then
 // waits for the ones being queued before it shuts the queue, so a request
 // is either queued before the flushers' last drain or refused; a request
-// made from an EnqueueAsync callback during Close is refused at once
+// made from an SendAsync callback during Close is refused at once
 // rather than wait on a queue only the flushers empty.
 func (co *coalescer) send(ctx context.Context, r *enqReq) error {
 	co.start()

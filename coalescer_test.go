@@ -12,13 +12,13 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// Concurrent Enqueue calls are coalesced: fewer round trips than calls,
+// Concurrent Send calls are coalesced: fewer round trips than calls,
 // each call gets its own outcome.
 func TestCoalescedEnqueue(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 8})
-		if _, err := c.Enqueue(ctx, Message{Topic: "co", ID: "dup", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: "co", ID: "dup", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		before := c.Commands()
@@ -33,7 +33,7 @@ func TestCoalescedEnqueue(t *testing.T) {
 					if i == 7 {
 						id = "dup"
 					}
-					_, errs[i] = c.Enqueue(ctx, Message{Topic: "co", ID: id, Body: []byte(id), Delay: time.Hour})
+					_, errs[i] = c.Send(ctx, Message{Topic: "co", ID: id, Body: []byte(id), Delay: time.Hour})
 				}
 			}()
 		}
@@ -63,7 +63,7 @@ func TestCoalescedEnqueue(t *testing.T) {
 			t.Fatalf("get co-123 = %+v, %v", in, err)
 		}
 		c.Close()
-		if _, err := c.Enqueue(ctx, Message{Topic: "co", ID: "late"}); !errors.Is(err, ErrClosed) {
+		if _, err := c.Send(ctx, Message{Topic: "co", ID: "late"}); !errors.Is(err, ErrClosed) {
 			t.Errorf("enqueue after Close: %v, want ErrClosed", err)
 		}
 	})
@@ -83,15 +83,15 @@ func TestBatchAfterScriptCacheLoss(t *testing.T) {
 		}
 		return msgs
 	}
-	if res, err := c.EnqueueBatch(ctx, batch("a", 64)); err != nil || res[0].Err != nil {
+	if res, err := c.SendBatch(ctx, batch("a", 64)); err != nil || res[0].Err != nil {
 		t.Fatalf("first batch: %v", err)
 	}
 	env.RestartBackend(t, 0) // data kept (AOF), scripts forgotten
 	msgs := append(batch("b", 64), batch("a", 8)...)
-	var res []EnqueueResult
+	var res []SendResult
 	waitFor(t, 10*time.Second, "a batch through the restarted backend", func() bool {
 		var err error
-		res, err = c.EnqueueBatch(ctx, msgs)
+		res, err = c.SendBatch(ctx, msgs)
 		return err == nil
 	})
 	for i, r := range res {
@@ -109,25 +109,26 @@ func TestBatchAfterScriptCacheLoss(t *testing.T) {
 	}
 }
 
-// EnqueueAsync returns before the write; every queued message gets exactly
+// SendAsync returns before the write; every queued message gets exactly
 // one callback with its outcome, and Close writes whatever is still queued.
-func TestEnqueueAsync(t *testing.T) {
+func TestSendAsync(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 8})
-		if _, err := c.Enqueue(ctx, Message{Topic: "as", ID: "dup", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: "as", ID: "dup", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.EnqueueAsync(ctx, Message{Topic: "no such/topic", ID: "x"}, nil); !errors.Is(err, ErrInvalid) {
+		if err := c.SendAsync(ctx, Message{Topic: "no such/topic", ID: "x"}, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("bad topic: %v, want ErrInvalid", err)
 		}
-		if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: "x", Delay: -time.Second}, nil); !errors.Is(err, ErrInvalid) {
+		if err := c.SendAsync(ctx, Message{Topic: "as", ID: "x", Delay: -time.Second}, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("negative delay: %v, want ErrInvalid", err)
 		}
 		const n = 3000
 		var mu sync.Mutex
 		outcomes := map[string][]error{}
-		done := func(id string, err error) {
+		done := func(res SendResult) {
+			id, err := res.ID, res.Err
 			mu.Lock()
 			outcomes[id] = append(outcomes[id], err)
 			mu.Unlock()
@@ -142,7 +143,7 @@ func TestEnqueueAsync(t *testing.T) {
 					if i == 7 {
 						id = "dup"
 					}
-					if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: id, Body: []byte(id), Delay: time.Hour}, done); err != nil {
+					if err := c.SendAsync(ctx, Message{Topic: "as", ID: id, Body: []byte(id), Delay: time.Hour}, done); err != nil {
 						t.Errorf("enqueue %s: %v", id, err)
 					}
 				}
@@ -166,7 +167,7 @@ func TestEnqueueAsync(t *testing.T) {
 				t.Errorf("%s: %v", id, errs[0])
 			}
 		}
-		if err := c.EnqueueAsync(ctx, Message{Topic: "as", ID: "late"}, done); !errors.Is(err, ErrClosed) {
+		if err := c.SendAsync(ctx, Message{Topic: "as", ID: "late"}, done); !errors.Is(err, ErrClosed) {
 			t.Errorf("after Close: %v, want ErrClosed", err)
 		}
 		c2 := newClient(t, addr, Options{Partitions: 8})
@@ -184,14 +185,14 @@ func TestEnqueueAsync(t *testing.T) {
 // Close does not hang when producers are waiting on a full queue and
 // callbacks enqueue again while it runs: every call is either queued (and
 // written) or refused with ErrClosed.
-func TestEnqueueAsyncCloseUnderLoad(t *testing.T) {
+func TestSendAsyncCloseUnderLoad(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 4})
 		var mu sync.Mutex
 		var queued, refused, written int
-		enqueue := func(id string, done func(string, error)) bool {
-			err := c.EnqueueAsync(ctx, Message{Topic: "ac", ID: id, Delay: time.Hour}, done)
+		enqueue := func(id string, done func(SendResult)) bool {
+			err := c.SendAsync(ctx, Message{Topic: "ac", ID: id, Delay: time.Hour}, done)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -204,8 +205,9 @@ func TestEnqueueAsyncCloseUnderLoad(t *testing.T) {
 			}
 			return err == nil
 		}
-		var done func(id string, err error)
-		done = func(id string, err error) {
+		var done func(SendResult)
+		done = func(res SendResult) {
+			id, err := res.ID, res.Err
 			if err != nil {
 				t.Errorf("%s: %v", id, err)
 				return

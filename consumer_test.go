@@ -23,7 +23,8 @@ func TestLifecycle(t *testing.T) {
 		now := time.Now()
 		for i := range 20 {
 			want := fmt.Sprintf("m%d", i)
-			id, err := c.Enqueue(ctx, Message{Topic: topic, ID: want, Body: []byte(fmt.Sprintf("body %d", i)), Delay: time.Duration(i%5) * 100 * time.Millisecond})
+			sent, err := c.Send(ctx, Message{Topic: topic, ID: want, Body: []byte(fmt.Sprintf("body %d", i)), Delay: time.Duration(i%5) * 100 * time.Millisecond})
+			id := sent.ID
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("enqueue of id %q returned %q", want, id)
 			}
 		}
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "m3"}); !errors.Is(err, ErrDuplicate) {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "m3"}); !errors.Is(err, ErrDuplicate) {
 			t.Fatalf("duplicate enqueue: err = %v, want ErrDuplicate", err)
 		}
 		if err := c.Delete(ctx, topic, "m4"); err != nil {

@@ -122,7 +122,7 @@ func moveSetup(t *testing.T, c *Client, topic, kind string) []string {
 	at := time.Now().Add(time.Hour)
 	if kind == "segment" {
 		for {
-			res, err := c.EnqueueBatch(ctx, []Message{{Topic: topic, At: at, Body: []byte("a")}, {Topic: topic, At: at, Body: []byte("b")}})
+			res, err := c.SendBatch(ctx, []Message{{Topic: topic, At: at, Body: []byte("a")}, {Topic: topic, At: at, Body: []byte("b")}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func moveSetup(t *testing.T, c *Client, topic, kind string) []string {
 	if kind == "dead" {
 		m.At, m.MaxAttempts = time.Time{}, 1
 	}
-	if _, err := c.Enqueue(ctx, m); err != nil {
+	if _, err := c.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	if kind == "dead" {

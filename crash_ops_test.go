@@ -221,7 +221,7 @@ var crashOps = []*crashOp{
 		run:   addSoon,
 		after: func(t *testing.T, cs *crashCase) {
 			written := cs.found(t) != nil
-			_, err := cs.c.Enqueue(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: 200 * time.Millisecond})
+			_, err := cs.c.Send(cs.ctx(), Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: 200 * time.Millisecond})
 			switch {
 			case written && !errors.Is(err, ErrDuplicate):
 				t.Errorf("%s: enqueue again after a crash that wrote the record: %v, want ErrDuplicate", cs.name(), err)
@@ -233,12 +233,12 @@ var crashOps = []*crashOp{
 		},
 	},
 	{
-		// Client.Enqueue: the topic's meta (one pipeline), then store.Add.
+		// Client.Send: the topic's meta (one pipeline), then store.Add.
 		name:  "enqueue-client",
 		setup: func(t *testing.T, cs *crashCase) { cs.enqueue(t, 200*time.Millisecond, 0, false) },
 		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
 			cs.due = clock.CeilMS(time.Now().Add(200 * time.Millisecond)).UnixMilli()
-			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
+			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), At: time.UnixMilli(cs.due)})
 			return err
 		},
 		after: afterByRecord,
@@ -522,7 +522,7 @@ var crashOps = []*crashOp{
 		name:  "enqueue-after-window",
 		setup: func(t *testing.T, cs *crashCase) { cs.finished(t, time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, _ *store.Store, fc *Client) error {
-			_, err := fc.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody)})
+			_, err := fc.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody)})
 			return err
 		},
 		after: afterByRecord,

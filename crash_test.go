@@ -169,7 +169,7 @@ func (cs *crashCase) enqueue(t *testing.T, d time.Duration, maxAttempts int, wit
 	ctx := cs.ctx()
 	witnessAt := time.Now().Add(d + 200*time.Millisecond)
 	if withMsg {
-		if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: d, MaxAttempts: maxAttempts, UniqueFor: cs.op.unique}); err != nil {
+		if _, err := cs.c.Send(ctx, Message{Topic: cs.topic, ID: cs.id, Body: []byte(crashMsgBody), Delay: d, MaxAttempts: maxAttempts, UniqueFor: cs.op.unique}); err != nil {
 			t.Fatalf("%s: enqueue: %v", cs.name(), err)
 		}
 		in, err := cs.c.Get(ctx, cs.topic, cs.id)
@@ -179,7 +179,7 @@ func (cs *crashCase) enqueue(t *testing.T, d time.Duration, maxAttempts int, wit
 		cs.due = in.Due.UnixMilli()
 		witnessAt = in.Due.Add(200 * time.Millisecond)
 	}
-	if _, err := cs.c.Enqueue(ctx, Message{Topic: cs.topic, ID: cs.witness, Body: []byte("witness"), At: witnessAt}); err != nil {
+	if _, err := cs.c.Send(ctx, Message{Topic: cs.topic, ID: cs.witness, Body: []byte("witness"), At: witnessAt}); err != nil {
 		t.Fatalf("%s: enqueue witness: %v", cs.name(), err)
 	}
 }

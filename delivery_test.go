@@ -21,10 +21,10 @@ func TestRetryAndDead(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 2})
 		topic := "retry"
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "flaky", Body: []byte("x")}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "flaky", Body: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "doomed", Body: []byte("y"), MaxAttempts: 2}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "doomed", Body: []byte("y"), MaxAttempts: 2}); err != nil {
 			t.Fatal(err)
 		}
 		rec := newRecorder()
@@ -202,7 +202,7 @@ func TestTakeoverWatchesGivers(t *testing.T) {
 		k := runConsumer(t, c, takeoverOptions(topic, "taker"), rec.handle)
 		// A witness due now: once it is delivered, the new owner has
 		// polled, and checked the giver, at least once.
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "witness"}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "witness"}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "the witness delivered", func() bool { return rec.count("witness") == 1 })
@@ -271,7 +271,7 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	// claimed with the indexed corrupt record: it goes back to scheduled
 	// at its own due, in the same write that moves the record to dead.
 	laterDue := clock.CeilMS(time.Now().Add(time.Hour)).UnixMilli()
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "later", At: time.UnixMilli(laterDue)}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "later", At: time.UnixMilli(laterDue)}); err != nil {
 		t.Fatal(err)
 	}
 	addEntry(t, env.Proxy, topic, 0, "later", time.Now())
@@ -335,7 +335,7 @@ func TestStopAcksLongHandler(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- k.Run(ctx) }()
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "long"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "long"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -374,7 +374,7 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "fence"
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f"}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "f"}); err != nil {
 			t.Fatal(err)
 		}
 		st := c.store
@@ -430,7 +430,7 @@ func TestWritesAfterStart(t *testing.T) {
 		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 200 * time.Millisecond, Lease: 2 * time.Second,
 			Backoff: []time.Duration{50 * time.Millisecond}}, rec.handle)
 		for _, id := range []string{"del", "res"} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("x")}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Body: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -452,7 +452,7 @@ func TestWritesAfterStart(t *testing.T) {
 		}
 		// A message claimed ahead (due within 1.5 poll intervals) and
 		// deleted while held never starts.
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "held", Body: []byte("x"), Delay: 250 * time.Millisecond}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "held", Body: []byte("x"), Delay: 250 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 5*time.Second, "held claimed ahead", func() bool {

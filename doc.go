@@ -20,8 +20,8 @@
 //     (ensureTopic, topicLayout); TopicUsage and DeleteTopic
 //   - topic_list.go: TopicInfo and Topics, the topics of a namespace
 //   - message.go: a Message (OnDuplicate, Outcome) and its checks
-//     (prepare); Enqueue, Send, EnqueueBatch, EnqueueAsync, SendAsync
-//   - coalescer.go: the coalescer: concurrent Enqueue and EnqueueAsync
+//     (prepare); Send, SendBatch, SendAsync
+//   - coalescer.go: the coalescer: concurrent Send and SendAsync
 //     calls gathered into batches
 //   - batch.go: the write of a batch: placement (place), the writes
 //     (write, writePuts), wake-ups (wake)

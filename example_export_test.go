@@ -28,7 +28,7 @@ func ExampleClient_Export() {
 	}
 	defer to.Close()
 	for _, id := range []string{"invoice-1", "invoice-2", "invoice-3"} {
-		if _, err := from.Enqueue(ctx, delayq.Message{Topic: "invoices", ID: id, Body: []byte(id), Delay: time.Hour}); err != nil {
+		if _, err := from.Send(ctx, delayq.Message{Topic: "invoices", ID: id, Body: []byte(id), Delay: time.Hour}); err != nil {
 			fmt.Println(err)
 			return
 		}

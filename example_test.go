@@ -27,7 +27,7 @@ func Example() {
 	defer c.Close()
 
 	// In production: Delay: 30 * time.Minute.
-	_, err = c.Enqueue(ctx, delayq.Message{Topic: "orders", ID: "order-42", Body: []byte(`{"order":42}`), Delay: 200 * time.Millisecond})
+	_, err = c.Send(ctx, delayq.Message{Topic: "orders", ID: "order-42", Body: []byte(`{"order":42}`), Delay: 200 * time.Millisecond})
 	if errors.Is(err, delayq.ErrDuplicate) {
 		fmt.Println("already scheduled")
 	}
@@ -53,7 +53,7 @@ func ExampleClient_Delete() {
 	ctx := context.Background()
 	c, _ := delayq.New(delayq.Options{Addr: os.Getenv("DELAYQ_ADDR")})
 	defer c.Close()
-	c.Enqueue(ctx, delayq.Message{Topic: "orders", ID: "order-43", Delay: 30 * time.Minute})
+	c.Send(ctx, delayq.Message{Topic: "orders", ID: "order-43", Delay: 30 * time.Minute})
 	for range 2 {
 		err := c.Delete(ctx, "orders", "order-43")
 		switch {
@@ -71,7 +71,7 @@ func ExampleClient_Delete() {
 }
 
 // Send many messages with a few pipelined commands per partition.
-func ExampleClient_EnqueueBatch() {
+func ExampleClient_SendBatch() {
 	ctx := context.Background()
 	c, _ := delayq.New(delayq.Options{Addr: os.Getenv("DELAYQ_ADDR")})
 	defer c.Close()
@@ -79,7 +79,7 @@ func ExampleClient_EnqueueBatch() {
 	for i := range 100 {
 		msgs = append(msgs, delayq.Message{Topic: "reminders", Body: []byte(fmt.Sprint(i)), Delay: time.Duration(i) * time.Minute})
 	}
-	res, err := c.EnqueueBatch(ctx, msgs)
+	res, err := c.SendBatch(ctx, msgs)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -98,13 +98,14 @@ func ExampleClient_EnqueueBatch() {
 
 // Send from many goroutines without waiting a round trip per message: the
 // outcome comes to a callback, and Close writes whatever is still queued.
-func ExampleClient_EnqueueAsync() {
+func ExampleClient_SendAsync() {
 	ctx := context.Background()
 	c, _ := delayq.New(delayq.Options{Addr: os.Getenv("DELAYQ_ADDR")})
 	var queued atomic.Int64
 	for i := range 1000 {
 		m := delayq.Message{Topic: "reminders-async", ID: fmt.Sprint("r-", i), Delay: time.Hour}
-		err := c.EnqueueAsync(ctx, m, func(id string, err error) {
+		err := c.SendAsync(ctx, m, func(res delayq.SendResult) {
+			id, err := res.ID, res.Err
 			if err != nil && !errors.Is(err, delayq.ErrDuplicate) {
 				log.Printf("enqueue %s: %v", id, err) // enqueue it again with the same id
 				return

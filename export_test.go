@@ -206,9 +206,9 @@ func TestExportWhileConsuming(t *testing.T) {
 		topic := "exp-busy"
 		far := time.Now().Add(time.Hour)
 		stay := map[string]bool{}
-		enqueue := func(msgs []Message) []EnqueueResult {
+		enqueue := func(msgs []Message) []SendResult {
 			t.Helper()
-			res, err := c.EnqueueBatch(ctx, msgs)
+			res, err := c.SendBatch(ctx, msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -281,7 +281,7 @@ func TestExportWhileConsuming(t *testing.T) {
 						return
 					default:
 					}
-					if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("churn-%d", i)}); err != nil {
+					if _, err := c.Send(ctx, Message{Topic: topic, ID: fmt.Sprintf("churn-%d", i)}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -369,7 +369,7 @@ func TestExportDuringChange(t *testing.T) {
 		for i := range 600 {
 			msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("m-%d", i), At: time.Now().Add(time.Hour)})
 		}
-		if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+		if _, err := c.SendBatch(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
@@ -416,7 +416,7 @@ func TestExportDuringChange(t *testing.T) {
 		for i := range msgs {
 			msgs[i].Topic = other
 		}
-		if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+		if _, err := c.SendBatch(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
 		began := false

@@ -152,10 +152,10 @@ func TestExportTraceparent(t *testing.T) {
 	sc := parseTraceparent(tp)
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), sc)
 	c := newClient(t, testAddr(t), Options{Partitions: 2, TracerProvider: noop.NewTracerProvider()})
-	if _, err := c.Enqueue(ctx, Message{Topic: "tr", ID: "t", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "tr", ID: "t", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(context.Background(), Message{Topic: "tr", ID: "u", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(context.Background(), Message{Topic: "tr", ID: "u", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer

@@ -34,7 +34,7 @@ func TestExportImportSchedules(t *testing.T) {
 	if err := a.PauseSchedule(ctx, topic, "held"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Enqueue(ctx, Message{Topic: topic, ID: "order-1", Body: []byte("x"), Delay: time.Hour}); err != nil {
+	if _, err := a.Send(ctx, Message{Topic: topic, ID: "order-1", Body: []byte("x"), Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	src, err := a.Schedules(ctx, topic)

@@ -59,7 +59,7 @@ func TestIDFromUnambiguous(t *testing.T) {
 }
 
 // TestIDFromFormat: an id is 26 characters of the Crockford alphabet, the
-// first 0 to 7 (128 bits), and a valid id for Enqueue, not one reserved
+// first 0 to 7 (128 bits), and a valid id for Send, not one reserved
 // for schedules.
 func TestIDFromFormat(t *testing.T) {
 	for i := range 1000 {

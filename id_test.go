@@ -113,7 +113,7 @@ func TestGeneratedIDsShareAPartition(t *testing.T) {
 			for i := range msgs {
 				msgs[i] = Message{Topic: "steer", Body: []byte(fmt.Sprint(i)), Delay: tc.delay}
 			}
-			res, err := c.EnqueueBatch(ctx, msgs)
+			res, err := c.SendBatch(ctx, msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestGeneratedIDsShareAPartition(t *testing.T) {
 		}
 
 		// Given ids stay where murmur3 puts them.
-		res, err := c.EnqueueBatch(ctx, []Message{
+		res, err := c.SendBatch(ctx, []Message{
 			{Topic: "steer", ID: "given-1", Delay: time.Hour},
 			{Topic: "steer"},
 			{Topic: "steer", ID: "given-2", Delay: time.Hour},
@@ -198,7 +198,8 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := g; i < len(ids); i += 16 {
-					id, err := c.Enqueue(ctx, Message{Topic: "cogen", Body: []byte(fmt.Sprint(i)), Delay: time.Hour})
+					sent, err := c.Send(ctx, Message{Topic: "cogen", Body: []byte(fmt.Sprint(i)), Delay: time.Hour})
+					id := sent.ID
 					if err != nil {
 						t.Errorf("enqueue %d: %v", i, err)
 					}
@@ -230,14 +231,15 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 			t.Fatalf("stats = %+v, %v; want 800 scheduled", st, err)
 		}
 
-		// EnqueueAsync's callback gets the id as stored.
+		// SendAsync's callback gets the id as stored.
 		var mu sync.Mutex
 		async := map[string]string{} // id -> body
 		var written sync.WaitGroup
 		for i := range 200 {
 			body := fmt.Sprint("async-", i)
 			written.Add(1)
-			err := c.EnqueueAsync(ctx, Message{Topic: "cogen", Body: []byte(body), Delay: time.Hour}, func(id string, err error) {
+			err := c.SendAsync(ctx, Message{Topic: "cogen", Body: []byte(body), Delay: time.Hour}, func(res SendResult) {
+				id, err := res.ID, res.Err
 				defer written.Done()
 				if err != nil {
 					t.Errorf("%s: %v", body, err)
@@ -278,7 +280,7 @@ func TestGeneratedIDsManyPartitions(t *testing.T) {
 			for i := range msgs {
 				msgs[i] = Message{Topic: topic, Body: []byte(fmt.Sprint(i)), Delay: time.Hour}
 			}
-			res, err := c.EnqueueBatch(ctx, msgs)
+			res, err := c.SendBatch(ctx, msgs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,7 +53,7 @@ const OutcomeEnded Outcome = "ended"
 // uniqueness window (UniqueFor) keeps it: after its delivery, its id is
 // done in topic.
 //
-// It writes as EnqueueBatch writes messages of given ids, in the topic's
+// It writes as SendBatch writes messages of given ids, in the topic's
 // layout (during a change of the partition count too): an id the topic
 // holds already, in any state, is left alone and its result wraps
 // ErrDuplicate, so importing the same messages twice changes nothing.
@@ -72,7 +72,7 @@ const OutcomeEnded Outcome = "ended"
 // Each message's outcome is in its slot of the result; the error is for
 // failures of the whole call, after which some messages may have been
 // written (import them again and treat ErrDuplicate as success).
-func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessage) ([]EnqueueResult, error) {
+func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessage) ([]SendResult, error) {
 	select {
 	case <-c.co.closed:
 		return nil, fmt.Errorf("import: %w", ErrClosed)
@@ -82,7 +82,7 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 		return nil, err
 	}
 	now := c.opts.Now()
-	res := make([]EnqueueResult, len(msgs))
+	res := make([]SendResult, len(msgs))
 	var live, dones []int // indexes into msgs
 	for i := range msgs {
 		e := &msgs[i]
@@ -146,7 +146,7 @@ func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessag
 			continue
 		}
 		id, due, err := c.prepare(&ms[j], now)
-		w.res = EnqueueResult{ID: id, Due: due, Err: err}
+		w.res = SendResult{ID: id, Due: due, Err: err}
 	}
 	if len(ws) > 0 {
 		if err := c.write(ctx, now, ws); err != nil {
@@ -193,7 +193,7 @@ func checkImportedDone(e *ExportedMessage) error {
 // count, an id found in its old partition is a duplicate, as a message's
 // is (see place). It sets each one's result in res; the error is for a
 // failure of the whole write.
-func (c *Client) importDones(ctx context.Context, topic string, now time.Time, msgs []ExportedMessage, dones []int, res []EnqueueResult) error {
+func (c *Client) importDones(ctx context.Context, topic string, now time.Time, msgs []ExportedMessage, dones []int, res []SendResult) error {
 	ctx = c.retrying(ctx)
 	fail := func(err error) error {
 		if ctx.Err() != nil {
@@ -341,7 +341,7 @@ type importBatch struct {
 	// the lines before the malformed one were written.
 	halt   bool
 	parsed chan struct{} // closed once msgs, bad and halt are set
-	res    []EnqueueResult
+	res    []SendResult
 	err    error
 	done   chan struct{} // closed once written
 }

@@ -83,7 +83,7 @@ func TestImportDuringChange(t *testing.T) {
 	c := newClient(t, addr, Options{Partitions: 2})
 	topic := "imp-change"
 	old := samePartition("old-", 2, 4) // partition 0 of 2 now, 2 of 4 once moved
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {

@@ -28,7 +28,7 @@ func TestDeleteMany(t *testing.T) {
 		for i := range 10 {
 			batch = append(batch, Message{Topic: topic, ID: fmt.Sprintf("own-%d", i), At: far})
 		}
-		res, err := c.EnqueueBatch(ctx, batch)
+		res, err := c.SendBatch(ctx, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestDeleteDuringDeliveryStaysDeleted(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 2})
 		topic := "delrace"
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "x"}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		started := make(chan struct{})
@@ -131,7 +131,7 @@ func TestRescheduleAfterAckDoesNotResurrect(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 1})
 		topic := "reschrace"
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "y"}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "y"}); err != nil {
 			t.Fatal(err)
 		}
 		st := c.store

@@ -94,7 +94,7 @@ func enqueueDueNow(t *testing.T, c *Client, topic string, n int) time.Time {
 func limitedFleet(t *testing.T, c *Client, topic string, lim Limits, s *starts) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetLimits(ctx, topic, lim); err != nil {
@@ -184,7 +184,7 @@ func TestRateLimitClaimAhead(t *testing.T) {
 	const P = 4
 	c := newClient(t, testAddr(t), Options{Partitions: P})
 	topic := "rated-ahead"
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
 	lim := Limits{Rate: 100}
@@ -202,7 +202,7 @@ func TestRateLimitClaimAhead(t *testing.T) {
 	for i := range 100 {
 		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("s%03d", i), At: t0.Add(time.Duration(i) * 20 * time.Millisecond)})
 	}
-	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+	if _, err := c.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the spread delivered", func() bool { return s.finished.Load() >= 101 })
@@ -222,7 +222,7 @@ func TestRateLimitClaimAhead(t *testing.T) {
 	for i := range 200 {
 		msgs = append(msgs, Message{Topic: topic, ID: fmt.Sprintf("b%03d", i), At: T})
 	}
-	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+	if _, err := c.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the burst delivered", func() bool { return s.finished.Load() >= 301 })

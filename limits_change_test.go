@@ -24,7 +24,7 @@ func TestRateRaisedFromHourly(t *testing.T) {
 			c := newClient(t, testAddr(t), Options{Partitions: P})
 			topic := "raised"
 			s := newStarts(0)
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first", Delay: time.Hour}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: "first", Delay: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			lim := Limits{Rate: low}
@@ -64,7 +64,7 @@ func TestRateLoweredActs(t *testing.T) {
 	c := newClient(t, testAddr(t), Options{Partitions: P})
 	topic := "lowered"
 	s := newStarts(0)
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetLimits(ctx, topic, Limits{Rate: 1000}); err != nil {
@@ -114,7 +114,7 @@ func TestBurstAfterClear(t *testing.T) {
 	c := newClient(t, testAddr(t), Options{Partitions: P})
 	topic := "burst-cleared"
 	s := newStarts(0)
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
 	big := Limits{Rate: 5, Burst: 50}
@@ -175,7 +175,7 @@ func TestRateLimitSkewedClock(t *testing.T) {
 			var byA, byB atomic.Int64
 			// Due times are compared with each consumer's clock: the
 			// messages are due two hours ago, by every clock of the test.
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first", Delay: 3 * time.Hour}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: "first", Delay: 3 * time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			lim := Limits{Rate: rate}
@@ -237,7 +237,7 @@ func TestConcurrencyCapSkewedClock(t *testing.T) {
 			cs := skewedClient(t, addr, P, &off, io.Discard)
 			topic := "capped-skew"
 			s := newStarts(hold)
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first", Delay: 3 * time.Hour}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: "first", Delay: 3 * time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			lim := Limits{Concurrency: limit}

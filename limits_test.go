@@ -23,7 +23,7 @@ func TestLimitsStored(t *testing.T) {
 	if err := c.SetLimits(ctx, "nosuch", Limits{Rate: 5}); !errors.Is(err, ErrNoTopic) {
 		t.Fatalf("SetLimits of a topic that does not exist: %v, want ErrNoTopic", err)
 	}
-	if _, err := c.Enqueue(ctx, Message{Topic: "lim", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "lim", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []Limits{{Rate: -1}, {Burst: 3}, {Rate: 1, Burst: -1}, {Concurrency: -2}, {Rate: 2e6}} {
@@ -55,7 +55,7 @@ func TestLimitsStored(t *testing.T) {
 	k2 := runConsumer(t, c, ConsumerOptions{Topic: "lim", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
 	seenLimits(t, k2, Limits{})
 	// A topic whose limits were never decided takes the consumer's.
-	if _, err := c.Enqueue(ctx, Message{Topic: "lim2", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "lim2", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	k3 := runConsumer(t, c, ConsumerOptions{Topic: "lim2", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
@@ -107,7 +107,7 @@ func TestRateFloor(t *testing.T) {
 	}
 	ctx := context.Background()
 	c := newClient(t, testAddr(t), Options{Partitions: 2})
-	if _, err := c.Enqueue(ctx, Message{Topic: "floor", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "floor", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetLimits(ctx, "floor", Limits{Rate: 1e-9}); !errors.Is(err, ErrInvalid) {

@@ -79,7 +79,7 @@ func TestLostWriteRunsAgain(t *testing.T) {
 					msgs[i].ID = fmt.Sprintf("m-%02d", i)
 				}
 			}
-			res, err := c.EnqueueBatch(ctx, msgs)
+			res, err := c.SendBatch(ctx, msgs)
 			if err != nil {
 				t.Fatalf("%s, break before command %d: %v", tc.name, k, err)
 			}
@@ -152,7 +152,7 @@ func TestLostPolicySendRunsAgain(t *testing.T) {
 				for i := range old {
 					old[i] = Message{Topic: topic, ID: fmt.Sprintf("m-%02d", i), Body: []byte("old"), Delay: time.Hour, MaxAttempts: 9}
 				}
-				if _, err := c.EnqueueBatch(ctx, old); err != nil {
+				if _, err := c.SendBatch(ctx, old); err != nil {
 					t.Fatal(err)
 				}
 				for _, m := range old {
@@ -176,7 +176,7 @@ func TestLostPolicySendRunsAgain(t *testing.T) {
 					msgs[i].MaxWait = 10 * time.Minute
 				}
 			}
-			res, err := c.EnqueueBatch(ctx, msgs)
+			res, err := c.SendBatch(ctx, msgs)
 			if err != nil {
 				t.Fatalf("%s, break before command %d: %v", tc.name, k, err)
 			}

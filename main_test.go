@@ -199,7 +199,7 @@ func runStoppable(t *testing.T, c *Client, o ConsumerOptions, h Handler) (*Consu
 // mustBatch enqueues msgs and fails on any error.
 func mustBatch(t *testing.T, c *Client, msgs []Message) {
 	t.Helper()
-	res, err := c.EnqueueBatch(context.Background(), msgs)
+	res, err := c.SendBatch(context.Background(), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func beginAll(t *testing.T, c *Client, topic string, msgs ...Message) []*store.R
 	ctx := context.Background()
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		if _, err := c.Enqueue(ctx, m); err != nil {
+		if _, err := c.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = m.ID

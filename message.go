@@ -124,8 +124,9 @@ const (
 	OutcomeFinished Outcome = "finished"
 )
 
-// EnqueueResult is the outcome of one message of EnqueueBatch.
-type EnqueueResult struct {
+// SendResult is what a send did to one message (Send, SendAsync, and each
+// message of SendBatch).
+type SendResult struct {
 	ID  string
 	Due time.Time // the due time stored (for Debounce, capped by MaxWait)
 	// Outcome says what the enqueue did: created, replaced, debounced,
@@ -209,29 +210,22 @@ func msgName(id string) string {
 	return strconv.Quote(id)
 }
 
-// Enqueue adds one message and returns its id. It wraps ErrDuplicate when
-// the id is already queued in the topic and ErrInvalid for bad input.
+// Send adds one message and returns what it did: the message's id, the
+// due time stored (for Debounce, capped by MaxWait) and the outcome:
+// created, replaced, debounced, or rejected (with an error wrapping
+// ErrDuplicate). See Message.OnDuplicate. Bad input wraps ErrInvalid.
 //
 // Concurrent calls are coalesced into batches (unless
 // Options.DisableCoalescing): the call returns when its batch is written.
-// If ctx ends first, the message may still be written; enqueue it again
+// If ctx ends first, the message may still be written; send it again
 // with the same id and treat ErrDuplicate as success. (A message whose id
 // was to be generated has no id to retry with: give one to messages that
-// must not be enqueued twice.)
-func (c *Client) Enqueue(ctx context.Context, m Message) (string, error) {
-	res, err := c.Send(ctx, m)
-	return res.ID, err
-}
-
-// Send enqueues m as Enqueue does, and returns what it did: the message's
-// id, the due time stored (for Debounce, capped by MaxWait) and the
-// outcome: created, replaced, debounced, or rejected (with an error
-// wrapping ErrDuplicate). See Message.OnDuplicate.
+// must not be sent twice.)
 //
 // Made under a span (see Options.TracerProvider), the send has a
 // producer span, whose context the message stores: its deliveries' spans
 // belong to that trace (see docs/tracing.md).
-func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
+func (c *Client) Send(ctx context.Context, m Message) (SendResult, error) {
 	span, tp := c.startSend(ctx, m.Topic, 1)
 	m.trace = tp
 	res, err := c.send1(ctx, m)
@@ -240,27 +234,27 @@ func (c *Client) Send(ctx context.Context, m Message) (EnqueueResult, error) {
 }
 
 // send1 is Send without its span.
-func (c *Client) send1(ctx context.Context, m Message) (EnqueueResult, error) {
+func (c *Client) send1(ctx context.Context, m Message) (SendResult, error) {
 	if !c.opts.DisableCoalescing {
 		return c.enqueueOne(ctx, m)
 	}
 	res, err := c.enqueueBatch(ctx, []Message{m})
 	if err != nil {
-		return EnqueueResult{}, err
+		return SendResult{}, err
 	}
 	return res[0], res[0].Err
 }
 
-// enqueueOne is Enqueue through the coalescer. (Recycling its requests
+// enqueueOne is Send through the coalescer. (Recycling its requests
 // through a sync.Pool measured no faster: see docs/benchmarks.md,
 // Measured design choices.)
-func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, error) {
-	r := &enqReq{done: make(chan EnqueueResult, 1)}
+func (c *Client) enqueueOne(ctx context.Context, m Message) (SendResult, error) {
+	r := &enqReq{done: make(chan SendResult, 1)}
 	if err := c.prepareRequest(ctx, r, m); err != nil {
-		return EnqueueResult{ID: m.ID, Err: err}, err
+		return SendResult{ID: m.ID, Err: err}, err
 	}
 	if err := c.co.send(ctx, r); err != nil {
-		return EnqueueResult{}, err
+		return SendResult{}, err
 	}
 	select {
 	case res := <-r.done:
@@ -268,7 +262,7 @@ func (c *Client) enqueueOne(ctx context.Context, m Message) (EnqueueResult, erro
 	case <-ctx.Done():
 		// The write may still happen: enqueue again with the same id and
 		// treat ErrDuplicate as success.
-		return EnqueueResult{}, ctx.Err()
+		return SendResult{}, ctx.Err()
 	}
 }
 
@@ -288,19 +282,19 @@ func (c *Client) prepareRequest(ctx context.Context, r *enqReq, m Message) error
 	if err != nil {
 		return err
 	}
-	r.ctx, r.m, r.res = ctx, m, EnqueueResult{ID: id, Due: due}
+	r.ctx, r.m, r.res = ctx, m, SendResult{ID: id, Due: due}
 	return nil
 }
 
-// EnqueueBatch adds many messages, possibly of several topics, with a
+// SendBatch adds many messages, possibly of several topics, with a
 // handful of pipelined commands per partition. Each message's outcome is in
 // its slot of the result; the error is for failures of the whole call
-// (after which some messages may have been accepted: enqueue them again and
+// (after which some messages may have been accepted: send them again and
 // treat ErrDuplicate as success).
 //
 // Made under a span, the batch has one producer span, whose context
 // every message of the batch stores.
-func (c *Client) EnqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
+func (c *Client) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
 	select {
 	case <-c.co.closed:
 		return nil, fmt.Errorf("enqueue: %w", ErrClosed)
@@ -337,12 +331,12 @@ func batchTopic(msgs []Message) string {
 	return msgs[0].Topic
 }
 
-func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueResult, error) {
+func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
 	now := c.opts.Now()
 	ws := make([]pendingWrite, len(msgs))
 	for i := range msgs {
 		id, due, err := c.prepare(&msgs[i], now)
-		ws[i] = pendingWrite{msg: &msgs[i], res: EnqueueResult{ID: id, Due: due, Err: err}}
+		ws[i] = pendingWrite{msg: &msgs[i], res: SendResult{ID: id, Due: due, Err: err}}
 	}
 	if err := c.write(ctx, now, ws); err != nil {
 		return nil, err
@@ -350,16 +344,17 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 	return results(ws), nil
 }
 
-// EnqueueAsync queues m for the client's coalescer and returns without
+// SendAsync queues m for the client's coalescer and returns without
 // waiting for the write: single calls from many goroutines travel in
-// batches of up to 512 messages, at about the rate of EnqueueBatch.
+// batches of up to 512 messages, at about the rate of SendBatch.
 //
-// done, when not nil, is called exactly once with the message's id and its
-// outcome: nil once it is stored, an error wrapping ErrDuplicate, or the
-// write's failure (after which the message may or may not be stored:
-// enqueue it again with the same id and treat ErrDuplicate as success,
-// from done itself if you like). The callbacks of one batch run in order
-// on a goroutine of their own, so done may run concurrently for different
+// done, when not nil, is called exactly once with what the write did, as
+// Send returns it: the message's id, the due stored and the outcome
+// (res.Err nil once it is stored, an error wrapping ErrDuplicate, or the
+// write's failure, after which the message may or may not be stored:
+// send it again with the same id and treat ErrDuplicate as success, from
+// done itself if you like). The callbacks of one batch run in order on a
+// goroutine of their own, so done may run concurrently for different
 // messages. Close writes every queued message and returns after every
 // callback returned.
 //
@@ -370,19 +365,7 @@ func (c *Client) enqueueBatch(ctx context.Context, msgs []Message) ([]EnqueueRes
 // generated at the write (see Message.ID), and done gets it. m.Body is
 // not copied: do not change it before done is called. Made under a span,
 // the call has a producer span, as Send has, which ends with the write.
-func (c *Client) EnqueueAsync(ctx context.Context, m Message, done func(id string, err error)) error {
-	var cb func(EnqueueResult)
-	if done != nil {
-		cb = func(res EnqueueResult) { done(res.ID, res.Err) }
-	}
-	return c.SendAsync(ctx, m, cb)
-}
-
-// SendAsync is EnqueueAsync whose callback gets what the write did, as
-// Send returns it: the id, the due stored and the outcome (created,
-// replaced, debounced, or rejected with an error wrapping ErrDuplicate;
-// see Message.OnDuplicate).
-func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResult)) error {
+func (c *Client) SendAsync(ctx context.Context, m Message, done func(SendResult)) error {
 	span, tp := c.startSend(ctx, m.Topic, 1)
 	m.trace = tp
 	r, err := c.request(context.WithoutCancel(ctx), m)
@@ -390,13 +373,13 @@ func (c *Client) SendAsync(ctx context.Context, m Message, done func(EnqueueResu
 		span.endErr(err)
 		return err
 	}
-	r.cb = func(EnqueueResult) {}
+	r.cb = func(SendResult) {}
 	if done != nil {
 		r.cb = done
 	}
 	if span != nil {
 		cb := r.cb
-		r.cb = func(res EnqueueResult) {
+		r.cb = func(res SendResult) {
 			span.end(res, res.Err)
 			cb(res)
 		}

@@ -33,7 +33,7 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 		r := *recs[1]
 		r.Attempts, r.LastError = 1, "boom"
 		makeDead(t, c, topic, dead, &r, time.Now())
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: sched, Body: []byte("first"), At: due.Add(time.Hour)}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: sched, Body: []byte("first"), At: due.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		before := map[string]*Info{}
@@ -51,13 +51,13 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 		// Single calls and one batch.
 		again := due.Add(2 * time.Hour)
 		for _, id := range []string{sched, flight, dead} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Body: []byte("again"), At: again}); !errors.Is(err, ErrDuplicate) {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Body: []byte("again"), At: again}); !errors.Is(err, ErrDuplicate) {
 				t.Errorf("enqueue %s again: %v, want ErrDuplicate", id, err)
 			}
 		}
 		// In the batch, the scheduled one again at its own due: its entry
 		// then looks like one the batch could have added.
-		res, err := c.EnqueueBatch(ctx, []Message{
+		res, err := c.SendBatch(ctx, []Message{
 			{Topic: topic, ID: sched, Body: []byte("again"), At: due.Add(time.Hour)},
 			{Topic: topic, ID: flight, Body: []byte("again"), At: again},
 			{Topic: topic, ID: dead, Body: []byte("again"), At: again},
@@ -103,7 +103,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 2})
 		topic, id := "stale-entry", "m"
 		p := partition.For(id, 2)
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: id, At: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		// A delete that dies after its HDEL: the index entry stays.
@@ -118,7 +118,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		}
 
 		at := clock.CeilMS(time.Now().Add(2 * time.Hour))
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, At: at}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: id, At: at}); err != nil {
 			t.Fatalf("enqueue over a stale entry: %v", err)
 		}
 		f, err := c.store.Get(ctx, store.TopicPartition{Topic: topic, P: p}, id)
@@ -139,7 +139,7 @@ func TestEnqueueAheadFinishesAfterCancel(t *testing.T) {
 		c := newClient(t, addr, Options{Partitions: 2})
 		topic, id := "ahead-cancel", "m"
 		p := partition.For(id, 2)
-		if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: "other", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(context.Background(), Message{Topic: topic, ID: "other", Delay: time.Hour}); err != nil {
 			t.Fatal(err) // creates the topic
 		}
 		stale := addEntry(t, addr, topic, p, id, time.Now().Add(time.Minute))
@@ -199,7 +199,7 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 		var once sync.Once
 		unblock := func() { once.Do(func() { close(release) }) }
 		t.Cleanup(unblock) // before the consumer's shutdown, should the test stop early
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		<-started
@@ -265,7 +265,7 @@ func TestDebounceWindow(t *testing.T) {
 	c := newClient(t, testAddr(t), Options{Partitions: 2})
 	topic := "debounce"
 	rec := newRecorder()
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "warm"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "warm"}); err != nil {
 		t.Fatal(err)
 	}
 	runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
@@ -342,7 +342,7 @@ func TestReplaceInFlightAndDead(t *testing.T) {
 		return nil
 	}
 	k := runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 4}, h)
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "x", Body: []byte("one")}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "x", Body: []byte("one")}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -367,7 +367,7 @@ func TestReplaceInFlightAndDead(t *testing.T) {
 	}
 
 	// Dead, then replaced: delivered again with the new body.
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "y", Body: []byte("die"), MaxAttempts: 1}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "y", Body: []byte("die"), MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "y dead", func() bool {
@@ -441,7 +441,7 @@ func TestReplaceDuringChange(t *testing.T) {
 	topic := "replace-change"
 	const N = 40
 	for i := range N {
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprint("c", i), Body: []byte("old"), Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: fmt.Sprint("c", i), Body: []byte("old"), Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -500,7 +500,7 @@ func TestReplacedWhileFailing(t *testing.T) {
 		return nil
 	}
 	runConsumer(t, c, ConsumerOptions{Topic: topic, Backoff: []time.Duration{100 * time.Millisecond}}, h)
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "f", Body: []byte("old")}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "f", Body: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -528,13 +528,13 @@ func TestReplacedWhileFailing(t *testing.T) {
 func TestSendAsyncOutcome(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, testAddr(t), Options{Partitions: 2})
-	got := make(chan EnqueueResult, 1)
+	got := make(chan SendResult, 1)
 	for _, tc := range []struct {
 		policy OnDuplicate
 		want   Outcome
 	}{{Debounce, OutcomeCreated}, {Debounce, OutcomeDebounced}, {Reject, OutcomeRejected}} {
 		m := Message{Topic: "async", ID: "a", Delay: time.Hour, OnDuplicate: tc.policy}
-		if err := c.SendAsync(ctx, m, func(r EnqueueResult) { got <- r }); err != nil {
+		if err := c.SendAsync(ctx, m, func(r SendResult) { got <- r }); err != nil {
 			t.Fatal(err)
 		}
 		r := <-got

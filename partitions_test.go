@@ -90,7 +90,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 	for i := range gen {
 		gen[i] = Message{Topic: topic, At: far, Body: []byte("gen")}
 	}
-	res, err := c.EnqueueBatch(ctx, gen)
+	res, err := c.SendBatch(ctx, gen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 			if in, err := c.Get(ctx, topic, id); err != nil || in.State != StateScheduled {
 				t.Errorf("get %s during the change: %+v, %v", id, in, err)
 			}
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id}); !errors.Is(err, ErrDuplicate) {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id}); !errors.Is(err, ErrDuplicate) {
 				t.Errorf("enqueue of %s again during the change: %v, want ErrDuplicate", id, err)
 			}
 		}
@@ -148,7 +148,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 		}
 		for i := range 20 {
 			id := fmt.Sprintf("new-%d-%d", round, i)
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Delay: 500 * time.Millisecond}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Delay: 500 * time.Millisecond}); err != nil {
 				t.Errorf("enqueue %s during the change: %v", id, err)
 			}
 			soon = append(soon, id)

@@ -39,7 +39,7 @@ func TestPauseHoldsDue(t *testing.T) {
 		for i := range N {
 			d := time.Duration(i%16) * 100 * time.Millisecond
 			id := fmt.Sprintf("m%03d", i)
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Delay: d}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Delay: d}); err != nil {
 				t.Fatal(err)
 			}
 			due[id] = start.Add(d)
@@ -110,7 +110,7 @@ func TestPauseReturnsHeld(t *testing.T) {
 		k := runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 2 * time.Second}, rec.handle)
 		waitFor(t, 10*time.Second, "the partition owned", func() bool { return len(k.Stats().Owned) == 1 })
 		at := time.Now().Add(time.Second)
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "ahead", At: at}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "ahead", At: at}); err != nil {
 			t.Fatal(err)
 		}
 		var due time.Time
@@ -174,7 +174,7 @@ func TestPauseUntil(t *testing.T) {
 			t.Errorf("stats: pause %+v, want paused until %v", ts.Pause, until)
 		}
 		for i := range N {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: fmt.Sprintf("u%02d", i)}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: fmt.Sprintf("u%02d", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -224,7 +224,7 @@ func TestPauseIdleCost(t *testing.T) {
 		}
 		seenPause(t, kp, true)
 		for i := range 100 {
-			if _, err := paused.Enqueue(ctx, Message{Topic: "cost.paused", ID: fmt.Sprintf("w%03d", i)}); err != nil {
+			if _, err := paused.Send(ctx, Message{Topic: "cost.paused", ID: fmt.Sprintf("w%03d", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -259,7 +259,7 @@ func TestPauseNoTopic(t *testing.T) {
 	if meta, listed := testenv.TopicStored(t, addr, "dq", "ghost"); meta || listed {
 		t.Errorf("pause and resume of a topic never used wrote it: meta %v, listed %v", meta, listed)
 	}
-	if _, err := c.Enqueue(ctx, Message{Topic: "real", Delay: time.Hour}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: "real", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Second)
@@ -280,7 +280,7 @@ func TestPauseLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c := newClient(t, env.Backends[0], Options{Partitions: 2, Logger: log})
 	topic := "pauselog"
-	if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "first"}); err != nil {
+	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Pause(ctx, topic, PauseOptions{Until: time.Now().Add(200 * time.Millisecond)}); err != nil {

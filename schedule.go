@@ -50,7 +50,7 @@ const (
 	// MaxCatchUp bounds the missed occurrences PolicyAll delivers.
 	MaxCatchUp = 100
 	// ScheduleIDPrefix begins the id of every occurrence; ids given to
-	// Enqueue cannot begin with it.
+	// Send cannot begin with it.
 	ScheduleIDPrefix = keys.ScheduleIDPrefix
 	// maxScheduleName is the longest schedule name.
 	maxScheduleName = 100

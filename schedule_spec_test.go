@@ -52,7 +52,7 @@ func TestScheduleSpecErrors(t *testing.T) {
 		}
 	}
 	// Ids of occurrences are reserved.
-	_, err = c.Enqueue(context.Background(), Message{Topic: "orders", ID: "@sched:x:1:2:3", Body: []byte("b")})
+	_, err = c.Send(context.Background(), Message{Topic: "orders", ID: "@sched:x:1:2:3", Body: []byte("b")})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("enqueue of a reserved id: %v, want ErrInvalid naming the reservation", err)
 	}

@@ -373,7 +373,7 @@ func TestScheduleCost(t *testing.T) {
 
 	m0, c0 = memory(), mc.Commands()
 	parallel(func(i int) error {
-		_, err := mc.Enqueue(ctx, Message{Topic: "msg-cost", ID: "order-" + itoa5(i), At: due, Body: body})
+		_, err := mc.Send(ctx, Message{Topic: "msg-cost", ID: "order-" + itoa5(i), At: due, Body: body})
 		return err
 	})
 	msgCmds, msgMem := mc.Commands()-c0, memory()-m0

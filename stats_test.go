@@ -40,12 +40,12 @@ func TestStatsDueNowLagConsumers(t *testing.T) {
 		clk := &fakeClock{t: base}
 		c := newClient(t, addr, Options{Partitions: P, Now: clk.Now})
 		for i := range 5 { // due 1 s, 2 s ... 5 s after base
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "m" + string(rune('a'+i)), At: base.Add(time.Duration(i+1) * time.Second)}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: "m" + string(rune('a'+i)), At: base.Add(time.Duration(i+1) * time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, id := range []string{"later1", "later2"} {
-			if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: id, Delay: time.Hour}); err != nil {
+			if _, err := c.Send(ctx, Message{Topic: topic, ID: id, Delay: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -151,7 +151,7 @@ func TestStatsDueNowSegment(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = Message{Topic: "stats-seg", Delay: time.Hour}
 	}
-	if _, err := c.EnqueueBatch(ctx, msgs); err != nil {
+	if _, err := c.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(base.Add(2 * time.Hour))

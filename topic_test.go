@@ -59,7 +59,7 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 		}
 		// A message of another id than the one missing is not a topic
 		// error: ErrNotFound only.
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "a", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "a", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if meta, listed := testenv.TopicStored(t, addr, DefaultNamespace, topic); !meta || !listed {
@@ -125,10 +125,10 @@ func TestDeleteTopic(t *testing.T) {
 
 		// Messages and a schedule: refused, then forced.
 		const full = "full"
-		if _, err := c.Enqueue(ctx, Message{Topic: full, ID: "m1", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: full, ID: "m1", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Enqueue(ctx, Message{Topic: full, ID: "m2", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: full, ID: "m2", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.SetSchedule(ctx, full, Schedule{Name: "daily", Spec: "@daily"}); err != nil {
@@ -158,7 +158,7 @@ func TestDeleteTopic(t *testing.T) {
 			t.Errorf("get from a deleted topic: %v; want ErrNoTopic", err)
 		}
 		// Written to again, the topic is created again, empty.
-		if _, err := c.Enqueue(ctx, Message{Topic: full, ID: "m3", Delay: time.Hour}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: full, ID: "m3", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if st, err := c.Stats(ctx, full); err != nil || st.Scheduled != 1 || st.Count != 4 {
@@ -196,7 +196,7 @@ func TestDeleteTopic(t *testing.T) {
 
 		// A change of the count runs: refused, forced.
 		const changing = "changing"
-		if _, err := c.Enqueue(ctx, Message{Topic: changing, ID: "x"}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: changing, ID: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Delete(ctx, changing, "x"); err != nil {

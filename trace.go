@@ -152,7 +152,7 @@ func (c *Client) startSend(ctx context.Context, topic string, n int) (*sendSpan,
 }
 
 // end ends the span of an enqueue of one message, with its result.
-func (s *sendSpan) end(res EnqueueResult, err error) {
+func (s *sendSpan) end(res SendResult, err error) {
 	if s == nil {
 		return
 	}

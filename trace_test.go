@@ -76,11 +76,11 @@ func TestTraces(t *testing.T) {
 		bg := context.Background()
 
 		ctx, checkout := tp.Tracer("test").Start(bg, "checkout")
-		if _, err := c.Enqueue(ctx, Message{Topic: topic, ID: "traced", Body: []byte("a")}); err != nil {
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "traced", Body: []byte("a")}); err != nil {
 			t.Fatal(err)
 		}
 		checkout.End()
-		if _, err := c.Enqueue(bg, Message{Topic: topic, ID: "plain", Body: []byte("b")}); err != nil {
+		if _, err := c.Send(bg, Message{Topic: topic, ID: "plain", Body: []byte("b")}); err != nil {
 			t.Fatal(err)
 		}
 		var traces [2]trace.SpanContext // of the two sends of "debounced"
@@ -208,7 +208,7 @@ func TestTraces(t *testing.T) {
 }
 
 // TestTracesBatchAndAsync: a batch enqueued under a span has one send
-// span, whose context each of its messages stores; an EnqueueAsync
+// span, whose context each of its messages stores; an SendAsync
 // call under a span has its own, ended once the write is done.
 func TestTracesBatchAndAsync(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, addr string) {
@@ -220,7 +220,7 @@ func TestTracesBatchAndAsync(t *testing.T) {
 		ctx, span := tp.Tracer("test").Start(context.Background(), "import")
 		defer span.End()
 		msgs := []Message{{Topic: topic, ID: "b1"}, {Topic: topic, ID: "b2", Delay: time.Hour}, {Topic: topic, ID: "b3", OnDuplicate: Replace}}
-		res, err := c.EnqueueBatch(ctx, msgs)
+		res, err := c.SendBatch(ctx, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestTracesBatchAndAsync(t *testing.T) {
 			}
 		}
 		if msgs[0].trace != "" {
-			t.Errorf("EnqueueBatch changed the caller's messages: trace %q", msgs[0].trace)
+			t.Errorf("SendBatch changed the caller's messages: trace %q", msgs[0].trace)
 		}
 		var batch []sdktrace.ReadOnlySpan
 		for _, s := range exp.GetSpans().Snapshots() {
@@ -252,7 +252,7 @@ func TestTracesBatchAndAsync(t *testing.T) {
 		}
 
 		done := make(chan error, 1)
-		if err := c.EnqueueAsync(ctx, Message{Topic: topic, ID: "a1"}, func(_ string, err error) { done <- err }); err != nil {
+		if err := c.SendAsync(ctx, Message{Topic: topic, ID: "a1"}, func(res SendResult) { done <- res.Err }); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil {
@@ -278,10 +278,10 @@ func TestTracesWithoutSDK(t *testing.T) {
 	c := newClient(t, addr, Options{Partitions: 2, TracerProvider: noop.NewTracerProvider()})
 	const topic = "untraced"
 	sc := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	if _, err := c.Enqueue(trace.ContextWithRemoteSpanContext(context.Background(), sc), Message{Topic: topic, ID: "in-trace"}); err != nil {
+	if _, err := c.Send(trace.ContextWithRemoteSpanContext(context.Background(), sc), Message{Topic: topic, ID: "in-trace"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Enqueue(context.Background(), Message{Topic: topic, ID: "outside"}); err != nil {
+	if _, err := c.Send(context.Background(), Message{Topic: topic, ID: "outside"}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

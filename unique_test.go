@@ -51,7 +51,7 @@ func TestUniqueFor(t *testing.T) {
 				t.Errorf("send %q of a finished id within its window: %+v, %v", p, res, err)
 			}
 		}
-		res, err := c.EnqueueBatch(ctx, []Message{{Topic: topic, ID: "w", Delay: time.Hour}, {Topic: topic, ID: "fresh", Delay: time.Hour}})
+		res, err := c.SendBatch(ctx, []Message{{Topic: topic, ID: "w", Delay: time.Hour}, {Topic: topic, ID: "fresh", Delay: time.Hour}})
 		if err != nil || !errors.Is(res[0].Err, ErrDuplicate) || res[0].Outcome != OutcomeFinished || res[1].Err != nil {
 			t.Errorf("batch with a finished id: %+v, %v", res, err)
 		}

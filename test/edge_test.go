@@ -49,7 +49,7 @@ func writesAtTheEdge(t *testing.T, change bool) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if _, err := c.Enqueue(ctx, delayq.Message{Topic: topic, ID: "first", Body: []byte("b")}); err != nil {
+	if _, err := c.Send(ctx, delayq.Message{Topic: topic, ID: "first", Body: []byte("b")}); err != nil {
 		t.Fatal(err)
 	}
 	l := newLedger()

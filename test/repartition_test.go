@@ -152,7 +152,7 @@ func duringChange(t *testing.T, c *delayq.Client, l *ledger, topic string, farID
 		if in, err := c.Get(ctx, topic, id); err != nil || in.State != delayq.StateScheduled {
 			t.Errorf("get %s during a change: %+v, %v", id, in, err)
 		}
-		if _, err := c.Enqueue(ctx, delayq.Message{Topic: topic, ID: id}); !errors.Is(err, delayq.ErrDuplicate) {
+		if _, err := c.Send(ctx, delayq.Message{Topic: topic, ID: id}); !errors.Is(err, delayq.ErrDuplicate) {
 			t.Errorf("enqueue of %s again during a change: %v, want ErrDuplicate", id, err)
 		}
 	}
@@ -316,7 +316,7 @@ func enqueueFar(t *testing.T, c *delayq.Client, topic string, n int) ([]string, 
 		ids[i] = fmt.Sprintf("far-%04d", i)
 		msgs[i] = delayq.Message{Topic: topic, ID: ids[i], At: far, Body: []byte(ids[i])}
 	}
-	res, err := c.EnqueueBatch(context.Background(), msgs)
+	res, err := c.SendBatch(context.Background(), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestRepartitionNoConsumerCancel(t *testing.T) {
 		during = append(during, id)
 		msgs = append(msgs, delayq.Message{Topic: topic, ID: id, At: far})
 	}
-	if res, err := c.EnqueueBatch(ctx, msgs); err != nil || res[0].Err != nil {
+	if res, err := c.SendBatch(ctx, msgs); err != nil || res[0].Err != nil {
 		t.Fatal(err, res[0].Err)
 	}
 	r = mustCLI(t, "", "partitions", "--addr", addr, "--topic", topic, "--cancel")

@@ -48,8 +48,8 @@ var benchWorkloads = []string{"enqueue", "burst", "spread", "duenow", "export", 
 // benchAbout is the description "delayq bench -h" prints.
 const benchAbout = "Runs a benchmark workload against --addr and prints one line per run:\n" +
 	"  enqueue: n messages (256-byte bodies, due in 1 h) from --producers goroutines,\n" +
-	"           with single Enqueue calls, single EnqueueAsync calls (--async) or\n" +
-	"           EnqueueBatch (--batch), with ids the client generates or, with\n" +
+	"           with single Send calls, single SendAsync calls (--async) or\n" +
+	"           SendBatch (--batch), with ids the client generates or, with\n" +
 	"           --ids given, ids the bench chooses; the line gives the rate, and the\n" +
 	"           commands and this process's CPU time (client_cpu_us_per_msg) per message;\n" +
 	"           with --ids given and --on-duplicate replace or debounce (MaxWait 1 h),\n" +
@@ -61,7 +61,7 @@ const benchAbout = "Runs a benchmark workload against --addr and prints one line
 	"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n" +
 	"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n" +
 	"           topic that two consumers run: lateness;\n" +
-	"  export:  n messages (default 1000000, given ids) written with EnqueueBatch,\n" +
+	"  export:  n messages (default 1000000, given ids) written with SendBatch,\n" +
 	"           exported to a file unpaced, exported again paced, then imported\n" +
 	"           into another topic, and deleted as delete --in does: the rates,\n" +
 	"           peak heap and (--backends) the\n" +
@@ -159,9 +159,9 @@ func addBenchFlags(cmd *command) *benchFlags {
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "consumer handlers run at once")
 	fs.IntVar(&cfg.prefetch, "prefetch", 0, "messages a consumer may claim beyond its free handlers (0: the library's default)")
 	fs.IntVar(&cfg.claimBatch, "claim-batch", 0, "ids a consumer claims per partition and round trip (0: the library's default)")
-	fs.BoolVar(&f.batch, "batch", false, "enqueue with EnqueueBatch instead of single calls")
-	fs.BoolVar(&f.async, "async", false, "enqueue with single EnqueueAsync calls (the rate counts until every write is confirmed)")
-	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per EnqueueBatch call with --batch")
+	fs.BoolVar(&f.batch, "batch", false, "enqueue with SendBatch instead of single calls")
+	fs.BoolVar(&f.async, "async", false, "enqueue with single SendAsync calls (the rate counts until every write is confirmed)")
+	fs.IntVar(&cfg.batchSize, "batch-size", 256, "messages per SendBatch call with --batch")
 	fs.StringVar(&f.ids, "ids", "generated", "`source` of the enqueue workload's message ids: generated (by the client) or given (by the bench)")
 	fs.StringVar(&f.onDuplicate, "on-duplicate", "reject", "enqueue, with --ids given: every message's `policy` for an id that exists: reject, replace or debounce (MaxWait 1h); with replace or debounce the ids are sent twice")
 	fs.IntVar(&cfg.bodySize, "body", 256, "body `bytes`")

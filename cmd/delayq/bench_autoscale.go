@@ -259,7 +259,7 @@ func startAutoscaleSends(ctx context.Context, c *delayq.Client, topic string) *a
 			case <-t.C:
 			}
 			d := time.Duration(rand.IntN(5000)) * time.Millisecond
-			if _, err := c.Enqueue(sendCtx, delayq.Message{Topic: topic, Delay: d}); err != nil && sendCtx.Err() == nil {
+			if _, err := c.Send(sendCtx, delayq.Message{Topic: topic, Delay: d}); err != nil && sendCtx.Err() == nil {
 				s.done <- err
 				return
 			}

@@ -46,7 +46,7 @@ func benchDueNow(ctx context.Context, cfg benchConfig) (string, error) {
 		}
 		body := cfg.body()
 		for i := range n {
-			if _, err := r.prod.Enqueue(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
+			if _, err := r.prod.Send(ctx, delayq.Message{Topic: r.topic, ID: fmt.Sprintf("n%08d", i), Body: body}); err != nil {
 				return "", err
 			}
 			if err := waitFor(ctx, 10*time.Millisecond+rand.N(40*time.Millisecond)); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // benchExport is the export workload: n messages (given ids, bodies of
-// --body bytes, due in 1 h) written with EnqueueBatch of --batch-size from
+// --body bytes, due in 1 h) written with SendBatch of --batch-size from
 // --producers goroutines (the rate import is compared with), exported to
 // a file without pacing, exported again with the default pacing, then
 // imported from the file into a second topic, and deleted from the first
@@ -54,7 +54,7 @@ func benchExport(ctx context.Context, cfg benchConfig) (line string, err error) 
 		return "", err
 	}
 	// The library's Import without JSON, from --producers goroutines as
-	// the EnqueueBatch fill: what the write path alone does.
+	// the SendBatch fill: what the write path alone does.
 	api := benchTopic("importapi")
 	defer func() { err = errors.Join(err, dropTopic(ctx, cfg, api)) }()
 	if err := b.importWithAPI(ctx, api); err != nil {
@@ -77,7 +77,7 @@ type exportBench struct {
 	body     []byte
 	due      time.Time
 
-	filled    time.Duration // the EnqueueBatch fill
+	filled    time.Duration // the SendBatch fill
 	size      int64         // the file's bytes
 	exported  benchPhaseStats
 	paced     benchPhaseStats
@@ -87,7 +87,7 @@ type exportBench struct {
 }
 
 // fill creates the source topic (not part of the timing) and writes the
-// n messages to it with EnqueueBatch.
+// n messages to it with SendBatch.
 func (b *exportBench) fill(ctx context.Context) error {
 	if err := createTopic(ctx, b.cfg, b.c, b.src); err != nil {
 		return err

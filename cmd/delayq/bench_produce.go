@@ -14,9 +14,9 @@ import (
 type enqueueMode int
 
 const (
-	modeSingle enqueueMode = iota // Enqueue
-	modeAsync                     // EnqueueAsync
-	modeBatch                     // EnqueueBatch
+	modeSingle enqueueMode = iota // Send
+	modeAsync                     // SendAsync
+	modeBatch                     // SendBatch
 )
 
 // String names the mode as the enqueue line's mode= does.
@@ -37,7 +37,7 @@ func at(t time.Time) func(int) time.Time {
 	return func(int) time.Time { return t }
 }
 
-// fill enqueues msgs as produce does, with EnqueueBatch whatever --batch
+// fill enqueues msgs as produce does, with SendBatch whatever --batch
 // and --async say, and returns the time it took.
 func fill(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message) (time.Duration, error) {
 	cfg.mode = modeBatch
@@ -46,7 +46,7 @@ func fill(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.
 
 // produce enqueues msgs from cfg.producers goroutines and returns the
 // time it took. Unless want is empty, a single or batch call whose
-// outcome is another fails the run (EnqueueAsync reports no outcome).
+// outcome is another fails the run (SendAsync reports no outcome).
 func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []delayq.Message, want delayq.Outcome) (time.Duration, error) {
 	check := func(id string, got delayq.Outcome) error {
 		if want != "" && got != want {
@@ -76,13 +76,14 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 				switch cfg.mode {
 				case modeAsync:
 					writes.Add(1)
-					written := func(_ string, err error) {
+					written := func(res delayq.SendResult) {
+						err := res.Err
 						if err != nil {
 							fail(err)
 						}
 						writes.Done()
 					}
-					if err := c.EnqueueAsync(ctx, msgs[lo], written); err != nil {
+					if err := c.SendAsync(ctx, msgs[lo], written); err != nil {
 						writes.Done()
 						fail(err)
 						return
@@ -99,7 +100,7 @@ func produce(ctx context.Context, cfg benchConfig, c *delayq.Client, msgs []dela
 					}
 					continue
 				}
-				res, err := c.EnqueueBatch(ctx, msgs[lo:min(lo+step, len(msgs))])
+				res, err := c.SendBatch(ctx, msgs[lo:min(lo+step, len(msgs))])
 				if err != nil {
 					fail(err)
 					return

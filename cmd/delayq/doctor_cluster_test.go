@@ -25,7 +25,7 @@ func clusterTopic(t *testing.T, seeds, topic string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Enqueue(context.Background(), delayq.Message{Topic: topic, Body: []byte("x"), Delay: time.Hour}); err != nil {
+	if _, err := c.Send(context.Background(), delayq.Message{Topic: topic, Body: []byte("x"), Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 }

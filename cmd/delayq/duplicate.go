@@ -67,7 +67,7 @@ func (f *onDuplicateFlag) Set(s string) error {
 // read the id keep working; when the id existed and the message was
 // replaced or debounced, the id, the outcome and the due stored:
 // "order-42 debounced, due 2030-01-02T15:04:05.000Z".
-func sentLine(r delayq.EnqueueResult) string {
+func sentLine(r delayq.SendResult) string {
 	if r.Outcome == delayq.OutcomeCreated || r.Outcome == "" {
 		return r.ID
 	}

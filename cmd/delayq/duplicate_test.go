@@ -40,12 +40,12 @@ func TestSendDuplicateUsage(t *testing.T) {
 func TestSentLine(t *testing.T) {
 	due := time.Date(2030, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
 	for _, tc := range []struct {
-		r    delayq.EnqueueResult
+		r    delayq.SendResult
 		want string
 	}{
-		{delayq.EnqueueResult{ID: "a", Due: due, Outcome: delayq.OutcomeCreated}, "a"},
-		{delayq.EnqueueResult{ID: "a", Due: due, Outcome: delayq.OutcomeReplaced}, "a replaced, due 2030-01-02T03:04:05.678Z"},
-		{delayq.EnqueueResult{ID: "a b", Due: due, Outcome: delayq.OutcomeDebounced}, "a b debounced, due 2030-01-02T03:04:05.678Z"},
+		{delayq.SendResult{ID: "a", Due: due, Outcome: delayq.OutcomeCreated}, "a"},
+		{delayq.SendResult{ID: "a", Due: due, Outcome: delayq.OutcomeReplaced}, "a replaced, due 2030-01-02T03:04:05.678Z"},
+		{delayq.SendResult{ID: "a b", Due: due, Outcome: delayq.OutcomeDebounced}, "a b debounced, due 2030-01-02T03:04:05.678Z"},
 	} {
 		if got := sentLine(tc.r); got != tc.want {
 			t.Errorf("sentLine(%+v) = %q, want %q", tc.r, got, tc.want)

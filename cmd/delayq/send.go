@@ -17,7 +17,7 @@ import (
 	"github.com/delayq/delayq/internal/httpapi"
 )
 
-// DefaultBatch is the default of send --batch: messages per EnqueueBatch call.
+// DefaultBatch is the default of send --batch: messages per SendBatch call.
 const DefaultBatch = 500
 
 // runSend implements "delayq send": one message from flags, or JSON lines
@@ -171,8 +171,8 @@ func parseLine(topic string, dups httpapi.Duplicates, line []byte) (delayq.Messa
 type pendingLine struct {
 	line int
 	msg  delayq.Message
-	res  delayq.EnqueueResult // what its enqueue did, once sent
-	err  error                // the reason it was rejected, when it was
+	res  delayq.SendResult // what its enqueue did, once sent
+	err  error             // the reason it was rejected, when it was
 }
 
 // rejection formats the stderr line that reports a rejected message. A
@@ -263,7 +263,7 @@ func (s *lineSender) flush(ctx context.Context) error {
 		}
 	}
 	if len(msgs) > 0 {
-		res, err := s.client.EnqueueBatch(ctx, msgs)
+		res, err := s.client.SendBatch(ctx, msgs)
 		if err != nil {
 			s.out.Flush()
 			return fmt.Errorf("enqueue lines %d to %d: %w", s.batch[0].line, s.batch[len(s.batch)-1].line, err)

@@ -89,7 +89,7 @@ func TestUIRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Enqueue(context.Background(), delayq.Message{Topic: "invoices", ID: "inv-1", Delay: time.Hour}); err != nil {
+	if _, err := cl.Send(context.Background(), delayq.Message{Topic: "invoices", ID: "inv-1", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DELAYQ_TOKEN", "from-env")
@@ -163,7 +163,7 @@ command = ["true"]
 	}
 	defer cl.Close()
 	for i := range 3 {
-		if _, err := cl.Enqueue(ctx, delayq.Message{Topic: "jobs", ID: fmt.Sprintf("j%d", i), Body: []byte("x")}); err != nil {
+		if _, err := cl.Send(ctx, delayq.Message{Topic: "jobs", ID: fmt.Sprintf("j%d", i), Body: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}

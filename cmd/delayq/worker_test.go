@@ -252,7 +252,7 @@ command = ["sh", "-c", 'printf "%%s=%%s\n" "$DELAYQ_ID" "$(cat)" >>"$1"', "sh", 
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Enqueue(ctx, delayq.Message{Topic: "jobs", ID: "direct-1", Body: []byte("direct")}); err != nil {
+	if _, err := cl.Send(ctx, delayq.Message{Topic: "jobs", ID: "direct-1", Body: []byte("direct")}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "both deliveries in "+out, func() bool {
@@ -329,7 +329,7 @@ func TestWorkerUsesStoredPartitionCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Enqueue(context.Background(), delayq.Message{Topic: "eight", ID: "a", Body: []byte("from eight")}); err != nil {
+	if _, err := cl.Send(context.Background(), delayq.Message{Topic: "eight", ID: "a", Body: []byte("from eight")}); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "delivered")

@@ -327,7 +327,7 @@ func fileNames(t *testing.T) map[string]bool {
 func TestDocReferencesResolve(t *testing.T) {
 	decls := parseDecls(t)
 	names := fileNames(t)
-	if !decls.top["delayq.Client"] || !decls.members["Client.Enqueue"] || !decls.top["store.Store"] {
+	if !decls.top["delayq.Client"] || !decls.members["Client.Send"] || !decls.top["store.Store"] {
 		t.Fatal("the repository's declarations were not found: the parse is broken")
 	}
 	checkedGo, checkedFiles := 0, 0

@@ -29,7 +29,7 @@ func TestExport(t *testing.T) {
 	for i := range 30 {
 		msgs = append(msgs, delayq.Message{Topic: "exp", Body: []byte{byte(i), 0xff}, Delay: time.Hour})
 	}
-	if _, err := client.EnqueueBatch(ctx, msgs); err != nil {
+	if _, err := client.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 	a := newAPI(t, Options{Token: "t0k", Client: func(string) (*delayq.Client, error) { return client, nil }})

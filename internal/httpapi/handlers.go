@@ -46,7 +46,7 @@ type rejectedResponse struct {
 
 // rejected returns the 409 answer of res, an enqueue refused with
 // ErrDuplicate: finished or rejected.
-func rejected(res delayq.EnqueueResult) rejectedResponse {
+func rejected(res delayq.SendResult) rejectedResponse {
 	out := rejectedResponse{Error: res.Err.Error(), ID: res.ID, Outcome: delayq.OutcomeRejected}
 	var fe *delayq.FinishedError
 	if errors.As(res.Err, &fe) {
@@ -123,7 +123,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := c.EnqueueBatch(r.Context(), []delayq.Message{m})
+	res, err := c.SendBatch(r.Context(), []delayq.Message{m})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -54,7 +54,7 @@ func TestTopicGauges(t *testing.T) {
 	}
 	c := still(t)
 	for i, at := range []time.Duration{-3 * time.Second, -time.Second, -2 * time.Second, time.Hour, 2 * time.Hour} {
-		if _, err := c.Enqueue(ctx, delayq.Message{Topic: topic, ID: "m" + string(rune('0'+i)), At: base.Add(at)}); err != nil {
+		if _, err := c.Send(ctx, delayq.Message{Topic: topic, ID: "m" + string(rune('0'+i)), At: base.Add(at)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -116,7 +116,7 @@ func TestConsumerMetrics(t *testing.T) {
 			}()
 
 			for _, body := range []string{"a", "b", "c", "fail"} {
-				if _, err := client.Enqueue(context.Background(), delayq.Message{Topic: topic, Body: []byte(body)}); err != nil {
+				if _, err := client.Send(context.Background(), delayq.Message{Topic: topic, Body: []byte(body)}); err != nil {
 					t.Fatal(err)
 				}
 			}

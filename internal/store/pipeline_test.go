@@ -11,7 +11,7 @@ import (
 // BenchmarkRoundTrip times one pipelined round trip of k one-field HSETs
 // of 268-byte values (a record's size for a 256-byte body) on k partition
 // keys, directly and through Twemproxy: the floor under any operation that
-// waits for its write, such as a single Enqueue.
+// waits for its write, such as a single Send.
 //
 //	go test -run '^$' -bench RoundTrip ./internal/store
 func BenchmarkRoundTrip(b *testing.B) {

@@ -50,7 +50,7 @@ func seedBench(b *testing.B) {
 				msgs = append(msgs, delayq.Message{Topic: benchTopic, ID: fmt.Sprintf("bench-%07d", j), Body: body,
 					At: now.Add(time.Minute + time.Duration(j)*time.Hour/time.Duration(n))})
 			}
-			_, benchSeed.err = c.EnqueueBatch(b.Context(), msgs)
+			_, benchSeed.err = c.SendBatch(b.Context(), msgs)
 		}
 		if st, err := c.Stats(b.Context(), benchTopic); err != nil || st.Scheduled != int64(n) {
 			benchSeed.err = fmt.Errorf("seeded %+v, %v; want %d scheduled", st, err, n)

@@ -94,7 +94,7 @@ func (f *fixture) client(n int) *delayq.Client {
 // send enqueues messages, failing the test on any error.
 func send(t testing.TB, c *delayq.Client, msgs ...delayq.Message) {
 	t.Helper()
-	res, err := c.EnqueueBatch(context.Background(), msgs)
+	res, err := c.SendBatch(context.Background(), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}

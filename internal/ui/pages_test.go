@@ -47,7 +47,7 @@ func seedBig(t *testing.T, c *delayq.Client, topic string) (ids map[string]bool,
 	for range 40 {
 		gen = append(gen, delayq.Message{Topic: topic, Body: []byte("generated"), Delay: 20 * time.Minute})
 	}
-	res, err := c.EnqueueBatch(context.Background(), gen)
+	res, err := c.SendBatch(context.Background(), gen)
 	if err != nil {
 		t.Fatal(err)
 	}
