@@ -132,7 +132,7 @@ func autoFromStore(a store.Auto) *AutoPartitions {
 // Every consumer of the topic follows it within a second. The stored
 // settings are the truth: a worker's file turns it on only on a topic
 // where it was never set nor turned off (see
-// ConsumerOptions.AutoPartitions). It fails with ErrNoTopic for a topic
+// TopicConfig.AutoPartitions). It fails with ErrNoTopic for a topic
 // that does not exist and ErrInvalid for bad settings, and writes nothing
 // then.
 func (c *Client) SetAutoPartitions(ctx context.Context, topic string, a *AutoPartitions) error {
@@ -346,21 +346,4 @@ func (k *Consumer) autoCheck(ctx context.Context, a AutoPartitions, step time.Du
 	k.log.Info("automatic partition count: change begun", "from", l.Count, "to", target, "live_consumers", live)
 	k.c.changed(ctx, topic)
 	return nil
-}
-
-// proposeAuto stores ConsumerOptions.AutoPartitions as the topic's
-// automatic count when it was never set nor turned off, and warns when
-// the stored one differs.
-func (k *Consumer) proposeAuto(ctx context.Context) error {
-	want := k.opts.AutoPartitions.withDefaults()
-	return k.propose(ctx, "automatic partition count set", "the topic's stored automatic partition count differs from this consumer's; the stored one applies (change it with delayq partitions --auto)",
-		want.String(), func(ctx context.Context) (bool, error) {
-			return k.c.store.SetAuto(ctx, k.opts.Topic, want.toStore(), true)
-		}, func(ctx context.Context) (string, error) {
-			stored, err := k.c.AutoPartitionsOf(ctx, k.opts.Topic)
-			if err != nil || stored == nil {
-				return "off", err
-			}
-			return stored.String(), nil
-		})
 }

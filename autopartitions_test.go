@@ -149,9 +149,12 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 		return nil
 	}
 	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
-		moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond,
-		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 500 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: time.Second}}
+		moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond}
+	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 500 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: time.Second}
 	start := func(id string) (*Consumer, func()) {
+		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+			t.Fatal(err)
+		}
 		o := opts
 		o.ID = id
 		return runStoppable(t, c, o, h)
@@ -256,10 +259,13 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 		return nil
 	}
 	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
-		Backoff: []time.Duration{1500 * time.Millisecond}, moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond,
-		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: 500 * time.Millisecond}}
+		Backoff: []time.Duration{1500 * time.Millisecond}, moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond}
+	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: 500 * time.Millisecond}
 	var stops []func()
 	start := func(id string) {
+		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+			t.Fatal(err)
+		}
 		o := opts
 		o.ID = id
 		_, stop := runStoppable(t, c, o, h)
@@ -338,10 +344,13 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	c := newClient(t, env.Proxy, Options{Partitions: 4})
 	const topic = "auto-person"
 	opts := ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond, Lease: 2 * time.Second,
-		moveSettle: 3 * time.Second, autoCheck: 100 * time.Millisecond, // a change lasts 3 s: time to cancel it
-		AutoPartitions: &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: 300 * time.Millisecond, Cooldown: 300 * time.Millisecond}}
+		moveSettle: 3 * time.Second, autoCheck: 100 * time.Millisecond} // a change lasts 3 s: time to cancel it
+	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: 300 * time.Millisecond, Cooldown: 300 * time.Millisecond}
 	nop := func(context.Context, *Delivery) error { return nil }
 	start := func(id string) {
+		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+			t.Fatal(err)
+		}
 		o := opts
 		o.ID = id
 		runStoppable(t, c, o, nop)

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/lease"
@@ -51,9 +50,6 @@ func (c *Client) NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error)
 	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
-	}
-	if err := c.checkSchedules(opts.Schedules); err != nil {
-		return nil, fmt.Errorf("ConsumerOptions.Schedules: %w", err)
 	}
 	return &Consumer{
 		c: c, opts: opts, h: h, deliverName: "delayq.deliver " + opts.Topic,
@@ -257,87 +253,38 @@ func (r *consumerRun) end() {
 	r.d.Close()
 }
 
-// Backoff of a consumer's start while Redis cannot be reached.
-const (
-	startRetryMin = 100 * time.Millisecond
-	startRetryMax = 2 * time.Second
-)
-
-// start creates the topic (or reads its layout) and applies the
-// schedules. While Redis cannot be reached (store.Unavailable) it tries
-// again with backoff: the outage is logged once, by the store's Outage,
-// and other failures through the client's error log. It returns a nil
-// layout when ctx ended or Shutdown was called first, and the error of
-// anything else. The layout read is the consumer's from then on.
+// start creates the topic (or reads its layout) and reads its controls.
+// While Redis cannot be reached it tries again with backoff (see
+// whileUnreachable). It returns a nil layout when ctx ended or Shutdown
+// was called first, and the error of anything else. The layout read is
+// the consumer's from then on.
 func (k *Consumer) start(ctx context.Context) (*store.Layout, error) {
-	proposed, set := k.opts.Partitions, k.opts.Partitions != 0
-	if !set {
-		proposed, set = k.c.opts.Partitions, k.c.partitionsSet
-	}
-	if a := k.opts.AutoPartitions; a != nil && k.opts.Partitions == 0 {
-		// A topic created on an automatic count starts within its bounds.
-		b := a.withDefaults()
-		proposed, set = min(max(proposed, b.Min), b.Max), false
-	}
-	wait := startRetryMin
-	for {
-		l, err := k.c.ensureTopicAs(ctx, k.opts.Topic, proposed, set)
+	var l store.Layout
+	err := k.c.whileUnreachable(ctx, k.stopCh, "start: waiting for redis", []any{"component", "consumer", "topic", k.opts.Topic}, func(ctx context.Context) error {
+		var err error
+		if l, err = k.c.ensureTopic(ctx, k.opts.Topic); err != nil {
+			return err
+		}
+		k.layout.Store(&l)
+		// A paused topic's loops must not claim before the pause is known.
+		ctrl, _, err := k.c.store.ReadControls(ctx, k.opts.Topic)
 		if err == nil {
-			k.layout.Store(&l)
-			err = k.applySchedules(ctx)
+			k.setControls(ctrl)
 		}
-		if err == nil && k.opts.Limits != nil {
-			err = k.proposeLimits(ctx)
-		}
-		if err == nil && k.opts.UniqueFor != nil {
-			err = k.proposeUniqueFor(ctx)
-		}
-		if err == nil && k.opts.AutoPartitions != nil {
-			err = k.proposeAuto(ctx)
-		}
-		if err == nil {
-			// A paused topic's loops must not claim before the pause is known.
-			var ctrl store.Controls
-			if ctrl, _, err = k.c.store.ReadControls(ctx, k.opts.Topic); err == nil {
-				k.setControls(ctrl)
-			}
-		}
-		switch {
-		case err == nil:
-			return &l, nil
-		case ctx.Err() != nil:
-			return nil, nil
-		case !store.Unavailable(err):
-			return nil, err
-		}
-		k.c.errLog.Log("start: waiting for redis", err, "component", "consumer", "topic", k.opts.Topic)
-		t := time.NewTimer(clock.Jitter(wait))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-k.stopCh:
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		}
-		wait = min(2*wait, startRetryMax)
+		return err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
-}
-
-// applySchedules applies ConsumerOptions.Schedules (see Run).
-func (k *Consumer) applySchedules(ctx context.Context) error {
-	if len(k.opts.Schedules) == 0 {
-		return nil
+	select {
+	case <-k.stopCh:
+		return nil, nil
+	default:
 	}
-	done, err := k.c.ApplySchedules(ctx, k.opts.Topic, k.opts.Schedules)
-	for _, a := range done {
-		k.log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
-	}
-	if err != nil {
-		return fmt.Errorf("topic %s: apply schedules: %w", k.opts.Topic, err)
-	}
-	return nil
+	return &l, nil
 }
 
 // readLayout reads the topic's layout, for the manager's rounds and the

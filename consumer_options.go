@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/lease"
-	"github.com/delayq/delayq/partition"
 )
 
 // Defaults for ConsumerOptions.
@@ -43,30 +42,6 @@ type ConsumerOptions struct {
 	Topic string
 	// ID names this consumer in leases and stats. Default "host-pid-xxxx".
 	ID string
-	// Partitions is the partition count the topic gets if this consumer
-	// creates it. An existing topic keeps its stored count: a different
-	// value is logged as a warning that names both. Default the client's
-	// Options.Partitions.
-	Partitions int
-	// Limits are the fleet-wide limits the topic gets if its limits were
-	// never set nor cleared (see Client.SetLimits). Stored limits win: a
-	// different value is logged as a warning that names both, so that a
-	// rolling deploy with two versions of a file never flips them. nil:
-	// the consumer sets none.
-	Limits *Limits
-	// UniqueFor is the default uniqueness window the topic gets if its
-	// window was never set (see Client.SetUniqueFor); as with Limits, the
-	// stored window wins, and a different one is logged as a warning.
-	// nil: the consumer sets none.
-	UniqueFor *time.Duration
-	// AutoPartitions turns on the topic's automatic partition count (see
-	// Client.SetAutoPartitions) if it was never set nor turned off; as
-	// with Limits, the stored settings win, and a different value is
-	// logged as a warning. nil: the consumer sets none. Every consumer
-	// of a topic whose count is automatic takes part in it, whatever its
-	// options. Without Partitions, a topic this consumer creates starts
-	// with the client's count brought within Min and Max.
-	AutoPartitions *AutoPartitions
 	// Concurrency is the number of handlers run at once. Default DefaultConcurrency (16).
 	Concurrency int
 	// Prefetch is how many messages may be claimed beyond the free handler
@@ -156,11 +131,6 @@ type ConsumerOptions struct {
 	// Limit, when positive, stops the consumer after that many deliveries
 	// have started: Run then shuts down gracefully and returns nil.
 	Limit int
-	// Schedules are applied to the topic when Run starts, once the topic
-	// exists, by the rule of Client.ApplySchedules: created when missing,
-	// replaced only when their definition here changed since it was last
-	// applied, so that changes made at run time survive restarts.
-	Schedules []Schedule
 
 	// moveSettle shortens poller.DefaultMoveSettle in tests of the
 	// library that change the partition count; the end-to-end tests run
@@ -192,21 +162,6 @@ func (o *ConsumerOptions) setDefaults() error {
 			return fieldErr("ConsumerOptions."+name, *n, "is negative")
 		}
 		return nil
-	}
-	if o.Limits != nil {
-		if err := o.Limits.Validate(); err != nil {
-			return fmt.Errorf("ConsumerOptions.Limits: %w", err)
-		}
-	}
-	if o.AutoPartitions != nil {
-		if err := o.AutoPartitions.Validate(); err != nil {
-			return fmt.Errorf("ConsumerOptions.AutoPartitions: %w", err)
-		}
-	}
-	if o.Partitions != 0 {
-		if err := partition.ValidateCount(o.Partitions); err != nil {
-			return fieldErr("ConsumerOptions.Partitions", o.Partitions, "is out of range 1..%d", partition.MaxPartitions)
-		}
 	}
 	for _, err := range []error{
 		defInt(&o.Concurrency, DefaultConcurrency, "Concurrency"),

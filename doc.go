@@ -40,7 +40,8 @@
 //     count) as last read
 //   - pause.go: Pause, Resume, PauseState
 //   - limits.go: Limits, SetLimits, LimitsState
-//   - unique.go: a topic's default uniqueness window (SetUniqueFor, MaxUniqueFor; ConsumerOptions.UniqueFor's proposal)
+//   - unique.go: a topic's default uniqueness window (SetUniqueFor, MaxUniqueFor)
+//   - provision.go: what a topic's owner declares (TopicConfig, ProposeTopic)
 //   - limiter.go: a consumer's claims to the fleet-wide limits (its loops'
 //     poller.Gate)
 //   - kept_acks.go: acks written after a lost lease

@@ -206,7 +206,7 @@ func decodeRate(raw json.RawMessage) (float64, error) {
 // released in a loop, never early, never lost, never counted as an
 // attempt. The stored limits are the truth: a worker's file sets them
 // only on a topic whose limits were never set nor cleared (see
-// ConsumerOptions.Limits). It fails with ErrNoTopic for a topic that does
+// TopicConfig.Limits). It fails with ErrNoTopic for a topic that does
 // not exist and ErrInvalid for bad limits, and writes nothing then.
 func (c *Client) SetLimits(ctx context.Context, topic string, l Limits) error {
 	if err := validateTopic(topic); err != nil {
@@ -233,43 +233,6 @@ func (c *Client) Limits(ctx context.Context, topic string) (Limits, error) {
 		return Limits{}, store.NoTopic(topic)
 	}
 	return fromStore(ctrl.Limits), nil
-}
-
-// proposeLimits stores ConsumerOptions.Limits as the topic's limits when
-// they were never set nor cleared, and warns when the stored ones differ.
-func (k *Consumer) proposeLimits(ctx context.Context) error {
-	want := *k.opts.Limits
-	return k.propose(ctx, "topic limits set", "the topic's stored limits differ from this consumer's; the stored ones apply (change them with delayq limits)",
-		want.String(), func(ctx context.Context) (bool, error) {
-			return k.c.store.SetLimits(ctx, k.opts.Topic, storeLimits(want), true)
-		}, func(ctx context.Context) (string, error) {
-			stored, err := k.c.Limits(ctx, k.opts.Topic)
-			return stored.String(), err
-		})
-}
-
-// propose writes a setting of this consumer's options into its topic's
-// controls with set, which writes only where the topic never had one
-// (logging set when it did), else reads the stored one and warns with
-// differ when it is not want: the stored setting is the truth, and a
-// rolling deploy with two versions of a file must not flip it. Settings
-// compare by their String, which says what applies.
-func (k *Consumer) propose(ctx context.Context, set, differ, want string, write func(context.Context) (bool, error), stored func(context.Context) (string, error)) error {
-	written, err := write(ctx)
-	if err != nil || written {
-		if written {
-			k.log.Info(set, "setting", want)
-		}
-		return err
-	}
-	got, err := stored(ctx)
-	if err != nil {
-		return err
-	}
-	if got != want {
-		k.log.Warn(differ, "stored", got, "configured", want)
-	}
-	return nil
 }
 
 func storeLimits(l Limits) store.Limits {

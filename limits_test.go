@@ -45,20 +45,34 @@ func TestLimitsStored(t *testing.T) {
 	if err != nil || ts.Limits.Limits != want {
 		t.Fatalf("stats limits: %+v, %v", ts.Limits, err)
 	}
-	// A consumer configured otherwise leaves the stored limits alone...
-	k := runConsumer(t, c, ConsumerOptions{Topic: "lim", Limits: &Limits{Rate: 1}}, newRecorder().handle)
+	// A topic's owner proposing others leaves the stored limits alone...
+	propose := func(topic string, l Limits, written bool, stored Limits) {
+		t.Helper()
+		p, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, Limits: &l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := Proposed{Setting: "limits", Proposed: l.String(), Stored: stored.String(), Written: written}
+		if len(p.Settings) != 1 || p.Settings[0] != w {
+			t.Errorf("ProposeTopic(%s, limits %v): %+v, want %+v", topic, l, p.Settings, w)
+		}
+	}
+	propose("lim", Limits{Rate: 1}, false, want)
+	k := runConsumer(t, c, ConsumerOptions{Topic: "lim"}, newRecorder().handle)
 	seenLimits(t, k, want)
 	// ...and so does one after they were cleared: cleared is decided.
 	if err := c.SetLimits(ctx, "lim", Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	k2 := runConsumer(t, c, ConsumerOptions{Topic: "lim", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
+	propose("lim", Limits{Concurrency: 3}, false, Limits{})
+	k2 := runConsumer(t, c, ConsumerOptions{Topic: "lim"}, newRecorder().handle)
 	seenLimits(t, k2, Limits{})
-	// A topic whose limits were never decided takes the consumer's.
+	// A topic whose limits were never decided takes the proposed ones.
 	if _, err := c.Send(ctx, Message{Topic: "lim2", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	k3 := runConsumer(t, c, ConsumerOptions{Topic: "lim2", Limits: &Limits{Concurrency: 3}}, newRecorder().handle)
+	propose("lim2", Limits{Concurrency: 3}, true, Limits{Concurrency: 3})
+	k3 := runConsumer(t, c, ConsumerOptions{Topic: "lim2"}, newRecorder().handle)
 	seenLimits(t, k3, Limits{Concurrency: 3})
 }
 

@@ -29,24 +29,6 @@ func (c *Client) SetUniqueFor(ctx context.Context, topic string, d time.Duration
 	return err
 }
 
-// proposeUniqueFor stores ConsumerOptions.UniqueFor as the topic's
-// default uniqueness window when it was never set, and warns when the
-// stored one differs (see propose).
-func (k *Consumer) proposeUniqueFor(ctx context.Context) error {
-	want := windowText(*k.opts.UniqueFor)
-	return k.propose(ctx, "topic uniqueness window set", "the topic's stored uniqueness window differs from this consumer's; the stored one applies (change it with delayq unique-for)",
-		want, func(ctx context.Context) (bool, error) {
-			written, err := k.c.store.SetUniqueFor(ctx, k.opts.Topic, windowMS(*k.opts.UniqueFor), true)
-			if written {
-				k.c.forget(k.opts.Topic)
-			}
-			return written, err
-		}, func(ctx context.Context) (string, error) {
-			stored, err := k.c.UniqueFor(ctx, k.opts.Topic)
-			return windowText(stored), err
-		})
-}
-
 // windowText says a uniqueness window as the logs and delayq unique-for
 // print it: "none" for 0, else as time.Duration prints it (in ms, as
 // stored).

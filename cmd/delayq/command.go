@@ -278,7 +278,6 @@ func (cmd *command) value(name string) string {
 var fieldFlags = map[string]string{
 	"Options.Addr":                     "addr",
 	"Options.Partitions":               "partitions",
-	"ConsumerOptions.Partitions":       "partitions",
 	"ConsumerOptions.Lease":            "lease",
 	"ConsumerOptions.Concurrency":      "concurrency",
 	"ConsumerOptions.Prefetch":         "prefetch",

@@ -194,7 +194,6 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 		}
 		t.consumer, err = w.client.NewConsumer(delayq.ConsumerOptions{
 			Topic:            tc.Name,
-			Partitions:       tc.Partitions,
 			ID:               cfg.Worker.ID,
 			Concurrency:      tc.Concurrency,
 			Timeout:          tc.Timeout,
@@ -204,10 +203,6 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 			PollInterval:     cfg.Worker.PollInterval,
 			IdlePollInterval: cfg.Worker.IdlePollInterval,
 			ShutdownTimeout:  cfg.Worker.ShutdownTimeout,
-			Schedules:        workerSchedules(tc.Schedules),
-			Limits:           tc.Limits,         // nil without [topic.limits]
-			UniqueFor:        tc.UniqueFor,      // nil without unique_for
-			AutoPartitions:   tc.AutoPartitions, // nil without partitions = "auto"
 		}, w.observe(tc.Name, h))
 		if err != nil {
 			return nil, fmt.Errorf("topic %s: %w", tc.Name, err)
@@ -391,19 +386,39 @@ func (w *worker) listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// startConsumers runs the consumer of each topic under runCtx, each in a
-// goroutine of r; a consumer's failure fails r.
+// startConsumers provisions each topic as its [[topic]] says, then runs
+// its consumer, under runCtx, each in a goroutine of r; a failure of
+// either fails r.
 func (w *worker) startConsumers(runCtx context.Context, r *workerRun) {
 	for _, t := range w.topics {
-		t.running.Store(true)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
+			if _, err := w.client.ProposeTopic(runCtx, t.topicConfig()); err != nil {
+				if runCtx.Err() == nil {
+					r.fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
+				}
+				return
+			}
+			t.running.Store(true)
 			defer t.running.Store(false)
 			if err := t.consumer.Run(runCtx); err != nil {
 				r.fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
 			}
 		}()
+	}
+}
+
+// topicConfig is what the worker's file declares for the topic: its
+// count, limits, uniqueness window, automatic count and schedules.
+func (t *workerTopic) topicConfig() delayq.TopicConfig {
+	return delayq.TopicConfig{
+		Topic:          t.cfg.Name,
+		Partitions:     t.cfg.Partitions,
+		Schedules:      workerSchedules(t.cfg.Schedules),
+		Limits:         t.cfg.Limits,         // nil without [topic.limits]
+		UniqueFor:      t.cfg.UniqueFor,      // nil without unique_for
+		AutoPartitions: t.cfg.AutoPartitions, // nil without partitions = "auto"
 	}
 }
 

@@ -96,7 +96,7 @@ type Topic struct {
 	Handler     Handler         // required
 	// Limits is the [topic.limits] table: the fleet-wide limits the topic
 	// gets if its stored limits were never set nor cleared (see
-	// delayq.ConsumerOptions.Limits); nil when the table is absent. The
+	// delayq.TopicConfig.Limits); nil when the table is absent. The
 	// stored limits are the truth: after the first worker set them,
 	// change them with "delayq limits" (a worker whose file differs
 	// warns), so a rolling deploy with two versions of the file never
@@ -105,7 +105,7 @@ type Topic struct {
 	// AutoPartitions is set by partitions = "auto", with the optional
 	// [topic.auto_partitions] table (min, max, grow_after, shrink_after,
 	// cooldown): the topic's count then follows its live consumers (see
-	// delayq.ConsumerOptions.AutoPartitions). As with Limits, the stored
+	// delayq.TopicConfig.AutoPartitions). As with Limits, the stored
 	// settings are the truth once set; change them with "delayq
 	// partitions --auto". nil with a count, or no key.
 	AutoPartitions *delayq.AutoPartitions
