@@ -89,8 +89,10 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // contexts), leaves the topic's members and returns nil. Started while
 // Redis cannot be reached, it waits for Redis as a running consumer rides
 // out an outage (logged once by the client; see docs/proxies.md, "Proxy
-// outages"). It returns an error only if it could not start (a topic or
-// schedule Redis refuses) or was already run.
+// outages"). It returns an error only if it could not start (a topic
+// Redis refuses) or was already run. It creates a missing topic with
+// the client's Options.Partitions; to declare a topic's count and
+// settings, see Client.ProposeTopic.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
