@@ -135,7 +135,8 @@ func autoFromStore(a store.Auto) *AutoPartitions {
 // TopicConfig.AutoPartitions). It fails with ErrNoTopic for a topic
 // that does not exist and ErrInvalid for bad settings, and writes nothing
 // then.
-func (c *Client) SetAutoPartitions(ctx context.Context, topic string, a *AutoPartitions) error {
+func (adm *Admin) SetAutoPartitions(ctx context.Context, topic string, a *AutoPartitions) error {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
@@ -153,7 +154,8 @@ func (c *Client) SetAutoPartitions(ctx context.Context, topic string, a *AutoPar
 // AutoPartitionsOf returns topic's automatic partition count, its
 // defaults applied; nil when it is off. It fails with ErrNoTopic for a
 // topic that does not exist.
-func (c *Client) AutoPartitionsOf(ctx context.Context, topic string) (*AutoPartitions, error) {
+func (ins *Inspector) AutoPartitionsOf(ctx context.Context, topic string) (*AutoPartitions, error) {
+	c := ins.c
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 		moveSettle: 2 * time.Second, autoCheck: 100 * time.Millisecond}
 	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 500 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: time.Second}
 	start := func(id string) (*Consumer, func()) {
-		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+		if _, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
 			t.Fatal(err)
 		}
 		o := opts
@@ -166,7 +166,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 	go func() {
 		last := ""
 		for watchCtx.Err() == nil {
-			if info, err := c.Partitions(watchCtx, topic); err == nil {
+			if info, err := c.Inspector().Partitions(watchCtx, topic); err == nil {
 				now := fmt.Sprintf("%d->%d", info.Count, info.Next)
 				if info.Next != 0 && now != last {
 					chMu.Lock()
@@ -196,7 +196,7 @@ func TestAutoPartitionsFollowConsumers(t *testing.T) {
 		stops = append(stops, stop)
 	}
 	waitFor(t, 30*time.Second, "5 consumers growing the count to 8", countIs(c, topic, 8))
-	info, err := c.Partitions(ctx, topic)
+	info, err := c.Inspector().Partitions(ctx, topic)
 	if err != nil || info.Auto == nil || info.Auto.Settings.Max != 8 || info.Auto.LastChange == nil {
 		t.Fatalf("Partitions: %+v, %v; want the auto settings and the last change", info, err)
 	}
@@ -263,7 +263,7 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: time.Second, Cooldown: 500 * time.Millisecond}
 	var stops []func()
 	start := func(id string) {
-		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+		if _, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
 			t.Fatal(err)
 		}
 		o := opts
@@ -272,8 +272,8 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 		stops = append(stops, stop)
 	}
 	start("k0")
-	waitFor(t, 10*time.Second, "the topic", func() bool { _, err := c.Partitions(ctx, topic); return err == nil })
-	if _, err := c.AddSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s"}); err != nil {
+	waitFor(t, 10*time.Second, "the topic", func() bool { _, err := c.Inspector().Partitions(ctx, topic); return err == nil })
+	if _, err := c.Admin().AddSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s"}); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
@@ -325,7 +325,7 @@ func TestAutoPartitionsSchedule(t *testing.T) {
 // and no change runs.
 func countIs(c *Client, topic string, n int) func() bool {
 	return func() bool {
-		info, err := c.Partitions(context.Background(), topic)
+		info, err := c.Inspector().Partitions(context.Background(), topic)
 		return err == nil && info.Count == n && info.Next == 0
 	}
 }
@@ -348,7 +348,7 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	auto := &AutoPartitions{Min: 2, Max: 8, GrowAfter: 300 * time.Millisecond, ShrinkAfter: 300 * time.Millisecond, Cooldown: 300 * time.Millisecond}
 	nop := func(context.Context, *Delivery) error { return nil }
 	start := func(id string) {
-		if _, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
+		if _, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: topic, AutoPartitions: auto}); err != nil {
 			t.Fatal(err)
 		}
 		o := opts
@@ -366,7 +366,7 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	holds := func(d time.Duration, what string, cond func(*PartitionsInfo) bool) {
 		t.Helper()
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			info, err := c.Partitions(ctx, topic)
+			info, err := c.Inspector().Partitions(ctx, topic)
 			if err != nil || !cond(info) {
 				t.Fatalf("%s: %+v, %v", what, info, err)
 			}
@@ -376,9 +376,9 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	// One consumer: the automatic count shrinks 4 to 2 (its min).
 	start("k0")
 	waitFor(t, 30*time.Second, "one consumer shrinking the count to 2", countIs(c, topic, 2))
-	_, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{})
+	_, err := c.Admin().SetPartitions(ctx, topic, 4, PartitionsOptions{})
 	refused("SetPartitions", err)
-	_, err = c.CancelPartitions(ctx, topic)
+	_, err = c.Admin().CancelPartitions(ctx, topic)
 	refused("CancelPartitions with no change", err)
 	holds(time.Second, "the count after a refused set", func(i *PartitionsInfo) bool { return i.Count == 2 && i.Next == 0 })
 
@@ -387,24 +387,24 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	start("k1")
 	start("k2")
 	waitFor(t, 30*time.Second, "three consumers growing the count", func() bool {
-		info, err := c.Partitions(ctx, topic)
+		info, err := c.Inspector().Partitions(ctx, topic)
 		return err == nil && info.Count == 2 && info.Next == 4
 	})
-	info, err := c.CancelPartitions(ctx, topic)
+	info, err := c.Admin().CancelPartitions(ctx, topic)
 	refused("CancelPartitions of an automatic change", err)
 	if info != nil {
 		t.Errorf("a refused cancel returned %+v", info)
 	}
-	if info, err = c.Partitions(ctx, topic); err != nil || info.Next != 4 || info.Cancelled {
+	if info, err = c.Inspector().Partitions(ctx, topic); err != nil || info.Next != 4 || info.Cancelled {
 		t.Fatalf("after a refused cancel: %+v, %v; want the change to 4 running, not cancelled", info, err)
 	}
 
 	// Turned off, the person's cancel works, and the count stays 2
 	// though three consumers are more than 2 partitions.
-	if err := c.SetAutoPartitions(ctx, topic, nil); err != nil {
+	if err := c.Admin().SetAutoPartitions(ctx, topic, nil); err != nil {
 		t.Fatal(err)
 	}
-	if info, err = c.CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
+	if info, err = c.Admin().CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
 		t.Fatalf("cancel with the automatic count off: %+v, %v", info, err)
 	}
 	waitFor(t, 30*time.Second, "the cancelled change back at 2", countIs(c, topic, 2))
@@ -415,7 +415,7 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 	// The person's count: 8 holds with 3 consumers (the automatic count
 	// would halve it), and a consumer starting with the automatic count
 	// in its options leaves it off.
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start("k3")

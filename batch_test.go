@@ -94,7 +94,7 @@ func TestEnqueueBatchMixed(t *testing.T) {
 			t.Errorf("invalid message with a generated id: %q, %v", id, err)
 		}
 		for topic, want := range map[string]int64{"mixed-a": 2, "mixed-b": 4, "mixed-c": 3} {
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestSegments(t *testing.T) {
 		}
 		scheduled := func(want int64) {
 			t.Helper()
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			if err != nil || st.Scheduled != want {
 				t.Fatalf("stats: %+v, %v; want %d scheduled", st, err, want)
 			}
@@ -291,7 +291,7 @@ func TestSegments(t *testing.T) {
 		rec := newRecorder()
 		runConsumer(t, c, ConsumerOptions{Topic: topic, PollInterval: 100 * time.Millisecond}, rec.handle)
 		waitFor(t, 20*time.Second, "all ten delivered and the topic empty", func() bool {
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			return rec.total() >= 10 && err == nil && st.Scheduled == 0 && st.InFlight == 0
 		})
 		rec.mu.Lock()
@@ -434,7 +434,7 @@ func TestUncountedSegmentCounted(t *testing.T) {
 // scheduledOf is the Scheduled count of Stats.
 func scheduledOf(t *testing.T, c *Client, topic string) int64 {
 	t.Helper()
-	st, err := c.Stats(context.Background(), topic)
+	st, err := c.Inspector().Stats(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestWakePutDuringChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No consumer runs: the change stays started, the message stays put.
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	counters := func(ps ...int) []int64 {

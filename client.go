@@ -45,7 +45,7 @@ type Options struct {
 	// An existing topic keeps the count stored in Redis, which every
 	// client and consumer reads: a different value set here is logged as
 	// a warning that names both, and changes nothing (see
-	// Client.SetPartitions for changing a topic's count).
+	// Admin.SetPartitions for changing a topic's count).
 	// Default DefaultPartitions (16).
 	Partitions int
 	// MaxBodyBytes caps message bodies. Default DefaultMaxBodyBytes (1 MiB).
@@ -113,6 +113,9 @@ type Client struct {
 	mu     sync.Mutex
 	topics map[string]topicLayout // the topics' layouts, as last read
 	warned map[string]bool        // topic and configured count warned about
+
+	inspector *Inspector // see Client.Inspector
+	admin     *Admin     // see Client.Admin
 
 	co      coalescer            // joins concurrent Send and SendAsync calls into batches
 	watch   watcher              // the change counters of the consumers' topics
@@ -197,6 +200,7 @@ func New(opts Options) (*Client, error) {
 		topics: map[string]topicLayout{}, warned: map[string]bool{}, co: coalescer{closed: make(chan struct{}), shut: make(chan struct{})},
 	}
 	c.co.c, c.watch.c = c, c
+	c.inspector, c.admin = &Inspector{c}, &Admin{c}
 	c.tracer, c.tracing, c.standIn = newTracer(opts.TracerProvider)
 	c.errLog = poller.NewErrLog(opts.Logger, st.Outage().Quiet)
 	return c, nil

@@ -83,7 +83,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if at := rec.at["m5"]; len(at) != 1 || at[0].Before(due) {
 		t.Errorf("rescheduled m5 delivered at %v, want once, after %v", at, due)
 	}
-	st, err := c.Stats(ctx, topic)
+	st, err := c.Inspector().Stats(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestCoalescedEnqueue(t *testing.T) {
 				t.Errorf("enqueue %d: %v", i, err)
 			}
 		}
-		st, err := c.Stats(ctx, "co")
+		st, err := c.Inspector().Stats(ctx, "co")
 		if err != nil || st.Scheduled != 400 {
 			t.Fatalf("scheduled = %+v, %v; want 400", st, err)
 		}
@@ -103,7 +103,7 @@ func TestBatchAfterScriptCacheLoss(t *testing.T) {
 			t.Errorf("%s: %v, want ErrDuplicate", r.ID, r.Err)
 		}
 	}
-	st, err := c.Stats(ctx, "nos")
+	st, err := c.Inspector().Stats(ctx, "nos")
 	if err != nil || st.Scheduled != 128 {
 		t.Fatalf("scheduled = %+v, %v; want 128", st, err)
 	}
@@ -171,7 +171,7 @@ func TestSendAsync(t *testing.T) {
 			t.Errorf("after Close: %v, want ErrClosed", err)
 		}
 		c2 := newClient(t, addr, Options{Partitions: 8})
-		st, err := c2.Stats(ctx, "as")
+		st, err := c2.Inspector().Stats(ctx, "as")
 		if err != nil || st.Scheduled != n {
 			t.Fatalf("scheduled = %+v, %v; want %d", st, err, n)
 		}

@@ -92,7 +92,7 @@ func (k *Consumer) Shutdown(ctx context.Context) error {
 // outages"). It returns an error only if it could not start (a topic
 // Redis refuses) or was already run. It creates a missing topic with
 // the client's Options.Partitions; to declare a topic's count and
-// settings, see Client.ProposeTopic.
+// settings, see Admin.ProposeTopic.
 func (k *Consumer) Run(ctx context.Context) error {
 	if !k.running.CompareAndSwap(false, true) {
 		return errors.New("delayq: Consumer.Run called twice")
@@ -383,7 +383,7 @@ type ConsumerStats struct {
 	Tombstones   int64 // claimed ids whose record was gone (deleted meanwhile)
 	Repaired     int64 // records re-indexed by the reconciler
 	Stale        int64 // claims by an index entry due before its record (see the poller): delivered at the record's due
-	Moved        int64 // messages moved to their partition in a new partition count (see Client.SetPartitions)
+	Moved        int64 // messages moved to their partition in a new partition count (see Admin.SetPartitions)
 	Superseded   int64 // claimed messages that a newer send or a reschedule replaced before their delivery started (not started) or while it ran: the newer version is delivered at its own due (see Message.OnDuplicate)
 	LeasesGained int64
 	LeasesLost   int64

@@ -67,7 +67,7 @@ func TestLifecycle(t *testing.T) {
 		if at := rec.at["m5"][0]; at.Before(newDue) {
 			t.Errorf("rescheduled m5 delivered at %v, before %v", at, newDue)
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestFairShareAndHandover(t *testing.T) {
 				t.Errorf("%s delivered %d times without a fault", id, len(ds))
 			}
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}

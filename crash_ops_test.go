@@ -266,7 +266,7 @@ var crashOps = []*crashOp{
 		name: "claim-limited",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 0, 0, true)
-			if err := cs.c.SetLimits(cs.ctx(), cs.topic, Limits{Rate: 100, Concurrency: 1}); err != nil {
+			if err := cs.c.Admin().SetLimits(cs.ctx(), cs.topic, Limits{Rate: 100, Concurrency: 1}); err != nil {
 				t.Fatal(err)
 			}
 			cs.fence(t)

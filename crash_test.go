@@ -454,7 +454,7 @@ func (cs *crashCase) check(t *testing.T) {
 			last = fmt.Sprintf("%d acks", a)
 			return false
 		}
-		st, err := cs.c.Stats(ctx, cs.topic)
+		st, err := cs.c.Inspector().Stats(ctx, cs.topic)
 		if err != nil || st.Scheduled != 0 || st.InFlight != 0 || st.Dead != wantDead {
 			last = fmt.Sprintf("stats %+v, %v", st, err)
 			return false
@@ -486,7 +486,7 @@ func (cs *crashCase) check(t *testing.T) {
 		}
 	}
 	if cs.expect == outDead {
-		dead, err := cs.c.ListDead(ctx, cs.topic, 10)
+		dead, err := cs.c.Inspector().ListDead(ctx, cs.topic, 10)
 		if err != nil || len(dead) != 1 || dead[0].ID != cs.id || dead[0].Attempts < 1 {
 			t.Errorf("dead = %+v, %v; want %q with its attempts", dead, err, cs.id)
 		}
@@ -551,7 +551,7 @@ func TestReconcilerRepairBound(t *testing.T) {
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("add: %v, want the injected fault", err)
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil || st.Scheduled != 0 || st.InFlight != 0 {
 			t.Fatalf("stats after the crash: %+v, %v; want nothing indexed", st, err)
 		}

@@ -8,7 +8,8 @@ import (
 
 // ListDead returns up to limit dead messages of topic (limit <= 0: 100),
 // in partition order.
-func (c *Client) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
+func (ins *Inspector) ListDead(ctx context.Context, topic string, limit int) ([]*Info, error) {
+	c := ins.c
 	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -40,7 +41,8 @@ const deadBatch = 500
 // RequeueDead moves dead messages back to scheduled, due now, with their
 // attempts reset: the given ids, or every dead message of the topic when
 // none are given. It returns how many it moved.
-func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
+func (adm *Admin) RequeueDead(ctx context.Context, topic string, ids ...string) (int, error) {
+	c := adm.c
 	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
 		n, err := c.store.RequeueDead(ctx, store.TopicPartition{Topic: topic, P: p}, ids, c.opts.Now().UnixMilli(), deadBatch)
 		if n > 0 {
@@ -52,7 +54,8 @@ func (c *Client) RequeueDead(ctx context.Context, topic string, ids ...string) (
 
 // PurgeDead deletes dead messages: the given ids, or every dead message of
 // the topic when none are given. It returns how many it deleted.
-func (c *Client) PurgeDead(ctx context.Context, topic string, ids ...string) (int, error) {
+func (adm *Admin) PurgeDead(ctx context.Context, topic string, ids ...string) (int, error) {
+	c := adm.c
 	return c.deadOp(ctx, topic, ids, func(p int, ids []string) (int, error) {
 		return c.store.PurgeDead(ctx, store.TopicPartition{Topic: topic, P: p}, ids, deadBatch)
 	})

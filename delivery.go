@@ -44,7 +44,7 @@ type Handler func(ctx context.Context, d *Delivery) error
 func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err error) {
 	if k.ctrl.pausedAt(k.c.opts.Now()) {
 		// Dequeued as the topic's pause began: not started, back to
-		// scheduled at its due, no attempt spent (see Client.Pause).
+		// scheduled at its due, no attempt spent (see Admin.Pause).
 		return false, nil
 	}
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {

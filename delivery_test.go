@@ -49,16 +49,16 @@ func TestRetryAndDead(t *testing.T) {
 		if gap < 200*time.Millisecond {
 			t.Errorf("retry after %v, before the 200ms backoff", gap)
 		}
-		dead, err := c.ListDead(ctx, topic, 10)
+		dead, err := c.Inspector().ListDead(ctx, topic, 10)
 		if err != nil || len(dead) != 1 || dead[0].ID != "doomed" || dead[0].Attempts != 2 || dead[0].LastError != "fail attempt 2" {
 			t.Fatalf("dead = %+v, %v", dead, err)
 		}
-		n, err := c.RequeueDead(ctx, topic)
+		n, err := c.Admin().RequeueDead(ctx, topic)
 		if err != nil || n != 1 {
 			t.Fatalf("requeue dead = %d, %v", n, err)
 		}
 		waitFor(t, 10*time.Second, "doomed dead again", func() bool { return k.Stats().Dead >= 2 })
-		n, err = c.PurgeDead(ctx, topic)
+		n, err = c.Admin().PurgeDead(ctx, topic)
 		if err != nil || n != 1 {
 			t.Fatalf("purge dead = %d, %v", n, err)
 		}
@@ -280,14 +280,14 @@ func TestCorruptRecordGoesDead(t *testing.T) {
 	o.ReconcileInterval = 50 * time.Millisecond
 	k := runConsumer(t, c, o, rec.handle)
 	waitFor(t, 20*time.Second, "both corrupt records dead", func() bool {
-		d, err := c.ListDead(ctx, topic, 10)
+		d, err := c.Inspector().ListDead(ctx, topic, 10)
 		return err == nil && len(d) == 2
 	})
 	waitFor(t, 5*time.Second, "the stale entry's message back at its due", func() bool {
 		score, err := testenv.Do(env.Proxy, "ZSCORE", sk, "later")
 		return err == nil && score == fmt.Sprint("$", laterDue) && k.Stats().Stale == 1
 	})
-	dead, err := c.ListDead(ctx, topic, 10)
+	dead, err := c.Inspector().ListDead(ctx, topic, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestStopAcksLongHandler(t *testing.T) {
 	stopped := time.Now()
 	go k.Shutdown(ctx)
 	waitFor(t, work/2, "the partition released while the handler runs", func() bool {
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		return err == nil && st.Partitions[0].Owner == ""
 	})
 	t.Logf("partition released %v after the stop", time.Since(stopped).Round(time.Millisecond))
@@ -361,7 +361,7 @@ func TestStopAcksLongHandler(t *testing.T) {
 	if _, err := c.Get(ctx, topic, "long"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after the handler ended: Get = %v, want ErrNotFound (acked)", err)
 	}
-	st, err := c.Stats(ctx, topic)
+	st, err := c.Inspector().Stats(ctx, topic)
 	if err != nil || st.InFlight != 0 || st.Scheduled != 0 {
 		t.Errorf("stats %+v, %v; want nothing scheduled or in flight", st, err)
 	}
@@ -398,7 +398,7 @@ func TestFenceRefusesSupersededToken(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].ID != "f" {
 			t.Fatalf("claim under the newest token: %v, %v", got, err)
 		}
-		s, err := c.Stats(ctx, topic)
+		s, err := c.Inspector().Stats(ctx, topic)
 		if err != nil || s.Partitions[0].Token != newer || s.Scheduled != 0 {
 			t.Fatalf("stats: %+v, %v", s, err)
 		}

@@ -16,6 +16,8 @@
 // Files:
 //
 //   - client.go: Options, Client, New, Close; the proxies' health
+//   - inspect_admin.go: Inspector and Admin, the views of a Client that
+//     read and that change what a namespace holds
 //   - topic.go: a topic's name check, the client's cache of layouts
 //     (ensureTopic, topicLayout); TopicUsage and DeleteTopic
 //   - topic_list.go: TopicInfo and Topics, the topics of a namespace

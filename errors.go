@@ -36,22 +36,22 @@ var (
 	// starts.
 	ErrRunning = store.ErrRunning
 	// ErrChangeRunning: a change of the topic's partition count to
-	// another count runs (see Client.SetPartitions).
+	// another count runs (see Admin.SetPartitions).
 	ErrChangeRunning = store.ErrChangeRunning
 	// ErrTopicInUse: the topic holds messages or schedules, a consumer is
 	// live on it or its partition count is being changed, so it was not
 	// deleted (see DeleteTopicOptions.Force).
 	ErrTopicInUse = errors.New("delayq: topic in use")
 	// ErrNoChange: no change of the topic's partition count runs, to
-	// cancel (see Client.CancelPartitions).
+	// cancel (see Admin.CancelPartitions).
 	ErrNoChange = store.ErrNoChange
 	// ErrAutoPartitions: the topic's partition count is automatic (see
-	// Client.SetAutoPartitions): SetPartitions and CancelPartitions are
+	// Admin.SetAutoPartitions): SetPartitions and CancelPartitions are
 	// refused until it is turned off, so that a count set by hand is
 	// never undone by the automation.
 	ErrAutoPartitions = store.ErrAutoPartitions
 	// ErrTooManyPartitions: a partition count past what the topic's
-	// consumers can carry (see Client.SetPartitions and
+	// consumers can carry (see Admin.SetPartitions and
 	// PartitionsOptions.Force).
 	ErrTooManyPartitions = errors.New("delayq: too many partitions for the topic's consumers")
 	// ErrInvalid: bad input (topic, id, body, time, option); the wrapping
@@ -60,7 +60,7 @@ var (
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("delayq: closed")
 	// ErrExists: what an add would create exists already (a schedule of
-	// that name: see Client.AddSchedule).
+	// that name: see Admin.AddSchedule).
 	ErrExists = errors.New("delayq: exists already")
 	// ErrUnavailable: no address of Options.Addr answered a dial (an
 	// outage), within Options.RetryFor for a write of messages; the

@@ -13,7 +13,7 @@ import (
 // message, and Import writes them in batches with their ids, due times,
 // attempts and states. Here both clients use the same server and the
 // messages go to another topic.
-func ExampleClient_Export() {
+func ExampleInspector_Export() {
 	ctx := context.Background()
 	from, err := delayq.New(delayq.Options{Addr: os.Getenv("DELAYQ_ADDR")})
 	if err != nil {
@@ -37,7 +37,7 @@ func ExampleClient_Export() {
 	var batch []delayq.ExportedMessage
 	imported := 0
 	flush := func() error {
-		res, err := to.Import(ctx, "invoices-moved", batch)
+		res, err := to.Admin().Import(ctx, "invoices-moved", batch)
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func ExampleClient_Export() {
 		batch = batch[:0]
 		return nil
 	}
-	st, err := from.Export(ctx, "invoices", delayq.ExportOptions{}, func(m *delayq.ExportedMessage) error {
+	st, err := from.Inspector().Export(ctx, "invoices", delayq.ExportOptions{}, func(m *delayq.ExportedMessage) error {
 		if batch = append(batch, *m); len(batch) == 500 {
 			return flush()
 		}

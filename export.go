@@ -75,7 +75,8 @@ type ExportStats struct {
 // change of the partition count that begins during the export fails it
 // with ErrChangeRunning: export again. How: see docs/export-import.md,
 // Export while consumers run.
-func (c *Client) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
+func (ins *Inspector) Export(ctx context.Context, topic string, opts ExportOptions, emit func(*ExportedMessage) error) (ExportStats, error) {
+	c := ins.c
 	begin := time.Now()
 	if err := validateTopic(topic); err != nil {
 		return ExportStats{}, err
@@ -305,17 +306,18 @@ func exportedOf(m store.Exported) *ExportedMessage {
 // schedules (see ExportSchedules and ExportedSchedule.MarshalJSON), which
 // ImportJSON imports with ImportSchedule; the occurrences of schedules
 // are among the messages, as they are in the topic.
-func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts ExportOptions) (ExportStats, error) {
+func (ins *Inspector) ExportJSON(ctx context.Context, topic string, w io.Writer, opts ExportOptions) (ExportStats, error) {
+	c := ins.c
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var buf []byte
 	var scheds []ExportedSchedule
 	var ctrl ExportedControls
 	if len(opts.States) == 0 {
 		var err error
-		if ctrl, err = c.ExportControls(ctx, topic); err != nil {
+		if ctrl, err = c.Inspector().ExportControls(ctx, topic); err != nil {
 			return ExportStats{}, err
 		}
-		if scheds, err = c.ExportSchedules(ctx, topic); err != nil {
+		if scheds, err = c.Inspector().ExportSchedules(ctx, topic); err != nil {
 			return ExportStats{}, err
 		}
 	}
@@ -337,7 +339,7 @@ func (c *Client) ExportJSON(ctx context.Context, topic string, w io.Writer, opts
 			return ExportStats{}, fmt.Errorf("export of %s: write: %w", topic, err)
 		}
 	}
-	st, err := c.Export(ctx, topic, opts, func(m *ExportedMessage) error {
+	st, err := c.Inspector().Export(ctx, topic, opts, func(m *ExportedMessage) error {
 		var err error
 		if buf, err = m.appendJSON(buf[:0]); err != nil {
 			return err

@@ -22,7 +22,7 @@ import (
 func exportAll(t *testing.T, c *Client, topic string, opts ExportOptions) (map[string]*ExportedMessage, ExportStats) {
 	t.Helper()
 	out := map[string]*ExportedMessage{}
-	st, err := c.Export(context.Background(), topic, opts, func(m *ExportedMessage) error {
+	st, err := c.Inspector().Export(context.Background(), topic, opts, func(m *ExportedMessage) error {
 		if _, ok := out[m.ID]; ok {
 			return fmt.Errorf("%q emitted twice", m.ID)
 		}
@@ -127,14 +127,14 @@ func TestExportImportRoundTrip(t *testing.T) {
 		}
 		// Through the JSON lines format, into another topic.
 		var buf bytes.Buffer
-		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
+		if _, err := c.Inspector().ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		file := buf.String()
 		if !strings.Contains(file, `"body_base64":"/wD+"`) || !strings.Contains(file, `"state":"inflight"`) {
 			t.Fatalf("export lacks the binary body or the in-flight state:\n%s", file)
 		}
-		ist, err := c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Batch: 5})
+		ist, err := c.Admin().ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Batch: 5})
 		if err != nil || ist.Imported != len(got) || ist.Duplicates+ist.Malformed+ist.Rejected != 0 {
 			t.Fatalf("import: %+v, %v", ist, err)
 		}
@@ -153,7 +153,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		}
 		// A second import: all duplicates, nothing changed.
 		var reported atomic.Int64
-		ist, err = c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
+		ist, err = c.Admin().ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
 			if !errors.Is(err, ErrDuplicate) {
 				t.Errorf("line %d (%q): %v, want a duplicate", line, id, err)
 			}
@@ -168,7 +168,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 				t.Errorf("%q changed by the second import: %s", id, d)
 			}
 		}
-		stats, err := c.Stats(ctx, dst)
+		stats, err := c.Inspector().Stats(ctx, dst)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +372,7 @@ func TestExportDuringChange(t *testing.T) {
 		if _, err := c.SendBatch(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
+		if _, err := c.Admin().SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := c.store.ReadLayout(ctx, topic)
@@ -420,10 +420,10 @@ func TestExportDuringChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		began := false
-		_, err = c.Export(ctx, other, ExportOptions{Batch: 20, Pace: -1, Progress: func(ExportStats) {
+		_, err = c.Inspector().Export(ctx, other, ExportOptions{Batch: 20, Pace: -1, Progress: func(ExportStats) {
 			if !began {
 				began = true
-				if _, err := c.SetPartitions(ctx, other, 4, PartitionsOptions{}); err != nil {
+				if _, err := c.Admin().SetPartitions(ctx, other, 4, PartitionsOptions{}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -487,7 +487,7 @@ func TestExportImportDone(t *testing.T) {
 			t.Errorf("live exported as %+v, want scheduled with a window of 30m", m)
 		}
 		var buf bytes.Buffer
-		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
+		if _, err := c.Inspector().ExportJSON(ctx, src, &buf, ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		file := buf.String()
@@ -504,7 +504,7 @@ func TestExportImportDone(t *testing.T) {
 			t.Errorf("export of the live states: %v, stats %+v; want live only, acked filtered", slices.Collect(maps.Keys(only)), st)
 		}
 		buf.Reset()
-		if _, err := c.ExportJSON(ctx, src, &buf, ExportOptions{States: live}); err != nil || strings.Contains(buf.String(), `"done"`) {
+		if _, err := c.Inspector().ExportJSON(ctx, src, &buf, ExportOptions{States: live}); err != nil || strings.Contains(buf.String(), `"done"`) {
 			t.Errorf("JSON export of the live states has a done line (%v):\n%s", err, buf.String())
 		}
 		only, _ = exportAll(t, c, src, ExportOptions{States: []State{StateDone}})
@@ -513,7 +513,7 @@ func TestExportImportDone(t *testing.T) {
 		}
 
 		// Into another topic: both restored.
-		ist, err := c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
+		ist, err := c.Admin().ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
 		if err != nil || ist.Imported != 2 || ist.Ended != 0 || ist.Duplicates+ist.Malformed+ist.Rejected != 0 {
 			t.Fatalf("import: %+v, %v", ist, err)
 		}
@@ -530,7 +530,7 @@ func TestExportImportDone(t *testing.T) {
 		}
 		// Again: the done id holds the same Done (imported), the live
 		// message is a duplicate.
-		ist, err = c.ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
+		ist, err = c.Admin().ImportJSON(ctx, dst, strings.NewReader(file), ImportOptions{})
 		if err != nil || ist.Imported != 1 || ist.Duplicates != 1 {
 			t.Errorf("second import: %+v, %v; want the done id imported (the same) and live a duplicate", ist, err)
 		}

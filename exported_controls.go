@@ -43,7 +43,8 @@ func (e ExportedControls) IsZero() bool {
 // ExportControls returns topic's flow controls, for an export of the
 // topic: a timed pause that has ended is none. It writes nothing (a topic
 // never used has none).
-func (c *Client) ExportControls(ctx context.Context, topic string) (ExportedControls, error) {
+func (ins *Inspector) ExportControls(ctx context.Context, topic string) (ExportedControls, error) {
+	c := ins.c
 	if err := validateTopic(topic); err != nil {
 		return ExportedControls{}, err
 	}
@@ -79,7 +80,8 @@ type ControlsImport struct {
 // is not applied. The topic must exist (an import creates it first); it
 // fails with ErrInvalid for controls the library refuses, and writes
 // none of them then.
-func (c *Client) ImportControls(ctx context.Context, topic string, e ExportedControls) (ControlsImport, error) {
+func (adm *Admin) ImportControls(ctx context.Context, topic string, e ExportedControls) (ControlsImport, error) {
+	c := adm.c
 	var out ControlsImport
 	if err := validateTopic(topic); err != nil {
 		return out, err

@@ -26,17 +26,17 @@ func TestExportCarriesControls(t *testing.T) {
 	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	limits := Limits{Rate: 50, Burst: 7, Concurrency: 3}
 	auto := &AutoPartitions{Min: 2, Max: 16, GrowAfter: 20 * time.Second, ShrinkAfter: time.Hour, Cooldown: 30 * time.Second}
-	if err := c.Pause(ctx, from, PauseOptions{Until: until}); err != nil {
+	if err := c.Admin().Pause(ctx, from, PauseOptions{Until: until}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, from, limits); err != nil {
+	if err := c.Admin().SetLimits(ctx, from, limits); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetAutoPartitions(ctx, from, auto); err != nil {
+	if err := c.Admin().SetAutoPartitions(ctx, from, auto); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	st, err := c.ExportJSON(ctx, from, &buf, ExportOptions{})
+	st, err := c.Inspector().ExportJSON(ctx, from, &buf, ExportOptions{})
 	if err != nil || !st.Controls || st.Exported != 1 {
 		t.Fatalf("export: %+v, %v", st, err)
 	}
@@ -55,7 +55,7 @@ func TestExportCarriesControls(t *testing.T) {
 	}
 
 	// A fresh topic takes every control of the file.
-	st2, err := c.ImportJSON(ctx, "ctl-fresh", bytes.NewReader(buf.Bytes()), ImportOptions{})
+	st2, err := c.Admin().ImportJSON(ctx, "ctl-fresh", bytes.NewReader(buf.Bytes()), ImportOptions{})
 	if err != nil || st2.Imported != 1 || st2.ControlsLines != 1 {
 		t.Fatalf("import: %+v, %v", st2, err)
 	}
@@ -69,13 +69,13 @@ func TestExportCarriesControls(t *testing.T) {
 	if _, err := c.Send(ctx, Message{Topic: own, ID: "o1", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, own, Limits{Concurrency: 1}); err != nil {
+	if err := c.Admin().SetLimits(ctx, own, Limits{Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetAutoPartitions(ctx, own, nil); err != nil { // turned off: a decision too
+	if err := c.Admin().SetAutoPartitions(ctx, own, nil); err != nil { // turned off: a decision too
 		t.Fatal(err)
 	}
-	st3, err := c.ImportJSON(ctx, own, bytes.NewReader(buf.Bytes()), ImportOptions{})
+	st3, err := c.Admin().ImportJSON(ctx, own, bytes.NewReader(buf.Bytes()), ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +87,12 @@ func TestExportCarriesControls(t *testing.T) {
 	// A timed pause over by the time of the import is not applied; a
 	// state filter leaves the controls out.
 	old := ExportedControls{Paused: true, PausedUntil: time.Now().Add(-time.Minute)}
-	did, err := c.ImportControls(ctx, "ctl-fresh", old)
+	did, err := c.Admin().ImportControls(ctx, "ctl-fresh", old)
 	if err != nil || len(did.Applied)+len(did.Kept) != 0 {
 		t.Errorf("a past pause: %+v, %v", did, err)
 	}
 	buf.Reset()
-	if st, err := c.ExportJSON(ctx, from, &buf, ExportOptions{States: []State{StateScheduled}}); err != nil || st.Controls || strings.Contains(buf.String(), "controls") {
+	if st, err := c.Inspector().ExportJSON(ctx, from, &buf, ExportOptions{States: []State{StateScheduled}}); err != nil || st.Controls || strings.Contains(buf.String(), "controls") {
 		t.Errorf("export of a state: %+v, %v\n%s", st, err, buf.String())
 	}
 }
@@ -100,14 +100,14 @@ func TestExportCarriesControls(t *testing.T) {
 func checkControls(t *testing.T, c *Client, topic string, paused bool, l Limits, a *AutoPartitions) {
 	t.Helper()
 	ctx := context.Background()
-	e, err := c.ExportControls(ctx, topic)
+	e, err := c.Inspector().ExportControls(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Paused != paused {
 		t.Errorf("%s: paused %v, want %v", topic, e.Paused, paused)
 	}
-	got, err := c.Limits(ctx, topic)
+	got, err := c.Inspector().Limits(ctx, topic)
 	if err != nil || got != l {
 		t.Errorf("%s: limits %+v (%v), want %+v", topic, got, err, l)
 	}

@@ -123,14 +123,14 @@ func TestExportWindowOpened(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if _, err := c.ExportJSON(ctx, "win", &buf, ExportOptions{}); err != nil {
+	if _, err := c.Inspector().ExportJSON(ctx, "win", &buf, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), `"window_opened":"`) {
 		t.Fatalf("export of a debounced message has no window_opened:\n%s", buf.String())
 	}
 	d := newClient(t, testAddr(t), Options{Partitions: 2})
-	if _, err := d.ImportJSON(ctx, "win", &buf, ImportOptions{}); err != nil {
+	if _, err := d.Admin().ImportJSON(ctx, "win", &buf, ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The window opened at the first send: a debounce now is capped by
@@ -159,20 +159,20 @@ func TestExportTraceparent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if _, err := c.ExportJSON(context.Background(), "tr", &buf, ExportOptions{}); err != nil {
+	if _, err := c.Inspector().ExportJSON(context.Background(), "tr", &buf, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(buf.String(), `"traceparent":"`+tp+`"`); n != 1 {
 		t.Fatalf("export has %d lines with the traceparent %s, want 1:\n%s", n, tp, buf.String())
 	}
-	if _, err := c.ImportJSON(context.Background(), "tr2", &buf, ImportOptions{}); err != nil {
+	if _, err := c.Admin().ImportJSON(context.Background(), "tr2", &buf, ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := exportAll(t, c, "tr2", ExportOptions{})
 	if got["t"] == nil || got["t"].Traceparent != tp || got["u"] == nil || got["u"].Traceparent != "" {
 		t.Errorf("imported: t %+v, u %+v; want t with traceparent %s, u without", got["t"], got["u"], tp)
 	}
-	res, err := c.Import(context.Background(), "tr3", []ExportedMessage{{ID: "v", State: StateScheduled, Due: time.Now(), Traceparent: "nope"}})
+	res, err := c.Admin().Import(context.Background(), "tr3", []ExportedMessage{{ID: "v", State: StateScheduled, Due: time.Now(), Traceparent: "nope"}})
 	if err != nil || !errors.Is(res[0].Err, ErrInvalid) {
 		t.Errorf("import of a bad traceparent: %+v, %v; want ErrInvalid", res, err)
 	}

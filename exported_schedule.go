@@ -41,8 +41,9 @@ type ExportedSchedule struct {
 // ExportSchedules returns the schedules of topic, sorted by name, each
 // with the time of its pending occurrence, for an export of the topic.
 // It writes nothing (a topic never used has none).
-func (c *Client) ExportSchedules(ctx context.Context, topic string) ([]ExportedSchedule, error) {
-	all, err := c.Schedules(ctx, topic)
+func (ins *Inspector) ExportSchedules(ctx context.Context, topic string) ([]ExportedSchedule, error) {
+	c := ins.c
+	all, err := c.Inspector().Schedules(ctx, topic)
 	if err != nil || len(all) == 0 {
 		return nil, err
 	}
@@ -77,7 +78,8 @@ func (c *Client) ExportSchedules(ctx context.Context, topic string) ([]ExportedS
 // at its next occurrence after now. Import the topic's messages without
 // the occurrences of the source (ids beginning with ScheduleIDPrefix,
 // which Import refuses): this writes the pending one.
-func (c *Client) ImportSchedule(ctx context.Context, topic string, s ExportedSchedule) (*ScheduleInfo, error) {
+func (adm *Admin) ImportSchedule(ctx context.Context, topic string, s ExportedSchedule) (*ScheduleInfo, error) {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}

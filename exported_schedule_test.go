@@ -27,23 +27,23 @@ func TestExportImportSchedules(t *testing.T) {
 	const topic = "sched-move"
 	daily := Schedule{Name: "daily", Spec: "0 9 * * *", TimeZone: "America/New_York", MaxAttempts: 3, Body: []byte{0xff, 0, 1}}
 	for _, s := range []Schedule{daily, {Name: "beat", Spec: "@every 5m", Body: []byte("b")}, {Name: "held", Spec: "@hourly"}} {
-		if _, err := a.AddSchedule(ctx, topic, s); err != nil {
+		if _, err := a.Admin().AddSchedule(ctx, topic, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.PauseSchedule(ctx, topic, "held"); err != nil {
+	if err := a.Admin().PauseSchedule(ctx, topic, "held"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Send(ctx, Message{Topic: topic, ID: "order-1", Body: []byte("x"), Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := a.Schedules(ctx, topic)
+	src, err := a.Inspector().Schedules(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var file bytes.Buffer
-	st, err := a.ExportJSON(ctx, topic, &file, ExportOptions{})
+	st, err := a.Inspector().ExportJSON(ctx, topic, &file, ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +71,11 @@ func TestExportImportSchedules(t *testing.T) {
 	}
 	// Only a whole topic's export carries the schedules.
 	var part bytes.Buffer
-	if st, err := a.ExportJSON(ctx, topic, &part, ExportOptions{States: []State{StateScheduled}}); err != nil || st.Schedules != 0 || strings.Contains(part.String(), `"schedule"`) {
+	if st, err := a.Inspector().ExportJSON(ctx, topic, &part, ExportOptions{States: []State{StateScheduled}}); err != nil || st.Schedules != 0 || strings.Contains(part.String(), `"schedule"`) {
 		t.Errorf("export of scheduled messages: %+v, %v:\n%s", st, err, part.String())
 	}
 
-	ist, err := b.ImportJSON(ctx, topic, bytes.NewReader(file.Bytes()), ImportOptions{Report: func(line int, id string, err error) {
+	ist, err := b.Admin().ImportJSON(ctx, topic, bytes.NewReader(file.Bytes()), ImportOptions{Report: func(line int, id string, err error) {
 		t.Errorf("import reports line %d %q: %v", line, id, err)
 	}})
 	if err != nil {
@@ -84,7 +84,7 @@ func TestExportImportSchedules(t *testing.T) {
 	if ist.Schedules != 3 || ist.SchedulesImported != 3 || ist.Occurrences != 2 || ist.Imported != 1 || ist.Lines != 6 {
 		t.Errorf("import: %+v", ist)
 	}
-	got, err := b.Schedules(ctx, topic)
+	got, err := b.Inspector().Schedules(ctx, topic)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("the destination's schedules: %v, %+v", err, got)
 	}
@@ -108,12 +108,12 @@ func TestExportImportSchedules(t *testing.T) {
 			t.Errorf("%s's pending occurrence %s in the destination: %+v, %v", g.Name, id, in, err)
 		}
 	}
-	if st, err := b.Stats(ctx, topic); err != nil || st.Scheduled != 3 {
+	if st, err := b.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 3 {
 		t.Errorf("the destination holds %+v, %v: want the message and two occurrences", st, err)
 	}
 
 	var reported []string
-	ist, err = b.ImportJSON(ctx, topic, bytes.NewReader(file.Bytes()), ImportOptions{Report: func(line int, id string, err error) {
+	ist, err = b.Admin().ImportJSON(ctx, topic, bytes.NewReader(file.Bytes()), ImportOptions{Report: func(line int, id string, err error) {
 		if id == "" && !errors.Is(err, ErrExists) {
 			t.Errorf("line %d: %v, want ErrExists", line, err)
 		}
@@ -122,14 +122,14 @@ func TestExportImportSchedules(t *testing.T) {
 	if err != nil || ist.SchedulesImported != 0 || ist.Duplicates != 1 || len(reported) != 4 || !strings.Contains(reported[0], `schedule "beat" of topic sched-move exists already`) {
 		t.Errorf("import again: %+v, %v, reported %q", ist, err, reported)
 	}
-	if st, err := b.Stats(ctx, topic); err != nil || st.Scheduled != 3 {
+	if st, err := b.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 3 {
 		t.Errorf("after a second import the destination holds %+v, %v", st, err)
 	}
 
 	// A pending occurrence that fell due during the move is written at its
 	// time: delivered at once.
 	past := time.UnixMilli(time.Now().Add(-3 * time.Second).Truncate(time.Second).UnixMilli())
-	in, err := b.ImportSchedule(ctx, "sched-late", ExportedSchedule{Schedule: Schedule{Name: "late", Spec: "* * * * * *"}, Next: past})
+	in, err := b.Admin().ImportSchedule(ctx, "sched-late", ExportedSchedule{Schedule: Schedule{Name: "late", Spec: "* * * * * *"}, Next: past})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestImportScheduleAfterCrash(t *testing.T) {
 	next := time.Now().Add(time.Hour).Truncate(time.Second)
 	spec := fmt.Sprintf("%d %d * * * *", next.Second(), next.Minute()) // hourly, at next
 	s := ExportedSchedule{Schedule: Schedule{Name: "daily", Spec: spec}, Created: next.Add(-48 * time.Hour), Updated: next.Add(-24 * time.Hour), Next: next}
-	in, err := c.ImportSchedule(ctx, topic, s)
+	in, err := c.Admin().ImportSchedule(ctx, topic, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,23 +161,23 @@ func TestImportScheduleAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if _, err := c.ImportSchedule(ctx, topic, s); !errors.Is(err, ErrExists) {
+		if _, err := c.Admin().ImportSchedule(ctx, topic, s); !errors.Is(err, ErrExists) {
 			t.Fatalf("import %d again: %v, want ErrExists", i+2, err)
 		}
 		if m, err := c.Get(ctx, topic, id); err != nil || !m.Due.Equal(next) {
 			t.Errorf("after import %d the pending occurrence is %+v, %v", i+2, m, err)
 		}
-		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+		if st, err := c.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 1 {
 			t.Errorf("after import %d the topic holds %+v, %v: want the one occurrence", i+2, st, err)
 		}
 	}
 	// A schedule of that name that the import did not write is left alone.
 	other := s
 	other.Body = []byte("other")
-	if _, err := c.ImportSchedule(ctx, topic, other); !errors.Is(err, ErrExists) {
+	if _, err := c.Admin().ImportSchedule(ctx, topic, other); !errors.Is(err, ErrExists) {
 		t.Errorf("import of another definition: %v, want ErrExists", err)
 	}
-	if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+	if st, err := c.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 1 {
 		t.Errorf("after an import of another definition the topic holds %+v, %v", st, err)
 	}
 }

@@ -153,7 +153,7 @@ func TestGeneratedIDsShareAPartition(t *testing.T) {
 				}
 			}
 		}
-		st, err := c.Stats(ctx, "steer")
+		st, err := c.Inspector().Stats(ctx, "steer")
 		if err != nil || st.Scheduled != 600-6 {
 			t.Fatalf("stats = %+v, %v; want %d scheduled", st, err, 600-6)
 		}
@@ -226,7 +226,7 @@ func TestCoalescedGeneratedIDs(t *testing.T) {
 				t.Errorf("get %d (%s) = %+v, %v", i, ids[i], in, err)
 			}
 		}
-		st, err := c.Stats(ctx, "cogen")
+		st, err := c.Inspector().Stats(ctx, "cogen")
 		if err != nil || st.Scheduled != 800 {
 			t.Fatalf("stats = %+v, %v; want 800 scheduled", st, err)
 		}
@@ -304,7 +304,7 @@ func TestGeneratedIDsManyPartitions(t *testing.T) {
 			case n > maxSteerPartitions && len(counts) < 150:
 				t.Errorf("%d partitions: 600 unsteered ids in only %d partitions", n, len(counts))
 			}
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			if err != nil || st.Scheduled != 600 {
 				t.Errorf("%d partitions: stats %+v, %v; want 600 scheduled", n, st, err)
 			}

@@ -16,7 +16,7 @@ import (
 )
 
 // importedFields is what an imported message keeps of its record besides
-// what a Message carries (see Client.Import).
+// what a Message carries (see Admin.Import).
 type importedFields struct {
 	attempts         int
 	lastError        string
@@ -72,7 +72,8 @@ const OutcomeEnded Outcome = "ended"
 // Each message's outcome is in its slot of the result; the error is for
 // failures of the whole call, after which some messages may have been
 // written (import them again and treat ErrDuplicate as success).
-func (c *Client) Import(ctx context.Context, topic string, msgs []ExportedMessage) ([]SendResult, error) {
+func (adm *Admin) Import(ctx context.Context, topic string, msgs []ExportedMessage) ([]SendResult, error) {
+	c := adm.c
 	select {
 	case <-c.co.closed:
 		return nil, fmt.Errorf("import: %w", ErrClosed)
@@ -433,7 +434,8 @@ func (b *importBatch) parse(strict bool) {
 // id taken in topic until its unique_until, as Import writes it; one
 // whose window ended by the import is counted (ImportStats.Ended) and
 // left out, unreported.
-func (c *Client) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
+func (adm *Admin) ImportJSON(ctx context.Context, topic string, r io.Reader, opts ImportOptions) (ImportStats, error) {
+	c := adm.c
 	if err := opts.setDefaults(); err != nil {
 		return ImportStats{}, err
 	}
@@ -612,7 +614,7 @@ func (b *importBatch) run(ctx context.Context, c *Client, topic string, strict b
 		return
 	}
 	if len(b.msgs) > 0 { // none after a batch that halted
-		b.res, b.err = c.Import(ctx, topic, b.msgs)
+		b.res, b.err = c.Admin().Import(ctx, topic, b.msgs)
 	}
 }
 
@@ -626,7 +628,7 @@ func (b *importBatch) importControls(ctx context.Context, c *Client, topic strin
 		if _, err := c.ensureTopic(ctx, topic); err != nil {
 			return fmt.Errorf("line %d: %w", x.line, err)
 		}
-		x.did, x.err = c.ImportControls(ctx, topic, x.e)
+		x.did, x.err = c.Admin().ImportControls(ctx, topic, x.e)
 		if x.err != nil && !errors.Is(x.err, ErrInvalid) {
 			return fmt.Errorf("line %d: %w", x.line, x.err)
 		}
@@ -640,7 +642,7 @@ func (b *importBatch) importControls(ctx context.Context, c *Client, topic strin
 func (b *importBatch) importSchedules(ctx context.Context, c *Client, topic string) error {
 	for i := range b.scheds {
 		x := &b.scheds[i]
-		_, x.err = c.ImportSchedule(ctx, topic, x.s)
+		_, x.err = c.Admin().ImportSchedule(ctx, topic, x.s)
 		if x.err != nil && !errors.Is(x.err, ErrExists) && !errors.Is(x.err, ErrInvalid) {
 			return fmt.Errorf("line %d: %w", x.line, x.err)
 		}

@@ -36,7 +36,7 @@ func TestImportMalformed(t *testing.T) {
 	}, "\n")
 	var lines []string
 	// Small batches, several at once: the reports still come in line order.
-	st, err := c.ImportJSON(ctx, "malformed", strings.NewReader(file), ImportOptions{Batch: 2, Writers: 3, Report: func(line int, id string, err error) {
+	st, err := c.Admin().ImportJSON(ctx, "malformed", strings.NewReader(file), ImportOptions{Batch: 2, Writers: 3, Report: func(line int, id string, err error) {
 		lines = append(lines, fmt.Sprintf("%d %s %v", line, id, err))
 	}})
 	if err != nil || st.Imported != 3 || st.Malformed != 5 || st.Lines != 8 {
@@ -60,7 +60,7 @@ func TestImportMalformed(t *testing.T) {
 	// batch, or in batches of a line written four at a time.
 	for _, o := range []ImportOptions{{Strict: true}, {Strict: true, Batch: 1, Writers: 4}} {
 		topic := fmt.Sprintf("strict-%d", o.Batch)
-		st, err = c.ImportJSON(ctx, topic, strings.NewReader(file), o)
+		st, err = c.Admin().ImportJSON(ctx, topic, strings.NewReader(file), o)
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "line 2:") || st.Imported != 1 || st.Malformed != 1 {
 			t.Fatalf("strict import (%+v): %+v, %v", o, st, err)
 		}
@@ -86,7 +86,7 @@ func TestImportDuringChange(t *testing.T) {
 	if _, err := c.Send(ctx, Message{Topic: topic, ID: old, At: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -99,7 +99,7 @@ func TestImportDuringChange(t *testing.T) {
 		msgs = append(msgs, ExportedMessage{ID: fmt.Sprintf("m-%d", i), State: st, Due: due, Body: []byte("x")})
 	}
 	msgs = append(msgs, ExportedMessage{ID: old, State: StateScheduled, Due: due})
-	res, err := c.Import(ctx, topic, msgs)
+	res, err := c.Admin().Import(ctx, topic, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestImportDoneLines(t *testing.T) {
 		`{"id":"withdue","state":"done","due":"` + at(0) + `","finished":"` + at(0) + `","unique_until":"` + at(time.Hour) + `"}`,
 	}, "\n")
 	var reports []string
-	st, err := c.ImportJSON(ctx, topic, strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
+	st, err := c.Admin().ImportJSON(ctx, topic, strings.NewReader(file), ImportOptions{Report: func(line int, id string, err error) {
 		reports = append(reports, fmt.Sprintf("%d %s %v", line, id, err))
 	}})
 	if err != nil || st.Lines != 6 || st.Imported != 1 || st.Ended != 1 || st.Duplicates != 2 || st.Malformed != 2 || st.Rejected != 0 {
@@ -191,13 +191,13 @@ func TestImportDoneLines(t *testing.T) {
 	// The client's clock decides: three hours on, kept's window (two
 	// hours) has ended.
 	later := newClient(t, addr, Options{Partitions: 2, Now: func() time.Time { return time.Now().Add(3 * time.Hour) }})
-	st, err = later.ImportJSON(ctx, topic+"-later", strings.NewReader(done("kept", -time.Minute, 2*time.Hour)), ImportOptions{})
+	st, err = later.Admin().ImportJSON(ctx, topic+"-later", strings.NewReader(done("kept", -time.Minute, 2*time.Hour)), ImportOptions{})
 	if err != nil || st.Ended != 1 || st.Imported != 0 {
 		t.Errorf("import of a done line whose window ended by the client's clock: %+v, %v", st, err)
 	}
 
 	// Import checks done messages as UnmarshalJSON checks lines.
-	res, err := c.Import(ctx, topic, []ExportedMessage{
+	res, err := c.Admin().Import(ctx, topic, []ExportedMessage{
 		{ID: "x1", State: StateDone, Finished: now.Add(-2 * time.Hour), UniqueUntil: now.Add(-time.Hour)},
 		{ID: "x2", State: StateDone, UniqueUntil: now.Add(time.Hour)},
 		{ID: "x3", State: StateDone, Finished: now, UniqueUntil: now.Add(time.Hour), Body: []byte("b")},

@@ -61,7 +61,7 @@ func TestDeleteMany(t *testing.T) {
 		if in, err := c.Get(ctx, topic, kept); err != nil || string(in.Body) != "1" {
 			t.Fatalf("the message of the segment left alone: %+v, %v", in, err)
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestDeleteMany(t *testing.T) {
 			t.Fatalf("after DeleteMany: %d scheduled, %d in flight, %d dead; want 1, 0, 0", st.Scheduled, st.InFlight, st.Dead)
 		}
 		// During a change of the count: found in the old partition.
-		if _, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
+		if _, err := c.Admin().SetPartitions(ctx, topic, 4, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		found, err = c.DeleteMany(ctx, topic, []string{kept})
@@ -114,7 +114,7 @@ func TestDeleteDuringDeliveryStaysDeleted(t *testing.T) {
 		if _, err := c.Get(ctx, topic, "x"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("deleted message found again: %v", err)
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
 			t.Fatalf("stats after delete = %+v, %v", st, err)
 		}

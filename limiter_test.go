@@ -97,7 +97,7 @@ func limitedFleet(t *testing.T, c *Client, topic string, lim Limits, s *starts) 
 	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, topic, lim); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 		t.Fatal(err)
 	}
 	var ks []*Consumer
@@ -123,7 +123,7 @@ func TestRateLimitFleet(t *testing.T) {
 	t0 := enqueueDueNow(t, c, topic, N-1)
 	time.Sleep(time.Until(t0.Add(4 * time.Second)))
 	r1 := s.rate(t0.Add(time.Second), t0.Add(4*time.Second))
-	if err := c.SetLimits(ctx, topic, Limits{Rate: 200}); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, Limits{Rate: 200}); err != nil {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
@@ -170,7 +170,7 @@ func TestConcurrencyCapFleet(t *testing.T) {
 	// The slots go back to the fleet once their holders have no more to
 	// deliver.
 	waitFor(t, 2*time.Second, "no slot held", func() bool {
-		ts, err := c.Stats(ctx, topic)
+		ts, err := c.Inspector().Stats(ctx, topic)
 		return err == nil && ts.Limits.Running == 0
 	})
 }
@@ -188,7 +188,7 @@ func TestRateLimitClaimAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := Limits{Rate: 100}
-	if err := c.SetLimits(ctx, topic, lim); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 		t.Fatal(err)
 	}
 	s := newStarts(0)

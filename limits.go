@@ -13,7 +13,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Limits are a topic's fleet-wide flow limits (see Client.SetLimits). The
+// Limits are a topic's fleet-wide flow limits (see Admin.SetLimits). The
 // zero value limits nothing.
 type Limits struct {
 	// Rate is the most deliveries of the topic the whole fleet starts per
@@ -80,7 +80,7 @@ func (l Limits) Validate() error {
 
 // MinRate is the lowest rate limit: one start an hour. A slower rate is
 // a pause no one can see (stats would show a limit, deliveries would
-// stop for days): pause the topic instead (Client.Pause).
+// stop for days): pause the topic instead (Admin.Pause).
 const MinRate = 1.0 / 3600
 
 // MaxRate is the highest rate limit: a million starts a second is more
@@ -208,7 +208,8 @@ func decodeRate(raw json.RawMessage) (float64, error) {
 // only on a topic whose limits were never set nor cleared (see
 // TopicConfig.Limits). It fails with ErrNoTopic for a topic that does
 // not exist and ErrInvalid for bad limits, and writes nothing then.
-func (c *Client) SetLimits(ctx context.Context, topic string, l Limits) error {
+func (adm *Admin) SetLimits(ctx context.Context, topic string, l Limits) error {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
@@ -221,7 +222,8 @@ func (c *Client) SetLimits(ctx context.Context, topic string, l Limits) error {
 
 // Limits returns topic's fleet-wide limits (zero: none). It fails with
 // ErrNoTopic for a topic that does not exist.
-func (c *Client) Limits(ctx context.Context, topic string) (Limits, error) {
+func (ins *Inspector) Limits(ctx context.Context, topic string) (Limits, error) {
+	c := ins.c
 	if err := validateTopic(topic); err != nil {
 		return Limits{}, err
 	}

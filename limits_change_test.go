@@ -28,7 +28,7 @@ func TestRateRaisedFromHourly(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := Limits{Rate: low}
-			if err := c.SetLimits(ctx, topic, lim); err != nil {
+			if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 				t.Fatal(err)
 			}
 			k := runConsumer(t, c, ConsumerOptions{Topic: topic}, s.handle)
@@ -40,7 +40,7 @@ func TestRateRaisedFromHourly(t *testing.T) {
 			if n := s.finished.Load(); n != 1 {
 				t.Fatalf("%d started under %s, want the burst of 1", n, FormatRate(low))
 			}
-			if err := c.SetLimits(ctx, topic, Limits{Rate: 1000}); err != nil {
+			if err := c.Admin().SetLimits(ctx, topic, Limits{Rate: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			raised := time.Now()
@@ -67,7 +67,7 @@ func TestRateLoweredActs(t *testing.T) {
 	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, topic, Limits{Rate: 1000}); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, Limits{Rate: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	k := runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 64}, s.handle)
@@ -75,7 +75,7 @@ func TestRateLoweredActs(t *testing.T) {
 	enqueueDueNow2(t, c, topic, "x", 3000)
 	waitFor(t, 5*time.Second, "some delivered", func() bool { return s.finished.Load() >= 500 })
 	lowered := Limits{Rate: 2}
-	if err := c.SetLimits(ctx, topic, lowered); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, lowered); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
@@ -118,19 +118,19 @@ func TestBurstAfterClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := Limits{Rate: 5, Burst: 50}
-	if err := c.SetLimits(ctx, topic, big); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, big); err != nil {
 		t.Fatal(err)
 	}
 	k := runConsumer(t, c, ConsumerOptions{Topic: topic}, s.handle)
 	seenLimits(t, k, big)
 	waitFor(t, 5*time.Second, "first delivered", func() bool { return s.finished.Load() == 1 })
 	time.Sleep(time.Second) // the bucket fills towards its burst of 50
-	if err := c.SetLimits(ctx, topic, Limits{}); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	seenLimits(t, k, Limits{})
 	lim := Limits{Rate: 5}
-	if err := c.SetLimits(ctx, topic, lim); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 		t.Fatal(err)
 	}
 	seenLimits(t, k, lim)
@@ -179,7 +179,7 @@ func TestRateLimitSkewedClock(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := Limits{Rate: rate}
-			if err := c.SetLimits(ctx, topic, lim); err != nil {
+			if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 				t.Fatal(err)
 			}
 			ka := runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, func(ctx context.Context, d *Delivery) error {
@@ -241,7 +241,7 @@ func TestConcurrencyCapSkewedClock(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := Limits{Concurrency: limit}
-			if err := c.SetLimits(ctx, topic, lim); err != nil {
+			if err := c.Admin().SetLimits(ctx, topic, lim); err != nil {
 				t.Fatal(err)
 			}
 			ka := runConsumer(t, c, ConsumerOptions{Topic: topic, Concurrency: 8}, s.handle)

@@ -20,35 +20,35 @@ func seenLimits(t *testing.T, k *Consumer, want Limits) {
 func TestLimitsStored(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, testAddr(t), Options{Partitions: 2})
-	if err := c.SetLimits(ctx, "nosuch", Limits{Rate: 5}); !errors.Is(err, ErrNoTopic) {
+	if err := c.Admin().SetLimits(ctx, "nosuch", Limits{Rate: 5}); !errors.Is(err, ErrNoTopic) {
 		t.Fatalf("SetLimits of a topic that does not exist: %v, want ErrNoTopic", err)
 	}
 	if _, err := c.Send(ctx, Message{Topic: "lim", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []Limits{{Rate: -1}, {Burst: 3}, {Rate: 1, Burst: -1}, {Concurrency: -2}, {Rate: 2e6}} {
-		if err := c.SetLimits(ctx, "lim", bad); !errors.Is(err, ErrInvalid) {
+		if err := c.Admin().SetLimits(ctx, "lim", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetLimits(%+v): %v, want ErrInvalid", bad, err)
 		}
 	}
-	if l, err := c.Limits(ctx, "lim"); err != nil || !l.IsZero() {
+	if l, err := c.Inspector().Limits(ctx, "lim"); err != nil || !l.IsZero() {
 		t.Fatalf("limits never set: %+v, %v", l, err)
 	}
 	want := Limits{Rate: 200, Burst: 40, Concurrency: 20}
-	if err := c.SetLimits(ctx, "lim", want); err != nil {
+	if err := c.Admin().SetLimits(ctx, "lim", want); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := c.Limits(ctx, "lim"); err != nil || l != want {
+	if l, err := c.Inspector().Limits(ctx, "lim"); err != nil || l != want {
 		t.Fatalf("Limits: %+v, %v, want %+v", l, err, want)
 	}
-	ts, err := c.Stats(ctx, "lim")
+	ts, err := c.Inspector().Stats(ctx, "lim")
 	if err != nil || ts.Limits.Limits != want {
 		t.Fatalf("stats limits: %+v, %v", ts.Limits, err)
 	}
 	// A topic's owner proposing others leaves the stored limits alone...
 	propose := func(topic string, l Limits, written bool, stored Limits) {
 		t.Helper()
-		p, err := c.ProposeTopic(ctx, TopicConfig{Topic: topic, Limits: &l})
+		p, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: topic, Limits: &l})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestLimitsStored(t *testing.T) {
 	k := runConsumer(t, c, ConsumerOptions{Topic: "lim"}, newRecorder().handle)
 	seenLimits(t, k, want)
 	// ...and so does one after they were cleared: cleared is decided.
-	if err := c.SetLimits(ctx, "lim", Limits{}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "lim", Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	propose("lim", Limits{Concurrency: 3}, false, Limits{})
@@ -124,10 +124,10 @@ func TestRateFloor(t *testing.T) {
 	if _, err := c.Send(ctx, Message{Topic: "floor", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "floor", Limits{Rate: 1e-9}); !errors.Is(err, ErrInvalid) {
+	if err := c.Admin().SetLimits(ctx, "floor", Limits{Rate: 1e-9}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SetLimits(rate 1e-9/s): %v, want ErrInvalid", err)
 	}
-	if l, err := c.Limits(ctx, "floor"); err != nil || !l.IsZero() {
+	if l, err := c.Inspector().Limits(ctx, "floor"); err != nil || !l.IsZero() {
 		t.Errorf("a refused rate was stored: %+v, %v", l, err)
 	}
 	if r, err := ParseRate("1/h"); err != nil || r != MinRate {

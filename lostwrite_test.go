@@ -65,7 +65,7 @@ func TestLostWriteRunsAgain(t *testing.T) {
 			}
 			h := &breakHook{}
 			c := newClient(t, env.Backends[0], Options{Partitions: 2, hook: h.hook})
-			if _, err := c.Stats(ctx, topic); err != nil && !errors.Is(err, ErrNoTopic) {
+			if _, err := c.Inspector().Stats(ctx, topic); err != nil && !errors.Is(err, ErrNoTopic) {
 				t.Fatal(err)
 			}
 			h.mu.Lock()
@@ -91,7 +91,7 @@ func TestLostWriteRunsAgain(t *testing.T) {
 			h.mu.Lock()
 			h.k = 0
 			h.mu.Unlock()
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestLostPolicySendRunsAgain(t *testing.T) {
 					}
 					created[m.ID] = info.Created
 				}
-			} else if _, err := c.Stats(ctx, topic); err != nil && !errors.Is(err, ErrNoTopic) {
+			} else if _, err := c.Inspector().Stats(ctx, topic); err != nil && !errors.Is(err, ErrNoTopic) {
 				t.Fatal(err)
 			}
 			h.mu.Lock()
@@ -189,7 +189,7 @@ func TestLostPolicySendRunsAgain(t *testing.T) {
 					t.Errorf("%s, break before command %d: message %d: %q %v, want %q", tc.name, k, i, r.Outcome, r.Err, tc.want)
 				}
 			}
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,7 @@ type Message struct {
 	// succeeded: until UniqueFor after its ack, a send of the id is
 	// refused with a *FinishedError (an ErrDuplicate), whatever its
 	// OnDuplicate, and Get reports the message as done. 0: the topic's
-	// default (see Client.SetUniqueFor) for a message whose ID you give,
+	// default (see Admin.SetUniqueFor) for a message whose ID you give,
 	// none for a generated one. Milliseconds are kept; negative or above
 	// MaxUniqueFor is an error. See docs/duplicates.md.
 	UniqueFor time.Duration
@@ -64,7 +64,7 @@ type Message struct {
 	trace string
 
 	// imported carries the rest of an imported message's record (see
-	// Client.Import): nil for an enqueue.
+	// Admin.Import): nil for an enqueue.
 	imported *importedFields
 }
 

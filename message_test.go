@@ -43,7 +43,7 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		st0, err := c.Stats(ctx, topic)
+		st0, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestEnqueueDuplicateStates(t *testing.T) {
 					id, in.State, in.Due, in.Deadline, in.DiedAt, in.Body, b.State, b.Due, b.Deadline, b.DiedAt)
 			}
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestEnqueueOverStaleEntry(t *testing.T) {
 		if !errors.Is(err, portable.ErrInjected) {
 			t.Fatalf("delete: %v, want the injected fault", err)
 		}
-		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 1 {
+		if st, err := c.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 1 {
 			t.Fatalf("stats after the crashed delete: %+v, %v; want the stale entry", st, err)
 		}
 
@@ -205,7 +205,7 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 		<-started
 		addEntry(t, addr, topic, p, id, time.Now())
 		waitFor(t, 5*time.Second, "the second entry claimed", func() bool {
-			st, err := c.Stats(ctx, topic)
+			st, err := c.Inspector().Stats(ctx, topic)
 			return err == nil && st.Scheduled == 0 && st.InFlight == 1
 		})
 		unblock()
@@ -216,7 +216,7 @@ func TestClaimSkipsRunningMessage(t *testing.T) {
 		if n := rec.count(id); n != 1 {
 			t.Errorf("delivered %d times, want once", n)
 		}
-		if st, err := c.Stats(ctx, topic); err != nil || st.Scheduled != 0 || st.InFlight != 0 {
+		if st, err := c.Inspector().Stats(ctx, topic); err != nil || st.Scheduled != 0 || st.InFlight != 0 {
 			t.Errorf("stats after the ack: %+v, %v; want nothing left", st, err)
 		}
 	})
@@ -382,7 +382,7 @@ func TestReplaceInFlightAndDead(t *testing.T) {
 		defer mu.Unlock()
 		return bodies[len(bodies)-1] == "alive"
 	})
-	dead, err := c.ListDead(ctx, topic, 10)
+	dead, err := c.Inspector().ListDead(ctx, topic, 10)
 	if err != nil || len(dead) != 0 {
 		t.Errorf("dead after the revival: %v, %v", dead, err)
 	}
@@ -426,7 +426,7 @@ func TestPutConcurrentProducers(t *testing.T) {
 			t.Errorf("id%d created %d times", id, n)
 		}
 	}
-	ts, err := c.Stats(ctx, topic)
+	ts, err := c.Inspector().Stats(ctx, topic)
 	if err != nil || ts.Scheduled != ids {
 		t.Fatalf("scheduled %v, %v; want %d", ts, err, ids)
 	}
@@ -446,7 +446,7 @@ func TestReplaceDuringChange(t *testing.T) {
 		}
 	}
 	// No consumer runs: nothing moves, every message stays where it was.
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0

@@ -55,11 +55,11 @@ type PartitionsInfo struct {
 	// messages: with no consumer, the change waits for one.
 	Consumers    int `json:"consumers"`
 	OwnedSources int `json:"owned_sources,omitempty"`
-	// Pause is the topic's pause (see Client.Pause); Partitions sets it,
+	// Pause is the topic's pause (see Admin.Pause); Partitions sets it,
 	// the Change of TopicStats leaves it to TopicStats.Pause.
 	Pause PauseState `json:"pause"`
 	// Auto is the topic's automatic count and what it wants (see
-	// Client.SetAutoPartitions); nil when the count is set by hand.
+	// Admin.SetAutoPartitions); nil when the count is set by hand.
 	// Partitions sets it, the Change of TopicStats does not.
 	Auto *AutoState `json:"auto,omitempty"`
 }
@@ -77,7 +77,8 @@ func (p PartitionsInfo) MarshalJSON() ([]byte, error) {
 
 // Partitions returns topic's partition count and the progress of a
 // change of it. It wraps ErrNoTopic when the topic does not exist.
-func (c *Client) Partitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
+func (ins *Inspector) Partitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
+	c := ins.c
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,8 @@ type PartitionsOptions struct {
 // and changes nothing: a person's count wins over the automation, which
 // would otherwise undo it within minutes, so the automation is turned
 // off first, by the person (SetAutoPartitions with nil).
-func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts PartitionsOptions) (*PartitionsInfo, error) {
+func (adm *Admin) SetPartitions(ctx context.Context, topic string, n int, opts PartitionsOptions) (*PartitionsInfo, error) {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}
@@ -219,7 +221,7 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, n int, opts Pa
 		return nil, err
 	}
 	c.changed(ctx, topic)
-	return c.Partitions(ctx, topic)
+	return c.Inspector().Partitions(ctx, topic)
 }
 
 // partitionCost is the measured cost of an idle partition to the
@@ -236,7 +238,8 @@ const partitionCost = "75 KB of memory, 0.004% of a CPU and 0.9 Redis commands a
 // when no change runs, and with one wrapping ErrAutoPartitions, changing
 // nothing, while the topic's count is automatic (see SetPartitions): the
 // automation would begin its change again once the reverse ended.
-func (c *Client) CancelPartitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
+func (adm *Admin) CancelPartitions(ctx context.Context, topic string) (*PartitionsInfo, error) {
+	c := adm.c
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -248,7 +251,7 @@ func (c *Client) CancelPartitions(ctx context.Context, topic string) (*Partition
 		return nil, fmt.Errorf("%w: topic %q has %d partitions, and no change of them to cancel", ErrNoChange, topic, l.Count)
 	}
 	if l.Reversed {
-		return c.Partitions(ctx, topic)
+		return c.Inspector().Partitions(ctx, topic)
 	}
 	return c.cancel(ctx, topic, l)
 }
@@ -280,7 +283,7 @@ func (c *Client) cancel(ctx context.Context, topic string, l store.Layout) (*Par
 			ErrNoChange, topic, l.Count, l.Next, after.Count)
 	}
 	c.changed(ctx, topic)
-	return c.Partitions(ctx, topic)
+	return c.Inspector().Partitions(ctx, topic)
 }
 
 // changed makes the consumers and this client read topic's layout again

@@ -20,7 +20,7 @@ import (
 func waitChange(t *testing.T, c *Client, topic string, n int) {
 	t.Helper()
 	waitFor(t, 60*time.Second, fmt.Sprintf("the change of %s to %d partitions to end", topic, n), func() bool {
-		info, err := c.Partitions(context.Background(), topic)
+		info, err := c.Inspector().Partitions(context.Background(), topic)
 		return err == nil && info.Count == n && info.Next == 0
 	})
 }
@@ -101,7 +101,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 		ahead = append(ahead, r.ID)
 	}
 	waitFor(t, 10*time.Second, "3 dead messages", func() bool {
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		return err == nil && st.Dead == 3
 	})
 
@@ -181,7 +181,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 				t.Errorf("%s due %v, want %v", id, in.Due, want)
 			}
 		}
-		dead, err := c.ListDead(ctx, topic, 10)
+		dead, err := c.Inspector().ListDead(ctx, topic, 10)
 		if err != nil || len(dead) != 3 {
 			t.Errorf("dead after the change to %d: %d, %v", n, len(dead), err)
 		}
@@ -193,18 +193,18 @@ func TestRepartitionGrowShrink(t *testing.T) {
 		waitFor(t, 10*time.Second, fmt.Sprintf("%d partitions owned", n), func() bool { return owned() == n })
 	}
 
-	if _, err := c.SetPartitions(ctx, topic, 6, PartitionsOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "multiples 8, 12, 16") {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 6, PartitionsOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "multiples 8, 12, 16") {
 		t.Errorf("set 6 on a topic of 4: %v, want ErrInvalid naming the allowed counts", err)
 	}
 	start := time.Now()
-	info, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{})
+	info, err := c.Admin().SetPartitions(ctx, topic, 16, PartitionsOptions{})
 	if err != nil || info.Count != 4 || info.Next != 16 || len(info.Sources) != 4 {
 		t.Fatalf("set 16: %+v, %v", info, err)
 	}
-	if again, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{}); err != nil || again.Next != 16 {
+	if again, err := c.Admin().SetPartitions(ctx, topic, 16, PartitionsOptions{}); err != nil || again.Next != 16 {
 		t.Errorf("set 16 again: %+v, %v", again, err)
 	}
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); !errors.Is(err, ErrChangeRunning) {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); !errors.Is(err, ErrChangeRunning) {
 		t.Errorf("set 8 while growing to 16: %v, want ErrChangeRunning", err)
 	}
 	during(0)
@@ -213,7 +213,7 @@ func TestRepartitionGrowShrink(t *testing.T) {
 	check(16)
 
 	start = time.Now()
-	if info, err = c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil || info.Next != 8 || len(info.Sources) != 8 {
+	if info, err = c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil || info.Next != 8 || len(info.Sources) != 8 {
 		t.Fatalf("set 8: %+v, %v", info, err)
 	}
 	during(1)
@@ -338,30 +338,30 @@ func TestRepartitionCancelAfterMoves(t *testing.T) {
 	}
 	mustBatch(t, c, msgs)
 
-	if _, err := c.CancelPartitions(ctx, topic); !errors.Is(err, ErrNoChange) {
+	if _, err := c.Admin().CancelPartitions(ctx, topic); !errors.Is(err, ErrNoChange) {
 		t.Errorf("cancel with no change running: %v, want ErrNoChange", err)
 	}
-	info, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{})
+	info, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{})
 	if err != nil || info.Next != 8 || info.Consumers != 1 || info.SettleUntil == nil {
 		t.Fatalf("set 8: %+v, %v", info, err)
 	}
 	waitFor(t, 20*time.Second, "messages moved", func() bool {
-		info, err = c.Partitions(ctx, topic)
+		info, err = c.Inspector().Partitions(ctx, topic)
 		return err == nil && info.MovedMessages > 0
 	})
 	t.Logf("before the cancel: %+v", info)
 	if info.ToMoveExact || info.ToMove > info.Left {
 		t.Errorf("growing: to move %d (exact %v) of %d left, want an estimate at most what is left", info.ToMove, info.ToMoveExact, info.Left)
 	}
-	info, err = c.CancelPartitions(ctx, topic)
+	info, err = c.Admin().CancelPartitions(ctx, topic)
 	if err != nil || !info.Cancelled || info.Count != 8 || info.Next != 4 || info.MovedMessages != 0 || len(info.Moved) != 0 {
 		t.Fatalf("cancel: %+v, %v; want the reverse change, from 8 to 4, with nothing moved or marked yet", info, err)
 	}
-	if again, err := c.CancelPartitions(ctx, topic); err != nil || !again.Cancelled || again.Next != 4 || again.Count != 8 {
+	if again, err := c.Admin().CancelPartitions(ctx, topic); err != nil || !again.Cancelled || again.Next != 4 || again.Count != 8 {
 		t.Errorf("cancel again: %+v, %v; want the same reverse change", again, err)
 	}
 	// Another count is refused, saying what ends or undoes the reverse.
-	if _, err := c.SetPartitions(ctx, topic, 16, PartitionsOptions{Force: true}); !errors.Is(err, ErrChangeRunning) ||
+	if _, err := c.Admin().SetPartitions(ctx, topic, 16, PartitionsOptions{Force: true}); !errors.Is(err, ErrChangeRunning) ||
 		!strings.Contains(err.Error(), "a cancelled change") || !strings.Contains(err.Error(), "--set 8") || strings.Contains(err.Error(), "--cancel") {
 		t.Errorf("a count during the reverse: %v; want it refused, naming --set 8 and not --cancel", err)
 	}
@@ -414,11 +414,11 @@ func TestRepartitionCancelIdle(t *testing.T) {
 		mustBatch(t, c, msgs)
 	}
 	add("before")
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	add("during") // placed in 8 partitions
-	info, err := c.SetPartitions(ctx, topic, 4, PartitionsOptions{})
+	info, err := c.Admin().SetPartitions(ctx, topic, 4, PartitionsOptions{})
 	if err != nil || !info.Cancelled || info.Count != 8 || info.Next != 4 || info.Consumers != 0 || info.OwnedSources != 0 {
 		t.Fatalf("set 4 while growing from 4 to 8: %+v, %v; want the change cancelled, no consumer", info, err)
 	}
@@ -444,11 +444,11 @@ func TestRepartitionCancelIdle(t *testing.T) {
 	cancelCheck(t, c, topic, 4, due)
 
 	// Cancelled at once: before any move could start.
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	add("again")
-	if info, err = c.CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
+	if info, err = c.Admin().CancelPartitions(ctx, topic); err != nil || !info.Cancelled {
 		t.Fatalf("cancel at once: %+v, %v", info, err)
 	}
 	waitChange(t, c, topic, 4)

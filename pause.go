@@ -9,7 +9,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// PauseOptions configures Client.Pause. The zero value pauses until
+// PauseOptions configures Admin.Pause. The zero value pauses until
 // Resume.
 type PauseOptions struct {
 	// Until ends the pause by itself at that time (rounded up to the
@@ -26,7 +26,8 @@ type PauseOptions struct {
 // order per partition. Pausing a paused topic replaces its end. It fails
 // with ErrNoTopic for a topic that does not exist, and ErrInvalid for an
 // Until not in the future, and writes nothing then.
-func (c *Client) Pause(ctx context.Context, topic string, opts PauseOptions) error {
+func (adm *Admin) Pause(ctx context.Context, topic string, opts PauseOptions) error {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
@@ -45,7 +46,8 @@ func (c *Client) Pause(ctx context.Context, topic string, opts PauseOptions) err
 // Resume ends topic's pause (see Pause): its consumers start the
 // messages that fell due meanwhile at once. Resuming a topic not paused
 // does nothing. It fails with ErrNoTopic for a topic that does not exist.
-func (c *Client) Resume(ctx context.Context, topic string) error {
+func (adm *Admin) Resume(ctx context.Context, topic string) error {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
@@ -54,7 +56,7 @@ func (c *Client) Resume(ctx context.Context, topic string) error {
 
 // PauseState is a topic's pause, as Stats and Partitions report it.
 type PauseState struct {
-	// Paused: no delivery of the topic starts (see Client.Pause).
+	// Paused: no delivery of the topic starts (see Admin.Pause).
 	Paused bool `json:"paused,omitempty"`
 	// PausedUntil is when the pause ends by itself; nil for a pause until
 	// resumed.

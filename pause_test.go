@@ -30,7 +30,7 @@ func TestPauseHoldsDue(t *testing.T) {
 		rec := newRecorder()
 		k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
 		waitFor(t, 10*time.Second, "all partitions owned", func() bool { return len(k.Stats().Owned) == P })
-		if err := c.Pause(ctx, topic, PauseOptions{}); err != nil {
+		if err := c.Admin().Pause(ctx, topic, PauseOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		seenPause(t, k, true)
@@ -44,14 +44,14 @@ func TestPauseHoldsDue(t *testing.T) {
 			}
 			due[id] = start.Add(d)
 		}
-		ts, err := c.Stats(ctx, topic)
+		ts, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !ts.Pause.Paused || ts.Pause.PausedUntil != nil {
 			t.Errorf("stats of a paused topic: pause %+v, want paused until resumed", ts.Pause)
 		}
-		info, err := c.Partitions(ctx, topic)
+		info, err := c.Inspector().Partitions(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,14 +64,14 @@ func TestPauseHoldsDue(t *testing.T) {
 		if n := rec.total(); n != 0 {
 			t.Fatalf("%d deliveries started while the topic was paused", n)
 		}
-		if ts, err = c.Stats(ctx, topic); err != nil {
+		if ts, err = c.Inspector().Stats(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 		if ts.Scheduled != N || ts.InFlight != 0 {
 			t.Errorf("paused: %d scheduled, %d in flight, want %d and 0", ts.Scheduled, ts.InFlight, N)
 		}
 		resumed := time.Now()
-		if err := c.Resume(ctx, topic); err != nil {
+		if err := c.Admin().Resume(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "every message delivered after resume", func() bool { return rec.total() >= N })
@@ -90,7 +90,7 @@ func TestPauseHoldsDue(t *testing.T) {
 				t.Errorf("%s: attempt %d, want 1 (a pause spends no attempt)", id, d.Attempt)
 			}
 		}
-		if ts, err = c.Stats(ctx, topic); err != nil {
+		if ts, err = c.Inspector().Stats(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 		if ts.Pause.Paused {
@@ -122,7 +122,7 @@ func TestPauseReturnsHeld(t *testing.T) {
 			return err == nil && info.State == StateInFlight
 		})
 		time.Sleep(time.Until(at.Add(-200 * time.Millisecond)))
-		if err := c.Pause(ctx, topic, PauseOptions{}); err != nil {
+		if err := c.Admin().Pause(ctx, topic, PauseOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 2*time.Second, "the held message back in scheduled", func() bool {
@@ -140,7 +140,7 @@ func TestPauseReturnsHeld(t *testing.T) {
 		if n := rec.total(); n != 0 {
 			t.Fatalf("the held message started during the pause (%d deliveries)", n)
 		}
-		if err := c.Resume(ctx, topic); err != nil {
+		if err := c.Admin().Resume(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 5*time.Second, "delivered after resume", func() bool { return rec.total() == 1 })
@@ -162,11 +162,11 @@ func TestPauseUntil(t *testing.T) {
 		k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
 		waitFor(t, 10*time.Second, "all partitions owned", func() bool { return len(k.Stats().Owned) == P })
 		until := time.Now().Add(1500 * time.Millisecond)
-		if err := c.Pause(ctx, topic, PauseOptions{Until: until}); err != nil {
+		if err := c.Admin().Pause(ctx, topic, PauseOptions{Until: until}); err != nil {
 			t.Fatal(err)
 		}
 		seenPause(t, k, true)
-		ts, err := c.Stats(ctx, topic)
+		ts, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestPauseUntil(t *testing.T) {
 		if late := last.Sub(until); late > bound {
 			t.Errorf("last delivery %v after the pause's end, want within %v", late, bound)
 		}
-		if ts, err = c.Stats(ctx, topic); err != nil {
+		if ts, err = c.Inspector().Stats(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 		if ts.Pause.Paused {
@@ -219,7 +219,7 @@ func TestPauseIdleCost(t *testing.T) {
 		waitFor(t, 10*time.Second, "all partitions owned", func() bool {
 			return len(kp.Stats().Owned) == P && len(ki.Stats().Owned) == P
 		})
-		if err := paused.Pause(ctx, "cost.paused", PauseOptions{}); err != nil {
+		if err := paused.Admin().Pause(ctx, "cost.paused", PauseOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		seenPause(t, kp, true)
@@ -250,10 +250,10 @@ func TestPauseNoTopic(t *testing.T) {
 	addr := env.Backends[0]
 	c := newClient(t, addr, Options{})
 	ctx := context.Background()
-	if err := c.Pause(ctx, "ghost", PauseOptions{}); !errors.Is(err, ErrNoTopic) {
+	if err := c.Admin().Pause(ctx, "ghost", PauseOptions{}); !errors.Is(err, ErrNoTopic) {
 		t.Errorf("pause of a topic never used: %v, want ErrNoTopic", err)
 	}
-	if err := c.Resume(ctx, "ghost"); !errors.Is(err, ErrNoTopic) {
+	if err := c.Admin().Resume(ctx, "ghost"); !errors.Is(err, ErrNoTopic) {
 		t.Errorf("resume of a topic never used: %v, want ErrNoTopic", err)
 	}
 	if meta, listed := testenv.TopicStored(t, addr, "dq", "ghost"); meta || listed {
@@ -263,10 +263,10 @@ func TestPauseNoTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Second)
-	if err := c.Pause(ctx, "real", PauseOptions{Until: past}); !errors.Is(err, ErrInvalid) {
+	if err := c.Admin().Pause(ctx, "real", PauseOptions{Until: past}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("pause until a past time: %v, want ErrInvalid", err)
 	}
-	if err := c.Resume(ctx, "real"); err != nil {
+	if err := c.Admin().Resume(ctx, "real"); err != nil {
 		t.Errorf("resume of a topic not paused: %v", err)
 	}
 }
@@ -283,11 +283,11 @@ func TestPauseLogged(t *testing.T) {
 	if _, err := c.Send(ctx, Message{Topic: topic, ID: "first"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Pause(ctx, topic, PauseOptions{Until: time.Now().Add(200 * time.Millisecond)}); err != nil {
+	if err := c.Admin().Pause(ctx, topic, PauseOptions{Until: time.Now().Add(200 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the pause's end", func() bool {
-		ts, err := c.Stats(ctx, topic)
+		ts, err := c.Inspector().Stats(ctx, topic)
 		return err == nil && !ts.Pause.Paused
 	})
 	rec := newRecorder()
@@ -297,7 +297,7 @@ func TestPauseLogged(t *testing.T) {
 		t.Errorf("a pause that had ended was logged:\n%s", out.String())
 	}
 	until := time.Now().Add(time.Hour)
-	if err := c.Pause(ctx, topic, PauseOptions{Until: until}); err != nil {
+	if err := c.Admin().Pause(ctx, topic, PauseOptions{Until: until}); err != nil {
 		t.Fatal(err)
 	}
 	seenPause(t, k, true)

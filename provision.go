@@ -13,7 +13,7 @@ import (
 
 // TopicConfig is what the owner of a topic declares for it, as a
 // worker's [[topic]] does: the partition count it is created with, and
-// the settings proposed to it. Client.ProposeTopic applies it; a
+// the settings proposed to it. Admin.ProposeTopic applies it; a
 // Consumer only consumes.
 type TopicConfig struct {
 	// Topic is the topic. Required.
@@ -25,16 +25,16 @@ type TopicConfig struct {
 	// Max).
 	Partitions int
 	// Limits are the fleet-wide limits the topic gets if its limits were
-	// never set nor cleared (see Client.SetLimits). nil: none proposed.
+	// never set nor cleared (see Admin.SetLimits). nil: none proposed.
 	Limits *Limits
 	// UniqueFor is the default uniqueness window the topic gets if its
-	// window was never set (see Client.SetUniqueFor). nil: none proposed.
+	// window was never set (see Admin.SetUniqueFor). nil: none proposed.
 	UniqueFor *time.Duration
 	// AutoPartitions turns on the topic's automatic partition count (see
-	// Client.SetAutoPartitions) if it was never set nor turned off. nil:
+	// Admin.SetAutoPartitions) if it was never set nor turned off. nil:
 	// none proposed.
 	AutoPartitions *AutoPartitions
-	// Schedules are applied by the rule of Client.ApplySchedules. Empty:
+	// Schedules are applied by the rule of Admin.ApplySchedules. Empty:
 	// the topic's schedules are left alone.
 	Schedules []Schedule
 }
@@ -64,7 +64,8 @@ type TopicProposal struct {
 //
 // While Redis cannot be reached, it waits for it, as a consumer
 // starting does, until ctx ends (then it returns ctx's error).
-func (c *Client) ProposeTopic(ctx context.Context, cfg TopicConfig) (*TopicProposal, error) {
+func (adm *Admin) ProposeTopic(ctx context.Context, cfg TopicConfig) (*TopicProposal, error) {
+	c := adm.c
 	if err := cfg.check(c); err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (c *Client) proposeTopic(ctx context.Context, cfg TopicConfig, log *slog.Lo
 	}
 	out := &TopicProposal{Partitions: l.Count}
 	if len(cfg.Schedules) > 0 {
-		out.Schedules, err = c.ApplySchedules(ctx, cfg.Topic, cfg.Schedules)
+		out.Schedules, err = c.Admin().ApplySchedules(ctx, cfg.Topic, cfg.Schedules)
 		for _, a := range out.Schedules {
 			log.Info("schedule applied", "schedule", a.Name, "action", a.Action)
 		}
@@ -167,7 +168,7 @@ func (c *Client) proposals(cfg TopicConfig) []proposal {
 				return c.store.SetLimits(ctx, topic, storeLimits(want), true)
 			},
 			stored: func(ctx context.Context) (string, error) {
-				stored, err := c.Limits(ctx, topic)
+				stored, err := c.Inspector().Limits(ctx, topic)
 				return stored.String(), err
 			},
 		})
@@ -186,7 +187,7 @@ func (c *Client) proposals(cfg TopicConfig) []proposal {
 				return written, err
 			},
 			stored: func(ctx context.Context) (string, error) {
-				stored, err := c.UniqueFor(ctx, topic)
+				stored, err := c.Inspector().UniqueFor(ctx, topic)
 				return windowText(stored), err
 			},
 		})
@@ -201,7 +202,7 @@ func (c *Client) proposals(cfg TopicConfig) []proposal {
 				return c.store.SetAuto(ctx, topic, want.toStore(), true)
 			},
 			stored: func(ctx context.Context) (string, error) {
-				stored, err := c.AutoPartitionsOf(ctx, topic)
+				stored, err := c.Inspector().AutoPartitionsOf(ctx, topic)
 				if err != nil || stored == nil {
 					return "off", err
 				}

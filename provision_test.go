@@ -28,7 +28,7 @@ func TestProposeTopic(t *testing.T) {
 		Schedules:      []Schedule{{Name: "tick", Spec: "@every 1h"}},
 	}
 	auto, lim := cfg.AutoPartitions.withDefaults().String(), cfg.Limits.String()
-	p, err := c.ProposeTopic(ctx, cfg)
+	p, err := c.Admin().ProposeTopic(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestProposeTopic(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("first proposal:\n%+v\nwant\n%+v", p, want)
 	}
-	if d, err := c.UniqueFor(ctx, "prop"); err != nil || d != day {
+	if d, err := c.Inspector().UniqueFor(ctx, "prop"); err != nil || d != day {
 		t.Errorf("stored window %v, %v; want 24h", d, err)
 	}
 	if !strings.Contains(logs.String(), `msg="topic limits set" topic=prop setting="`+lim+`"`) {
@@ -53,16 +53,16 @@ func TestProposeTopic(t *testing.T) {
 
 	// A person changes each setting; the same file proposed again (a
 	// restart) undoes none of them.
-	if err := c.SetLimits(ctx, "prop", Limits{}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "prop", Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetUniqueFor(ctx, "prop", time.Hour); err != nil {
+	if err := c.Admin().SetUniqueFor(ctx, "prop", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetAutoPartitions(ctx, "prop", nil); err != nil {
+	if err := c.Admin().SetAutoPartitions(ctx, "prop", nil); err != nil {
 		t.Fatal(err)
 	}
-	p, err = c.ProposeTopic(ctx, cfg)
+	p, err = c.Admin().ProposeTopic(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +75,10 @@ func TestProposeTopic(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("proposal after a person's changes:\n%+v\nwant\n%+v", p, want)
 	}
-	if l, err := c.Limits(ctx, "prop"); err != nil || !l.IsZero() {
+	if l, err := c.Inspector().Limits(ctx, "prop"); err != nil || !l.IsZero() {
 		t.Errorf("limits after the second proposal: %+v, %v; want the cleared ones", l, err)
 	}
-	if a, err := c.AutoPartitionsOf(ctx, "prop"); err != nil || a != nil {
+	if a, err := c.Inspector().AutoPartitionsOf(ctx, "prop"); err != nil || a != nil {
 		t.Errorf("automatic count after the second proposal: %+v, %v; want off", a, err)
 	}
 	for _, line := range []string{
@@ -96,7 +96,7 @@ func TestProposeTopic(t *testing.T) {
 // starts with the client's count brought within Min and Max.
 func TestProposeTopicAutoBounds(t *testing.T) {
 	c := newClient(t, startDirect(t), Options{Partitions: 32})
-	p, err := c.ProposeTopic(context.Background(), TopicConfig{Topic: "bounded", AutoPartitions: &AutoPartitions{Min: 2, Max: 8}})
+	p, err := c.Admin().ProposeTopic(context.Background(), TopicConfig{Topic: "bounded", AutoPartitions: &AutoPartitions{Min: 2, Max: 8}})
 	if err != nil || p.Partitions != 8 {
 		t.Fatalf("proposal: %+v, %v; want 8 partitions", p, err)
 	}
@@ -118,12 +118,12 @@ func TestProposeTopicInvalid(t *testing.T) {
 		{TopicConfig{Topic: "t", AutoPartitions: &AutoPartitions{Min: 9, Max: 8}}, "TopicConfig.AutoPartitions"},
 		{TopicConfig{Topic: "t", Schedules: []Schedule{{Name: "x", Spec: "61 * * * *"}}}, "TopicConfig.Schedules"},
 	} {
-		_, err := c.ProposeTopic(ctx, tc.cfg)
+		_, err := c.Admin().ProposeTopic(ctx, tc.cfg)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("ProposeTopic(%+v): %v; want ErrInvalid naming %s", tc.cfg, err, tc.name)
 		}
 	}
-	if _, err := c.Partitions(ctx, "t"); !errors.Is(err, ErrNoTopic) {
+	if _, err := c.Inspector().Partitions(ctx, "t"); !errors.Is(err, ErrNoTopic) {
 		t.Errorf("after refused proposals: %v; want ErrNoTopic (nothing written)", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestProposeTopicWaitsForRedis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := c.ProposeTopic(ctx, TopicConfig{Topic: "waits"})
+	_, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: "waits"})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 500*time.Millisecond {
 		t.Errorf("ProposeTopic with Redis unreachable: %v after %v; want the context's deadline, having waited for it", err, time.Since(start))
 	}

@@ -279,7 +279,8 @@ var errUnchanged = errors.New("unchanged")
 // occurrence of the new definition is written, at once for every
 // consumer. A paused schedule stays paused. It returns the schedule as
 // stored. To refuse a name in use instead, use AddSchedule.
-func (c *Client) SetSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+func (adm *Admin) SetSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+	c := adm.c
 	in, _, err := c.setSchedule(ctx, topic, s, "", false)
 	return in, err
 }
@@ -289,7 +290,8 @@ func (c *Client) SetSchedule(ctx context.Context, topic string, s Schedule) (*Sc
 // an error that names the schedule and matches ErrExists. The check and
 // the write are one compare-and-set: of two adds of a name at once, one
 // fails.
-func (c *Client) AddSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+func (adm *Admin) AddSchedule(ctx context.Context, topic string, s Schedule) (*ScheduleInfo, error) {
+	c := adm.c
 	in, _, err := c.setSchedule(ctx, topic, s, "", true)
 	return in, err
 }
@@ -341,7 +343,8 @@ func (c *Client) setSchedule(ctx context.Context, topic string, s Schedule, toml
 }
 
 // GetSchedule returns a schedule, or an error wrapping ErrNotFound.
-func (c *Client) GetSchedule(ctx context.Context, topic, name string) (*ScheduleInfo, error) {
+func (ins *Inspector) GetSchedule(ctx context.Context, topic, name string) (*ScheduleInfo, error) {
+	c := ins.c
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}
@@ -363,7 +366,8 @@ func (c *Client) GetSchedule(ctx context.Context, topic, name string) (*Schedule
 
 // Schedules returns every schedule of topic, sorted by name. It reads
 // them with HSCAN, a page of a few hundred per round trip.
-func (c *Client) Schedules(ctx context.Context, topic string) ([]ScheduleInfo, error) {
+func (ins *Inspector) Schedules(ctx context.Context, topic string) ([]ScheduleInfo, error) {
+	c := ins.c
 	if _, err := c.topicLayout(ctx, topic); err != nil {
 		return nil, err
 	}
@@ -401,7 +405,8 @@ func sortSchedules(s []ScheduleInfo) {
 // PauseSchedule pauses a schedule: its pending occurrence is removed and
 // no other is written until ResumeSchedule. Pausing a paused schedule
 // does nothing.
-func (c *Client) PauseSchedule(ctx context.Context, topic, name string) error {
+func (adm *Admin) PauseSchedule(ctx context.Context, topic, name string) error {
+	c := adm.c
 	return c.pauseResume(ctx, topic, name, true)
 }
 
@@ -410,7 +415,8 @@ func (c *Client) PauseSchedule(ctx context.Context, topic, name string) error {
 // running schedule only mends its chain if it was cut (its pending
 // occurrence deleted by id, or a failure between a change and its first
 // occurrence): the chain goes on from the next occurrence after now.
-func (c *Client) ResumeSchedule(ctx context.Context, topic, name string) error {
+func (adm *Admin) ResumeSchedule(ctx context.Context, topic, name string) error {
+	c := adm.c
 	return c.pauseResume(ctx, topic, name, false)
 }
 
@@ -446,7 +452,8 @@ func (c *Client) pauseResume(ctx context.Context, topic, name string, pause bool
 
 // DeleteSchedule removes a schedule and its pending occurrence. It
 // returns an error wrapping ErrNotFound if there is no such schedule.
-func (c *Client) DeleteSchedule(ctx context.Context, topic, name string) error {
+func (adm *Admin) DeleteSchedule(ctx context.Context, topic, name string) error {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
@@ -500,7 +507,8 @@ type ScheduleApplied struct {
 // unchanged file never does. A replaced schedule keeps its paused state.
 // Schedules absent from the file are left alone: delete them at run
 // time. Every definition is checked before any is written.
-func (c *Client) ApplySchedules(ctx context.Context, topic string, defs []Schedule) ([]ScheduleApplied, error) {
+func (adm *Admin) ApplySchedules(ctx context.Context, topic string, defs []Schedule) ([]ScheduleApplied, error) {
+	c := adm.c
 	if err := validateTopic(topic); err != nil {
 		return nil, err
 	}

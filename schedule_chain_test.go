@@ -71,14 +71,14 @@ func TestScheduleMendChain(t *testing.T) {
 	c := newClient(t, env.Backends[0], Options{Partitions: 4})
 	topic := "sched-mend"
 	p := schedulePartition("m", 4)
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "@every 10s"}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "@every 10s"}); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
 	if err := c.Delete(ctx, topic, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
+	if err := c.Admin().ResumeSchedule(ctx, topic, "m"); err != nil {
 		t.Fatal(err)
 	}
 	mended, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
@@ -89,7 +89,7 @@ func TestScheduleMendChain(t *testing.T) {
 		t.Fatalf("mended occurrence %s: %+v, %v", mended, in, err)
 	}
 	// Resuming a schedule whose chain runs writes nothing.
-	if err := c.ResumeSchedule(ctx, topic, "m"); err != nil {
+	if err := c.Admin().ResumeSchedule(ctx, topic, "m"); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m"); again != mended {
@@ -103,7 +103,7 @@ func TestScheduleMendChain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := c.ApplySchedules(ctx, topic, file)
+	done, err := c.Admin().ApplySchedules(ctx, topic, file)
 	if err != nil || done[0].Action != "kept" {
 		t.Fatalf("apply: %v, %v", done, err)
 	}

@@ -34,7 +34,7 @@ func TestScheduleSpecErrors(t *testing.T) {
 		{Schedule{Name: "report", Spec: "0 3 * * *", Policy: "some"}, []string{`Schedule.Policy "some"`}},
 		{Schedule{Name: "report", Spec: "0 3 * * *", MaxAttempts: -1}, []string{"Schedule.MaxAttempts -1 is negative"}},
 	} {
-		_, err := c.SetSchedule(context.Background(), "orders", tc.s)
+		_, err := c.Admin().SetSchedule(context.Background(), "orders", tc.s)
 		var fe *FieldError
 		if !errors.Is(err, ErrInvalid) || tc.s.Name != "" && tc.s.Name != "re:port" && !errors.As(err, &fe) {
 			t.Errorf("%+v: %v, want a FieldError (ErrInvalid)", tc.s, err)

@@ -57,7 +57,7 @@ func TestScheduleLifecycle(t *testing.T) {
 		runConsumer(t, c, o, rec.handle)
 	}
 	start := time.Now()
-	in, err := c.SetSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s", Body: []byte("v1")})
+	in, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s", Body: []byte("v1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,25 +67,25 @@ func TestScheduleLifecycle(t *testing.T) {
 	time.Sleep(4500 * time.Millisecond)
 	// Replace: the next occurrences carry the new body.
 	changed := time.Now()
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s", Body: []byte("v2")}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "tick", Spec: "@every 1s", Body: []byte("v2")}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3500 * time.Millisecond)
 	paused := time.Now()
-	if err := c.PauseSchedule(ctx, topic, "tick"); err != nil {
+	if err := c.Admin().PauseSchedule(ctx, topic, "tick"); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := c.GetSchedule(ctx, topic, "tick"); err != nil || !s.Paused || s.Next(time.Now(), 1) != nil {
+	if s, err := c.Inspector().GetSchedule(ctx, topic, "tick"); err != nil || !s.Paused || s.Next(time.Now(), 1) != nil {
 		t.Errorf("paused schedule: %+v, %v", s, err)
 	}
 	time.Sleep(2500 * time.Millisecond)
 	resumed := time.Now()
-	if err := c.ResumeSchedule(ctx, topic, "tick"); err != nil {
+	if err := c.Admin().ResumeSchedule(ctx, topic, "tick"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
 	deleted := time.Now()
-	if err := c.DeleteSchedule(ctx, topic, "tick"); err != nil {
+	if err := c.Admin().DeleteSchedule(ctx, topic, "tick"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
@@ -126,17 +126,17 @@ func TestScheduleLifecycle(t *testing.T) {
 		t.Errorf("deliveries: v1 %d v2 %d, during the pause %d, after resume %d, after delete %d", v1, v2, duringPause, afterResume, afterDelete)
 	}
 	// Nothing of the schedule is left: no occurrence, no definition.
-	st, err := c.Stats(ctx, topic)
+	st, err := c.Inspector().Stats(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Scheduled != 0 || st.InFlight != 0 {
 		t.Errorf("after delete: %d scheduled, %d in flight", st.Scheduled, st.InFlight)
 	}
-	if all, err := c.Schedules(ctx, topic); err != nil || len(all) != 0 {
+	if all, err := c.Inspector().Schedules(ctx, topic); err != nil || len(all) != 0 {
 		t.Errorf("schedules after delete: %v, %v", all, err)
 	}
-	if err := c.DeleteSchedule(ctx, topic, "tick"); !errors.Is(err, ErrNotFound) {
+	if err := c.Admin().DeleteSchedule(ctx, topic, "tick"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("delete again: %v, want ErrNotFound", err)
 	}
 }
@@ -150,11 +150,11 @@ func TestScheduleAddRefusesExisting(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, env.Backends[0], Options{Partitions: 4})
 	const topic = "sched-add"
-	first, err := c.AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *", TimeZone: "America/New_York", MaxAttempts: 3})
+	first, err := c.Admin().AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *", TimeZone: "America/New_York", MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"})
+	_, err = c.Admin().AddSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"})
 	if !errors.Is(err, ErrExists) {
 		t.Fatalf("second add: %v, want ErrExists", err)
 	}
@@ -163,25 +163,25 @@ func TestScheduleAddRefusesExisting(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, w)
 		}
 	}
-	got, err := c.GetSchedule(ctx, topic, "daily")
+	got, err := c.Inspector().GetSchedule(ctx, topic, "daily")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Version != first.Version || got.TimeZone != "America/New_York" || got.MaxAttempts != 3 {
 		t.Errorf("after a refused add: %+v, want it unchanged: %+v", got, first)
 	}
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 9 * * *"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := c.GetSchedule(ctx, topic, "daily"); got == nil || got.TimeZone != "" || got.Version == first.Version {
+	if got, _ := c.Inspector().GetSchedule(ctx, topic, "daily"); got == nil || got.TimeZone != "" || got.Version == first.Version {
 		t.Errorf("SetSchedule did not replace: %+v", got)
 	}
 
 	for name, err := range map[string]error{
-		"get":    func() error { _, err := c.GetSchedule(ctx, topic, "nope"); return err }(),
-		"pause":  c.PauseSchedule(ctx, topic, "nope"),
-		"resume": c.ResumeSchedule(ctx, topic, "nope"),
-		"delete": c.DeleteSchedule(ctx, topic, "nope"),
+		"get":    func() error { _, err := c.Inspector().GetSchedule(ctx, topic, "nope"); return err }(),
+		"pause":  c.Admin().PauseSchedule(ctx, topic, "nope"),
+		"resume": c.Admin().ResumeSchedule(ctx, topic, "nope"),
+		"delete": c.Admin().DeleteSchedule(ctx, topic, "nope"),
 	} {
 		if !errors.Is(err, ErrNotFound) || err.Error() != `delayq: schedule "nope" of topic sched-add not found` {
 			t.Errorf("%s of a missing schedule: %v, want ErrNotFound naming the schedule and topic", name, err)
@@ -196,7 +196,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, env.Backends[0], Options{Partitions: 4})
 	topic := "sched-replace"
-	a, err := c.SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 3 * * *", TimeZone: "Asia/Shanghai"})
+	a, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 3 * * *", TimeZone: "Asia/Shanghai"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	if _, err := c.Get(ctx, topic, first); err != nil {
 		t.Fatalf("first occurrence: %v", err)
 	}
-	b, err := c.SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 4 * * *", TimeZone: "Asia/Shanghai"})
+	b, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "daily", Spec: "0 4 * * *", TimeZone: "Asia/Shanghai"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 	}
 	// @every counts from the change: the listed next occurrence is the
 	// pending one.
-	ev, err := c.SetSchedule(ctx, topic, Schedule{Name: "ev", Spec: "@every 7s"})
+	ev, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "ev", Spec: "@every 7s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestScheduleReplaceRemovesPending(t *testing.T) {
 			t.Errorf("current occurrence: run %v, %v", run, err)
 		}
 	}
-	st, _ := c.Stats(ctx, topic)
+	st, _ := c.Inspector().Stats(ctx, topic)
 	if st.Scheduled != 3 {
 		t.Errorf("%d scheduled, want 3 (the occurrence, the next one and ev's)", st.Scheduled)
 	}
@@ -269,7 +269,7 @@ func TestScheduleMissedSkip(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, env.Backends[0], Options{Partitions: 2})
 	topic := "sched-missed"
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *"}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *"}); err != nil {
 		t.Fatal(err)
 	}
 	p := schedulePartition("m", 2)
@@ -290,7 +290,7 @@ func TestScheduleMissedSkip(t *testing.T) {
 		t.Errorf("retry of an old occurrence: run %v, %v", run, err)
 	}
 	// all: the missed occurrence runs and chains the next.
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *", Policy: PolicyAll}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "m", Spec: "* * * * *", Policy: PolicyAll}); err != nil {
 		t.Fatal(err)
 	}
 	first, _ = c.store.ScheduleMark(ctx, store.TopicPartition{Topic: topic, P: p}, "m")
@@ -366,7 +366,7 @@ func TestScheduleCost(t *testing.T) {
 	spec := fmt.Sprintf("%d %d * * *", due.UTC().Minute(), due.UTC().Hour())
 	m0, c0, t0 := memory(), sc.Commands(), time.Now()
 	parallel(func(i int) error {
-		_, err := sc.SetSchedule(ctx, "sched-cost", Schedule{Name: "s" + itoa5(i), Spec: spec, Body: body})
+		_, err := sc.Admin().SetSchedule(ctx, "sched-cost", Schedule{Name: "s" + itoa5(i), Spec: spec, Body: body})
 		return err
 	})
 	addTook, addCmds, addMem := time.Since(t0), sc.Commands()-c0, memory()-m0
@@ -379,7 +379,7 @@ func TestScheduleCost(t *testing.T) {
 	msgCmds, msgMem := mc.Commands()-c0, memory()-m0
 
 	c0, t0 = sc.Commands(), time.Now()
-	all, err := sc.Schedules(ctx, "sched-cost")
+	all, err := sc.Inspector().Schedules(ctx, "sched-cost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestScheduleCost(t *testing.T) {
 	if len(all) != n {
 		t.Errorf("%d schedules listed, want %d", len(all), n)
 	}
-	if st, _ := sc.Stats(ctx, "sched-cost"); st.Scheduled != n {
+	if st, _ := sc.Inspector().Stats(ctx, "sched-cost"); st.Scheduled != n {
 		t.Errorf("%d occurrences scheduled, want %d", st.Scheduled, n)
 	}
 
@@ -437,7 +437,7 @@ func TestScheduleApplyRule(t *testing.T) {
 	file := []Schedule{{Name: "a", Spec: "0 3 * * *", Body: []byte("file")}}
 	apply := func(defs []Schedule, want ...string) {
 		t.Helper()
-		got, err := c.ApplySchedules(ctx, topic, defs)
+		got, err := c.Admin().ApplySchedules(ctx, topic, defs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +449,7 @@ func TestScheduleApplyRule(t *testing.T) {
 	}
 	get := func(name string) *ScheduleInfo {
 		t.Helper()
-		s, err := c.GetSchedule(ctx, topic, name)
+		s, err := c.Inspector().GetSchedule(ctx, topic, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,14 +465,14 @@ func TestScheduleApplyRule(t *testing.T) {
 		t.Error("an unchanged file rewrote the schedule")
 	}
 	// Run-time changes survive restarts with the same file.
-	if err := c.PauseSchedule(ctx, topic, "a"); err != nil {
+	if err := c.Admin().PauseSchedule(ctx, topic, "a"); err != nil {
 		t.Fatal(err)
 	}
 	apply(file, "kept")
 	if !get("a").Paused {
 		t.Error("the file undid a pause")
 	}
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "a", Spec: "0 4 * * *"}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "a", Spec: "0 4 * * *"}); err != nil {
 		t.Fatal(err)
 	}
 	apply(file, "kept")
@@ -486,7 +486,7 @@ func TestScheduleApplyRule(t *testing.T) {
 		t.Errorf("after an edit of the file: %+v", s)
 	}
 	// A schedule made at run time that the file then defines is replaced.
-	if _, err := c.SetSchedule(ctx, topic, Schedule{Name: "b", Spec: "@hourly"}); err != nil {
+	if _, err := c.Admin().SetSchedule(ctx, topic, Schedule{Name: "b", Spec: "@hourly"}); err != nil {
 		t.Fatal(err)
 	}
 	apply(append(file, Schedule{Name: "b", Spec: "@daily"}), "kept", "replaced")
@@ -494,10 +494,10 @@ func TestScheduleApplyRule(t *testing.T) {
 		t.Error("b not replaced")
 	}
 	// Every definition is checked before any is written.
-	if _, err := c.ApplySchedules(ctx, topic, []Schedule{{Name: "c", Spec: "@daily"}, {Name: "d", Spec: "bad"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `Schedule.Spec "bad"`) {
+	if _, err := c.Admin().ApplySchedules(ctx, topic, []Schedule{{Name: "c", Spec: "@daily"}, {Name: "d", Spec: "bad"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `Schedule.Spec "bad"`) {
 		t.Errorf("bad file: %v", err)
 	}
-	if _, err := c.GetSchedule(ctx, topic, "c"); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Inspector().GetSchedule(ctx, topic, "c"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("c written from a file with an error: %v", err)
 	}
 }

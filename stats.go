@@ -51,9 +51,9 @@ type TopicStats struct {
 	// partition count owns no partition.
 	Consumers  int              `json:"consumers"`
 	Partitions []PartitionStats `json:"partitions"`
-	// Pause is the topic's pause (see Client.Pause).
+	// Pause is the topic's pause (see Admin.Pause).
 	Pause PauseState `json:"pause"`
-	// Limits are the topic's fleet-wide limits (see Client.SetLimits),
+	// Limits are the topic's fleet-wide limits (see Admin.SetLimits),
 	// with what runs against them.
 	Limits LimitsState `json:"limits"`
 }
@@ -62,7 +62,8 @@ type TopicStats struct {
 // ErrNoTopic when the topic does not exist, as ListDead, RequeueDead,
 // PurgeDead, Delete, DeleteMany and Reschedule do: none of them creates
 // a topic.
-func (c *Client) Stats(ctx context.Context, topic string) (*TopicStats, error) {
+func (ins *Inspector) Stats(ctx context.Context, topic string) (*TopicStats, error) {
+	c := ins.c
 	l, err := c.topicLayout(ctx, topic)
 	if err != nil {
 		return nil, err

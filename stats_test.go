@@ -52,7 +52,7 @@ func TestStatsDueNowLagConsumers(t *testing.T) {
 		check := func(at time.Duration, due int64, lag time.Duration) *TopicStats {
 			t.Helper()
 			clk.Set(base.Add(at))
-			ts, err := c.Stats(ctx, topic)
+			ts, err := c.Inspector().Stats(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,17 +81,17 @@ func TestStatsDueNowLagConsumers(t *testing.T) {
 		// The topic paused, consumers join without claiming anything (so
 		// the counts above hold). Their heartbeats are on the real clock:
 		// so is Stats while it counts them.
-		if err := c.Pause(ctx, topic, PauseOptions{}); err != nil {
+		if err := c.Admin().Pause(ctx, topic, PauseOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		consumers := func() (stats, partitions int) {
 			t.Helper()
 			clk.Set(time.Now())
-			ts, err := c.Stats(ctx, topic)
+			ts, err := c.Inspector().Stats(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
-			info, err := c.Partitions(ctx, topic)
+			info, err := c.Inspector().Partitions(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestStatsDueNowSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Set(base.Add(2 * time.Hour))
-	ts, err := c.Stats(ctx, "stats-seg")
+	ts, err := c.Inspector().Stats(ctx, "stats-seg")
 	if err != nil {
 		t.Fatal(err)
 	}

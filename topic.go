@@ -218,7 +218,7 @@ func plural(n int64, noun string) string {
 	return fmt.Sprintf("%d %s", n, noun)
 }
 
-// DeleteTopicOptions configures Client.DeleteTopic. The zero value
+// DeleteTopicOptions configures Admin.DeleteTopic. The zero value
 // deletes only a topic nothing uses.
 type DeleteTopicOptions struct {
 	// Force deletes the topic whatever it holds and whoever uses it: its
@@ -234,7 +234,8 @@ type DeleteTopicOptions struct {
 
 // TopicUsage reads what topic holds and who uses it. It wraps ErrNoTopic
 // when the topic does not exist.
-func (c *Client) TopicUsage(ctx context.Context, topic string) (*TopicUsage, error) {
+func (ins *Inspector) TopicUsage(ctx context.Context, topic string) (*TopicUsage, error) {
+	c := ins.c
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -286,8 +287,9 @@ func (c *Client) TopicUsage(ctx context.Context, topic string) (*TopicUsage, err
 // message sent while the topic is deleted may be deleted with it, and a
 // later write to the topic creates it again. A delete cut short (an
 // error) can be run again.
-func (c *Client) DeleteTopic(ctx context.Context, topic string, opts DeleteTopicOptions) (*TopicUsage, error) {
-	u, err := c.TopicUsage(ctx, topic)
+func (adm *Admin) DeleteTopic(ctx context.Context, topic string, opts DeleteTopicOptions) (*TopicUsage, error) {
+	c := adm.c
+	u, err := c.Inspector().TopicUsage(ctx, topic)
 	if err != nil {
 		return nil, err
 	}

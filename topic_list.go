@@ -23,7 +23,8 @@ type TopicInfo struct {
 // DeleteTopic), not the keyspace: it needs no SCAN and works through
 // proxies. A topic listed whose metadata is gone (deleted meanwhile) has
 // Partitions 0. It is safe for concurrent use.
-func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
+func (ins *Inspector) Topics(ctx context.Context) ([]TopicInfo, error) {
+	c := ins.c
 	names, err := c.store.Topics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topics: %w", err)

@@ -26,25 +26,25 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 			name string
 			do   func() error
 		}{
-			{"Stats", func() error { _, err := c.Stats(ctx, topic); return err }},
+			{"Stats", func() error { _, err := c.Inspector().Stats(ctx, topic); return err }},
 			{"Get", func() error { _, err := c.Get(ctx, topic, "x"); return err }},
 			{"Delete", func() error { return c.Delete(ctx, topic, "x") }},
 			{"DeleteMany", func() error { _, err := c.DeleteMany(ctx, topic, []string{"x"}); return err }},
 			{"Reschedule", func() error { _, err := c.Reschedule(ctx, topic, "x", time.Now().Add(time.Hour)); return err }},
-			{"ListDead", func() error { _, err := c.ListDead(ctx, topic, 10); return err }},
-			{"RequeueDead", func() error { _, err := c.RequeueDead(ctx, topic); return err }},
-			{"RequeueDead ids", func() error { _, err := c.RequeueDead(ctx, topic, "x"); return err }},
-			{"PurgeDead", func() error { _, err := c.PurgeDead(ctx, topic); return err }},
-			{"Partitions", func() error { _, err := c.Partitions(ctx, topic); return err }},
-			{"SetPartitions", func() error { _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); return err }},
+			{"ListDead", func() error { _, err := c.Inspector().ListDead(ctx, topic, 10); return err }},
+			{"RequeueDead", func() error { _, err := c.Admin().RequeueDead(ctx, topic); return err }},
+			{"RequeueDead ids", func() error { _, err := c.Admin().RequeueDead(ctx, topic, "x"); return err }},
+			{"PurgeDead", func() error { _, err := c.Admin().PurgeDead(ctx, topic); return err }},
+			{"Partitions", func() error { _, err := c.Inspector().Partitions(ctx, topic); return err }},
+			{"SetPartitions", func() error { _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); return err }},
 			{"Export", func() error {
-				_, err := c.Export(ctx, topic, ExportOptions{}, func(*ExportedMessage) error { return nil })
+				_, err := c.Inspector().Export(ctx, topic, ExportOptions{}, func(*ExportedMessage) error { return nil })
 				return err
 			}},
-			{"Schedules", func() error { _, err := c.Schedules(ctx, topic); return err }},
-			{"GetSchedule", func() error { _, err := c.GetSchedule(ctx, topic, "s"); return err }},
-			{"PauseSchedule", func() error { return c.PauseSchedule(ctx, topic, "s") }},
-			{"DeleteSchedule", func() error { return c.DeleteSchedule(ctx, topic, "s") }},
+			{"Schedules", func() error { _, err := c.Inspector().Schedules(ctx, topic); return err }},
+			{"GetSchedule", func() error { _, err := c.Inspector().GetSchedule(ctx, topic, "s"); return err }},
+			{"PauseSchedule", func() error { return c.Admin().PauseSchedule(ctx, topic, "s") }},
+			{"DeleteSchedule", func() error { return c.Admin().DeleteSchedule(ctx, topic, "s") }},
 		}
 		for _, op := range ops {
 			err := op.do()
@@ -69,7 +69,7 @@ func TestReadsDoNotCreateTopics(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNoTopic) || !strings.Contains(err.Error(), `message "x"`) {
 			t.Errorf("get of a missing message of an existing topic: %v; want ErrNotFound naming the message, not ErrNoTopic", err)
 		}
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil || st.Count != 4 || st.Scheduled != 1 {
 			t.Fatalf("stats after the enqueue: %+v, %v", st, err)
 		}
@@ -116,7 +116,7 @@ func TestDeleteTopic(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, addr, Options{Partitions: 4})
 
-		if _, err := c.DeleteTopic(ctx, "none", DeleteTopicOptions{Force: true}); !errors.Is(err, ErrNoTopic) {
+		if _, err := c.Admin().DeleteTopic(ctx, "none", DeleteTopicOptions{Force: true}); !errors.Is(err, ErrNoTopic) {
 			t.Errorf("delete of a topic that does not exist: %v; want ErrNoTopic", err)
 		}
 		if got := topicKeys(t, addr, "none", 4); len(got) > 0 {
@@ -131,10 +131,10 @@ func TestDeleteTopic(t *testing.T) {
 		if _, err := c.Send(ctx, Message{Topic: full, ID: "m2", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SetSchedule(ctx, full, Schedule{Name: "daily", Spec: "@daily"}); err != nil {
+		if _, err := c.Admin().SetSchedule(ctx, full, Schedule{Name: "daily", Spec: "@daily"}); err != nil {
 			t.Fatal(err)
 		}
-		u, err := c.DeleteTopic(ctx, full, DeleteTopicOptions{})
+		u, err := c.Admin().DeleteTopic(ctx, full, DeleteTopicOptions{})
 		if !errors.Is(err, ErrTopicInUse) {
 			t.Fatalf("delete of a topic with messages: %v; want ErrTopicInUse", err)
 		}
@@ -148,7 +148,7 @@ func TestDeleteTopic(t *testing.T) {
 		if _, err := c.Get(ctx, full, "m1"); err != nil {
 			t.Fatalf("a refused delete lost a message: %v", err)
 		}
-		if _, err := c.DeleteTopic(ctx, full, DeleteTopicOptions{Force: true}); err != nil {
+		if _, err := c.Admin().DeleteTopic(ctx, full, DeleteTopicOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		if got := topicKeys(t, addr, full, 4); len(got) > 0 {
@@ -161,7 +161,7 @@ func TestDeleteTopic(t *testing.T) {
 		if _, err := c.Send(ctx, Message{Topic: full, ID: "m3", Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := c.Stats(ctx, full); err != nil || st.Scheduled != 1 || st.Count != 4 {
+		if st, err := c.Inspector().Stats(ctx, full); err != nil || st.Scheduled != 1 || st.Count != 4 {
 			t.Fatalf("stats of the topic created again: %+v, %v", st, err)
 		}
 
@@ -175,7 +175,7 @@ func TestDeleteTopic(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- k.Run(ctx) }()
 		waitFor(t, 10*time.Second, "the consumer to own a partition", func() bool { return len(k.Stats().Owned) > 0 })
-		if _, err := c.DeleteTopic(ctx, live, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||
+		if _, err := c.Admin().DeleteTopic(ctx, live, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||
 			!strings.Contains(err.Error(), "1 consumer is live on it (k1): stop it first") {
 			t.Errorf("delete of a topic with a live consumer: %v; want ErrTopicInUse naming k1", err)
 		}
@@ -187,7 +187,7 @@ func TestDeleteTopic(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.DeleteTopic(ctx, live, DeleteTopicOptions{}); err != nil {
+		if _, err := c.Admin().DeleteTopic(ctx, live, DeleteTopicOptions{}); err != nil {
 			t.Fatalf("delete of an empty topic whose consumer stopped: %v", err)
 		}
 		if got := topicKeys(t, addr, live, 4); len(got) > 0 {
@@ -202,14 +202,14 @@ func TestDeleteTopic(t *testing.T) {
 		if err := c.Delete(ctx, changing, "x"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SetPartitions(ctx, changing, 8, PartitionsOptions{}); err != nil {
+		if _, err := c.Admin().SetPartitions(ctx, changing, 8, PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.DeleteTopic(ctx, changing, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||
+		if _, err := c.Admin().DeleteTopic(ctx, changing, DeleteTopicOptions{}); !errors.Is(err, ErrTopicInUse) ||
 			!strings.Contains(err.Error(), "a change of its partition count from 4 to 8 runs") {
 			t.Errorf("delete of a topic whose count changes: %v; want ErrTopicInUse naming the change", err)
 		}
-		if _, err := c.DeleteTopic(ctx, changing, DeleteTopicOptions{Force: true}); err != nil {
+		if _, err := c.Admin().DeleteTopic(ctx, changing, DeleteTopicOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		if got := topicKeys(t, addr, changing, 8); len(got) > 0 {

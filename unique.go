@@ -19,7 +19,8 @@ const MaxUniqueFor = time.Duration(store.MaxWindow) * time.Millisecond
 // the topic's layout, so a change reaches them within a second; it
 // applies to messages sent from then on. It fails with ErrNoTopic for a
 // topic that does not exist.
-func (c *Client) SetUniqueFor(ctx context.Context, topic string, d time.Duration) error {
+func (adm *Admin) SetUniqueFor(ctx context.Context, topic string, d time.Duration) error {
+	c := adm.c
 	ms, err := uniqueForMS(topic, d)
 	if err != nil {
 		return err
@@ -51,7 +52,8 @@ func windowMS(d time.Duration) int64 {
 
 // UniqueFor returns topic's default uniqueness window (0: none). It
 // fails with ErrNoTopic for a topic that does not exist.
-func (c *Client) UniqueFor(ctx context.Context, topic string) (time.Duration, error) {
+func (ins *Inspector) UniqueFor(ctx context.Context, topic string) (time.Duration, error) {
+	c := ins.c
 	l, err := c.readTopic(ctx, topic)
 	if err != nil {
 		return 0, err

@@ -78,10 +78,10 @@ func TestUniqueFor(t *testing.T) {
 		waitFor(t, 10*time.Second, "the second delivery", func() bool { return rec.count("w") == 2 })
 
 		// The topic's default: for given ids, not for generated ones.
-		if err := c.SetUniqueFor(ctx, topic, time.Hour); err != nil {
+		if err := c.Admin().SetUniqueFor(ctx, topic, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := c.UniqueFor(ctx, topic); err != nil || got != time.Hour {
+		if got, err := c.Inspector().UniqueFor(ctx, topic); err != nil || got != time.Hour {
 			t.Fatalf("UniqueFor after SetUniqueFor: %v, %v", got, err)
 		}
 		c.forget(topic)
@@ -124,7 +124,7 @@ func TestUniqueForPartitionChange(t *testing.T) {
 	rec := newRecorder()
 	k := runConsumer(t, c, ConsumerOptions{Topic: topic}, rec.handle)
 	waitFor(t, 10*time.Second, "40 acks", func() bool { return k.Stats().Acked >= 40 })
-	if _, err := c.SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, topic, 8, PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitChange(t, c, topic, 8)

@@ -54,7 +54,7 @@ func TestAutoPartitionsFleet(t *testing.T) {
 	go func() {
 		defer close(watched)
 		for wctx.Err() == nil {
-			info, err := c.Partitions(wctx, topic)
+			info, err := c.Inspector().Partitions(wctx, topic)
 			if err == nil {
 				mu.Lock()
 				n := len(changes)
@@ -90,13 +90,13 @@ func TestAutoPartitionsFleet(t *testing.T) {
 		}
 	}
 	waitFor(t, time.Until(start), func() bool {
-		u, err := c.TopicUsage(context.Background(), topic)
+		u, err := c.Inspector().TopicUsage(context.Background(), topic)
 		return err == nil && len(u.Consumers) == 16
 	}, "16 subs live before the first due time")
 	// The count is 16 (the change ended: while it runs, the subs own the
 	// partitions of both counts) and each sub owns one.
 	took := waitOwners(t, c, topic, joined, autoGrowBound, "16 partitions, one owned by each of 16 subs", func(o ownership) bool {
-		info, err := c.Partitions(context.Background(), topic)
+		info, err := c.Inspector().Partitions(context.Background(), topic)
 		return err == nil && info.Count == 16 && info.Next == 0 && len(o.owner) == 16 && o.ownedExactlyBy(16, 1, 1, ids...)
 	})
 	t.Logf("16 partitions, one owned by each of 16 subs, %v after 14 joined", took.Round(time.Second))
@@ -105,7 +105,7 @@ func TestAutoPartitionsFleet(t *testing.T) {
 	stopAllSubs(t, subs[5:])
 	subs = subs[:5]
 	shrunk := waitOwners(t, c, topic, left, autoShrinkWait+2*time.Minute, "8 partitions, 1 or 2 owned by each of 5 subs", func(o ownership) bool {
-		info, err := c.Partitions(context.Background(), topic)
+		info, err := c.Inspector().Partitions(context.Background(), topic)
 		return err == nil && info.Count == 8 && info.Next == 0 && len(o.owner) == 8 && o.ownedFairlyBy(8, ids[:5]...)
 	})
 	waitFor(t, faultDrain+span, func() bool { return len(l.missing()) == 0 }, "every message delivered")
@@ -162,7 +162,7 @@ func TestAutoPartitionsPersonWins(t *testing.T) {
 		return cli(t, "", append(append([]string{"partitions"}, base...), args...)...)
 	}
 	layout := func() (count, next int, cancelled bool) {
-		info, err := c.Partitions(ctx, topic)
+		info, err := c.Inspector().Partitions(ctx, topic)
 		if err != nil {
 			return -1, -1, false
 		}

@@ -84,7 +84,7 @@ func writesAtTheEdge(t *testing.T, change bool) {
 	}
 	if change {
 		time.Sleep(time.Until(base.Add(-1500 * time.Millisecond)))
-		if _, err := c.SetPartitions(ctx, topic, 32, delayq.PartitionsOptions{}); err != nil {
+		if _, err := c.Admin().SetPartitions(ctx, topic, 32, delayq.PartitionsOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +160,7 @@ func writesAtTheEdge(t *testing.T, change bool) {
 		t.Errorf("%d of %d writes came within %v of their due: the machine is too slow to judge them", late, n, slack)
 	}
 	if change {
-		p, err := c.Partitions(ctx, topic)
+		p, err := c.Inspector().Partitions(ctx, topic)
 		if err != nil || (p.Count != 32 && p.Next != 32) {
 			t.Errorf("partitions after the change: %+v, %v; want 32, or a change to 32", p, err)
 		}

@@ -120,7 +120,7 @@ func faultClient(t *testing.T, addr string, parts int) *delayq.Client {
 	return c
 }
 
-// ownership is who owns which partition, from Client.Stats.
+// ownership is who owns which partition, from Inspector.Stats.
 type ownership struct {
 	owned int            // partitions with an owner
 	by    map[string]int // owner -> partitions
@@ -133,7 +133,7 @@ type ownership struct {
 func readOwnership(c *delayq.Client, topic string) (ownership, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ts, err := c.Stats(ctx, topic)
+	ts, err := c.Inspector().Stats(ctx, topic)
 	if err != nil {
 		return ownership{}, err
 	}

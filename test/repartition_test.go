@@ -215,7 +215,7 @@ func waitPartitions(t *testing.T, c *delayq.Client, topic string, n int, since t
 	t.Helper()
 	var last *delayq.PartitionsInfo
 	ok := poll(repartEnd, func() bool {
-		info, err := c.Partitions(context.Background(), topic)
+		info, err := c.Inspector().Partitions(context.Background(), topic)
 		if err != nil {
 			return false
 		}

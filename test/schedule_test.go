@@ -168,10 +168,10 @@ func TestScheduleFaults(t *testing.T) {
 	// An occurrence a chain step wrote as the delete ran (it read the
 	// definition before) is due within 2 s and acked without its handler.
 	if !poll(5*time.Second, func() bool {
-		ts, err := c.Stats(t.Context(), topic)
+		ts, err := c.Inspector().Stats(t.Context(), topic)
 		return err == nil && ts.Scheduled == 0 && ts.InFlight == 0
 	}) {
-		ts, err := c.Stats(t.Context(), topic)
+		ts, err := c.Inspector().Stats(t.Context(), topic)
 		t.Errorf("after the deletes: %d scheduled, %d in flight (%v)", ts.Scheduled, ts.InFlight, err)
 	}
 	stopAllSubs(t, subs)

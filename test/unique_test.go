@@ -343,7 +343,7 @@ func uniqueFleet(t *testing.T, addr, topic string) uniqueReport {
 	if r := mustCLI(t, "", "unique-for", "--addr", addr, "--topic", topic); strings.TrimSpace(r.stdout) != want {
 		t.Errorf("unique-for printed %q, want %q", r.stdout, want)
 	}
-	if got, err := c.UniqueFor(ctx, topic); err != nil || got != uniqueTopicWindow {
+	if got, err := c.Inspector().UniqueFor(ctx, topic); err != nil || got != uniqueTopicWindow {
 		t.Fatalf("the topic's window after unique-for --set %v: %v, %v", uniqueTopicWindow, got, err)
 	}
 

@@ -87,10 +87,10 @@ func autoscaleTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topi
 		return nil, err
 	}
 	auto := delayq.AutoPartitions{ShrinkAfter: cfg.autoscale.shrinkAfter}
-	if err := c.SetAutoPartitions(ctx, topic, &auto); err != nil {
+	if err := c.Admin().SetAutoPartitions(ctx, topic, &auto); err != nil {
 		return nil, err
 	}
-	return c.AutoPartitionsOf(ctx, topic)
+	return c.Inspector().AutoPartitionsOf(ctx, topic)
 }
 
 // autoscaleFleet is the consumers of the autoscale workload's topic, each
@@ -190,7 +190,7 @@ func (f *autoscaleFleet) run(ctx context.Context, c *delayq.Client, ac autoscale
 // see reads the count of topic and tallies a change of it not seen yet
 // (a failed read is skipped: the next one tells).
 func (t *autoscaleTally) see(ctx context.Context, c *delayq.Client, topic string) {
-	info, err := c.Partitions(ctx, topic)
+	info, err := c.Inspector().Partitions(ctx, topic)
 	if err != nil {
 		return
 	}

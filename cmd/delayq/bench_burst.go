@@ -123,7 +123,7 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 	}
 	// Wait until the processes own every partition between them.
 	for {
-		st, err := prod.Stats(ctx, topic)
+		st, err := prod.Inspector().Stats(ctx, topic)
 		if err == nil && st.Count > 0 {
 			owners, owned := map[string]bool{}, 0
 			for _, p := range st.Partitions {

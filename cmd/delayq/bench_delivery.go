@@ -100,7 +100,7 @@ func consume(ctx context.Context, cfg benchConfig, c *delayq.Client, topic strin
 	}
 	// Wait until it owns every partition, so the run measures delivery.
 	for {
-		if info, err := c.Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
+		if info, err := c.Inspector().Partitions(ctx, topic); err == nil && len(k.Stats().Owned) >= info.Count {
 			break
 		}
 		if err := waitFor(ctx, 10*time.Millisecond); err != nil {

@@ -29,7 +29,7 @@ func benchDueNow(ctx context.Context, cfg benchConfig) (string, error) {
 			cancel()
 			err = errors.Join(err, <-done)
 		}()
-		info, err := r.cons.Partitions(ctx, r.topic)
+		info, err := r.cons.Inspector().Partitions(ctx, r.topic)
 		if err != nil {
 			return "", err
 		}

@@ -104,7 +104,7 @@ func (b *exportBench) exportFile(ctx context.Context, f *os.File) error {
 	var err error
 	b.exported, err = benchPhase(ctx, b.cfg, func() error {
 		var err error
-		exported, err = b.c.ExportJSON(ctx, b.src, f, delayq.ExportOptions{Pace: -1})
+		exported, err = b.c.Inspector().ExportJSON(ctx, b.src, f, delayq.ExportOptions{Pace: -1})
 		return err
 	})
 	if err != nil {
@@ -122,7 +122,7 @@ func (b *exportBench) exportFile(ctx context.Context, f *os.File) error {
 func (b *exportBench) exportPaced(ctx context.Context) error {
 	var err error
 	b.paced, err = benchPhase(ctx, b.cfg, func() error {
-		_, err := b.c.ExportJSON(ctx, b.src, io.Discard, delayq.ExportOptions{})
+		_, err := b.c.Inspector().ExportJSON(ctx, b.src, io.Discard, delayq.ExportOptions{})
 		return err
 	})
 	return err
@@ -138,7 +138,7 @@ func (b *exportBench) importFile(ctx context.Context, f *os.File) error {
 	var err error
 	b.imported, err = benchPhase(ctx, b.cfg, func() error {
 		var err error
-		imported, err = b.c.ImportJSON(ctx, b.dst, f, delayq.ImportOptions{})
+		imported, err = b.c.Admin().ImportJSON(ctx, b.dst, f, delayq.ImportOptions{})
 		return err
 	})
 	if err != nil {
@@ -163,7 +163,7 @@ func (b *exportBench) deleteFile(ctx context.Context, f *os.File) error {
 	if err != nil {
 		return err
 	}
-	if st, err := b.c.Stats(ctx, b.src); err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
+	if st, err := b.c.Inspector().Stats(ctx, b.src); err != nil || st.Scheduled+st.InFlight+st.Dead != 0 {
 		return fmt.Errorf("after the delete, %s holds %+v (%v)", b.src, st, err)
 	}
 	return nil
@@ -240,7 +240,7 @@ func benchPhase(ctx context.Context, cfg benchConfig, fn func() error) (benchPha
 }
 
 // importWithAPI imports n messages like those of the export workload
-// into topic with Client.Import, batches of --batch-size from --producers
+// into topic with Admin.Import, batches of --batch-size from --producers
 // goroutines, and notes the time it took (importAPI).
 func (b *exportBench) importWithAPI(ctx context.Context, topic string) error {
 	now := time.Now()
@@ -261,7 +261,7 @@ func (b *exportBench) importWithAPI(ctx context.Context, topic string) error {
 				if lo >= b.n {
 					return
 				}
-				res, err := b.c.Import(ctx, topic, msgs[lo:min(lo+b.cfg.batchSize, b.n)])
+				res, err := b.c.Admin().Import(ctx, topic, msgs[lo:min(lo+b.cfg.batchSize, b.n)])
 				if err == nil {
 					for _, r := range res {
 						if r.Err != nil {

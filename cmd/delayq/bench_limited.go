@@ -76,7 +76,7 @@ func benchLimited(ctx context.Context, cfg benchConfig) (string, error) {
 			return "", err
 		}
 		// Limited before any consumer runs: none ever drains it unlimited.
-		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
+		if err := c.Admin().SetLimits(ctx, topic, delayq.Limits{Rate: lc.rate}); err != nil {
 			return "", err
 		}
 		var delivered atomic.Int64
@@ -141,7 +141,7 @@ func benchLimited(ctx context.Context, cfg benchConfig) (string, error) {
 		}
 		// The consumers are told of the change at once; the warm-up covers
 		// the rest.
-		if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
+		if err := c.Admin().SetLimits(ctx, topic, delayq.Limits{Rate: 2 * lc.rate}); err != nil {
 			return "", err
 		}
 		fast, err := measure(fleet)
@@ -184,7 +184,7 @@ func startFleet(ctx context.Context, cfg benchConfig, topic string, w int, h del
 		f.consumers = append(f.consumers, k)
 		go func() { f.done <- k.Run(rctx) }()
 	}
-	info, err := f.clients[0].Partitions(ctx, topic)
+	info, err := f.clients[0].Inspector().Partitions(ctx, topic)
 	if err != nil {
 		return nil, errors.Join(err, f.stop())
 	}

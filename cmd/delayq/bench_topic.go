@@ -63,6 +63,6 @@ func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic s
 	if _, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
 		return err
 	}
-	_, err = c.Stats(ctx, topic)
+	_, err = c.Inspector().Stats(ctx, topic)
 	return err
 }

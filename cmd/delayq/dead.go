@@ -52,7 +52,7 @@ func runDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return cmd.usageErr("invalid value %d for flag --limit: must be at least 1", *limit)
 	}
 	return cmd.connect(func(client *delayq.Client) error {
-		list, err := client.ListDead(ctx, cmd.c.topic, *limit)
+		list, err := client.Inspector().ListDead(ctx, cmd.c.topic, *limit)
 		if err != nil {
 			return err
 		}
@@ -124,9 +124,9 @@ func runDeadOp(ctx context.Context, op string, args []string, stdout, stderr io.
 		}
 	}
 	return cmd.connect(func(client *delayq.Client) error {
-		do, verb := client.RequeueDead, "requeued"
+		do, verb := client.Admin().RequeueDead, "requeued"
 		if op == "purge" {
-			do, verb = client.PurgeDead, "purged"
+			do, verb = client.Admin().PurgeDead, "purged"
 		}
 		ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 		n, err := do(ctx, cmd.c.topic, ids...)

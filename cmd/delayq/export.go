@@ -86,7 +86,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				fmt.Fprintln(stderr, progressLine(cmd.c.topic, st))
 			}
 		}
-		st, err := client.ExportJSON(ctx, cmd.c.topic, w, opts)
+		st, err := client.Inspector().ExportJSON(ctx, cmd.c.topic, w, opts)
 		if o != nil && o.werr != nil {
 			err = o.werr // as it came, without the wrapping of a write through a buffer
 		}
@@ -163,7 +163,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return cmd.connect(func(client *delayq.Client) error {
 		begin, last := time.Now(), time.Now()
 		badLine := 0 // the last malformed line reported
-		st, err := client.ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
+		st, err := client.Admin().ImportJSON(ctx, cmd.c.topic, r, delayq.ImportOptions{
 			Batch: *batch, Strict: *strict,
 			Report: func(line int, id string, err error) {
 				msg := strings.TrimPrefix(err.Error(), "delayq: ")

@@ -28,13 +28,13 @@ func TestExportImportControlsCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Pause(ctx, "src", delayq.PauseOptions{}); err != nil {
+	if err := c.Admin().Pause(ctx, "src", delayq.PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "src", delayq.Limits{Rate: 10}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "src", delayq.Limits{Rate: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "dst", delayq.Limits{Concurrency: 2}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "dst", delayq.Limits{Concurrency: 2}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "src.jsonl")
@@ -51,7 +51,7 @@ func TestExportImportControlsCLI(t *testing.T) {
 			t.Errorf("import's stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if l, err := c.Limits(ctx, "dst"); err != nil || l != (delayq.Limits{Concurrency: 2}) {
+	if l, err := c.Inspector().Limits(ctx, "dst"); err != nil || l != (delayq.Limits{Concurrency: 2}) {
 		t.Errorf("dst limits %+v, %v", l, err)
 	}
 	stdout, stderr, err := runArgs(t, "delete", "--addr", addr, "--topic", "src", "--in", file)

@@ -85,7 +85,7 @@ func deleteListedSchedules(ctx context.Context, client *delayq.Client, topic str
 	}
 	deleted, gone := 0, 0
 	for _, name := range names {
-		err := client.DeleteSchedule(ctx, topic, name)
+		err := client.Admin().DeleteSchedule(ctx, topic, name)
 		switch {
 		case err == nil:
 			deleted++

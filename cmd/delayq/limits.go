@@ -51,7 +51,7 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return err
 			}
 		}
-		ts, err := client.Stats(ctx, topic)
+		ts, err := client.Inspector().Stats(ctx, topic)
 		if err != nil {
 			return err
 		}
@@ -149,14 +149,14 @@ func (f limitsFlags) write(ctx context.Context, cmd *command, client *delayq.Cli
 	var l delayq.Limits
 	if !clearAll {
 		var err error
-		if l, err = client.Limits(ctx, topic); err != nil {
+		if l, err = client.Inspector().Limits(ctx, topic); err != nil {
 			return err
 		}
 		if l, err = f.apply(cmd, l); err != nil {
 			return err
 		}
 	}
-	return client.SetLimits(ctx, topic, l) // cmd.connect names a refused value's flag
+	return client.Admin().SetLimits(ctx, topic, l) // cmd.connect names a refused value's flag
 }
 
 // parseRateFlag reads --rate: delayq.ParseRate's forms, or 0 (with or

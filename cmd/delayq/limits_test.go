@@ -48,8 +48,8 @@ func TestLimitsCLI(t *testing.T) {
 	}
 	check := func(want delayq.Limits) {
 		t.Helper()
-		if got, err := c.Limits(ctx, "t"); err != nil || got != want {
-			t.Errorf("Client.Limits: %+v, %v; want %+v", got, err, want)
+		if got, err := c.Inspector().Limits(ctx, "t"); err != nil || got != want {
+			t.Errorf("Inspector.Limits: %+v, %v; want %+v", got, err, want)
 		}
 	}
 	if out, err := limits(); err != nil || out != "t: no limits\n" {
@@ -176,7 +176,7 @@ func TestWorkerLimits(t *testing.T) {
 	}
 	limitsAre := func(want delayq.Limits) func() bool {
 		return func() bool {
-			l, err := c.Limits(ctx, "lim")
+			l, err := c.Inspector().Limits(ctx, "lim")
 			return err == nil && l == want
 		}
 	}
@@ -203,7 +203,7 @@ func TestWorkerLimits(t *testing.T) {
 
 	rw = startWorker(t, file(""))
 	testenv.WaitFor(t, 10*time.Second, "the worker to own the topic", func() bool {
-		st, err := c.Stats(ctx, "lim")
+		st, err := c.Inspector().Stats(ctx, "lim")
 		return err == nil && st.Partitions[0].Owner != ""
 	})
 	if !limitsAre(delayq.Limits{Rate: 50, Concurrency: 5})() {

@@ -117,7 +117,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"value as JSON (lag as lag_ms).", stdout, stderr)
 	asJSON := cmd.fs.Bool("json", false, "print JSON")
 	return cmd.run(args, func(client *delayq.Client) error {
-		ts, err := client.Stats(ctx, cmd.c.topic)
+		ts, err := client.Inspector().Stats(ctx, cmd.c.topic)
 		if err != nil {
 			return err
 		}

@@ -161,24 +161,24 @@ func (f *partitionsFlags) apply(ctx context.Context, cmd *command, client *delay
 	topic := cmd.c.topic
 	switch {
 	case cmd.isSet("set"):
-		info, err := client.SetPartitions(ctx, topic, f.set, delayq.PartitionsOptions{Force: f.force})
+		info, err := client.Admin().SetPartitions(ctx, topic, f.set, delayq.PartitionsOptions{Force: f.force})
 		if errors.Is(err, delayq.ErrTooManyPartitions) {
 			err = fmt.Errorf("%w (--force sets it anyway)", err)
 		}
 		return info, err
 	case f.cancel:
-		return client.CancelPartitions(ctx, topic)
+		return client.Admin().CancelPartitions(ctx, topic)
 	case cmd.isSet("auto"):
 		var set *delayq.AutoPartitions
 		if f.auto.on {
 			set = &f.settings
 		}
-		if err := client.SetAutoPartitions(ctx, topic, set); err != nil {
+		if err := client.Admin().SetAutoPartitions(ctx, topic, set); err != nil {
 			return nil, err
 		}
-		return client.Partitions(ctx, topic)
+		return client.Inspector().Partitions(ctx, topic)
 	default:
-		return client.Partitions(ctx, topic)
+		return client.Inspector().Partitions(ctx, topic)
 	}
 }
 
@@ -211,7 +211,7 @@ func followChange(ctx context.Context, client *delayq.Client, topic string, w *p
 			w.end()
 			return interrupted(info)
 		}
-		next, err := client.Partitions(ctx, topic)
+		next, err := client.Inspector().Partitions(ctx, topic)
 		if err != nil {
 			w.end()
 			if ctx.Err() != nil {

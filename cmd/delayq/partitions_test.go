@@ -255,7 +255,7 @@ func TestPartitionsAuto(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a, err := c.AutoPartitionsOf(context.Background(), "auto")
+	a, err := c.Inspector().AutoPartitionsOf(context.Background(), "auto")
 	if err != nil || a == nil || a.Min != 4 || a.Max != 32 || a.GrowAfter != 20*time.Second || a.Cooldown != delayq.DefaultAutoCooldown {
 		t.Fatalf("stored: %+v, %v", a, err)
 	}
@@ -265,13 +265,13 @@ func TestPartitionsAuto(t *testing.T) {
 			t.Errorf("%v on an automatic count: %v; want ErrAutoPartitions naming --auto off", args, err)
 		}
 	}
-	if info, err := c.Partitions(context.Background(), "auto"); err != nil || info.Count != 4 || info.Next != 0 {
+	if info, err := c.Inspector().Partitions(context.Background(), "auto"); err != nil || info.Count != 4 || info.Next != 0 {
 		t.Fatalf("after a refused --set: %+v, %v; want 4 partitions, no change", info, err)
 	}
 	if stdout, stderr, err = runArgs(t, append(base, "--auto", "off")...); err != nil || stdout != "auto: 4 partitions\n" {
 		t.Fatalf("--auto off: %q %v %s", stdout, err, stderr)
 	}
-	if a, err = c.AutoPartitionsOf(context.Background(), "auto"); err != nil || a != nil {
+	if a, err = c.Inspector().AutoPartitionsOf(context.Background(), "auto"); err != nil || a != nil {
 		t.Fatalf("after --auto off: %+v, %v", a, err)
 	}
 	for _, args := range [][]string{

@@ -41,7 +41,7 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		opts.Until = until.t
 	}
 	return cmd.connect(func(client *delayq.Client) error {
-		if err := client.Pause(ctx, cmd.c.topic, opts); err != nil {
+		if err := client.Admin().Pause(ctx, cmd.c.topic, opts); err != nil {
 			return err
 		}
 		end := "until resumed"
@@ -61,7 +61,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"does nothing. A topic that does not exist is an error.", stdout, stderr)
 	cmd.createsNoTopic = true
 	return cmd.run(args, func(client *delayq.Client) error {
-		if err := client.Resume(ctx, cmd.c.topic); err != nil {
+		if err := client.Admin().Resume(ctx, cmd.c.topic); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintf(stdout, "%s: resumed\n", cmd.c.topic)

@@ -85,7 +85,7 @@ func runScheduleAdd(ctx context.Context, args []string, stdin io.Reader, stdout,
 		if *replace {
 			return replaceSchedule(ctx, client, cmd.c.topic, s, scheduleOut{stdout: stdout, stderr: stderr, asJSON: *asJSON})
 		}
-		in, err := client.AddSchedule(ctx, cmd.c.topic, s)
+		in, err := client.Admin().AddSchedule(ctx, cmd.c.topic, s)
 		if errors.Is(err, delayq.ErrExists) {
 			return fmt.Errorf("%w: use --replace to replace it", err)
 		}
@@ -113,7 +113,7 @@ func runScheduleList(ctx context.Context, args []string, stdout, stderr io.Write
 			"(with the next three occurrences and the body).", stdout, stderr)
 	asJSON := cmd.fs.Bool("json", false, "print JSON lines")
 	return cmd.run(args, func(client *delayq.Client) error {
-		all, err := client.Schedules(ctx, cmd.c.topic)
+		all, err := client.Inspector().Schedules(ctx, cmd.c.topic)
 		if err != nil {
 			return err
 		}
@@ -186,11 +186,11 @@ func runScheduleOp(ctx context.Context, op string, args []string, stdout, stderr
 		var err error
 		switch op {
 		case "pause":
-			err = client.PauseSchedule(ctx, cmd.c.topic, *name)
+			err = client.Admin().PauseSchedule(ctx, cmd.c.topic, *name)
 		case "resume":
-			err = client.ResumeSchedule(ctx, cmd.c.topic, *name)
+			err = client.Admin().ResumeSchedule(ctx, cmd.c.topic, *name)
 		default:
-			err = client.DeleteSchedule(ctx, cmd.c.topic, *name)
+			err = client.Admin().DeleteSchedule(ctx, cmd.c.topic, *name)
 		}
 		if err != nil {
 			return err

@@ -26,11 +26,11 @@ type scheduleOut struct {
 // a change made in between by someone else is replaced too, without being
 // shown.
 func replaceSchedule(ctx context.Context, client *delayq.Client, topic string, s delayq.Schedule, out scheduleOut) error {
-	old, err := client.GetSchedule(ctx, topic, s.Name)
+	old, err := client.Inspector().GetSchedule(ctx, topic, s.Name)
 	if err != nil && !errors.Is(err, delayq.ErrNotFound) {
 		return err
 	}
-	in, err := client.SetSchedule(ctx, topic, s)
+	in, err := client.Admin().SetSchedule(ctx, topic, s)
 	if err != nil {
 		return err
 	}

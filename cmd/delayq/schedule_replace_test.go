@@ -100,7 +100,7 @@ func TestScheduleDocsReplaceExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := c.GetSchedule(context.Background(), "reports", "daily")
+	s, err := c.Inspector().GetSchedule(context.Background(), "reports", "daily")
 	if err != nil {
 		t.Fatal(err)
 	}

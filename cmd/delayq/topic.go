@@ -44,7 +44,7 @@ func runTopicDelete(ctx context.Context, args []string, stdout, stderr io.Writer
 			"creates the topic again, empty. A topic that does not exist is an error.", stdout, stderr)
 	force := cmd.fs.Bool("force", false, "delete the topic even if it holds messages or schedules, a consumer is live on it or its count is being changed")
 	return cmd.run(args, func(client *delayq.Client) error {
-		u, err := client.DeleteTopic(ctx, cmd.c.topic, delayq.DeleteTopicOptions{Force: *force})
+		u, err := client.Admin().DeleteTopic(ctx, cmd.c.topic, delayq.DeleteTopicOptions{Force: *force})
 		if errors.Is(err, delayq.ErrTopicInUse) {
 			return fmt.Errorf("%w; --force deletes it anyway", err)
 		}
@@ -67,7 +67,7 @@ func runTopicList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cmd.addLogLevel(slog.LevelWarn)
 	asJSON := cmd.fs.Bool("json", false, "print one JSON line per topic: {\"topic\",\"partitions\",\"next\",\"live_consumers\"}")
 	return cmd.run(args, func(client *delayq.Client) error {
-		topics, err := client.Topics(ctx)
+		topics, err := client.Inspector().Topics(ctx)
 		if err != nil {
 			return err
 		}

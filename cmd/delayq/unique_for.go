@@ -37,11 +37,11 @@ func runUniqueFor(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return cmd.connect(func(client *delayq.Client) error {
 		topic := cmd.c.topic
 		if cmd.isSet("set") {
-			if err := client.SetUniqueFor(ctx, topic, set.d); err != nil {
+			if err := client.Admin().SetUniqueFor(ctx, topic, set.d); err != nil {
 				return err
 			}
 		}
-		d, err := client.UniqueFor(ctx, topic)
+		d, err := client.Inspector().UniqueFor(ctx, topic)
 		if err != nil {
 			return err
 		}

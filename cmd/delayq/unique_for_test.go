@@ -185,8 +185,8 @@ func TestUniqueForCLI(t *testing.T) {
 	defer c.Close()
 	check := func(want time.Duration) {
 		t.Helper()
-		if got, err := c.UniqueFor(ctx, "t"); err != nil || got != want {
-			t.Errorf("Client.UniqueFor: %v, %v; want %v", got, err, want)
+		if got, err := c.Inspector().UniqueFor(ctx, "t"); err != nil || got != want {
+			t.Errorf("Inspector.UniqueFor: %v, %v; want %v", got, err, want)
 		}
 	}
 	jsonIs := func(ms int64) {
@@ -254,7 +254,7 @@ func TestWorkerUniqueFor(t *testing.T) {
 	}
 	windowIs := func(want time.Duration) func() bool {
 		return func() bool {
-			d, err := c.UniqueFor(ctx, "uq")
+			d, err := c.Inspector().UniqueFor(ctx, "uq")
 			return err == nil && d == want
 		}
 	}
@@ -288,7 +288,7 @@ func TestWorkerUniqueFor(t *testing.T) {
 
 	rw = startWorker(t, file(""))
 	testenv.WaitFor(t, 10*time.Second, "the worker to own the topic", func() bool {
-		st, err := c.Stats(ctx, "uq")
+		st, err := c.Inspector().Stats(ctx, "uq")
 		return err == nil && st.Partitions[0].Owner != ""
 	})
 	if !windowIs(time.Hour)() {

@@ -394,7 +394,7 @@ func (w *worker) startConsumers(runCtx context.Context, r *workerRun) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if _, err := w.client.ProposeTopic(runCtx, t.topicConfig()); err != nil {
+			if _, err := w.client.Admin().ProposeTopic(runCtx, t.topicConfig()); err != nil {
 				if runCtx.Err() == nil {
 					r.fail(fmt.Errorf("topic %s: %w", t.cfg.Name, err))
 				}

@@ -345,7 +345,7 @@ func TestWorkerUsesStoredPartitionCount(t *testing.T) {
 	if workerLogValue(logs, warn, "stored") != "8" || workerLogValue(logs, warn, "configured") != "16" {
 		t.Errorf("no warning naming 8 stored and 16 configured:\n%s", logs)
 	}
-	if n, err := cl.Partitions(context.Background(), "eight"); err != nil || n.Count != 8 {
+	if n, err := cl.Inspector().Partitions(context.Background(), "eight"); err != nil || n.Count != 8 {
 		t.Errorf("stored count after the worker ran: %+v, %v; want 8", n, err)
 	}
 	stopRun(t, rw.cancel, rw.done, 10*time.Second)

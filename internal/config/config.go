@@ -119,7 +119,7 @@ type Topic struct {
 	// 0 when not set: no bound.
 	MaxWait time.Duration
 	// UniqueFor is the unique_for key: the default uniqueness window
-	// (delayq.Client.SetUniqueFor) the topic gets if its window was never
+	// (delayq.Admin.SetUniqueFor) the topic gets if its window was never
 	// set, 0 for none; nil when the key is absent. As with Limits, the
 	// stored window is the truth once set: change it with "delayq
 	// unique-for" (a worker whose file differs warns).

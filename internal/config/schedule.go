@@ -11,7 +11,7 @@ import (
 
 // Schedule is one [[topic.schedule]] table: a recurring message of its
 // topic (see delayq.Schedule), applied when the worker starts by
-// delayq.Client.ApplySchedules, which never undoes a change made at run
+// delayq.Admin.ApplySchedules, which never undoes a change made at run
 // time unless the file's definition of the schedule changed.
 type Schedule struct {
 	Name        string // required: [A-Za-z0-9._-]{1,100}

@@ -44,7 +44,7 @@
 //
 // A unique-for body is {"unique_for": "24h"} (a Go duration; "0s" for
 // none): the topic's default uniqueness window, which a message sent with
-// an id of its own and no unique_for gets (delayq.Client.SetUniqueFor).
+// an id of its own and no unique_for gets (delayq.Admin.SetUniqueFor).
 // The routes fail with 404 for a topic that does not exist, and create
 // nothing.
 //

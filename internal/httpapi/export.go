@@ -8,7 +8,7 @@ import (
 )
 
 // export handles GET /v1/topics/{topic}/export?state=S,...: every message
-// of the topic as JSON lines (delayq.Client.ExportJSON), a download named
+// of the topic as JSON lines (delayq.Inspector.ExportJSON), a download named
 // after the topic. An error before the first line is a JSON error
 // response; one after it aborts the response, so that a client never
 // takes a cut export for a whole one.
@@ -27,7 +27,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		opts.States = sts
 	}
 	out := &Download{W: w, Name: topic + ".jsonl"}
-	if _, err := c.ExportJSON(r.Context(), topic, out, opts); err != nil {
+	if _, err := c.Inspector().ExportJSON(r.Context(), topic, out, opts); err != nil {
 		if out.Started() {
 			s.log.Error("export cut short", "topic", topic, "err", err)
 			panic(http.ErrAbortHandler)

@@ -198,7 +198,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ts, err := c.Stats(r.Context(), topic)
+	ts, err := c.Inspector().Stats(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -221,7 +221,7 @@ func (s *server) listDead(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := c.ListDead(r.Context(), topic, limit)
+	list, err := c.Inspector().ListDead(r.Context(), topic, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -239,7 +239,7 @@ func (s *server) requeueDead(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := c.RequeueDead(r.Context(), topic, id)
+	n, err := c.Admin().RequeueDead(r.Context(), topic, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -257,7 +257,7 @@ func (s *server) purgeDead(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := c.PurgeDead(r.Context(), topic)
+	n, err := c.Admin().PurgeDead(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -283,7 +283,7 @@ func (s *server) deleteTopic(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Force = f
 	}
-	u, err := c.DeleteTopic(r.Context(), topic, opts)
+	u, err := c.Admin().DeleteTopic(r.Context(), topic, opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -111,20 +111,20 @@ func (s *server) limits(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPut:
 		var l delayq.Limits
 		if l, err = decodeLimits(http.MaxBytesReader(w, r.Body, maxLimitsBytes)); err == nil {
-			err = c.SetLimits(r.Context(), topic, l)
+			err = c.Admin().SetLimits(r.Context(), topic, l)
 			if errors.Is(err, delayq.ErrInvalid) {
 				// The body's checks leave only the library's bound of a rate.
 				err = badField(fieldRate, "%s", strings.TrimPrefix(err.Error(), delayq.ErrInvalid.Error()+": "))
 			}
 		}
 	case http.MethodDelete:
-		err = c.SetLimits(r.Context(), topic, delayq.Limits{})
+		err = c.Admin().SetLimits(r.Context(), topic, delayq.Limits{})
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	st, err := c.Stats(r.Context(), topic)
+	st, err := c.Inspector().Stats(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return

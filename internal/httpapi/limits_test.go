@@ -22,8 +22,8 @@ func testLimits(t *testing.T, a *api, c *delayq.Client, addr, topic string) {
 	a.do("POST", base+"/messages", map[string]any{"id": "m", "delay": "1h"}).want(t, 201)
 	stored := func(want delayq.Limits) {
 		t.Helper()
-		if got, err := c.Limits(ctx, topic); err != nil || got != want {
-			t.Errorf("Client.Limits: %+v, %v; want %+v", got, err, want)
+		if got, err := c.Inspector().Limits(ctx, topic); err != nil || got != want {
+			t.Errorf("Inspector.Limits: %+v, %v; want %+v", got, err, want)
 		}
 	}
 	same := func(r *response, want map[string]any) {

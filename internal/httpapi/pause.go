@@ -84,16 +84,16 @@ func (s *server) pauseTopic(w http.ResponseWriter, r *http.Request) {
 	if r.Pattern == "POST /v1/topics/{topic}/pause" {
 		var until time.Time
 		if until, err = decodePause(http.MaxBytesReader(w, r.Body, maxPauseBytes), time.Now()); err == nil {
-			err = c.Pause(r.Context(), topic, delayq.PauseOptions{Until: until})
+			err = c.Admin().Pause(r.Context(), topic, delayq.PauseOptions{Until: until})
 		}
 	} else {
-		err = c.Resume(r.Context(), topic)
+		err = c.Admin().Resume(r.Context(), topic)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := c.Partitions(r.Context(), topic)
+	info, err := c.Inspector().Partitions(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return

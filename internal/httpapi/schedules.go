@@ -42,7 +42,7 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	all, err := c.Schedules(r.Context(), topic)
+	all, err := c.Inspector().Schedules(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -59,7 +59,7 @@ func (s *server) getSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, err := c.GetSchedule(r.Context(), topic, r.PathValue("name"))
+	in, err := c.Inspector().GetSchedule(r.Context(), topic, r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -118,8 +118,8 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	var in *delayq.ScheduleInfo
 	if replace {
-		in, err = c.SetSchedule(r.Context(), topic, sc)
-	} else if in, err = c.AddSchedule(r.Context(), topic, sc); errors.Is(err, delayq.ErrExists) {
+		in, err = c.Admin().SetSchedule(r.Context(), topic, sc)
+	} else if in, err = c.Admin().AddSchedule(r.Context(), topic, sc); errors.Is(err, delayq.ErrExists) {
 		err = fmt.Errorf("%w: PUT with ?replace=true to replace it", err)
 	}
 	if err != nil {
@@ -184,9 +184,9 @@ func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var err error
 	if r.Pattern == "POST /v1/topics/{topic}/schedules/{name}/pause" {
-		err = c.PauseSchedule(r.Context(), topic, name)
+		err = c.Admin().PauseSchedule(r.Context(), topic, name)
 	} else {
-		err = c.ResumeSchedule(r.Context(), topic, name)
+		err = c.Admin().ResumeSchedule(r.Context(), topic, name)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -201,7 +201,7 @@ func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := c.DeleteSchedule(r.Context(), topic, r.PathValue("name")); err != nil {
+	if err := c.Admin().DeleteSchedule(r.Context(), topic, r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -11,7 +11,7 @@ import (
 //	GET /v1/topics/{topic}/unique-for  200 {"topic","unique_for_ms"}
 //	PUT /v1/topics/{topic}/unique-for  200 the same, after the write
 //
-// The window is the topic's default (delayq.Client.SetUniqueFor): a
+// The window is the topic's default (delayq.Admin.SetUniqueFor): a
 // message sent to it with an id of its own and no unique_for keeps its
 // id taken for that long after its delivery succeeded; 0 is none. A PUT
 // body is {"unique_for": "24h"}, "0s" clearing it.
@@ -60,14 +60,14 @@ func (s *server) uniqueFor(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPut {
 		d, err := decodeUniqueForBody(http.MaxBytesReader(w, r.Body, maxUniqueForBytes))
 		if err == nil {
-			err = c.SetUniqueFor(r.Context(), topic, d)
+			err = c.Admin().SetUniqueFor(r.Context(), topic, d)
 		}
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 	}
-	d, err := c.UniqueFor(r.Context(), topic)
+	d, err := c.Inspector().UniqueFor(r.Context(), topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -167,8 +167,8 @@ func testUniqueFor(t *testing.T, a *api, c *delayq.Client, topic string) {
 	}
 	stored := func(want time.Duration) {
 		t.Helper()
-		if d, err := c.UniqueFor(ctx, topic); err != nil || d != want {
-			t.Errorf("Client.UniqueFor: %v, %v; want %v", d, err, want)
+		if d, err := c.Inspector().UniqueFor(ctx, topic); err != nil || d != want {
+			t.Errorf("Inspector.UniqueFor: %v, %v; want %v", d, err, want)
 		}
 	}
 	same(a.do("GET", base+"/unique-for", nil).want(t, 200), 0)

@@ -37,7 +37,7 @@ const (
 	// HINCRBY, the scripts that took messages out of segments (to records
 	// of their own): a message that changes fields. An export reads it
 	// around its scan of the records, and scans them again when it
-	// changed (see delayq.Client.Export).
+	// changed (see delayq.Inspector.Export).
 	SegmentLeftField = "\x05left"
 	// ScheduleMark begins the field of the records HASH holding a
 	// schedule's chain mark (see ScheduleMarkField).

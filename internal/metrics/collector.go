@@ -69,7 +69,7 @@ type topicGauge struct {
 	desc       *prometheus.Desc
 }
 
-// topicGauges are the gauges read from Client.Stats, one Redis read per
+// topicGauges are the gauges read from Inspector.Stats, one Redis read per
 // topic and scrape.
 var topicGauges = []*topicGauge{
 	{name: "scheduled", help: "Messages waiting for their due time.", get: func(ts *delayq.TopicStats) float64 { return float64(ts.Scheduled) }},
@@ -190,7 +190,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(ownedDesc, prometheus.GaugeValue, float64(sm.owned), topic)
 	}
 
-	// Gauges, one Redis read per topic (Client.Stats: one pipeline over
+	// Gauges, one Redis read per topic (Inspector.Stats: one pipeline over
 	// the partitions and the members, and the topic's layout and
 	// controls), all topics at once.
 	topics := make([]string, 0, len(clients))
@@ -206,7 +206,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 			defer cancel()
-			ts, err := clients[t].Stats(ctx, t)
+			ts, err := clients[t].Inspector().Stats(ctx, t)
 			if errors.Is(err, delayq.ErrNoTopic) {
 				// Not created yet (its consumer is starting) or deleted:
 				// nothing queued, and nothing failed.

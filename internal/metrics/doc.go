@@ -2,11 +2,11 @@
 // daemon.
 //
 // The library itself knows nothing of Prometheus: it offers
-// snapshots, Consumer.Stats and Client.Stats, and this package turns them
+// snapshots, Consumer.Stats and Inspector.Stats, and this package turns them
 // into metrics when Prometheus scrapes. Nothing is copied on the hot path:
 // the consumer counters are read from Consumer.Stats at scrape time, and
 // the topic gauges (scheduled, due now, lag, in flight, dead, consumers,
-// partitions, limits, paused) are read from Redis with Client.Stats at
+// partitions, limits, paused) are read from Redis with Inspector.Stats at
 // scrape time, once per topic, bounded by ScrapeTimeout. A topic whose
 // gauges cannot be read is left out of that scrape and counted in
 // delayq_scrape_errors_total.

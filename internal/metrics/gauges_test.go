@@ -33,7 +33,7 @@ func runConsumer(t *testing.T, c *delayq.Client, topic string) *delayq.Consumer 
 	return k
 }
 
-// The topic gauges equal what Client.Stats reads, once per topic whatever
+// The topic gauges equal what Inspector.Stats reads, once per topic whatever
 // the consumers a process adds, and two processes (two registries) report
 // the same values: max() over workers is the fleet's figure.
 func TestTopicGauges(t *testing.T) {
@@ -59,10 +59,10 @@ func TestTopicGauges(t *testing.T) {
 		}
 	}
 	// Paused: the consumers leave the due messages where they are.
-	if err := c.Pause(ctx, topic, delayq.PauseOptions{}); err != nil {
+	if err := c.Admin().Pause(ctx, topic, delayq.PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, topic, delayq.Limits{Rate: 50, Concurrency: 7}); err != nil {
+	if err := c.Admin().SetLimits(ctx, topic, delayq.Limits{Rate: 50, Concurrency: 7}); err != nil {
 		t.Fatal(err)
 	}
 	var regs []*prometheus.Registry
@@ -83,7 +83,7 @@ func TestTopicGauges(t *testing.T) {
 		err error
 	)
 	waitFor(t, 10*time.Second, "4 live consumers", func() bool {
-		ts, err = c.Stats(ctx, topic)
+		ts, err = c.Inspector().Stats(ctx, topic)
 		return err == nil && ts.Consumers == 4
 	})
 	want := map[string]float64{

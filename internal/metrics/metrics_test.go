@@ -210,7 +210,7 @@ func TestGaugesOfTopicNotCreated(t *testing.T) {
 	if got := value(t, reg, "delayq_scheduled", "topic", "fresh"); got != 0 {
 		t.Errorf("delayq_scheduled = %v, want 0", got)
 	}
-	if _, err := client.Stats(context.Background(), "fresh"); !errors.Is(err, delayq.ErrNoTopic) {
+	if _, err := client.Inspector().Stats(context.Background(), "fresh"); !errors.Is(err, delayq.ErrNoTopic) {
 		t.Errorf("after the scrapes, stats: %v; want ErrNoTopic", err)
 	}
 }

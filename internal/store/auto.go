@@ -50,7 +50,7 @@ func AutoOn(topic string, l Layout) error {
 		now = fmt.Sprintf("it is changing from %d to %d partitions", l.Count, l.Next)
 	}
 	return fmt.Errorf("%w: topic %q follows its consumers (%s), and would undo a count or a cancel by hand; "+
-		"turn that off first (delayq partitions --topic %s --auto off, or Client.SetAutoPartitions with nil), then set the count or cancel the change",
+		"turn that off first (delayq partitions --topic %s --auto off, or Admin.SetAutoPartitions with nil), then set the count or cancel the change",
 		ErrAutoPartitions, topic, now, topic)
 }
 

@@ -59,7 +59,7 @@ func (s *Store) Topics(ctx context.Context) ([]string, error) {
 // epoch and fence of the partitions past its new count), its
 // members, its schedules, its entry among the topics, and last its
 // metadata, so that a drop cut short can be run again. It checks nothing:
-// Client.DeleteTopic checks first that nothing uses the topic;
+// Admin.DeleteTopic checks first that nothing uses the topic;
 // benchmarks and tests drop their throwaway topics with it. A client or
 // consumer still using the topic writes some of its keys again.
 func (s *Store) DropTopic(ctx context.Context, topic string) error {

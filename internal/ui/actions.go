@@ -130,13 +130,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // the count.
 var deadActions = map[string]struct {
 	one              bool
-	run              func(c *delayq.Client, ctx context.Context, topic string, ids ...string) (int, error)
+	run              func(a *delayq.Admin, ctx context.Context, topic string, ids ...string) (int, error)
 	ask, button, did string
 }{
-	"requeue":     {true, (*delayq.Client).RequeueDead, "Requeue dead message %q of topic %s? It becomes due now, its attempts reset.", "Requeue", "Requeued %s."},
-	"purge":       {true, (*delayq.Client).PurgeDead, "Purge dead message %q of topic %s? It is deleted for good.", "Purge", "Purged %s."},
-	"requeue-all": {false, (*delayq.Client).RequeueDead, "Requeue every dead message of topic %s? They become due now, their attempts reset.", "Requeue all", "Requeued %d dead messages."},
-	"purge-all":   {false, (*delayq.Client).PurgeDead, "Purge every dead message of topic %s? They are deleted for good.", "Purge all", "Purged %d dead messages."},
+	"requeue":     {true, (*delayq.Admin).RequeueDead, "Requeue dead message %q of topic %s? It becomes due now, its attempts reset.", "Requeue", "Requeued %s."},
+	"purge":       {true, (*delayq.Admin).PurgeDead, "Purge dead message %q of topic %s? It is deleted for good.", "Purge", "Purged %s."},
+	"requeue-all": {false, (*delayq.Admin).RequeueDead, "Requeue every dead message of topic %s? They become due now, their attempts reset.", "Requeue all", "Requeued %d dead messages."},
+	"purge-all":   {false, (*delayq.Admin).PurgeDead, "Purge every dead message of topic %s? They are deleted for good.", "Purge all", "Purged %d dead messages."},
 }
 
 // deadAction handles POST /ui/topics/{topic}/dead/{action}: one of
@@ -157,7 +157,7 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 	}
 	if !a.one {
 		if s.confirmed(w, r, fmt.Sprintf(a.ask, topic), a.button, back) {
-			k, err := a.run(c, ctx, topic)
+			k, err := a.run(c.Admin(), ctx, topic)
 			s.done(w, r, back, err, a.did, k)
 		}
 		return
@@ -168,7 +168,7 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 		return
 	}
 	if s.confirmed(w, r, fmt.Sprintf(a.ask, id, topic), a.button, back, field{"id", id}) {
-		k, err := a.run(c, ctx, topic, id)
+		k, err := a.run(c.Admin(), ctx, topic, id)
 		if err == nil && k == 0 {
 			err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
 		}
@@ -177,7 +177,7 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 }
 
 // topicDelete handles POST /ui/topics/{topic}/delete: it deletes the
-// topic (Client.DeleteTopic), with its messages and schedules when form
+// topic (Admin.DeleteTopic), with its messages and schedules when form
 // field force is "yes", and goes back to the overview; a topic in use
 // without force stays, and its page says why.
 func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq) {
@@ -197,7 +197,7 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq)
 	if !s.confirmed(w, r, q, "Delete topic", back, fields...) {
 		return
 	}
-	u, err := c.DeleteTopic(t.ctx, t.topic, delayq.DeleteTopicOptions{Force: force})
+	u, err := c.Admin().DeleteTopic(t.ctx, t.topic, delayq.DeleteTopicOptions{Force: force})
 	if err != nil {
 		s.done(w, r, back, err, "")
 		return
@@ -208,7 +208,7 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq)
 
 // topicPause handles POST /ui/topics/{topic}/pause: form field for is a
 // duration from now (15m) or an RFC 3339 time, or empty for a pause until
-// resumed (see delayq.Client.Pause).
+// resumed (see delayq.Admin.Pause).
 func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) {
 	back := topicURL(t.topic, "")
 	c, err := s.client(t.n)
@@ -230,7 +230,7 @@ func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) 
 	if !s.confirmed(w, r, q, "Pause", back, fields...) {
 		return
 	}
-	err = c.Pause(t.ctx, t.topic, delayq.PauseOptions{Until: until})
+	err = c.Admin().Pause(t.ctx, t.topic, delayq.PauseOptions{Until: until})
 	if until.IsZero() {
 		s.done(w, r, back, err, "Paused %s until resumed.", t.topic)
 		return
@@ -247,7 +247,7 @@ func (s *Server) topicResume(w http.ResponseWriter, r *http.Request, t topicReq)
 		return
 	}
 	if s.confirmed(w, r, fmt.Sprintf("Resume topic %s? What fell due meanwhile is delivered at once.", t.topic), "Resume", back) {
-		err := c.Resume(t.ctx, t.topic)
+		err := c.Admin().Resume(t.ctx, t.topic)
 		s.done(w, r, back, err, "Resumed %s.", t.topic)
 	}
 }

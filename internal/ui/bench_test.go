@@ -52,7 +52,7 @@ func seedBench(b *testing.B) {
 			}
 			_, benchSeed.err = c.SendBatch(b.Context(), msgs)
 		}
-		if st, err := c.Stats(b.Context(), benchTopic); err != nil || st.Scheduled != int64(n) {
+		if st, err := c.Inspector().Stats(b.Context(), benchTopic); err != nil || st.Scheduled != int64(n) {
 			benchSeed.err = fmt.Errorf("seeded %+v, %v; want %d scheduled", st, err, n)
 		}
 	})

@@ -30,7 +30,7 @@ func TestBrowserDeadLetters(t *testing.T) {
 	kill(t, c, "sms", func(id string) string { return "gateway: 429" }, sms...)
 	dead := func(topic string) int64 {
 		t.Helper()
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestBrowserReadOnly(t *testing.T) {
 	if status != 403 {
 		t.Errorf("POST from the page: %d, want 403", status)
 	}
-	if st, err := c.Stats(context.Background(), "ro"); err != nil || st.Dead != 1 {
+	if st, err := c.Inspector().Stats(context.Background(), "ro"); err != nil || st.Dead != 1 {
 		t.Errorf("after the refused purge: %+v %v", st, err)
 	}
 }

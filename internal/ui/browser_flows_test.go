@@ -131,7 +131,7 @@ func TestBrowserOverview(t *testing.T) {
 
 	// A change of the count shows on the topic page, with the partitions
 	// of both counts (no consumer runs payments: the change goes on).
-	if _, err := payments.SetPartitions(context.Background(), "payments", 8, delayq.PartitionsOptions{}); err != nil {
+	if _, err := payments.Admin().SetPartitions(context.Background(), "payments", 8, delayq.PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tb.open("/ui/topics/payments")

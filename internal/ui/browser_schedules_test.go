@@ -21,13 +21,13 @@ func TestBrowserSchedules(t *testing.T) {
 		{Name: "report", Spec: "0 3 * * *", TimeZone: "Asia/Shanghai", Body: []byte("daily report")},
 		{Name: "unpaid", Spec: "*/10 * * * *", Body: []byte("check unpaid orders"), Policy: delayq.PolicyAll},
 	} {
-		if _, err := c.SetSchedule(ctx, "orders", s); err != nil {
+		if _, err := c.Admin().SetSchedule(ctx, "orders", s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	get := func(name string) *delayq.ScheduleInfo {
 		t.Helper()
-		s, err := c.GetSchedule(ctx, "orders", name)
+		s, err := c.Inspector().GetSchedule(ctx, "orders", name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestBrowserSchedules(t *testing.T) {
 		t.Fatal("not resumed")
 	}
 	tb.act(`tr[data-name="unpaid"] .delete-form button`, "Deleted unpaid.")
-	if _, err := c.GetSchedule(ctx, "orders", "unpaid"); !errors.Is(err, delayq.ErrNotFound) {
+	if _, err := c.Inspector().GetSchedule(ctx, "orders", "unpaid"); !errors.Is(err, delayq.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
 	if eval[int](tb, `document.querySelectorAll('#schedules tbody tr').length`) != 1 {

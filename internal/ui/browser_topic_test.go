@@ -44,7 +44,7 @@ func TestBrowserDeleteTopic(t *testing.T) {
 	}
 	// Another client sees the delete once its layout is a second old.
 	testenv.WaitFor(t, 5*time.Second, "the library to find no topic ordres", func() bool {
-		_, err := c.Stats(ctx, "ordres")
+		_, err := c.Inspector().Stats(ctx, "ordres")
 		return errors.Is(err, delayq.ErrNoTopic)
 	})
 	if _, err := c.Get(ctx, "orders", "m"); err != nil {
@@ -73,7 +73,7 @@ func TestBrowserPauseTopic(t *testing.T) {
 	before := time.Now()
 	tb.do(chromedp.SendKeys(chromedp.CSS("#pause-for"), "15m"))
 	tb.act("#pause-btn", "Paused orders until ")
-	st, err := c.Stats(ctx, "orders")
+	st, err := c.Inspector().Stats(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func TestBrowserPauseTopic(t *testing.T) {
 		t.Errorf("pause state %q", got)
 	}
 	tb.act("#resume-btn", "Resumed orders.")
-	if st, err = c.Stats(ctx, "orders"); err != nil || st.Pause.Paused {
+	if st, err = c.Inspector().Stats(ctx, "orders"); err != nil || st.Pause.Paused {
 		t.Fatalf("after Resume: %+v %v", st.Pause, err)
 	}
 	if eval[int](tb, `document.querySelectorAll('#pause-state').length`) != 0 {
 		t.Error("the page still says paused after Resume")
 	}
 	tb.act("#pause-btn", "Paused orders until resumed.")
-	if st, err = c.Stats(ctx, "orders"); err != nil || !st.Pause.Paused || st.Pause.PausedUntil != nil {
+	if st, err = c.Inspector().Stats(ctx, "orders"); err != nil || !st.Pause.Paused || st.Pause.PausedUntil != nil {
 		t.Fatalf("after Pause with no end: %+v %v", st.Pause, err)
 	}
 	if d := tb.dialogsSeen(); len(d) != 3 || !strings.Contains(d[0], "Pause topic orders?") || !strings.Contains(d[1], "Resume topic orders?") {
@@ -121,8 +121,8 @@ func TestBrowserLimitsTopic(t *testing.T) {
 	send(t, c, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
 	limitsAre := func(want delayq.Limits) {
 		t.Helper()
-		if got, err := c.Limits(ctx, "orders"); err != nil || got != want {
-			t.Fatalf("Client.Limits: %+v, %v; want %+v", got, err, want)
+		if got, err := c.Inspector().Limits(ctx, "orders"); err != nil || got != want {
+			t.Fatalf("Inspector.Limits: %+v, %v; want %+v", got, err, want)
 		}
 	}
 
@@ -181,7 +181,7 @@ func TestBrowserLimitsTopic(t *testing.T) {
 	ro := newFixture(t, ui.Options{ReadOnly: true})
 	rc := ro.client(4)
 	send(t, rc, delayq.Message{Topic: "orders", ID: "m", Body: []byte("x"), Delay: time.Hour})
-	if err := rc.SetLimits(ctx, "orders", delayq.Limits{Rate: 0.5}); err != nil {
+	if err := rc.Admin().SetLimits(ctx, "orders", delayq.Limits{Rate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	rt := ro.tab(t)

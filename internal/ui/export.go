@@ -27,7 +27,7 @@ func (s *Server) exportTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &httpapi.Download{W: w, Name: topic + ".jsonl"}
-	if _, err := c.ExportJSON(r.Context(), topic, out, delayq.ExportOptions{}); err != nil {
+	if _, err := c.Inspector().ExportJSON(r.Context(), topic, out, delayq.ExportOptions{}); err != nil {
 		if out.Started() {
 			s.log.Error("export cut short", "topic", topic, "err", err)
 			panic(http.ErrAbortHandler)

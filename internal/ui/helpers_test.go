@@ -111,7 +111,7 @@ func send(t testing.TB, c *delayq.Client, msgs ...delayq.Message) {
 func kill(t testing.TB, c *delayq.Client, topic string, errOf func(id string) string, msgs ...delayq.Message) {
 	t.Helper()
 	ctx := context.Background()
-	before, err := c.Stats(ctx, topic)
+	before, err := c.Inspector().Stats(ctx, topic)
 	if errors.Is(err, delayq.ErrNoTopic) {
 		before, err = &delayq.TopicStats{}, nil // the first message creates it
 	}
@@ -133,7 +133,7 @@ func kill(t testing.TB, c *delayq.Client, topic string, errOf func(id string) st
 	done := make(chan error, 1)
 	go func() { done <- k.Run(runCtx) }()
 	testenv.WaitFor(t, 20*time.Second, "messages to die", func() bool {
-		st, err := c.Stats(ctx, topic)
+		st, err := c.Inspector().Stats(ctx, topic)
 		return err == nil && st.Dead >= before.Dead+int64(len(msgs))
 	})
 	cancel()

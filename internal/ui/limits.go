@@ -12,7 +12,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// limitsView is a topic's fleet-wide limits (delayq.Client.SetLimits) and
+// limitsView is a topic's fleet-wide limits (delayq.Admin.SetLimits) and
 // what runs against them, as its page shows them.
 type limitsView struct {
 	Rate        string // as delayq.FormatRate writes it; "" for no rate limit
@@ -129,7 +129,7 @@ func (s *Server) topicLimits(w http.ResponseWriter, r *http.Request, t topicReq)
 	}
 	q := fmt.Sprintf("Set the flow limits of topic %s to %s? Every consumer of it follows them within a second.", t.topic, l)
 	if s.confirmed(w, r, q, "Set limits", back, limitsFields(l)...) {
-		err := c.SetLimits(t.ctx, t.topic, l)
+		err := c.Admin().SetLimits(t.ctx, t.topic, l)
 		s.done(w, r, back, err, "Limits of %s: %s.", t.topic, l)
 	}
 }
@@ -149,7 +149,7 @@ func (s *Server) clearLimits(w http.ResponseWriter, r *http.Request, t topicReq,
 	back := topicURL(t.topic, "")
 	q := fmt.Sprintf("Remove every flow limit of topic %s? Its consumers start deliveries as fast as they take them.", t.topic)
 	if s.confirmed(w, r, q, "Clear limits", back) {
-		err := c.SetLimits(t.ctx, t.topic, delayq.Limits{})
+		err := c.Admin().SetLimits(t.ctx, t.topic, delayq.Limits{})
 		s.done(w, r, back, err, "Removed the flow limits of %s.", t.topic)
 	}
 }

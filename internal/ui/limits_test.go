@@ -24,8 +24,8 @@ func TestLimitsWithoutScript(t *testing.T) {
 	send(t, c, delayq.Message{Topic: "jobs", ID: "j", Body: []byte("x"), Delay: time.Hour})
 	limitsAre := func(want delayq.Limits) {
 		t.Helper()
-		if got, err := c.Limits(ctx, "jobs"); err != nil || got != want {
-			t.Fatalf("Client.Limits: %+v, %v; want %+v", got, err, want)
+		if got, err := c.Inspector().Limits(ctx, "jobs"); err != nil || got != want {
+			t.Fatalf("Inspector.Limits: %+v, %v; want %+v", got, err, want)
 		}
 	}
 	b := f.http()

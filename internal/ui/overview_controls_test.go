@@ -20,16 +20,16 @@ func seedControls(t *testing.T, c *delayq.Client, until time.Time) {
 	for _, topic := range []string{"plain", "held", "stopped", "limited", "capped"} {
 		send(t, c, delayq.Message{Topic: topic, ID: "m", Body: []byte("x"), Delay: time.Hour})
 	}
-	if err := c.Pause(ctx, "held", delayq.PauseOptions{Until: until}); err != nil {
+	if err := c.Admin().Pause(ctx, "held", delayq.PauseOptions{Until: until}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Pause(ctx, "stopped", delayq.PauseOptions{}); err != nil {
+	if err := c.Admin().Pause(ctx, "stopped", delayq.PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "limited", delayq.Limits{Rate: 200, Concurrency: 10}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "limited", delayq.Limits{Rate: 200, Concurrency: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "capped", delayq.Limits{Concurrency: 3}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "capped", delayq.Limits{Concurrency: 3}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -90,10 +90,10 @@ func TestOverviewShowsControls(t *testing.T) {
 		}
 	}
 
-	if err := c.Resume(context.Background(), "stopped"); err != nil {
+	if err := c.Admin().Resume(context.Background(), "stopped"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(context.Background(), "capped", delayq.Limits{}); err != nil {
+	if err := c.Admin().SetLimits(context.Background(), "capped", delayq.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	_, page = f.http().get("/ui/")
@@ -129,13 +129,13 @@ func TestBrowserControlsOnOverview(t *testing.T) {
 		t.Error("the limits mark takes no room on the page")
 	}
 
-	if err := c.Pause(ctx, "plain", delayq.PauseOptions{}); err != nil {
+	if err := c.Admin().Pause(ctx, "plain", delayq.PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetLimits(ctx, "plain", delayq.Limits{Rate: 0.5}); err != nil {
+	if err := c.Admin().SetLimits(ctx, "plain", delayq.Limits{Rate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Resume(ctx, "stopped"); err != nil {
+	if err := c.Admin().Resume(ctx, "stopped"); err != nil {
 		t.Fatal(err)
 	}
 	tb.waitJS("the live refresh to mark plain and unmark stopped",

@@ -225,7 +225,7 @@ func TestChangeProgress(t *testing.T) {
 	for i := range 40 {
 		send(t, c, delayq.Message{Topic: "grow", ID: fmt.Sprintf("m-%d", i), Body: []byte("x"), Delay: time.Hour})
 	}
-	if _, err := c.SetPartitions(ctx, "grow", 8, delayq.PartitionsOptions{}); err != nil {
+	if _, err := c.Admin().SetPartitions(ctx, "grow", 8, delayq.PartitionsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b := f.http()
@@ -239,7 +239,7 @@ func TestChangeProgress(t *testing.T) {
 			t.Errorf("topic page lacks %q", want)
 		}
 	}
-	if _, err := c.CancelPartitions(ctx, "grow"); err != nil {
+	if _, err := c.Admin().CancelPartitions(ctx, "grow"); err != nil {
 		t.Fatal(err)
 	}
 	_, page = b.get("/ui/topics/grow")

@@ -44,7 +44,7 @@ func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, t topicRe
 		s.fail(w, r, err)
 		return
 	}
-	all, err := c.Schedules(t.ctx, t.topic)
+	all, err := c.Inspector().Schedules(t.ctx, t.topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -72,12 +72,12 @@ func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, t topicRe
 // each asks first and what it says when done (both take the name; the
 // question the topic too).
 var scheduleActions = map[string]struct {
-	run              func(c *delayq.Client, ctx context.Context, topic, name string) error
+	run              func(a *delayq.Admin, ctx context.Context, topic, name string) error
 	ask, button, did string
 }{
-	"pause":  {(*delayq.Client).PauseSchedule, "Pause schedule %q of topic %s? Its pending occurrence is removed; none comes until it is resumed.", "Pause", "Paused %s."},
-	"resume": {(*delayq.Client).ResumeSchedule, "Resume schedule %q of topic %s from its next occurrence?", "Resume", "Resumed %s."},
-	"delete": {(*delayq.Client).DeleteSchedule, "Delete schedule %q of topic %s and its pending occurrence?", "Delete", "Deleted %s."},
+	"pause":  {(*delayq.Admin).PauseSchedule, "Pause schedule %q of topic %s? Its pending occurrence is removed; none comes until it is resumed.", "Pause", "Paused %s."},
+	"resume": {(*delayq.Admin).ResumeSchedule, "Resume schedule %q of topic %s from its next occurrence?", "Resume", "Resumed %s."},
+	"delete": {(*delayq.Admin).DeleteSchedule, "Delete schedule %q of topic %s and its pending occurrence?", "Delete", "Deleted %s."},
 }
 
 // scheduleAction handles POST /ui/topics/{topic}/schedules/{action} with
@@ -97,7 +97,7 @@ func (s *Server) scheduleAction(w http.ResponseWriter, r *http.Request, t topicR
 	}
 	name := r.PostFormValue("name")
 	if s.confirmed(w, r, fmt.Sprintf(a.ask, name, t.topic), a.button, back, field{"name", name}) {
-		err := a.run(c, t.ctx, t.topic, name)
+		err := a.run(c.Admin(), t.ctx, t.topic, name)
 		s.done(w, r, back, err, a.did, name)
 	}
 }

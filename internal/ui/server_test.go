@@ -175,7 +175,7 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("POST %s: %d, want 403", a, resp.StatusCode)
 		}
 	}
-	st, err := c.Stats(context.Background(), "ro")
+	st, err := c.Inspector().Stats(context.Background(), "ro")
 	if err != nil || st.Scheduled != 1 || st.Dead != 1 || st.Pause.Paused || !st.Limits.IsZero() {
 		t.Errorf("read-only changed Redis: %+v %v", st, err)
 	}

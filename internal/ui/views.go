@@ -31,7 +31,7 @@ type topicRow struct {
 	Owned                     int   // partitions with a lease holder
 	Lag                       time.Duration
 	Err                       string // why the counts are missing
-	// Paused: the topic is paused (delayq.Client.Pause), until PausedUntil
+	// Paused: the topic is paused (delayq.Admin.Pause), until PausedUntil
 	// or, when that is zero, until resumed.
 	Paused      bool
 	PausedUntil time.Time
