@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delayq/delayq/internal/portable"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 	"github.com/delayq/delayq/poller"
@@ -142,7 +143,7 @@ func New(opts Options) (*Client, error) {
 	case opts.Addr == "":
 		opts.Addr = strings.Join(opts.Addrs, ",")
 	}
-	if _, err := store.SplitAddrs(opts.Addr); err != nil {
+	if _, err := portable.SplitAddrs(opts.Addr); err != nil {
 		// An address that cannot be one would fail every dial, alike an
 		// outage: refused here, named.
 		return nil, fieldErr("Options.Addr", strconv.Quote(opts.Addr), "%v", err)

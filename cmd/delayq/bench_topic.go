@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // benchTopic returns a new topic name for a run of workload:
@@ -36,12 +36,16 @@ func onTopic(ctx context.Context, cfg benchConfig, workload string, run func(c *
 func dropTopic(ctx context.Context, cfg benchConfig, topic string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 	defer cancel()
-	s, err := store.Open(store.Options{Conn: cfg.c.conn()})
+	c, err := cfg.c.client(io.Discard)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	return s.DropTopic(ctx, topic)
+	defer c.Close()
+	_, err = c.Admin().DeleteTopic(ctx, topic, delayq.DeleteTopicOptions{Force: true})
+	if errors.Is(err, delayq.ErrNoTopic) { // the run failed before it made one
+		return nil
+	}
+	return err
 }
 
 // dropTimeout bounds dropTopic.
@@ -51,18 +55,9 @@ const dropTimeout = 30 * time.Second
 // its first message would, and has c read its layout, so that neither
 // is part of the timing.
 func createTopic(ctx context.Context, cfg benchConfig, c *delayq.Client, topic string) error {
-	s, err := store.Open(store.Options{Conn: cfg.c.conn()})
-	if err != nil {
+	if _, err := c.Admin().ProposeTopic(ctx, delayq.TopicConfig{Topic: topic, Partitions: cfg.c.partitions}); err != nil {
 		return err
 	}
-	defer s.Close()
-	n := cfg.c.partitions
-	if n == 0 {
-		n = delayq.DefaultPartitions
-	}
-	if _, err := s.EnsureTopic(ctx, topic, n, time.Now().UnixMilli()); err != nil {
-		return err
-	}
-	_, err = c.Inspector().Stats(ctx, topic)
+	_, err := c.Inspector().Stats(ctx, topic)
 	return err
 }

@@ -374,7 +374,13 @@ func (c *common) conn() store.Conn {
 // client returns a Client configured by the common flags, logging text
 // to stderr at --log-level. The caller closes it.
 func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
-	return delayq.New(delayq.Options{
+	return delayq.New(c.options(stderr))
+}
+
+// options returns the client options the common flags say, logging text
+// to stderr at --log-level.
+func (c *common) options(stderr io.Writer) delayq.Options {
+	return delayq.Options{
 		Addr:       c.addr,
 		Password:   c.password,
 		Namespace:  c.namespace,
@@ -382,7 +388,7 @@ func (c *common) client(stderr io.Writer) (*delayq.Client, error) {
 		Partitions: c.partitions,
 		Logger:     c.logger(stderr),
 		RetryFor:   c.retryFor,
-	})
+	}
 }
 
 // nonNegative returns a usage error naming flag --name when v, its value,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/portable"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -56,7 +55,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cmd.c.cluster && *backends != "" {
 		return cmd.usageErr("--backends does not apply with --cluster: doctor reads every node's settings itself")
 	}
-	addrs, err := store.SplitAddrs(cmd.c.addr)
+	addrs, err := portable.SplitAddrs(cmd.c.addr)
 	if err != nil {
 		return cmd.usageErr("invalid value %q for flag --addr: %v", cmd.c.addr, err)
 	}
@@ -64,7 +63,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
 	}
 	if cmd.c.cluster {
-		return doctorCluster(ctx, stdout, cmd.c.conn(), addrs, opts, *samples, *asJSON)
+		return doctorCluster(ctx, stdout, cmd.c.options(io.Discard), addrs, opts, *samples, *asJSON)
 	}
 	reps, err := checkAddrs(ctx, addrs, cmd.c.namespace, opts, *samples)
 	if err != nil {
@@ -77,9 +76,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// The proxies of a list share their backends: one look at the clocks.
 	// The proxies of a list share their backends: one look at the clocks.
-	conn := cmd.c.conn()
-	conn.Addr = addrs[0]
-	reps[0].Hints = append(reps[0].Hints, readClockHints(ctx, conn, time.Now())...)
+	o := cmd.c.options(io.Discard)
+	o.Addr = addrs[0]
+	reps[0].Hints = append(reps[0].Hints, readClockHints(ctx, o, time.Now())...)
 	if err := writeDoctorReports(stdout, reps, *asJSON); err != nil {
 		return err
 	}

@@ -6,33 +6,27 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // clockTopics is how many topics doctor looks at for clocks at most, and
 // clockValues how many members and slots of each.
 const clockTopics, clockValues = 200, 1000
 
-// readClockHints returns clockHints of the topics conn reaches, with a
-// hint of its own when they cannot be read.
-func readClockHints(ctx context.Context, conn store.Conn, now time.Time) []string {
-	st, err := openDoctorStore(conn)
+// readClockHints returns clockHints of the topics the client o
+// configures reaches (with one connection), with a hint of its own when
+// they cannot be read.
+func readClockHints(ctx context.Context, o delayq.Options, now time.Time) []string {
+	o.PoolSize = 1
+	c, err := delayq.New(o)
 	var hints []string
 	if err == nil {
-		hints, err = clockHints(ctx, st, now)
-		st.Close()
+		hints, err = clockHints(ctx, c.Inspector(), now)
+		c.Close()
 	}
 	if err != nil {
 		hints = append(hints, fmt.Sprintf("clock: could not read the topics' clocks: %v", err))
 	}
 	return hints
-}
-
-// openDoctorStore opens the store conn says, with one connection (per
-// node of a cluster).
-func openDoctorStore(conn store.Conn) (*store.Store, error) {
-	conn.PoolSize = 1
-	return store.Open(store.Options{Conn: conn})
 }
 
 // clockHints compares what the processes of each topic wrote from their
@@ -44,8 +38,8 @@ func openDoctorStore(conn store.Conn) (*store.Store, error) {
 // ahead of this one, or by a process given a longer lease, which the
 // hint says. Clock skew does not stall the limits (docs/guarantees.md),
 // but due times are compared with each consumer's clock.
-func clockHints(ctx context.Context, st *store.Store, now time.Time) ([]string, error) {
-	topics, err := st.Topics(ctx)
+func clockHints(ctx context.Context, ins *delayq.Inspector, now time.Time) ([]string, error) {
+	topics, err := ins.Topics(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -53,32 +47,33 @@ func clockHints(ctx context.Context, st *store.Store, now time.Time) ([]string, 
 		topics = topics[:clockTopics]
 	}
 	const skew, window = delayq.MaxClockSkew, delayq.DefaultLease
-	ahead := func(at int64) time.Duration { return time.UnixMilli(at).Sub(now) - window }
+	ahead := func(at time.Time) time.Duration { return at.Sub(now) - window }
 	var hints []string
-	for _, topic := range topics {
-		c, err := st.ReadClocks(ctx, topic, clockValues)
+	for _, t := range topics {
+		topic := t.Name
+		c, err := ins.Clocks(ctx, topic, clockValues)
 		if err != nil {
 			return hints, err
 		}
-		for _, m := range c.Members {
-			if d := ahead(m.Expires); d > skew {
+		for _, m := range c.Heartbeats {
+			if d := ahead(m.At); d > skew {
 				hints = append(hints, fmt.Sprintf("clock: member %s of topic %s heartbeats %v ahead of this host's clock beyond a lease (%v): its clock is ahead (or its lease longer than %v); keep hosts NTP-synchronised: a consumer ahead delivers early by as much",
-					m.ID, topic, d.Round(time.Second), window, window))
+					m.Holder, topic, d.Round(time.Second), window, window))
 			}
 		}
 		for _, s := range c.Slots {
-			if d := ahead(s.Score); d > skew {
+			if d := ahead(s.At); d > skew {
 				hints = append(hints, fmt.Sprintf("clock: slot %q of topic %s's concurrency cap expires %v ahead of this host's clock beyond a lease (%v): its holder's clock is ahead (or its lease longer); keep hosts NTP-synchronised",
-					s.Member, topic, d.Round(time.Second), window))
+					s.Holder, topic, d.Round(time.Second), window))
 			}
 		}
-		if d := c.BucketClock.Sub(now); !c.BucketClock.IsZero() && d > skew {
+		if d := c.RateClock.Sub(now); !c.RateClock.IsZero() && d > skew {
 			hints = append(hints, fmt.Sprintf("clock: a consumer of topic %s took from its rate limit with a clock %v ahead of this host's: keep hosts NTP-synchronised",
 				topic, d.Round(time.Second)))
 		}
-		if c.BucketOffset > skew {
+		if c.RateBehind > skew {
 			hints = append(hints, fmt.Sprintf("clock: a consumer of topic %s took from its rate limit with a clock %v behind another consumer's: keep hosts NTP-synchronised",
-				topic, c.BucketOffset.Round(time.Second)))
+				topic, c.RateBehind.Round(time.Second)))
 		}
 	}
 	return hints, nil

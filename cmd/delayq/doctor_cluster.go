@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/cluster"
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/portable"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -59,7 +59,7 @@ type topicSpread struct {
 // the cluster that seeds lead to, the settings of every node, the
 // partitions of conn's namespace per master, the clocks. It fails when a
 // check failed, or when no seed gave the slot map.
-func doctorCluster(ctx context.Context, w io.Writer, conn store.Conn, seeds []string, opts portable.DialOptions, samples int, asJSON bool) error {
+func doctorCluster(ctx context.Context, w io.Writer, o delayq.Options, seeds []string, opts portable.DialOptions, samples int, asJSON bool) error {
 	copts := opts
 	copts.Cluster = true
 	r, err := cluster.New(cluster.Options{
@@ -78,10 +78,10 @@ func doctorCluster(ctx context.Context, w io.Writer, conn store.Conn, seeds []st
 	if len(shards) == 0 {
 		return fmt.Errorf("doctor: no master of the cluster of %s serves a slot (CLUSTER SLOTS is empty): was the cluster created?", strings.Join(seeds, ", "))
 	}
-	rep := &clusterReport{Namespace: conn.Namespace, Topics: []topicSpread{}, Warnings: []string{}, Hints: []string{}}
+	rep := &clusterReport{Namespace: o.Namespace, Topics: []topicSpread{}, Warnings: []string{}, Hints: []string{}}
 	var masters, failed []string
 	for _, sh := range shards {
-		mr := checkMaster(ctx, r, sh, conn.Namespace, opts, samples)
+		mr := checkMaster(ctx, r, sh, o.Namespace, opts, samples)
 		rep.Masters = append(rep.Masters, mr)
 		masters = append(masters, sh.Master)
 		rep.Replicas += len(mr.Cluster.Replicas)
@@ -96,19 +96,20 @@ func doctorCluster(ctx context.Context, w io.Writer, conn store.Conn, seeds []st
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d of the %d slots have no master: the partitions on them stop until one serves them "+
 			"(and with cluster-require-full-coverage yes, every node refuses every command meanwhile)", n, cluster.Slots))
 	}
-	if st, err := openDoctorStore(conn); err != nil {
+	o.PoolSize = 1 // per master
+	if c, err := delayq.New(o); err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("partitions: could not read the topics: %v", err))
 	} else {
-		rep.Topics, err = spreadTopics(ctx, st, r, conn.Namespace, masters)
+		rep.Topics, err = spreadTopics(ctx, c.Inspector(), r, o.Namespace, masters)
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("partitions: could not read the topics: %v", err))
 		}
-		hints, err := clockHints(ctx, st, time.Now())
+		hints, err := clockHints(ctx, c.Inspector(), time.Now())
 		if err != nil {
 			hints = append(hints, fmt.Sprintf("clock: could not read the topics' clocks: %v", err))
 		}
 		rep.Hints = append(rep.Hints, hints...)
-		st.Close()
+		c.Close()
 	}
 	if err := writeClusterReport(w, rep, asJSON); err != nil {
 		return err
@@ -187,17 +188,14 @@ func nonceOn(ctx context.Context, r *cluster.Router, namespace, master string) (
 // spreadTopics counts, for each topic of the namespace, how many of its
 // partitions each master serves (the slot of the partition's keys), and
 // warns when they spread unevenly.
-func spreadTopics(ctx context.Context, st *store.Store, r *cluster.Router, namespace string, masters []string) ([]topicSpread, error) {
+func spreadTopics(ctx context.Context, ins *delayq.Inspector, r *cluster.Router, namespace string, masters []string) ([]topicSpread, error) {
 	out := []topicSpread{}
-	topics, err := st.Topics(ctx)
+	topics, err := ins.Topics(ctx)
 	if err != nil {
 		return out, err
 	}
-	for _, topic := range topics {
-		n, err := st.TopicPartitions(ctx, topic)
-		if err != nil {
-			return out, err
-		}
+	for _, t := range topics {
+		topic, n := t.Name, max(t.Partitions, t.Next) // every partition that may hold messages
 		ts := topicSpread{Topic: topic, Partitions: n, Masters: map[string]int{}}
 		for _, m := range masters {
 			ts.Masters[m] = 0

@@ -18,6 +18,7 @@ import (
 	"github.com/delayq/delayq/internal/handler"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -225,7 +226,7 @@ func (w *worker) newUI(log *slog.Logger) error {
 	w.lateness = ui.NewLateness()
 	var err error
 	w.ui, err = ui.New(ui.Options{
-		Conn:  conn,
+		Conn:  store.Conn(conn),
 		Token: w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
 		Proxies: w.client.Proxies,
 		Counters: func(topic string) (ui.Counters, bool) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // Defaults that delayq's library does not define.
@@ -53,7 +52,14 @@ type Config struct {
 // read_timeout and write_timeout (defaults delayq.DefaultDialTimeout,
 // DefaultReadTimeout and DefaultWriteTimeout), and cluster (true: addr
 // lists seed nodes of a Redis Cluster; default false).
-type Redis = store.Conn
+type Redis struct {
+	Addr                                   string
+	Password                               string
+	Namespace                              string
+	PoolSize                               int
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	Cluster                                bool
+}
 
 // Worker is the [worker] table: this process's consumers.
 type Worker struct {

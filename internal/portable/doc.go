@@ -19,6 +19,7 @@
 //   - check.go: the portable set and the check of each command's shape
 //     (Check, Shape, RegisterScript), and CheckCluster for the connections of
 //     the cluster router
+//   - addrs.go: SplitAddrs, the check of a list of host:port addresses
 //   - conn.go: the checking connection (Dial, Conn) and the audit of each
 //     shape a process sends (Record)
 //   - audit.go: the audit of a test run: the portable set written out

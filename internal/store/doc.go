@@ -26,8 +26,7 @@
 //
 // Files:
 //
-//   - store.go: Store, Open, the pool and its retried dials (WithRetry);
-//     SplitAddrs
+//   - store.go: Store, Open, the pool and its retried dials (WithRetry)
 //   - retry.go: what runs again under WithRetry: a failed dial, a round
 //     trip whose connection broke (redo)
 //   - proxies.go: several proxies and their health
