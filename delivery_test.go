@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/lease"
 )
 
 func TestRetryAndDead(t *testing.T) {
@@ -135,7 +136,7 @@ func handedOverBy(t *testing.T, c *Client, topic string, tok int64, giver string
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	if _, _, err := c.store.Heartbeat(ctx, topic, giver, false, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+	if _, _, err := c.store.Heartbeat(ctx, lease.Beat{Topic: topic, ID: giver, NowMS: now.UnixMilli(), ExpiresMS: now.Add(time.Minute).UnixMilli(), GCMS: time.Hour.Milliseconds()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.store.HandOver(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, []string{giver}); err != nil {

@@ -16,14 +16,27 @@ import (
 	"github.com/delayq/delayq/internal/clock"
 )
 
+// Beat is one heartbeat of a member (see Membership.Heartbeat). Times
+// are unix ms.
+type Beat struct {
+	Topic, ID string
+	Leaving   bool
+	NowMS     int64
+	ExpiresMS int64
+	// GCMS: members whose heartbeat expired before NowMS - GCMS are
+	// removed.
+	GCMS int64
+}
+
 // Membership is what a Manager needs from storage: the topic's members
 // ZSET, its change counter and the partitions' fencing tokens.
 type Membership interface {
-	// Heartbeat records id as a member until expiresMS (as a leaving one
-	// when leaving is set: alive, but counted by no one) and returns the
-	// ids of the members live at nowMS that count, and the earliest
-	// expiry among the others (unix ms, 0 when there are none).
-	Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (live []string, nextExpiryMS int64, err error)
+	// Heartbeat records b.ID as a member of b.Topic until b.ExpiresMS
+	// (as a leaving one when b.Leaving is set: alive, but counted by no
+	// one) and returns the ids of the members live at b.NowMS that count,
+	// and the earliest expiry among the others (unix ms, 0 when there are
+	// none).
+	Heartbeat(ctx context.Context, b Beat) (live []string, nextExpiryMS int64, err error)
 	Leave(ctx context.Context, topic, id string) error
 	// Changed bumps the topic's change counter, which ManagerOptions.Changes
 	// watches.
@@ -352,8 +365,8 @@ func (m *Manager) changed(ctx context.Context) {
 func (m *Manager) share(ctx context.Context, leaving bool, every time.Duration) int {
 	o := m.o
 	now := o.Now()
-	live, next, err := o.Members.Heartbeat(ctx, o.Topic, o.ID, leaving, now.UnixMilli(),
-		now.Add(3*every).UnixMilli(), time.Hour.Milliseconds())
+	live, next, err := o.Members.Heartbeat(ctx, Beat{Topic: o.Topic, ID: o.ID, Leaving: leaving, NowMS: now.UnixMilli(),
+		ExpiresMS: now.Add(3 * every).UnixMilli(), GCMS: time.Hour.Milliseconds()})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.next = time.Time{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/lease"
 )
 
 // TestLoopPauseHoldsBack: a pause (Config.Pause) that begins while the
@@ -101,7 +102,7 @@ func TestLoopRequeuesOverrun(t *testing.T) {
 	now := time.Now()
 	// The giver stays a member, leaving, while its handler runs: the next
 	// owner leaves its deliveries alone rather than recover them at once.
-	if _, _, err := e.st.Heartbeat(context.Background(), loopTopic, "a", true, now.UnixMilli(), now.Add(time.Minute).UnixMilli(), time.Minute.Milliseconds()); err != nil {
+	if _, _, err := e.st.Heartbeat(context.Background(), lease.Beat{Topic: loopTopic, ID: "a", Leaving: true, NowMS: now.UnixMilli(), ExpiresMS: now.Add(time.Minute).UnixMilli(), GCMS: time.Minute.Milliseconds()}); err != nil {
 		t.Fatal(err)
 	}
 	e.enqueue(now, "slow")

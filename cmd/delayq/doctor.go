@@ -63,7 +63,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Password: cmd.c.password, ConnectTimeout: *timeout, ReadTimeout: *timeout, WriteTimeout: *timeout,
 	}
 	if cmd.c.cluster {
-		return doctorCluster(ctx, stdout, cmd.c.options(io.Discard), addrs, opts, *samples, *asJSON)
+		return doctorCluster(ctx, stdout, clusterCheck{o: cmd.c.options(io.Discard), seeds: addrs, dial: opts, samples: *samples, asJSON: *asJSON})
 	}
 	reps, err := checkAddrs(ctx, addrs, cmd.c.namespace, opts, *samples)
 	if err != nil {

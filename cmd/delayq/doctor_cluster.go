@@ -55,11 +55,23 @@ type topicSpread struct {
 	Warnings   []string       `json:"warnings"`
 }
 
+// clusterCheck is what doctor --cluster is asked: the client options of
+// its flags, the seeds they list, the options of each node's dial, the
+// samples of each timing, and whether to print JSON.
+type clusterCheck struct {
+	o       delayq.Options
+	seeds   []string
+	dial    portable.DialOptions
+	samples int
+	asJSON  bool
+}
+
 // doctorCluster implements doctor --cluster: the checks on each master of
-// the cluster that seeds lead to, the settings of every node, the
-// partitions of conn's namespace per master, the clocks. It fails when a
+// the cluster that k.seeds lead to, the settings of every node, the
+// partitions of the namespace per master, the clocks. It fails when a
 // check failed, or when no seed gave the slot map.
-func doctorCluster(ctx context.Context, w io.Writer, o delayq.Options, seeds []string, opts portable.DialOptions, samples int, asJSON bool) error {
+func doctorCluster(ctx context.Context, w io.Writer, k clusterCheck) error {
+	o, seeds, opts, samples, asJSON := k.o, k.seeds, k.dial, k.samples, k.asJSON
 	copts := opts
 	copts.Cluster = true
 	r, err := cluster.New(cluster.Options{

@@ -12,6 +12,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/lease"
 )
 
 // doctorChecks are the checks doctor must run: every command shape of
@@ -193,7 +194,7 @@ func TestDoctorClocks(t *testing.T) {
 	}
 	ahead := now.Add(time.Hour)
 	for id, at := range map[string]time.Time{"ahead": ahead, "ontime": now} {
-		if _, _, err := st.Heartbeat(ctx, "skewed", id, false, at.UnixMilli(), at.Add(10*time.Second).UnixMilli(), time.Hour.Milliseconds()); err != nil {
+		if _, _, err := st.Heartbeat(ctx, lease.Beat{Topic: "skewed", ID: id, NowMS: at.UnixMilli(), ExpiresMS: at.Add(10 * time.Second).UnixMilli(), GCMS: time.Hour.Milliseconds()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq/internal/keys"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/lease"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -169,10 +170,10 @@ func TestGivers(t *testing.T) {
 	ctx := context.Background()
 	s := freshStore(t)
 	const topic, now = "givers", int64(1_800_000_000_000)
-	if _, _, err := s.Heartbeat(ctx, topic, "a", false, now, now+10000, 60000); err != nil {
+	if _, _, err := s.Heartbeat(ctx, lease.Beat{Topic: topic, ID: "a", NowMS: now, ExpiresMS: now + 10000, GCMS: 60000}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Heartbeat(ctx, topic, "b", true, now, now+5000, 60000); err != nil {
+	if _, _, err := s.Heartbeat(ctx, lease.Beat{Topic: topic, ID: "b", Leaving: true, NowMS: now, ExpiresMS: now + 5000, GCMS: 60000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.do(ctx, cmd{"ZADD", []any{keys.InFlight(s.ns, topic, 0), now, "x", now, "y", now, "z"}}); err != nil {

@@ -6,22 +6,21 @@ import (
 	"strconv"
 
 	"github.com/delayq/delayq/internal/keys"
+	"github.com/delayq/delayq/lease"
 	"github.com/gomodule/redigo/redis"
 )
 
-// Heartbeat records consumer id as live in topic's members ZSET until
-// expiresMS and returns the ids of the members live at nowMS (id
-// included, unless leaving), and the earliest expiry among the others
+// Heartbeat records consumer b.ID as live in b.Topic's members ZSET
+// until b.ExpiresMS and returns the ids of the members live at b.NowMS
+// (b.ID included, unless leaving), and the earliest expiry among the others
 // (unix ms; 0 when there are none).
 // A leaving consumer (one stopping, its partitions handed over) is kept
 // as a member with minus its expiry as score: the givers' watch still
 // sees it alive, and it counts in no one's fair share. Members whose
-// heartbeat expired long ago (before nowMS - gcMS) are removed. Two
+// heartbeat expired long ago (before b.NowMS - b.GCMS) are removed. Two
 // commands: the ZADD and one read of the whole set.
-//
-// Its parameters are those of lease.Membership's Heartbeat, which can
-// name no type of this package: package lease imports only clock.
-func (s *Store) Heartbeat(ctx context.Context, topic, id string, leaving bool, nowMS, expiresMS, gcMS int64) (live []string, nextExpiryMS int64, err error) {
+func (s *Store) Heartbeat(ctx context.Context, b lease.Beat) (live []string, nextExpiryMS int64, err error) {
+	topic, id, leaving, nowMS, expiresMS, gcMS := b.Topic, b.ID, b.Leaving, b.NowMS, b.ExpiresMS, b.GCMS
 	k := keys.Members(s.ns, topic)
 	score := expiresMS
 	if leaving {
