@@ -18,6 +18,9 @@
 //   - client.go: Options, Client, New, Close; the proxies' health
 //   - inspect_admin.go: Inspector and Admin, the views of a Client that
 //     read and that change what a namespace holds
+//   - inspect_pages.go: the Inspector's bounded reads, a page at a time
+//     (ListTopics, Topic, ListScheduled, ListRecentDead, DueCounts,
+//     Consumers), which the dashboard reads with
 //   - inspect_clocks.go: TopicClocks and Inspector.Clocks, the times a
 //     topic's processes wrote from their own clocks
 //   - topic.go: a topic's name check, the client's cache of layouts

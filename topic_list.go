@@ -13,8 +13,11 @@ type TopicInfo struct {
 	Partitions int `json:"partitions"`
 	// Next is the count a change runs to; 0 when none runs.
 	Next int `json:"next,omitempty"`
-	// Live is the count of consumers whose heartbeat has not expired.
-	Live int64 `json:"live_consumers"`
+	// Live is the count of consumers whose heartbeat has not expired,
+	// and Leaving of those handing their partitions over (shutting
+	// down), which Live does not count.
+	Live    int64 `json:"live_consumers"`
+	Leaving int64 `json:"leaving_consumers,omitempty"`
 }
 
 // Topics lists the topics of the client's namespace, oldest first, with
@@ -35,10 +38,7 @@ func (ins *Inspector) Topics(ctx context.Context) ([]TopicInfo, error) {
 	}
 	out := make([]TopicInfo, len(heads))
 	for i, h := range heads {
-		out[i] = TopicInfo{Name: h.Name, Partitions: h.Layout.Count, Live: h.Live}
-		if h.Layout.Changing() {
-			out[i].Next = h.Layout.Next
-		}
+		out[i] = c.summary(h)
 	}
 	return out, nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -55,12 +55,12 @@ func TestBenchLimited(t *testing.T) {
 	if idle := values("idle_cmds_per_s"); len(idle) != 1 || idle[0] <= 0 || idle[0] >= cmds[0] {
 		t.Errorf("idle: %v commands a second, %v at the rate limit", idle, cmds[0])
 	}
-	st, err := store.Open(store.Options{Conn: store.Conn{Addr: env.Proxy}})
+	c, err := delayq.New(delayq.Options{Addr: env.Proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if topics, err := st.Topics(context.Background()); err != nil || len(topics) > 0 {
-		t.Errorf("topics left by the run: %q (%v)", topics, err)
+	defer c.Close()
+	if topics, err := c.Inspector().Topics(context.Background()); err != nil || len(topics) > 0 {
+		t.Errorf("topics left by the run: %+v (%v)", topics, err)
 	}
 }

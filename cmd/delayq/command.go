@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -363,12 +362,6 @@ func (cmd *command) connect(do func(*delayq.Client) error) error {
 // logger returns a logger writing text to w at --log-level.
 func (c *common) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: c.logLevel}))
-}
-
-// conn returns where the common flags say Redis is, for the front ends
-// that open the store themselves.
-func (c *common) conn() store.Conn {
-	return store.Conn{Addr: c.addr, Password: c.password, Namespace: c.namespace, Cluster: c.cluster}
 }
 
 // client returns a Client configured by the common flags, logging text

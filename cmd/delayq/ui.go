@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/ui"
 )
 
@@ -65,9 +66,16 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmd.usageErr("invalid value %q for flag --listen: %v", *listen, err)
 	}
 	log := cmd.c.logger(stderr)
+	o := cmd.c.options(stderr)
+	o.PoolSize, o.Logger = ui.DefaultPoolSize, log
+	client, err := delayq.New(o)
+	if err != nil {
+		return cmd.flagError(err)
+	}
+	defer client.Close()
 	dash, err := ui.New(ui.Options{
-		Conn:  cmd.c.conn(),
-		Token: *token, ReadOnly: *readOnly, Lease: lease.d, Refresh: refresh.d, Logger: log,
+		Client: client,
+		Token:  *token, ReadOnly: *readOnly, Lease: lease.d, Refresh: refresh.d, Logger: log,
 	})
 	if err != nil {
 		return err

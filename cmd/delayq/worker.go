@@ -18,7 +18,6 @@ import (
 	"github.com/delayq/delayq/internal/handler"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -221,13 +220,11 @@ func newWorker(cfg *config.Config, log *slog.Logger) (_ *worker, err error) {
 // newUI makes the dashboard served at /ui/: it signs in with [http]
 // token and shows this worker's counters and lateness.
 func (w *worker) newUI(log *slog.Logger) error {
-	conn := w.cfg.Redis
-	conn.PoolSize = 0 // the dashboard's own default (ui.DefaultPoolSize), not the worker's
 	w.lateness = ui.NewLateness()
 	var err error
 	w.ui, err = ui.New(ui.Options{
-		Conn:  store.Conn(conn),
-		Token: w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
+		Client: w.client,
+		Token:  w.cfg.HTTP.Token, Lease: w.cfg.Worker.Lease, Lateness: w.lateness, Logger: log,
 		Proxies: w.client.Proxies,
 		Counters: func(topic string) (ui.Counters, bool) {
 			t, ok := w.byName[topic]

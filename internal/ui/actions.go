@@ -63,28 +63,23 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, back string, err e
 // delete, run (due now) and reschedule (form field when: a duration from
 // now, like 10m, or an RFC 3339 time).
 func (s *Server) messageAction(w http.ResponseWriter, r *http.Request, t topicReq) {
-	ctx, topic, n := t.ctx, t.topic, t.n
+	ctx, topic := t.ctx, t.topic
 	id := r.PostFormValue("id")
 	if err := partition.ValidateID(id); err != nil {
 		s.errorPage(w, r, http.StatusBadRequest, "Not a valid id: "+err.Error())
 		return
 	}
 	back := messageURL(topic, id)
-	c, err := s.client(n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	idField := field{"id", id}
 	switch action := r.PathValue("action"); action {
 	case "delete":
 		if s.confirmed(w, r, fmt.Sprintf("Delete message %q of topic %s? It will never be delivered.", id, topic), "Delete", back, idField) {
-			err := c.Delete(ctx, topic, id)
+			err := s.c.Delete(ctx, topic, id)
 			s.done(w, r, back, err, "Deleted %s.", id)
 		}
 	case "run":
 		if s.confirmed(w, r, fmt.Sprintf("Deliver message %q of topic %s now?", id, topic), "Run now", back, idField) {
-			due, err := c.Reschedule(ctx, topic, id, s.o.Now())
+			due, err := s.c.Reschedule(ctx, topic, id, s.o.Now())
 			s.done(w, r, back, err, "%s is due now (%s).", id, formatTime(due))
 		}
 	case "reschedule":
@@ -96,7 +91,7 @@ func (s *Server) messageAction(w http.ResponseWriter, r *http.Request, t topicRe
 		}
 		q := fmt.Sprintf("Reschedule message %q of topic %s to %s?", id, topic, formatTime(at))
 		if s.confirmed(w, r, q, "Reschedule", back, idField, field{"when", at.UTC().Format(time.RFC3339Nano)}) {
-			due, err := c.Reschedule(ctx, topic, id, at)
+			due, err := s.c.Reschedule(ctx, topic, id, at)
 			s.done(w, r, back, err, "%s is due at %s.", id, formatTime(due))
 		}
 	default:
@@ -142,13 +137,8 @@ var deadActions = map[string]struct {
 // deadAction handles POST /ui/topics/{topic}/dead/{action}: one of
 // deadActions.
 func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) {
-	ctx, topic, n := t.ctx, t.topic, t.n
+	ctx, topic := t.ctx, t.topic
 	back := topicURL(topic, "/dead")
-	c, err := s.client(n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	action := r.PathValue("action")
 	a, ok := deadActions[action]
 	if !ok {
@@ -157,7 +147,7 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 	}
 	if !a.one {
 		if s.confirmed(w, r, fmt.Sprintf(a.ask, topic), a.button, back) {
-			k, err := a.run(c.Admin(), ctx, topic)
+			k, err := a.run(s.c.Admin(), ctx, topic)
 			s.done(w, r, back, err, a.did, k)
 		}
 		return
@@ -168,7 +158,7 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 		return
 	}
 	if s.confirmed(w, r, fmt.Sprintf(a.ask, id, topic), a.button, back, field{"id", id}) {
-		k, err := a.run(c.Admin(), ctx, topic, id)
+		k, err := a.run(s.c.Admin(), ctx, topic, id)
 		if err == nil && k == 0 {
 			err = fmt.Errorf("%w: %q is not dead in topic %s", delayq.ErrNotFound, id, topic)
 		}
@@ -181,11 +171,6 @@ func (s *Server) deadAction(w http.ResponseWriter, r *http.Request, t topicReq) 
 // field force is "yes", and goes back to the overview; a topic in use
 // without force stays, and its page says why.
 func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq) {
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	force := r.PostFormValue("force") == "yes"
 	q := fmt.Sprintf("Delete topic %s? Only an empty topic that no consumer runs on is deleted.", t.topic)
 	var fields []field
@@ -197,7 +182,7 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq)
 	if !s.confirmed(w, r, q, "Delete topic", back, fields...) {
 		return
 	}
-	u, err := c.Admin().DeleteTopic(t.ctx, t.topic, delayq.DeleteTopicOptions{Force: force})
+	u, err := s.c.Admin().DeleteTopic(t.ctx, t.topic, delayq.DeleteTopicOptions{Force: force})
 	if err != nil {
 		s.done(w, r, back, err, "")
 		return
@@ -211,15 +196,11 @@ func (s *Server) topicDelete(w http.ResponseWriter, r *http.Request, t topicReq)
 // resumed (see delayq.Admin.Pause).
 func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) {
 	back := topicURL(t.topic, "")
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var until time.Time
 	q := fmt.Sprintf("Pause topic %s until resumed? No consumer starts a delivery of it meanwhile.", t.topic)
 	var fields []field
 	if v := strings.TrimSpace(r.PostFormValue("for")); v != "" {
+		var err error
 		if until, err = parseWhen(v, s.o.Now()); err != nil {
 			s.done(w, r, back, fmt.Errorf("%w: %v", delayq.ErrInvalid, err), "")
 			return
@@ -230,7 +211,7 @@ func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) 
 	if !s.confirmed(w, r, q, "Pause", back, fields...) {
 		return
 	}
-	err = c.Admin().Pause(t.ctx, t.topic, delayq.PauseOptions{Until: until})
+	err := s.c.Admin().Pause(t.ctx, t.topic, delayq.PauseOptions{Until: until})
 	if until.IsZero() {
 		s.done(w, r, back, err, "Paused %s until resumed.", t.topic)
 		return
@@ -241,13 +222,8 @@ func (s *Server) topicPause(w http.ResponseWriter, r *http.Request, t topicReq) 
 // topicResume handles POST /ui/topics/{topic}/resume.
 func (s *Server) topicResume(w http.ResponseWriter, r *http.Request, t topicReq) {
 	back := topicURL(t.topic, "")
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	if s.confirmed(w, r, fmt.Sprintf("Resume topic %s? What fell due meanwhile is delivered at once.", t.topic), "Resume", back) {
-		err := c.Admin().Resume(t.ctx, t.topic)
+		err := s.c.Admin().Resume(t.ctx, t.topic)
 		s.done(w, r, back, err, "Resumed %s.", t.topic)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/ui"
 )
 
@@ -61,14 +60,27 @@ func seedBench(b *testing.B) {
 	}
 }
 
-// benchPage renders path b.N times.
-func benchPage(b *testing.B, path string) {
-	seedBench(b)
-	srv, err := ui.New(ui.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: benchNS}})
+// benchServer returns a dashboard of the benchmark's namespace, with a
+// client of its own, both closed when b ends.
+func benchServer(b *testing.B) *ui.Server {
+	b.Helper()
+	c, err := delayq.New(delayq.Options{Addr: proxyAddr, Namespace: benchNS, PoolSize: ui.DefaultPoolSize})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Close()
+	b.Cleanup(func() { c.Close() })
+	srv, err := ui.New(ui.Options{Client: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// benchPage renders path b.N times.
+func benchPage(b *testing.B, path string) {
+	seedBench(b)
+	srv := benchServer(b)
 	b.ResetTimer()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
@@ -85,11 +97,7 @@ func BenchmarkScheduledPage(b *testing.B) { benchPage(b, "/ui/topics/"+benchTopi
 func BenchmarkDeadPage(b *testing.B)      { benchPage(b, "/ui/topics/"+benchTopic+"/dead") }
 func BenchmarkTopicLiveRegion(b *testing.B) {
 	seedBench(b)
-	srv, err := ui.New(ui.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: benchNS}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv := benchServer(b)
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/ui/topics/"+benchTopic, nil)

@@ -3,13 +3,13 @@ package ui_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/internal/ui"
 )
@@ -141,16 +141,10 @@ func TestBrowserLimitsTopic(t *testing.T) {
 		t.Errorf("concurrency shown: %q", got)
 	}
 
-	// What runs against the cap shows on the next live refresh.
-	st, err := store.Open(store.Options{Conn: store.Conn{Addr: proxyAddr, Namespace: f.ns}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now()
-	if n, _, err := st.TakeSlots(ctx, "orders", 10, []string{"a", "b", "c"}, now.Add(time.Hour), nil); err != nil || n != 3 {
-		t.Fatalf("TakeSlots: %d, %v", n, err)
-	}
+	// What runs against the cap shows on the next live refresh: a
+	// consumer running three deliveries holds three of its slots.
+	stop := runBlocked(t, c, "orders", 3)
+	defer stop()
 	tb.waitJS("3 running", `document.getElementById('limits-concurrency-state').textContent.includes('concurrency 10 — 3 running')`)
 
 	// The form holds the limits: a change of the burst keeps the rest.
@@ -191,5 +185,46 @@ func TestBrowserLimitsTopic(t *testing.T) {
 	}
 	if n := eval[int](rt, `document.querySelectorAll('#limits-form, #limits-clear-form').length`); n != 0 {
 		t.Errorf("read-only: %d limits forms shown", n)
+	}
+}
+
+// runBlocked sends k messages due now to topic and runs a consumer whose
+// handler holds each delivery until stop, which waits for the consumer
+// to end.
+func runBlocked(t *testing.T, c *delayq.Client, topic string, k int) (stop func()) {
+	t.Helper()
+	var msgs []delayq.Message
+	for i := range k {
+		msgs = append(msgs, delayq.Message{Topic: topic, ID: fmt.Sprintf("held-%d", i), Body: []byte("x")})
+	}
+	send(t, c, msgs...)
+	release := make(chan struct{})
+	cons, err := c.NewConsumer(delayq.ConsumerOptions{
+		Topic: topic, Lease: time.Second, PollInterval: 20 * time.Millisecond,
+		ShutdownTimeout: time.Second, ChangePoll: 20 * time.Millisecond,
+	}, func(ctx context.Context, d *delayq.Delivery) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	return func() {
+		close(release)
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := cons.Shutdown(sctx); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -47,13 +47,14 @@ type tick struct {
 }
 
 // readChart counts the topic's scheduled entries due in each minute of the
-// next hour (60 ZCOUNTs per partition, one pipeline) and lays out the bars.
-func (s *Server) readChart(ctx context.Context, topic string, n int, now time.Time) (*chart, error) {
-	overdue, counts, err := s.st.DueCounts(ctx, topic, n, now.UnixMilli(), time.Minute.Milliseconds(), chartMinutes)
+// next hour (delayq.Inspector.DueCounts: 61 ZCOUNTs per partition, one
+// pipeline) and lays out the bars.
+func (s *Server) readChart(ctx context.Context, topic string, now time.Time) (*chart, error) {
+	d, err := s.ins.DueCounts(ctx, topic, now, time.Minute, chartMinutes)
 	if err != nil {
 		return nil, err
 	}
-	return layoutChart(now, overdue, counts), nil
+	return layoutChart(now, d.Overdue, d.Counts), nil
 }
 
 // layoutChart places one bar per count, scaled to the largest.

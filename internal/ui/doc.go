@@ -11,9 +11,12 @@
 // the stylesheet and a small script (live refresh and confirmations) are
 // embedded with go:embed: no build step, no CDN.
 //
-// Every read is a bounded number of pipelined one-key commands of the
-// portable set (see internal/store/browse.go), so a topic of millions of
-// messages costs Redis no more than one of ten.
+// It uses the library's public API only: it reads with the
+// delayq.Inspector of the client it is given (Options.Client) and acts
+// with its Admin and message methods. Every read is a bounded number of
+// pipelined one-key commands of the portable set (see the Inspector's
+// ListTopics, ListScheduled, ListRecentDead, DueCounts and Consumers), so
+// a topic of millions of messages costs Redis no more than one of ten.
 //
 // Security: with Options.Token set, the browser signs in with the token
 // and gets an HttpOnly, SameSite=Strict session cookie. Every POST needs

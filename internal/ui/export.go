@@ -15,19 +15,14 @@ import (
 // reports a failed download rather than keeping a cut one.
 func (s *Server) exportTopic(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
-	topic, n, err := s.topic(ctx, r)
+	topic, _, err := s.topic(ctx, r)
 	cancel()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.client(n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	out := &httpapi.Download{W: w, Name: topic + ".jsonl"}
-	if _, err := c.Inspector().ExportJSON(r.Context(), topic, out, delayq.ExportOptions{}); err != nil {
+	if _, err := s.ins.ExportJSON(r.Context(), topic, out, delayq.ExportOptions{}); err != nil {
 		if out.Started() {
 			s.log.Error("export cut short", "topic", topic, "err", err)
 			panic(http.ErrAbortHandler)

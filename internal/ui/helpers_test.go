@@ -59,13 +59,19 @@ type fixture struct {
 	opts ui.Options
 }
 
-// newFixture starts a dashboard with o (Addr and Namespace filled in).
+// newFixture starts a dashboard with o, its Client a client of the
+// fixture's namespace (closed after the dashboard).
 func newFixture(t testing.TB, o ui.Options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ns: fmt.Sprintf("uit%d-%d", nsCounter.Add(1), time.Now().UnixNano()%1e6)}
-	o.Addr, o.Namespace = proxyAddr, f.ns
+	c, err := delayq.New(delayq.Options{Addr: proxyAddr, Namespace: f.ns, PoolSize: ui.DefaultPoolSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Client = c
 	srv, err := ui.New(o)
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
 	f.srv, f.opts = srv, o
@@ -75,6 +81,7 @@ func newFixture(t testing.TB, o ui.Options) *fixture {
 	t.Cleanup(func() {
 		f.ts.Close()
 		srv.Close()
+		c.Close()
 	})
 	return f
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq"
 )
 
 func TestFormatDuration(t *testing.T) {
@@ -76,7 +76,7 @@ func TestParseWhen(t *testing.T) {
 }
 
 func TestCursor(t *testing.T) {
-	c := store.ScheduledCursor{Due: 1700000000123, Skip: map[int]int{7: 2, 0: 130}}
+	c := delayq.ScheduledCursor{Due: 1700000000123, Skip: map[int]int{7: 2, 0: 130}}
 	q := formatCursor(c, 20)
 	if q != "due=1700000000123&limit=20&skip=0%3A130%2C7%3A2" {
 		t.Errorf("formatCursor: %q", q)

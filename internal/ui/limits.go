@@ -1,15 +1,12 @@
 package ui
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // limitsView is a topic's fleet-wide limits (delayq.Admin.SetLimits) and
@@ -31,32 +28,15 @@ func (l limitsView) AtCap() bool { return l.Concurrency > 0 && l.Running >= int6
 
 // limitsOf returns the view of the limits l, without what runs against
 // them.
-func limitsOf(l store.Limits) limitsView {
+func limitsOf(l delayq.Limits) limitsView {
 	v := limitsView{Concurrency: l.Concurrency}
 	if l.Rate > 0 {
-		v.Rate, v.Burst, v.BurstSet = delayq.FormatRate(l.Rate), l.BurstOrDefault(), l.Burst > 0
+		v.Rate, v.Burst, v.BurstSet = delayq.FormatRate(l.Rate), l.Burst, l.Burst > 0
+		if !v.BurstSet {
+			v.Burst = delayq.DefaultBurst(l.Rate)
+		}
 	}
 	return v
-}
-
-// readLimits returns the view of the limits l of topic, with what runs
-// against them read when there are any (two one-key commands).
-func (s *Server) readLimits(ctx context.Context, topic string, l store.Limits, now time.Time) (limitsView, error) {
-	v := limitsOf(l)
-	if l.IsZero() {
-		return v, nil
-	}
-	f, err := s.st.ReadFlow(ctx, topic, now)
-	if err != nil {
-		return v, err
-	}
-	if l.Rate > 0 {
-		v.Started = f.Started
-	}
-	if l.Concurrency > 0 {
-		v.Running = f.Running
-	}
-	return v, nil
 }
 
 // parseLimitsForm reads the limits of the topic page's form: rate as
@@ -113,43 +93,33 @@ func limitsFields(l delayq.Limits) []field {
 // parseLimitsForm).
 func (s *Server) topicLimits(w http.ResponseWriter, r *http.Request, t topicReq) {
 	back := topicURL(t.topic, "")
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	l, err := parseLimitsForm(r)
 	if err != nil {
 		s.done(w, r, back, err, "")
 		return
 	}
 	if l.IsZero() {
-		s.clearLimits(w, r, t, c)
+		s.clearLimits(w, r, t)
 		return
 	}
 	q := fmt.Sprintf("Set the flow limits of topic %s to %s? Every consumer of it follows them within a second.", t.topic, l)
 	if s.confirmed(w, r, q, "Set limits", back, limitsFields(l)...) {
-		err := c.Admin().SetLimits(t.ctx, t.topic, l)
+		err := s.c.Admin().SetLimits(t.ctx, t.topic, l)
 		s.done(w, r, back, err, "Limits of %s: %s.", t.topic, l)
 	}
 }
 
 // topicLimitsClear handles POST /ui/topics/{topic}/limits/clear.
 func (s *Server) topicLimitsClear(w http.ResponseWriter, r *http.Request, t topicReq) {
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.clearLimits(w, r, t, c)
+	s.clearLimits(w, r, t)
 }
 
 // clearLimits asks, then removes every limit of the topic.
-func (s *Server) clearLimits(w http.ResponseWriter, r *http.Request, t topicReq, c *delayq.Client) {
+func (s *Server) clearLimits(w http.ResponseWriter, r *http.Request, t topicReq) {
 	back := topicURL(t.topic, "")
 	q := fmt.Sprintf("Remove every flow limit of topic %s? Its consumers start deliveries as fast as they take them.", t.topic)
 	if s.confirmed(w, r, q, "Clear limits", back) {
-		err := c.Admin().SetLimits(t.ctx, t.topic, delayq.Limits{})
+		err := s.c.Admin().SetLimits(t.ctx, t.topic, delayq.Limits{})
 		s.done(w, r, back, err, "Removed the flow limits of %s.", t.topic)
 	}
 }

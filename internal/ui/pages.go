@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
@@ -97,7 +96,7 @@ func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, t topicReq)
 	if v.ID != "" {
 		if err := partition.ValidateID(v.ID); err != nil {
 			v.Problem, code = "Not a valid id: "+err.Error(), http.StatusBadRequest
-		} else if v.Info, err = s.get(ctx, topic, n, v.ID); errors.Is(err, delayq.ErrNotFound) {
+		} else if v.Info, err = s.c.Get(ctx, topic, v.ID); errors.Is(err, delayq.ErrNotFound) {
 			v.NotFound, code = true, http.StatusNotFound
 		} else if err != nil {
 			s.fail(w, r, err)
@@ -109,21 +108,11 @@ func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, t topicReq)
 	s.render(w, r, code, "message", v)
 }
 
-// get reads one message with the client of n partitions.
-func (s *Server) get(ctx context.Context, topic string, n int, id string) (*delayq.Info, error) {
-	c, err := s.client(n)
-	if err != nil {
-		return nil, err
-	}
-	return c.Get(ctx, topic, id)
-}
-
 // messageBody handles GET /ui/topics/{topic}/message/body?id=ID: the body
 // as an attachment that no browser renders.
 func (s *Server) messageBody(w http.ResponseWriter, r *http.Request, t topicReq) {
-	ctx, topic, n := t.ctx, t.topic, t.n
 	id := r.URL.Query().Get("id")
-	in, err := s.get(ctx, topic, n, id)
+	in, err := s.c.Get(t.ctx, t.topic, id)
 	switch {
 	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, delayq.ErrInvalid):
 		s.errorPage(w, r, http.StatusNotFound, err.Error())
@@ -169,29 +158,29 @@ func (s *Server) scheduledPage(w http.ResponseWriter, r *http.Request, t topicRe
 	q := r.URL.Query()
 	limit := intParam(q.Get("limit"), defaultPage, maxPage)
 	cur := parseCursor(q.Get("due"), q.Get("skip"), n)
-	page, next, more, err := s.st.ScheduledPage(ctx, topic, n, cur, limit)
+	page, err := s.ins.ListScheduled(ctx, topic, cur, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	v := &scheduledView{Topic: topic, N: n, Limit: limit, Start: q.Get("due") == ""}
-	for _, e := range page {
-		row := schedRow{ID: e.ID, P: e.P, Due: time.UnixMilli(e.Due), Segment: e.Segment, Missing: e.Record == nil}
-		if e.Record != nil {
-			row.Attempts, row.Size, row.Preview = e.Record.Attempts, len(e.Record.Body), preview(e.Record.Body, 80)
+	for _, e := range page.Entries {
+		row := schedRow{ID: e.ID, P: e.Partition, Due: e.Due, Segment: e.Segment, Missing: e.Info == nil}
+		if in := e.Info; in != nil {
+			row.Attempts, row.Size, row.Preview = in.Attempts, len(in.Body), preview(in.Body, 80)
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if more {
-		v.Next = topicURL(topic, "/scheduled?"+formatCursor(next, limit))
+	if page.More {
+		v.Next = topicURL(topic, "/scheduled?"+formatCursor(page.Next, limit))
 	}
 	s.render(w, r, http.StatusOK, "scheduled", v)
 }
 
 // parseCursor reads the due and skip parameters of a scheduled page;
 // anything malformed reads as the start.
-func parseCursor(due, skip string, n int) store.ScheduledCursor {
-	var c store.ScheduledCursor
+func parseCursor(due, skip string, n int) delayq.ScheduledCursor {
+	var c delayq.ScheduledCursor
 	d, err := strconv.ParseInt(due, 10, 64)
 	if err != nil || d < 0 {
 		return c
@@ -209,7 +198,7 @@ func parseCursor(due, skip string, n int) store.ScheduledCursor {
 }
 
 // formatCursor is the query of the page at c.
-func formatCursor(c store.ScheduledCursor, limit int) string {
+func formatCursor(c delayq.ScheduledCursor, limit int) string {
 	var parts []string
 	for _, p := range slices.Sorted(maps.Keys(c.Skip)) {
 		if k := c.Skip[p]; k > 0 {
@@ -257,24 +246,21 @@ type deadRow struct {
 func (s *Server) deadPage(w http.ResponseWriter, r *http.Request, t topicReq) {
 	ctx, topic, n := t.ctx, t.topic, t.n
 	limit := intParam(r.URL.Query().Get("limit"), defaultDead, maxDead)
-	list, err := s.st.DeadPage(ctx, topic, n, limit)
+	list, err := s.ins.ListRecentDead(ctx, topic, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	st, err := s.st.Stats(ctx, topic, n)
+	st, err := s.ins.Stats(ctx, topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	v := &deadView{Topic: topic, N: n, Limit: limit}
-	for _, p := range st {
-		v.Total += p.Dead
-	}
+	v := &deadView{Topic: topic, N: n, Limit: limit, Total: st.Dead}
 	for _, d := range list {
-		row := deadRow{ID: d.ID, P: d.P, DiedAt: time.UnixMilli(d.DiedAt), Missing: d.Record == nil}
-		if d.Record != nil {
-			row.Attempts, row.LastError, row.Preview = d.Record.Attempts, d.Record.LastError, preview(d.Record.Body, 60)
+		row := deadRow{ID: d.ID, P: d.Partition, DiedAt: d.DiedAt, Missing: d.Info == nil}
+		if in := d.Info; in != nil {
+			row.Attempts, row.LastError, row.Preview = in.Attempts, in.LastError, preview(in.Body, 60)
 		}
 		v.Rows = append(v.Rows, row)
 	}

@@ -39,12 +39,7 @@ type scheduleRow struct {
 // schedulesPage handles GET /ui/topics/{topic}/schedules: the topic's
 // schedules, sorted by name, with their next three occurrences.
 func (s *Server) schedulesPage(w http.ResponseWriter, r *http.Request, t topicReq) {
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	all, err := c.Inspector().Schedules(t.ctx, t.topic)
+	all, err := s.ins.Schedules(t.ctx, t.topic)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -90,14 +85,9 @@ func (s *Server) scheduleAction(w http.ResponseWriter, r *http.Request, t topicR
 		s.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("No action %q.", action))
 		return
 	}
-	c, err := s.client(t.n)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	name := r.PostFormValue("name")
 	if s.confirmed(w, r, fmt.Sprintf(a.ask, name, t.topic), a.button, back, field{"name", name}) {
-		err := a.run(c.Admin(), t.ctx, t.topic, name)
+		err := a.run(s.c.Admin(), t.ctx, t.topic, name)
 		s.done(w, r, back, err, a.did, name)
 	}
 }

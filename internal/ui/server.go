@@ -10,16 +10,17 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/partition"
 )
 
 // Defaults for Options.
 const (
+	// DefaultPoolSize is the connection pool a client of its own needs
+	// for the dashboard alone (delayq ui's).
 	DefaultPoolSize   = 16
 	DefaultRefresh    = 3 * time.Second
 	DefaultSessionTTL = 12 * time.Hour
@@ -43,13 +44,11 @@ const (
 
 // Options configures New. The zero value of each field means its default.
 type Options struct {
-	// Conn is the Redis the dashboard shows. Addr, host:port of Redis or
-	// of a Twemproxy/Codis proxy, is required; Namespace defaults to
-	// delayq.DefaultNamespace ("dq"); PoolSize caps the dashboard's open
-	// connections (per pool: one for reads, one per partition count for
-	// actions), default DefaultPoolSize (16); the timeouts default to
-	// those of delayq.Options.
-	store.Conn
+	// Client is the client of the namespace the dashboard shows, and is
+	// required. The dashboard reads with its Inspector and acts with its
+	// Admin and its message methods; it does not close it: its owner
+	// does, once the dashboard is closed.
+	Client *delayq.Client
 	// Token, when set, is what a browser signs in with. Default "": no
 	// sign-in (CSRF tokens still guard every action).
 	Token string
@@ -79,7 +78,9 @@ type Options struct {
 	// Logger receives errors (Error) and sign-ins (Info).
 	// Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default time.Now.
+	// Now is the clock of the pages: the times they show, and what they
+	// count from (the client's reads go by its own delayq.Options.Now).
+	// Default time.Now.
 	Now func() time.Time
 }
 
@@ -88,43 +89,30 @@ type Options struct {
 type Server struct {
 	o     Options
 	log   *slog.Logger
-	st    *store.Store
+	c     *delayq.Client
+	ins   *delayq.Inspector
 	auth  *auth
 	pages *pages
 	rates *rates
 	mux   *http.ServeMux
 
-	mu      sync.Mutex
-	clients map[int]*delayq.Client // by partition count, for actions
-	closed  bool
+	closed atomic.Bool // see Close
 }
 
-// New returns a dashboard reading the Redis of o. It validates o but does
-// not connect: the first request does. Close releases its connections.
+// New returns a dashboard of the namespace of o.Client. It validates o
+// but does not connect: the first request does.
 func New(o Options) (*Server, error) {
-	if o.Addr == "" {
-		return nil, errors.New("ui: Options.Addr is empty")
+	if o.Client == nil {
+		return nil, errors.New("ui: Options.Client is nil")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
 		}
 	}
-	def(&o.DialTimeout, delayq.DefaultDialTimeout)
-	def(&o.ReadTimeout, delayq.DefaultReadTimeout)
-	def(&o.WriteTimeout, delayq.DefaultWriteTimeout)
 	def(&o.Lease, delayq.DefaultLease)
 	def(&o.Refresh, DefaultRefresh)
 	def(&o.SessionTTL, DefaultSessionTTL)
-	if o.Namespace == "" {
-		o.Namespace = delayq.DefaultNamespace
-	}
-	if err := partition.ValidateTopic(o.Namespace); err != nil {
-		return nil, fmt.Errorf("ui: Options.Namespace: %v", err)
-	}
-	if o.PoolSize <= 0 {
-		o.PoolSize = DefaultPoolSize
-	}
 	if o.Lease < 0 || o.Refresh < 0 || o.SessionTTL < 0 {
 		return nil, errors.New("ui: negative duration in Options")
 	}
@@ -134,23 +122,17 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	st, err := store.Open(store.Options{Conn: o.Conn})
-	if err != nil {
-		return nil, fmt.Errorf("ui: %w", err)
-	}
 	pg, err := parsePages()
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	a, err := newAuth(o.Token, o.SessionTTL, o.Now)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	s := &Server{
-		o: o, log: o.Logger.With("component", "ui"), st: st, auth: a, pages: pg,
-		rates: newRates(), clients: map[int]*delayq.Client{},
+		o: o, log: o.Logger.With("component", "ui"), c: o.Client, ins: o.Client.Inspector(), auth: a, pages: pg,
+		rates: newRates(),
 	}
 	s.routes()
 	return s, nil
@@ -227,63 +209,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close releases the dashboard's connections. Requests served after it
-// fail. Safe to call more than once.
+// Close stops the dashboard: the pages and actions served after it fail
+// with delayq.ErrClosed. It does not close Options.Client, which its
+// owner closes. Safe to call more than once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	for _, c := range s.clients {
-		c.Close()
-	}
-	return s.st.Close()
-}
-
-// client returns the client for topics of n partitions, made on first use.
-func (s *Server) client(n int) (*delayq.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, delayq.ErrClosed
-	}
-	if c := s.clients[n]; c != nil {
-		return c, nil
-	}
-	c, err := delayq.New(delayq.Options{
-		Addr: s.o.Addr, Password: s.o.Password, Namespace: s.o.Namespace, Partitions: n,
-		PoolSize: s.o.PoolSize, DialTimeout: s.o.DialTimeout, ReadTimeout: s.o.ReadTimeout,
-		WriteTimeout: s.o.WriteTimeout, Logger: s.o.Logger, Now: s.o.Now,
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.clients[n] = c
-	return c, nil
+	s.closed.Store(true)
+	return nil
 }
 
 // errNoTopic says a topic's name is not valid (a topic whose name is
 // valid but which does not exist is delayq.ErrNoTopic).
 var errNoTopic = errors.New("no such topic")
 
-// topic validates the {topic} of r and returns it with its partition
-// count, read from its metadata.
+// topic validates the {topic} of r and returns it with the number of
+// partitions that may hold its messages (those of both counts while a
+// change runs), read from its metadata; an unknown topic is an error
+// wrapping delayq.ErrNoTopic.
 func (s *Server) topic(ctx context.Context, r *http.Request) (string, int, error) {
 	t := r.PathValue("topic")
 	if err := partition.ValidateTopic(t); err != nil {
 		return t, 0, fmt.Errorf("%w: %q: %v", errNoTopic, t, err)
 	}
-	n, err := s.st.TopicPartitions(ctx, t)
+	if s.closed.Load() {
+		return t, 0, delayq.ErrClosed
+	}
+	info, err := s.ins.Topic(ctx, t)
 	if err != nil {
 		return t, 0, err
 	}
-	if n <= 0 {
-		return t, 0, store.NoTopic(t) // as the library says it
-	}
-	return t, n, nil
+	return t, span(*info), nil
 }
+
+// span is the number of partitions that may hold the messages of the
+// topic of t: both counts' while a change runs.
+func span(t delayq.TopicInfo) int { return max(t.Partitions, t.Next) }
 
 // isFragment says r asks for the live part of a page only.
 func isFragment(r *http.Request) bool { return r.Header.Get("X-Delayq-Fragment") == "live" }

@@ -3,12 +3,11 @@ package ui
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/poller"
 )
 
 // overviewView is the overview page.
@@ -40,32 +39,33 @@ type topicRow struct {
 	Limits limitsView
 }
 
-// setControls sets row's pause and limits from the topic's controls.
-func (t *topicRow) setControls(ctrl store.Controls, now time.Time) {
-	if t.Paused = ctrl.PausedAt(now.UnixMilli()); t.Paused && ctrl.PausedUntil > 0 {
-		t.PausedUntil = time.UnixMilli(ctrl.PausedUntil)
+// setControls sets row's pause and its limits, without what runs against
+// them, from the topic's stats.
+func (t *topicRow) setControls(st *delayq.TopicStats) {
+	if t.Paused = st.Pause.Paused; t.Paused && st.Pause.PausedUntil != nil {
+		t.PausedUntil = *st.Pause.PausedUntil
 	}
-	t.Limits = limitsOf(ctrl.Limits)
+	t.Limits = limitsOf(st.Limits.Limits)
 }
 
 // Unowned is the number of partitions no one holds.
 func (t topicRow) Unowned() int { return t.Partitions - t.Owned }
 
-// readOverview reads every topic (up to maxTopics), its counters and its
-// controls (pause and limits): one round trip for the names, one for
-// their heads, then two per topic, a few topics at a time.
+// readOverview reads every topic (up to maxTopics) with its counters and
+// controls (pause and limits): two round trips for the topics, then
+// delayq.Inspector.Stats of each, a few topics at a time.
 func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
+	if s.closed.Load() {
+		return nil, delayq.ErrClosed
+	}
 	now := s.o.Now()
-	names, total, err := s.st.TopicsRange(ctx, maxTopics)
+	list, err := s.ins.ListTopics(ctx, maxTopics)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(names)
-	heads, err := s.st.TopicHeads(ctx, names, now.UnixMilli())
-	if err != nil {
-		return nil, err
-	}
-	v := &overviewView{Topics: make([]topicRow, len(heads)), Total: total}
+	heads := list.Topics
+	slices.SortFunc(heads, func(a, b delayq.TopicInfo) int { return strings.Compare(a.Name, b.Name) })
+	v := &overviewView{Topics: make([]topicRow, len(heads)), Total: list.Total}
 	if s.o.Proxies != nil {
 		v.Proxies = s.o.Proxies()
 	}
@@ -73,10 +73,8 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 	sem := make(chan struct{}, statsWorkers)
 	for i, h := range heads {
 		row := &v.Topics[i]
-		*row = topicRow{Name: h.Name, Partitions: h.Partitions, Count: h.Layout.Count, Live: h.Live, Leaving: h.Leaving}
-		if h.Layout.Changing() {
-			row.ChangingTo = h.Layout.Next
-		}
+		*row = topicRow{Name: h.Name, Partitions: span(h), Count: h.Partitions, ChangingTo: h.Next,
+			Live: h.Live, Leaving: h.Leaving}
 		if h.Partitions <= 0 {
 			row.Err = "no metadata"
 			continue
@@ -86,17 +84,13 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, err := s.st.Stats(ctx, h.Name, h.Partitions)
+			st, err := s.ins.Stats(ctx, h.Name)
 			if err != nil {
 				row.Err = err.Error()
 				return
 			}
-			ctrl, _, err := s.st.ReadControls(ctx, h.Name)
-			if err != nil {
-				row.Err = err.Error()
-			}
-			row.setControls(ctrl, now)
-			sumStats(row, st, now)
+			row.setControls(st)
+			sumStats(row, st.Partitions, now)
 		}()
 	}
 	wg.Wait()
@@ -113,7 +107,7 @@ func (s *Server) readOverview(ctx context.Context) (*overviewView, error) {
 
 // sumStats adds the partitions' counters to row: the lag is how long the
 // most overdue scheduled message has waited past its due time.
-func sumStats(row *topicRow, st []store.PartitionStats, now time.Time) {
+func sumStats(row *topicRow, st []delayq.PartitionStats, now time.Time) {
 	for _, p := range st {
 		row.Scheduled += p.Scheduled
 		row.InFlight += p.InFlight
@@ -121,8 +115,8 @@ func sumStats(row *topicRow, st []store.PartitionStats, now time.Time) {
 		if p.Owner != "" {
 			row.Owned++
 		}
-		if p.OldestDue != 0 {
-			row.Lag = max(row.Lag, now.Sub(time.UnixMilli(p.OldestDue)))
+		if p.OldestDue != nil {
+			row.Lag = max(row.Lag, now.Sub(*p.OldestDue))
 		}
 	}
 }
@@ -141,11 +135,17 @@ type topicView struct {
 
 // changeView is the progress of a change of the partition count.
 type changeView struct {
-	store.Progress
-	Since      time.Time
-	Cancelled  bool          // the reverse of a cancelled change
-	SettleLeft time.Duration // until the change may end; 0: settled
-	Idle       bool          // no consumer runs: nothing moves
+	Sources     []int // the partitions the change moves messages out of
+	Marked      []int // those of them with nothing left to move
+	Moved       int64 // the messages moved so far
+	Left        int64 // the messages in the sources not marked
+	ToMove      int64 // of Left, those to move: exact or an estimate
+	ToMoveExact bool
+	Owned       int // the sources not marked whose lease a consumer holds
+	Since       time.Time
+	Cancelled   bool          // the reverse of a cancelled change
+	SettleLeft  time.Duration // until the change may end; 0: settled
+	Idle        bool          // no consumer runs: nothing moves
 }
 
 // partRow is one partition of the topic page.
@@ -177,58 +177,41 @@ type figuresView struct {
 	P99N     int // deliveries the p99 is computed from
 }
 
-// readTopic reads the topic page: the partitions' counters, leases,
-// members, layout and controls, five round trips, one more for what runs
-// against its limits when it has some, and with chart the due counts,
-// one more.
+// readTopic reads the topic page: the topic's stats (with its controls
+// and the progress of a change of its count) and its consumers, and
+// with chart the due counts.
 func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart bool) (*topicView, error) {
 	now := s.o.Now()
-	st, err := s.st.Stats(ctx, topic, n)
+	st, err := s.ins.Stats(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	ttls, err := s.st.LeaseTTLs(ctx, topic, n)
+	cons, err := s.ins.Consumers(ctx, topic, maxMembers)
 	if err != nil {
 		return nil, err
 	}
-	members, err := s.st.Members(ctx, topic, maxMembers+1)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.st.ReadLayout(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	v := &topicView{topicRow: topicRow{Name: topic, Partitions: n, Count: l.Count}}
-	if l.Changing() {
-		v.ChangingTo = l.Next
-	}
-	sumStats(&v.topicRow, st, now)
-	ctrl, _, err := s.st.ReadControls(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	v.setControls(ctrl, now)
-	if v.Limits, err = s.readLimits(ctx, topic, ctrl.Limits, now); err != nil {
-		return nil, err
-	}
-	if l.Changing() && len(st) >= l.Span() {
-		pr, err := s.st.ChangeProgress(ctx, topic, l, st)
-		if err != nil {
-			return nil, err
+	v := &topicView{topicRow: topicRow{Name: topic, Partitions: n, Count: st.Count, ChangingTo: st.ChangingTo}}
+	sumStats(&v.topicRow, st.Partitions, now)
+	v.setControls(st)
+	v.Limits.Started, v.Limits.Running = st.Limits.Started, st.Limits.Running
+	if ch := st.Change; ch != nil && ch.Since != nil {
+		v.Change = &changeView{
+			Sources: ch.Sources, Marked: ch.Moved, Moved: ch.MovedMessages, Left: ch.Left, ToMove: ch.ToMove,
+			ToMoveExact: ch.ToMoveExact, Owned: ch.OwnedSources, Since: *ch.Since, Cancelled: ch.Cancelled,
 		}
-		since := time.UnixMilli(l.Since)
-		v.Change = &changeView{Progress: *pr, Since: since, Cancelled: l.Reversed,
-			SettleLeft: max(since.Add(poller.DefaultMoveSettle).Sub(now), 0)}
+		if ch.SettleUntil != nil {
+			v.Change.SettleLeft = max(ch.SettleUntil.Sub(now), 0)
+		}
 	}
 	owns := map[string]int{}
-	for p, ps := range st {
+	for _, ps := range st.Partitions {
+		p := ps.Partition
 		row := partRow{P: p, Owner: ps.Owner, Token: ps.Token, Scheduled: ps.Scheduled, InFlight: ps.InFlight, Dead: ps.Dead}
-		if ttls[p] > 0 {
-			row.LeaseUntil = now.Add(time.Duration(ttls[p]) * time.Millisecond)
+		if p < len(cons.LeaseTTLs) && cons.LeaseTTLs[p] > 0 {
+			row.LeaseUntil = now.Add(cons.LeaseTTLs[p])
 		}
-		if ps.OldestDue != 0 {
-			row.OldestDue = time.UnixMilli(ps.OldestDue)
+		if ps.OldestDue != nil {
+			row.OldestDue = *ps.OldestDue
 			row.Late = max(now.Sub(row.OldestDue), 0)
 		}
 		if ps.Owner != "" {
@@ -236,14 +219,11 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 		}
 		v.Parts = append(v.Parts, row)
 	}
-	if len(members) > maxMembers {
-		members, v.MembersMore = members[:maxMembers], true
-	}
-	for _, m := range members {
-		exp := time.UnixMilli(m.Expires)
-		row := memberRow{ID: m.ID, Expires: exp, LastBeat: exp.Add(-s.o.Lease), State: "live", Owns: owns[m.ID]}
+	v.MembersMore = cons.More
+	for _, m := range cons.Members {
+		row := memberRow{ID: m.ID, Expires: m.Expires, LastBeat: m.Expires.Add(-s.o.Lease), State: "live", Owns: owns[m.ID]}
 		switch {
-		case !now.Before(exp):
+		case !now.Before(m.Expires):
 			row.State = "expired"
 		case m.Leaving:
 			row.State = "leaving"
@@ -260,7 +240,7 @@ func (s *Server) readTopic(ctx context.Context, topic string, n int, withChart b
 		v.Figures = s.figures(topic, now)
 	}
 	if withChart {
-		if v.Chart, err = s.readChart(ctx, topic, n, now); err != nil {
+		if v.Chart, err = s.readChart(ctx, topic, now); err != nil {
 			return nil, err
 		}
 	}
