@@ -17,6 +17,16 @@ import (
 // given none.
 const defaultListLimit = 100
 
+// listOf returns topic's layout, as the client keeps it, and limit, or
+// defaultListLimit for none, for the List methods of this file.
+func (c *Client) listOf(ctx context.Context, topic string, limit int) (store.Layout, int, error) {
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	l, err := c.topicLayout(ctx, topic)
+	return l, limit, err
+}
+
 // maxDueBuckets bounds the intervals DueCounts counts.
 const maxDueBuckets = 1000
 
@@ -127,12 +137,9 @@ type TopicConsumers struct {
 // trips. It wraps ErrNoTopic when the topic does not exist.
 func (ins *Inspector) Consumers(ctx context.Context, topic string, limit int) (*TopicConsumers, error) {
 	c := ins.c
-	l, err := c.topicLayout(ctx, topic)
+	l, limit, err := c.listOf(ctx, topic, limit)
 	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 {
-		limit = defaultListLimit
 	}
 	members, err := c.store.Members(ctx, topic, limit+1)
 	if err != nil {
@@ -242,12 +249,9 @@ type ScheduledPage struct {
 // when the topic does not exist.
 func (ins *Inspector) ListScheduled(ctx context.Context, topic string, after ScheduledCursor, limit int) (*ScheduledPage, error) {
 	c := ins.c
-	l, err := c.topicLayout(ctx, topic)
+	l, limit, err := c.listOf(ctx, topic, limit)
 	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 {
-		limit = defaultListLimit
 	}
 	n := l.Span()
 	cur := store.ScheduledCursor{Due: max(after.Due, 0)}
@@ -299,12 +303,9 @@ type DeadEntry struct {
 // Info. It wraps ErrNoTopic when the topic does not exist.
 func (ins *Inspector) ListRecentDead(ctx context.Context, topic string, limit int) ([]DeadEntry, error) {
 	c := ins.c
-	l, err := c.topicLayout(ctx, topic)
+	l, limit, err := c.listOf(ctx, topic, limit)
 	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 {
-		limit = defaultListLimit
 	}
 	list, err := c.store.DeadPage(ctx, topic, l.Span(), limit)
 	if err != nil {
