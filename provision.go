@@ -70,6 +70,9 @@ func (adm *Admin) ProposeTopic(ctx context.Context, cfg TopicConfig) (*TopicProp
 		return nil, err
 	}
 	log := c.opts.Logger.With("topic", cfg.Topic)
+	// It waits for Redis as a consumer does: the outage is logged once,
+	// by the store's Outage, and the failed tries quietly.
+	defer c.store.Outage().Wait(0)()
 	var out *TopicProposal
 	err := c.whileUnreachable(ctx, nil, "propose topic: waiting for redis", []any{"topic", cfg.Topic}, func(ctx context.Context) error {
 		var err error

@@ -129,14 +129,19 @@ func TestProposeTopicInvalid(t *testing.T) {
 }
 
 // While Redis cannot be reached, ProposeTopic waits for it until its
-// context ends, as a consumer starting does, rather than failing.
+// context ends, as a consumer starting does, rather than failing; the
+// outage is logged once, as such.
 func TestProposeTopicWaitsForRedis(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1", Options{})
+	var logs testenv.Buffer
+	c := newClient(t, "127.0.0.1:1", Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := c.Admin().ProposeTopic(ctx, TopicConfig{Topic: "waits"})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 500*time.Millisecond {
 		t.Errorf("ProposeTopic with Redis unreachable: %v after %v; want the context's deadline, having waited for it", err, time.Since(start))
+	}
+	if n := strings.Count(logs.String(), `msg="outage: no address answers; waiting for one"`); n != 1 || strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the outage logged %d times, want once, and no warning of each try:\n%s", n, logs.String())
 	}
 }
