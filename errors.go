@@ -18,7 +18,7 @@ var (
 	// error names which.
 	ErrNotFound = store.ErrNotFound
 	// ErrNoTopic: the topic does not exist: nothing wrote a message to it
-	// (Send, Import, a consumer, SetSchedule create topics; reads,
+	// (Send, Import, a consumer, SetSchedule, ProposeTopic create topics; reads,
 	// deletes and reschedules do not), or it was deleted (DeleteTopic).
 	// Errors wrapping it read `topic "T" does not exist` and match
 	// ErrNotFound too.
