@@ -37,17 +37,26 @@ func DefaultBurst(rate float64) int { return store.DefaultBurst(rate) }
 // IsZero reports whether l limits nothing.
 func (l Limits) IsZero() bool { return l.Rate == 0 && l.Concurrency == 0 }
 
+// BurstOrDefault is the burst that applies to l's rate: Burst, or
+// DefaultBurst(Rate) when it is 0.
+func (l Limits) BurstOrDefault() int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return DefaultBurst(l.Rate)
+}
+
 // String formats l as "rate 200/s burst 20 concurrency 10" (the parts
 // set), or "none".
 func (l Limits) String() string {
 	var parts []string
 	if l.Rate > 0 {
 		parts = append(parts, "rate "+FormatRate(l.Rate))
-		if l.Burst > 0 {
-			parts = append(parts, "burst "+strconv.Itoa(l.Burst))
-		} else {
-			parts = append(parts, fmt.Sprintf("burst %d (default)", DefaultBurst(l.Rate)))
+		burst := "burst " + strconv.Itoa(l.BurstOrDefault())
+		if l.Burst == 0 {
+			burst += " (default)"
 		}
+		parts = append(parts, burst)
 	}
 	if l.Concurrency > 0 {
 		parts = append(parts, "concurrency "+strconv.Itoa(l.Concurrency))

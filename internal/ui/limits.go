@@ -31,10 +31,7 @@ func (l limitsView) AtCap() bool { return l.Concurrency > 0 && l.Running >= int6
 func limitsOf(l delayq.Limits) limitsView {
 	v := limitsView{Concurrency: l.Concurrency}
 	if l.Rate > 0 {
-		v.Rate, v.Burst, v.BurstSet = delayq.FormatRate(l.Rate), l.Burst, l.Burst > 0
-		if !v.BurstSet {
-			v.Burst = delayq.DefaultBurst(l.Rate)
-		}
+		v.Rate, v.Burst, v.BurstSet = delayq.FormatRate(l.Rate), l.BurstOrDefault(), l.Burst > 0
 	}
 	return v
 }
