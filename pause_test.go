@@ -234,8 +234,12 @@ func TestPauseIdleCost(t *testing.T) {
 		secs := time.Since(start).Seconds()
 		pc, ic := float64(paused.Commands()-p0)/secs, float64(idle.Commands()-i0)/secs
 		t.Logf("paused topic with 100 due messages: %.1f commands a second; idle topic: %.1f (%d partitions each)", pc, ic, P)
-		if pc > ic {
-			t.Errorf("a paused topic costs %.1f commands a second, an idle one %.1f", pc, ic)
+		// Both consumers send the same periodic commands (lease
+		// extensions, heartbeats, the idle poll), started at different
+		// instants: over the window one may send a tick's worth more.
+		// A paused loop that still looked would send 16 a second more.
+		if slack := 2 / secs; pc > ic+slack {
+			t.Errorf("a paused topic costs %.1f commands a second, an idle one %.1f (+%.2f for the phase of their ticks)", pc, ic, slack)
 		}
 		if kp.Stats().Delivered != 0 {
 			t.Errorf("%d deliveries while paused", kp.Stats().Delivered)
