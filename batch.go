@@ -442,16 +442,21 @@ var putOutcomes = map[int]Outcome{
 // Message.OnDuplicate), whose write ended with err: created, rejected as
 // a duplicate, or none.
 func outcomeOf(err error) Outcome {
-	var fe *FinishedError
 	switch {
-	case err == nil:
+	case err == nil: // before errors.As, whose target escapes: no allocation for a created message
 		return OutcomeCreated
-	case errors.As(err, &fe):
+	case isFinished(err):
 		return OutcomeFinished
 	case errors.Is(err, ErrDuplicate):
 		return OutcomeRejected
 	}
 	return ""
+}
+
+// isFinished reports whether err is a *FinishedError.
+func isFinished(err error) bool {
+	var fe *FinishedError
+	return errors.As(err, &fe)
 }
 
 // WakeAhead: a message due sooner than this when written may fall due

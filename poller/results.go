@@ -80,10 +80,12 @@ func (p *part) apply(ctx context.Context, lost bool) {
 	p.since = time.Time{}
 	cfg := p.cfg
 	now := cfg.Now()
-	var acks []store.Acked
+	// Nearly all results are acks: their lists are sized for all at once.
+	acks := make([]store.Acked, 0, len(p.pending))
+	acked := make([]result, 0, len(p.pending))
 	var moves []store.Move
 	var done []result // results needing no write
-	var acked, movedRes []result
+	var movedRes []result
 	retried, dead := 0, 0
 	for _, r := range p.pending {
 		m := r.msg

@@ -58,6 +58,8 @@ const benchAbout = "Runs a benchmark workload against --addr and prints one line
 	"  burst:   n messages all due at one instant, consumers running before it\n" +
 	"           (in the bench's process, or in --consumer-procs delayq sub processes):\n" +
 	"           drain rate from that instant and lateness (handler start - due);\n" +
+	"           in the bench's process also the drain's CPU, allocations and GCs\n" +
+	"           per message, and (--backends) the backends' CPU;\n" +
 	"  spread:  n messages due evenly over 10 s, enqueued at least 2 s ahead: lateness;\n" +
 	"  duenow:  n messages due at once, sent one at a time 10-50 ms apart to an idle\n" +
 	"           topic that two consumers run: lateness;\n" +

@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/delayq/delayq/internal/portable"
 )
 
 // benchBurst is the burst workload: n messages (default 20000) all due at
@@ -34,13 +37,21 @@ func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
 			return "", fmt.Errorf("enqueueing %d messages took past their due time; use a smaller --n", n)
 		}
 		cmds0 := r.cons.Commands()
+		cpu0, err := drainCPU(ctx, cfg, T)
+		if err != nil {
+			return "", err
+		}
 		if err := waitDone(ctx, r.l, time.Until(T)+time.Duration(n)*time.Millisecond+30*time.Second); err != nil {
+			return "", err
+		}
+		cpu1, err := drainCPU(ctx, cfg, time.Time{})
+		if err != nil {
 			return "", err
 		}
 		drain := r.l.last.Sub(T)
 		cmds := float64(r.cons.Commands()-cmds0) / float64(n)
-		return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d",
-			n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups), nil
+		return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d %s",
+			n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups, cpu1.since(cpu0, n)), nil
 	})
 }
 
@@ -216,4 +227,40 @@ func readFrom(f string, off int64) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(fh)
+}
+
+// cpuAt is the CPU time this process and the backends (--backends) had
+// used at one moment.
+type cpuAt struct {
+	client, backends time.Duration
+	mallocs          uint64
+	gcs              uint32
+	ok               bool
+}
+
+// drainCPU waits until at (if ahead) and reads the CPU time used so far.
+func drainCPU(ctx context.Context, cfg benchConfig, at time.Time) (cpuAt, error) {
+	if err := waitFor(ctx, time.Until(at)); err != nil {
+		return cpuAt{}, err
+	}
+	client, ok := processCPU()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, err := sumBackends(ctx, cfg, portable.BackendCPU)
+	return cpuAt{client: client, backends: b, mallocs: ms.Mallocs, gcs: ms.NumGC, ok: ok}, err
+}
+
+// since formats the CPU time used between c0 and c, per message of n:
+// the client's (client_cpu_us_per_msg: during a burst's drain, the
+// consumer's) and with --backends the backends'.
+func (c cpuAt) since(c0 cpuAt, n int) string {
+	if !c.ok || !c0.ok {
+		return ""
+	}
+	per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	s := fmt.Sprintf("client_cpu_us_per_msg=%.1f allocs_per_msg=%.1f", per(c.client-c0.client), float64(c.mallocs-c0.mallocs)/float64(n)) + fmt.Sprintf(" gcs=%d", c.gcs-c0.gcs)
+	if c.backends > 0 {
+		s += fmt.Sprintf(" backend_cpu_us_per_msg=%.1f", per(c.backends-c0.backends))
+	}
+	return s
 }

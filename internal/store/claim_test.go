@@ -205,3 +205,21 @@ func TestClaimIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestParseScore(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"1764433200000", 1764433200000},
+		{"0", 0},
+		{"-42", -42},
+		{"1.5e3", 1500},
+		{"1764433200000.5", 1764433200000},
+		{"9e15", 9000000000000000},
+	} {
+		if got := parseScore([]byte(c.in)); got != c.want {
+			t.Errorf("parseScore(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

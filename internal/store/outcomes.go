@@ -43,11 +43,15 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 			plain = append(plain, i)
 		}
 	}
+	ids := make([]any, len(acks)) // each id converted once, for the script and the ZREM
+	for i, a := range acks {
+		ids[i] = a.ID
+	}
 	var cmds []cmd
 	if len(plain) > 0 {
 		args := scriptCall(ackScript, mk, 2*len(plain))
 		for _, i := range plain {
-			args = append(args, acks[i].ID, acks[i].Header)
+			args = append(args, ids[i], acks[i].Header)
 		}
 		cmds = append(cmds, cmd{"EVALSHA", args})
 	}
@@ -55,15 +59,11 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		args := scriptCall(ackKeepScript, mk, 1+3*len(keep))
 		args = append(args, nowMS)
 		for _, i := range keep {
-			args = append(args, acks[i].ID, acks[i].Header, min(acks[i].KeepFor, MaxWindow))
+			args = append(args, ids[i], acks[i].Header, min(acks[i].KeepFor, MaxWindow))
 		}
 		cmds = append(cmds, cmd{"EVALSHA", args})
 	}
-	rem := make([]any, 1, 1+len(acks))
-	rem[0] = keys.InFlight(s.ns, tp.Topic, tp.P)
-	for _, a := range acks {
-		rem = append(rem, a.ID)
-	}
+	rem := append(append(make([]any, 0, 1+len(acks)), keys.InFlight(s.ns, tp.Topic, tp.P)), ids...)
 	cmds = append(cmds, cmd{"ZREM", rem})
 	c, err := s.conn(ctx)
 	if err != nil {

@@ -149,7 +149,7 @@ func (r *Record) appendHeader(b []byte) []byte {
 // still begin with the header read at its claim is the record claimed:
 // an outcome compares it (see Ack and Move.Was) rather than the whole
 // record.
-func (r *Record) Header() []byte { return r.appendHeader(nil) }
+func (r *Record) Header() []byte { return r.appendHeader(make([]byte, 0, r.headerLen())) }
 
 // headerLen is the length of the record's header (see Header).
 func (r *Record) headerLen() int {
