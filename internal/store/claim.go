@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -200,8 +201,8 @@ func (ps *peekedState) ids(f uint8, n int) []string {
 
 // place returns the place of id in the peek, looking from place from
 // on: a claim's reply lists its ids in the peek's order, but for those it
-// found apart (see claimIDsScript). It returns -1 for an id never peeked
-// (a segment's field among them).
+// found apart (see claimIDsScript). It returns -1 for an id never
+// peeked.
 func (ps *peekedState) place(id []byte, from int) int {
 	if ps.index == nil {
 		for j := from; j < len(ps.peeked); j++ {
@@ -383,14 +384,14 @@ func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record,
 	places = make([]int, 0, len(got)/2)
 	next := 0
 	for k := 0; k+1 < len(got); k += 2 {
+		if bytes.HasPrefix(got[k], segmentMark) {
+			segs = append(segs, string(got[k]))
+			continue
+		}
 		i := ps.place(got[k], next)
-		if i < 0 {
-			if id := string(got[k]); keys.IsSegmentField(id) {
-				segs = append(segs, id)
-			} else { // never peeked: the claim script takes none such
-				claimed = append(claimed, Claimed{ID: id, Due: parseScore(got[k+1])})
-				recs, places = append(recs, nil), append(places, -1)
-			}
+		if i < 0 { // never peeked: the claim script takes none such
+			claimed = append(claimed, Claimed{ID: string(got[k]), Due: parseScore(got[k+1])})
+			recs, places = append(recs, nil), append(places, -1)
 			continue
 		}
 		next = i + 1
@@ -412,6 +413,9 @@ func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record,
 	}
 	return claimed, recs, places, segs
 }
+
+// segmentMark is keys.SegmentMark, to compare a reply's bytes with.
+var segmentMark = []byte(keys.SegmentMark)
 
 // parseScore reads a ZSET score of a due time (unix ms), which Redis
 // writes as an integer, without the string ParseFloat needs; it falls

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -221,5 +222,44 @@ func TestParseScore(t *testing.T) {
 		if got := parseScore([]byte(c.in)); got != c.want {
 			t.Errorf("parseScore(%q) = %d, want %d", c.in, got, c.want)
 		}
+	}
+}
+
+// TestPeekedStateToStart reads a claim script's reply whose ids come out
+// of the peek's order, with a segment's field among them: each id is
+// found at its place (taken, started when marked and its record is the
+// one due), the field goes apart, and an id running elsewhere is taken
+// but not returned.
+func TestPeekedStateToStart(t *testing.T) {
+	peeked := []Claimed{{ID: "a", Due: 10}, {ID: "b", Due: 10}, {ID: "c", Due: 10}, {ID: "d", Due: 10}}
+	ps := newPeekedState(peeked)
+	ps.recs = []*Record{{Due: 10}, {Due: 10}, {Due: 20}, {Due: 10}}
+	ps.flags[0] = peekEntered | peekMarked
+	ps.flags[1] = peekEntered | peekMarked
+	ps.flags[2] = peekEntered | peekMarked // its record is due later than its entry: held
+	ps.flags[3] = peekEntered | peekRunning
+	seg := keys.SegmentMark + "0123"
+	got := [][]byte{[]byte("a"), []byte("10"), []byte(seg), []byte("10"), []byte("c"), []byte("10"), []byte("b"), []byte("10"), []byte("d"), []byte("10")}
+	claimed, recs, places, segs := ps.toStart(got)
+	var ids []string
+	for i, m := range claimed {
+		ids = append(ids, fmt.Sprintf("%s@%d started=%v", m.ID, places[i], m.Started))
+		if recs[i] != ps.recs[places[i]] {
+			t.Errorf("%s: record of place %d not returned", m.ID, places[i])
+		}
+	}
+	if want := "[a@0 started=true c@2 started=false b@1 started=true]"; fmt.Sprint(ids) != want {
+		t.Errorf("claimed %v, want %s", ids, want)
+	}
+	if fmt.Sprint(segs) != fmt.Sprint([]string{seg}) {
+		t.Errorf("segments %q, want %q", segs, seg)
+	}
+	for i, m := range peeked {
+		if !ps.has(i, peekTaken) {
+			t.Errorf("%s not flagged taken", m.ID)
+		}
+	}
+	if ps.has(2, peekStarted) || !ps.has(0, peekStarted) {
+		t.Errorf("started flags %v", ps.flags)
 	}
 }
