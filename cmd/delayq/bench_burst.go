@@ -230,7 +230,7 @@ func readFrom(f string, off int64) ([]byte, error) {
 }
 
 // cpuAt is the CPU time this process and the backends (--backends) had
-// used at one moment.
+// used at one moment, and the process's allocations and collections.
 type cpuAt struct {
 	client, backends time.Duration
 	mallocs          uint64
@@ -250,15 +250,17 @@ func drainCPU(ctx context.Context, cfg benchConfig, at time.Time) (cpuAt, error)
 	return cpuAt{client: client, backends: b, mallocs: ms.Mallocs, gcs: ms.NumGC, ok: ok}, err
 }
 
-// since formats the CPU time used between c0 and c, per message of n:
-// the client's (client_cpu_us_per_msg: during a burst's drain, the
-// consumer's) and with --backends the backends'.
+// since formats what was used between c0 and c, per message of n: the
+// client's CPU (client_cpu_us_per_msg: during a burst's drain, the
+// consumer's), its allocations and collections, and with --backends the
+// backends' CPU.
 func (c cpuAt) since(c0 cpuAt, n int) string {
 	if !c.ok || !c0.ok {
 		return ""
 	}
 	per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
-	s := fmt.Sprintf("client_cpu_us_per_msg=%.1f allocs_per_msg=%.1f", per(c.client-c0.client), float64(c.mallocs-c0.mallocs)/float64(n)) + fmt.Sprintf(" gcs=%d", c.gcs-c0.gcs)
+	s := fmt.Sprintf("client_cpu_us_per_msg=%.1f allocs_per_msg=%.1f gcs=%d",
+		per(c.client-c0.client), float64(c.mallocs-c0.mallocs)/float64(n), c.gcs-c0.gcs)
 	if c.backends > 0 {
 		s += fmt.Sprintf(" backend_cpu_us_per_msg=%.1f", per(c.backends-c0.backends))
 	}

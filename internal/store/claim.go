@@ -65,19 +65,24 @@ func (cl Claim) held(id string) bool { return cl.Held != nil && cl.Held(id) }
 
 // splitClaimed reads the reply of the peek and claim scripts, {id1, due1,
 // id2, due2, ...}: the ids with their due times, and apart the fields of
-// the segments among them.
-func splitClaimed(vals []string) (plain []Claimed, segs []string) {
+// the segments among them. Only the ids are made strings.
+func splitClaimed(vals [][]byte) (plain []Claimed, segs []string) {
 	plain = make([]Claimed, 0, len(vals)/2)
 	for i := 0; i+1 < len(vals); i += 2 {
-		if keys.IsSegmentField(vals[i]) {
-			segs = append(segs, vals[i])
+		if isSegmentField(vals[i]) {
+			segs = append(segs, string(vals[i]))
 			continue
 		}
-		due, _ := strconv.ParseFloat(vals[i+1], 64)
-		plain = append(plain, Claimed{ID: vals[i], Due: int64(due)})
+		plain = append(plain, Claimed{ID: string(vals[i]), Due: parseScore(vals[i+1])})
 	}
 	return plain, segs
 }
+
+// segmentMark is keys.SegmentMark, to compare a reply's bytes with.
+var segmentMark = []byte(keys.SegmentMark)
+
+// isSegmentField is keys.IsSegmentField of a reply's bytes.
+func isSegmentField(b []byte) bool { return bytes.HasPrefix(b, segmentMark) }
 
 // ClaimBegin claims, from partition tp, up to cl.Limit ids due by
 // cl.MaxDueMS under the caller's fencing token, puts them in flight with
@@ -123,7 +128,10 @@ func (s *Store) ClaimBegin(ctx context.Context, tp TopicPartition, cl Claim) ([]
 	if err != nil {
 		return nil, nil, err
 	}
-	claimed, recs, places, segs := ps.toStart(got)
+	claimed, recs, places, segs, err := ps.toStart(got)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
+	}
 	if err := s.afterClaim(ctx, c, tp, cl.Deadline, ps, claimed, places); err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
@@ -149,7 +157,7 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, tp TopicPartition
 		}
 		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
-	vals, err := redis.Strings(r, nil)
+	vals, err := redis.ByteSlices(r, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
@@ -377,22 +385,21 @@ func (ps *peekedState) readReplies(p int, shared bool, replies []any) (got [][]b
 // it flags every id it took (peekTaken) and those that start now
 // (peekStarted): those it marked whose record is the one the entry was
 // due for. The ids are the peek's strings: the reply's bytes are only
-// compared with them.
-func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record, places []int, segs []string) {
+// compared with them. The claim script takes only ids it was given: one
+// never peeked is a bad reply.
+func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record, places []int, segs []string, err error) {
 	claimed = make([]Claimed, 0, len(got)/2)
 	recs = make([]*Record, 0, len(got)/2)
 	places = make([]int, 0, len(got)/2)
 	next := 0
 	for k := 0; k+1 < len(got); k += 2 {
-		if bytes.HasPrefix(got[k], segmentMark) {
+		if isSegmentField(got[k]) {
 			segs = append(segs, string(got[k]))
 			continue
 		}
 		i := ps.place(got[k], next)
-		if i < 0 { // never peeked: the claim script takes none such
-			claimed = append(claimed, Claimed{ID: string(got[k]), Due: parseScore(got[k+1])})
-			recs, places = append(recs, nil), append(places, -1)
-			continue
+		if i < 0 {
+			return nil, nil, nil, nil, fmt.Errorf("claim took %q, which it was not given", got[k])
 		}
 		next = i + 1
 		ps.flags[i] |= peekTaken
@@ -411,11 +418,8 @@ func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record,
 		recs = append(recs, rec)
 		places = append(places, i)
 	}
-	return claimed, recs, places, segs
+	return claimed, recs, places, segs, nil
 }
-
-// segmentMark is keys.SegmentMark, to compare a reply's bytes with.
-var segmentMark = []byte(keys.SegmentMark)
 
 // parseScore reads a ZSET score of a due time (unix ms), which Redis
 // writes as an integer, without the string ParseFloat needs; it falls
@@ -479,7 +483,7 @@ func (s *Store) afterClaim(ctx context.Context, c redis.Conn, tp TopicPartition,
 	}
 	zadd := []any{ik, "XX"}
 	for k, m := range claimed {
-		if places[k] >= 0 && ps.has(places[k], peekStale) {
+		if ps.has(places[k], peekStale) {
 			zadd = append(zadd, deadline(m.Due), m.ID)
 		}
 	}

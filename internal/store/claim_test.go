@@ -240,7 +240,10 @@ func TestPeekedStateToStart(t *testing.T) {
 	ps.flags[3] = peekEntered | peekRunning
 	seg := keys.SegmentMark + "0123"
 	got := [][]byte{[]byte("a"), []byte("10"), []byte(seg), []byte("10"), []byte("c"), []byte("10"), []byte("b"), []byte("10"), []byte("d"), []byte("10")}
-	claimed, recs, places, segs := ps.toStart(got)
+	claimed, recs, places, segs, err := ps.toStart(got)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ids []string
 	for i, m := range claimed {
 		ids = append(ids, fmt.Sprintf("%s@%d started=%v", m.ID, places[i], m.Started))
