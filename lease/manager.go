@@ -77,7 +77,8 @@ type ManagerOptions struct {
 	// Lease.SetIdle) and who holds its share renews every IdleFactor
 	// heartbeats instead, its membership then expiring when its leases
 	// do (IdleFactor × Expiry); it renews at once, at the usual expiry,
-	// when one of its leases stops being quiet, and any member reads the
+	// when one of its leases stops being quiet or it takes or hands over
+	// a partition, and any member reads the
 	// membership again when the earliest of the others' expiries passes.
 	// Default Expiry/3.
 	Heartbeat time.Duration
@@ -221,6 +222,14 @@ func (m *Manager) Run(ctx context.Context) {
 		m.releaseExtras(target)
 		short := m.acquire(ctx, rctx, target)
 		cancel()
+		if every > o.Heartbeat && m.beatEvery() < every {
+			// The membership was renewed for quiet leases, and the round
+			// took a partition (busy until its lease says otherwise) or
+			// handed one over: renewed for the usual 3 heartbeats at
+			// once, as when a lease stops being quiet, so that a death
+			// now is counted out as soon as the new lease expires.
+			m.leaseBusy()
+		}
 		next := m.untilNext(every)
 		if short {
 			next = min(next, clock.Jitter(o.Heartbeat/takenRetry))

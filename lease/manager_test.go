@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,6 +235,67 @@ func TestManagerQuiet(t *testing.T) {
 	<-doneS
 	stopD()
 	<-doneD
+}
+
+// A member that holds its share of quiet leases, its membership renewed
+// for as long as they last, renews it for the usual 3 heartbeats at once
+// when its share grows and it takes a busy partition: were it to die
+// then, the others would count it out once that lease expires, not
+// IdleFactor × Expiry later.
+func TestManagerQuietTakesBusy(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Backends: 1, NoProxy: true})
+	st, rs := setup(t, env.Backends[0])
+	const expiry = 900 * time.Millisecond
+	var span atomic.Int64
+	span.Store(1)
+	changes := make(chan struct{}, 1)
+	m, stop, done := runManager(t, lease.ManagerOptions{
+		Topic: "mb", ID: "q", Partitions: 1, Expiry: expiry,
+		Span:    func(context.Context) (int, error) { return int(span.Load()), nil },
+		Changes: changes,
+		Members: st, Redsync: rs,
+		Name:  func(p int) string { return fmt.Sprintf("mb:%d:lease", p) },
+		Value: func() string { return store0Value("q") },
+		Work: func(p int, l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+			if p == 0 {
+				l.SetIdle(time.Now().Add(time.Hour))
+			}
+			select {
+			case <-stop:
+				handedOver()
+				return nil
+			case <-l.Done():
+				return l.Ctx().Err()
+			}
+		},
+	})
+	defer func() {
+		stop()
+		<-done
+	}()
+	expires := func() time.Duration {
+		t.Helper()
+		ms, err := st.Members(context.Background(), "mb", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == "q" {
+				return time.Until(time.UnixMilli(m.Expires))
+			}
+		}
+		t.Fatal("q not a member")
+		return 0
+	}
+	testenv.WaitFor(t, 10*time.Second, "q's membership renewed for its quiet lease", func() bool {
+		return len(m.Owned()) == 1 && expires() > expiry*(lease.IdleFactor-1)
+	})
+	span.Store(2)
+	changes <- struct{}{}
+	testenv.WaitFor(t, 10*time.Second, "q owning the new partition", func() bool { return len(m.Owned()) == 2 })
+	testenv.WaitFor(t, expiry, "q's membership renewed for 3 heartbeats once it took a busy partition", func() bool {
+		return expires() <= expiry
+	})
 }
 
 // A member short of its share that finds a partition still leased (its
