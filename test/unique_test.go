@@ -28,8 +28,8 @@ const (
 	// The windows: even ids carry their own (unique_for, --unique-for),
 	// odd ids get the topic's default (unique-for --set). They differ,
 	// so that the window a refusal reports tells which one applied.
-	uniqueOwnWindow   = 6 * time.Second
-	uniqueTopicWindow = 8 * time.Second
+	uniqueOwnWindow   = 12 * time.Second
+	uniqueTopicWindow = 16 * time.Second
 	uniqueDueIn       = time.Second            // each round's messages are due this long after it starts
 	uniqueFreedLead   = 300 * time.Millisecond // "delayq get" of an id from this long before its window ends
 	uniqueFreedPoll   = 100 * time.Millisecond // and again this long after each get that found it
@@ -46,7 +46,7 @@ var uniqueStdinBatches = []int{1, 7, 45, 500}
 // with 2 groups, when Codis can be had), 2 "delayq sub" processes
 // consume a topic of 4 partitions with the default lease. 4 "delayq send
 // --stdin" processes and 20 "delayq send" processes send 200 ids, half
-// with a window of their own (6 s), half with the topic's default (8 s,
+// with a window of their own (12 s), half with the topic's default (16 s,
 // "delayq unique-for --set"). Once every id's delivery is acked (done),
 // the producers send every id again: all refused as delivered, with the
 // window that applies, and nothing delivered. Once "delayq get" no
@@ -358,28 +358,34 @@ func uniqueFleet(t *testing.T, addr, topic string) uniqueReport {
 		t.FailNow()
 	}
 	// Each id delivered, its handler ended (the sub's end line), and
-	// acked: the library's Get reports it done.
+	// acked: the library's Get reports it done. Every sweep looks at
+	// every id not seen done yet: one stopped at the first id still
+	// running could come back to a later one after its window ended,
+	// when acks spread over more than a window.
 	acked := map[string]*delayq.Info{}
 	var lastGetErr error
 	if !poll(30*time.Second, func() bool {
 		alive()
 		ends := u.endsByID()
+		all := true
 		for i := range uniqueIDs {
 			id := uniqueID(i)
 			if acked[id] != nil {
 				continue
 			}
 			if len(ends[id]) == 0 {
-				return false
+				all = false
+				continue
 			}
 			in, err := c.Get(ctx, topic, id)
 			if err != nil || in.State != delayq.StateDone {
 				lastGetErr = fmt.Errorf("%s: %+v, %v", id, in, err)
-				return false
+				all = false
+				continue
 			}
 			acked[id] = in
 		}
-		return true
+		return all
 	}) {
 		t.Fatalf("after 30 s, %d of %d ids delivered, %d acked (last get: %v); missing %v", len(u.deliveredIDs()), uniqueIDs, len(acked), lastGetErr, u.notDelivered())
 	}
