@@ -268,6 +268,10 @@ func (l *Lease) every() time.Duration {
 		return l.expiry / 3
 	case l.Quiet():
 		return l.idleExpiry / 2
+	case l.longNow.Load():
+		// Extended to IdleExpiry and quiet no more: back to Expiry at
+		// once if the last extension is Expiry/3 old (see SetIdle).
+		return l.expiry / 3
 	}
 	return l.expiry / 2
 }
