@@ -43,13 +43,19 @@ func (w *work) fn(member string) lease.Work {
 			delete(w.ran, p)
 			w.mu.Unlock()
 		}()
-		select {
-		case <-stop:
-			handedOver()
-			return nil
-		case <-l.Done():
-			return l.Ctx().Err()
-		}
+		return hold(l, stop, handedOver)
+	}
+}
+
+// hold is a partition's Work once started: it returns when the partition
+// is handed over (stop) or its lease is lost.
+func hold(l *lease.Lease, stop <-chan struct{}, handedOver func()) error {
+	select {
+	case <-stop:
+		handedOver()
+		return nil
+	case <-l.Done():
+		return l.Ctx().Err()
 	}
 }
 
@@ -260,13 +266,7 @@ func TestManagerQuietTakesBusy(t *testing.T) {
 			if p == 0 {
 				l.SetIdle(time.Now().Add(time.Hour))
 			}
-			select {
-			case <-stop:
-				handedOver()
-				return nil
-			case <-l.Done():
-				return l.Ctx().Err()
-			}
+			return hold(l, stop, handedOver)
 		},
 	})
 	defer func() {
