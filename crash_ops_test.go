@@ -244,8 +244,9 @@ var crashOps = []*crashOp{
 		after: afterByRecord,
 	},
 	{
-		// poller.poll: the peek script, then ZADD in flight, the claim
-		// script and HMGET in one pipeline.
+		// poller.poll: the peek (the fence's score and the range), then
+		// ZADD in flight, the claim script, the running mark and HMGET
+		// in one pipeline.
 		name: "claim",
 		setup: func(t *testing.T, cs *crashCase) {
 			cs.enqueue(t, 0, 0, true)

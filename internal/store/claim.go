@@ -104,18 +104,17 @@ func isSegmentField(b []byte) bool { return bytes.HasPrefix(b, segmentMark) }
 // them (with the other in-flight messages not its own) to scheduled.
 func (s *Store) ClaimBegin(ctx context.Context, tp TopicPartition, cl Claim) ([]Claimed, []*Record, error) {
 	token, maxDueMS, limit, deadline := cl.Token, cl.MaxDueMS, cl.Limit, cl.Deadline
-	peeked, peekedSegs, err := s.listDue(ctx, peekScript, tp, token, maxDueMS, limit)
-	if err != nil || len(peeked)+len(peekedSegs) == 0 {
-		return nil, nil, err
-	}
-	ps := newPeekedState(peeked)
-	cmds := s.claimCmds(tp, cl, ps, peekedSegs)
 	c, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
 	}
 	defer c.Close()
-	replies, err := roundTrip(ctx, c, cmds)
+	peeked, peekedSegs, err := s.peek(ctx, c, tp, token, maxDueMS, limit)
+	if err != nil || len(peeked)+len(peekedSegs) == 0 {
+		return nil, nil, err
+	}
+	ps := newPeekedState(peeked, peekedSegs)
+	replies, err := roundTrip(ctx, c, s.claimCmds(tp, cl, ps))
 	if err != nil {
 		// A refused claim leaves its in-flight entries: removing them
 		// could remove the newer owner's.
@@ -145,12 +144,49 @@ func (s *Store) ClaimBegin(ctx context.Context, tp TopicPartition, cl Claim) ([]
 	return append(claimed, fromSegs...), append(recs, segRecs...), nil
 }
 
-// listDue runs sc, peekScript or claimScript, on partition tp's scheduled
-// ZSET under token, and returns the ids (with their due) and segments due
-// by maxDueMS, up to limit, that it listed (peekScript) or took
-// (claimScript). A *FencedError means the fence holds another token.
-func (s *Store) listDue(ctx context.Context, sc *redis.Script, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
-	r, err := s.script(ctx, sc, keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Fence, token, maxDueMS, limit)
+// peek lists what a claim of partition tp under token would take, on c:
+// up to limit ids (with their due) and segments due by maxDueMS, in one
+// round trip of two plain commands, the fence's score and the range. A
+// *FencedError means the fence holds another token. The fence is read
+// beside the range, not in one script with it: the claim that follows
+// checks it again, atomically with its removals (claimIDsScript), so
+// this read only spares a partition's former owner the claim's writes,
+// which a change of owner between the peek and the claim leaves anyway;
+// and a script's copy of the range through Lua cost as much as the range.
+func (s *Store) peek(ctx context.Context, c redis.Conn, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
+	sk := keys.Scheduled(s.ns, tp.Topic, tp.P)
+	r, err := roundTrip(ctx, c, []cmd{
+		{"ZSCORE", []any{sk, keys.Fence}},
+		{"ZRANGEBYSCORE", []any{sk, 0, maxDueMS, "WITHSCORES", "LIMIT", 0, limit}},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
+	}
+	var fence int64
+	if r[0] != nil {
+		b, err := redis.Bytes(r[0], nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("claim partition %d: fence %v: %w", tp.P, r[0], err)
+		}
+		fence = -parseScore(b)
+	}
+	if fence != token {
+		return nil, nil, &FencedError{Token: token, Newest: fence}
+	}
+	vals, err := redis.ByteSlices(r[1], nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim partition %d: %w", tp.P, err)
+	}
+	plain, segs := splitClaimed(vals)
+	return plain, segs, nil
+}
+
+// claimDue runs claimScript on partition tp's scheduled ZSET under
+// token, and returns the ids (with their due) and segments due by
+// maxDueMS, up to limit, that it took. A *FencedError means the fence
+// holds another token.
+func (s *Store) claimDue(ctx context.Context, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, []string, error) {
+	r, err := s.script(ctx, claimScript, keys.Scheduled(s.ns, tp.Topic, tp.P), keys.Fence, token, maxDueMS, limit)
 	if err != nil {
 		if fe, ok := fencedErr(err, token); ok {
 			return nil, nil, fe
@@ -171,13 +207,11 @@ func (s *Store) listDue(ctx context.Context, sc *redis.Script, tp TopicPartition
 // operations, a fifth of the consumer's CPU in a claim.
 type peekedState struct {
 	peeked []Claimed
+	segs   []string // the segments' fields peeked, claimed after the ids
 	flags  []uint8
 	recs   []*Record
 	// entered and marked count the ids with those flags.
 	entered, marked int
-	// index finds the place of an id, built only when a claim's reply
-	// does not list its ids in the peek's order (see place).
-	index map[string]int
 }
 
 // Flags of a peeked id.
@@ -190,8 +224,8 @@ const (
 	peekStarted                   // taken, and its delivery starts now
 )
 
-func newPeekedState(peeked []Claimed) *peekedState {
-	return &peekedState{peeked: peeked, flags: make([]uint8, len(peeked))}
+func newPeekedState(peeked []Claimed, segs []string) *peekedState {
+	return &peekedState{peeked: peeked, segs: segs, flags: make([]uint8, len(peeked))}
 }
 
 func (ps *peekedState) has(i int, f uint8) bool { return ps.flags[i]&f != 0 }
@@ -207,30 +241,8 @@ func (ps *peekedState) ids(f uint8, n int) []string {
 	return out
 }
 
-// place returns the place of id in the peek, looking from place from
-// on: a claim's reply lists its ids in the peek's order, but for those it
-// found apart (see claimIDsScript). It returns -1 for an id never
-// peeked.
-func (ps *peekedState) place(id []byte, from int) int {
-	if ps.index == nil {
-		for j := from; j < len(ps.peeked); j++ {
-			if ps.peeked[j].ID == string(id) {
-				return j
-			}
-		}
-		ps.index = make(map[string]int, len(ps.peeked))
-		for j, m := range ps.peeked {
-			ps.index[m.ID] = j
-		}
-	}
-	if j, ok := ps.index[string(id)]; ok {
-		return j
-	}
-	return -1
-}
-
 // claimCmds returns the pipeline of a ClaimBegin, from the ids
-// (ps.peeked) and segments it peeked: the in-flight entries of the ids
+// (ps.peeked) and segments (ps.segs) it peeked: the in-flight entries of the ids
 // at deadline(due), the claim of exactly those ids and segments
 // (claimIDsScript, fenced), the running marks of those due by
 // cl.StartByMS (the start of their deliveries: see StartMany), and the
@@ -249,10 +261,10 @@ func (ps *peekedState) place(id []byte, from int) int {
 // Then the entries go in with beginNewScript, which says which ids were
 // in flight already, and their marks are read before the claim writes
 // its own: an id in flight with a mark runs elsewhere, and is skipped.
-func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState, peekedSegs []string) []cmd {
+func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState) []cmd {
 	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	n := len(ps.peeked)
-	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, tp.Topic, tp.P), 3+n+len(peekedSegs))
+	claimArgs := scriptCall(claimIDsScript, keys.Scheduled(s.ns, tp.Topic, tp.P), 3+n+len(ps.segs))
 	claimArgs = append(claimArgs, keys.Fence, cl.Token, cl.MaxDueMS)
 	entries := make([]any, 0, 2*n)
 	hmget := append(make([]any, 0, 1+n), mk)
@@ -282,7 +294,7 @@ func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState, peekedSe
 			marks = append(marks, keys.RunningField(m.ID), "1")
 		}
 	}
-	for _, f := range peekedSegs {
+	for _, f := range ps.segs {
 		claimArgs = append(claimArgs, f)
 	}
 	ik := keys.InFlight(s.ns, tp.Topic, tp.P)
@@ -308,12 +320,12 @@ func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState, peekedSe
 }
 
 // readReplies reads the replies of claimCmds' pipeline: it returns the
-// ids the claim took ({id1, due1, ...}), keeps the records read
+// places of the ids and segments the claim took (see claimIDsScript), keeps the records read
 // (ps.recs, by place), and of the ids given entries, flags those in
 // flight already whose delivery runs elsewhere (peekRunning: shared, an
 // entry and a mark) and those whose entry no delivery will end
 // (peekStale).
-func (ps *peekedState) readReplies(p int, shared bool, replies []any) (got [][]byte, err error) {
+func (ps *peekedState) readReplies(p int, shared bool, replies []any) (got []int, err error) {
 	bad := func(r any, err error) error { return fmt.Errorf("claim partition %d: bad reply %v (%v)", p, r, err) }
 	at := 0
 	var inFlight []int
@@ -332,7 +344,7 @@ func (ps *peekedState) readReplies(p int, shared bool, replies []any) (got [][]b
 			return nil, bad(replies[0], err)
 		}
 	}
-	if got, err = redis.ByteSlices(replies[at], nil); err != nil {
+	if got, err = redis.Ints(replies[at], nil); err != nil {
 		return nil, fmt.Errorf("claim partition %d: %w", p, err)
 	}
 	at++
@@ -379,34 +391,35 @@ func (ps *peekedState) readReplies(p int, shared bool, replies []any) (got [][]b
 	return got, nil
 }
 
-// toStart reads the reply of the claim script, {id1, due1, ...}: it
+// toStart reads the reply of the claim script, the places of what it
+// took (1 for the first id peeked, the segments after the ids): it
 // returns the ids the claim took but those running elsewhere, with their
 // records and their places in the peek, and apart the segments it took;
 // it flags every id it took (peekTaken) and those that start now
 // (peekStarted): those it marked whose record is the one the entry was
-// due for. The ids are the peek's strings: the reply's bytes are only
-// compared with them. The claim script takes only ids it was given: one
-// never peeked is a bad reply.
-func (ps *peekedState) toStart(got [][]byte) (claimed []Claimed, recs []*Record, places []int, segs []string, err error) {
-	claimed = make([]Claimed, 0, len(got)/2)
-	recs = make([]*Record, 0, len(got)/2)
-	places = make([]int, 0, len(got)/2)
-	next := 0
-	for k := 0; k+1 < len(got); k += 2 {
-		if isSegmentField(got[k]) {
-			segs = append(segs, string(got[k]))
+// due for. Each id's due is the one its peek read: the claim took it
+// due by the same bound, and a write that moved its entry since wrote
+// its record first (the record's due, when later, is the one held to).
+// A place out of range, or named twice, is a bad reply.
+func (ps *peekedState) toStart(got []int) (claimed []Claimed, recs []*Record, places []int, segs []string, err error) {
+	claimed = make([]Claimed, 0, len(got))
+	recs = make([]*Record, 0, len(got))
+	places = make([]int, 0, len(got))
+	n := len(ps.peeked)
+	for _, at := range got {
+		i := at - 1
+		switch {
+		case i >= n && i < n+len(ps.segs):
+			segs = append(segs, ps.segs[i-n])
 			continue
+		case i < 0 || i >= n || ps.has(i, peekTaken):
+			return nil, nil, nil, nil, fmt.Errorf("claim took place %d of %d ids and %d segments", at, n, len(ps.segs))
 		}
-		i := ps.place(got[k], next)
-		if i < 0 {
-			return nil, nil, nil, nil, fmt.Errorf("claim took %q, which it was not given", got[k])
-		}
-		next = i + 1
 		ps.flags[i] |= peekTaken
 		if ps.has(i, peekRunning) {
 			continue
 		}
-		m := Claimed{ID: ps.peeked[i].ID, Due: parseScore(got[k+1])}
+		m := Claimed{ID: ps.peeked[i].ID, Due: ps.peeked[i].Due}
 		rec := ps.recs[i]
 		// A record due later than its entry (a stale entry) is held to
 		// its due, and started then.
@@ -527,7 +540,7 @@ func (s *Store) beginSegments(ctx context.Context, tp TopicPartition, segs []str
 // the tests that cut a claim between its steps. A *FencedError means the
 // fence holds another token and nothing was claimed.
 func (s *Store) ClaimIndexOnly(ctx context.Context, tp TopicPartition, token, maxDueMS int64, limit int) ([]Claimed, error) {
-	out, segs, err := s.listDue(ctx, claimScript, tp, token, maxDueMS, limit)
+	out, segs, err := s.claimDue(ctx, tp, token, maxDueMS, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/keys"
@@ -168,7 +168,7 @@ func TestAckBatch(t *testing.T) {
 
 // TestClaimIDs runs claimIDsScript on ids a peek listed, some changed
 // since: it removes exactly those still scheduled and due by the max,
-// with their dues, whether its range from the ZSET's start finds them
+// and names each by its place among the ids given, whether its range from the ZSET's start finds them
 // or (after more than its room of earlier entries came) they are looked
 // up one by one; a deleted id, one rescheduled past the max and one
 // listed twice are handled alike both ways.
@@ -190,9 +190,8 @@ func TestClaimIDs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d earlier: %v", earlier, err)
 		}
-		got, err := redis.Strings(r, nil)
-		want := []string{"a", strconv.FormatInt(due, 10), "b", strconv.FormatInt(due, 10)}
-		if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		got, err := redis.Ints(r, nil)
+		if want := []int{1, 2}; err != nil || !slices.Equal(got, want) {
 			t.Errorf("%d earlier: claimed %v (%v), want %v", earlier, got, err, want)
 		}
 		for id, in := range map[string]bool{"a": false, "b": false, "later": true, "kept": true} {
@@ -225,22 +224,22 @@ func TestParseScore(t *testing.T) {
 	}
 }
 
-// TestPeekedStateToStart reads a claim script's reply whose ids come out
-// of the peek's order, with a segment's field among them: each id is
+// TestPeekedStateToStart reads a claim script's reply whose places come
+// out of the peek's order, with a segment's among them: each id is
 // found at its place (taken, started when marked and its record is the
-// one due), the field goes apart, and an id running elsewhere is taken
-// but not returned.
+// one due), the segment's field goes apart, and an id running elsewhere
+// is taken but not returned. A place out of range, or named twice, is a
+// bad reply.
 func TestPeekedStateToStart(t *testing.T) {
 	peeked := []Claimed{{ID: "a", Due: 10}, {ID: "b", Due: 10}, {ID: "c", Due: 10}, {ID: "d", Due: 10}}
-	ps := newPeekedState(peeked)
+	seg := keys.SegmentMark + "0123"
+	ps := newPeekedState(peeked, []string{seg})
 	ps.recs = []*Record{{Due: 10}, {Due: 10}, {Due: 20}, {Due: 10}}
 	ps.flags[0] = peekEntered | peekMarked
 	ps.flags[1] = peekEntered | peekMarked
 	ps.flags[2] = peekEntered | peekMarked // its record is due later than its entry: held
 	ps.flags[3] = peekEntered | peekRunning
-	seg := keys.SegmentMark + "0123"
-	got := [][]byte{[]byte("a"), []byte("10"), []byte(seg), []byte("10"), []byte("c"), []byte("10"), []byte("b"), []byte("10"), []byte("d"), []byte("10")}
-	claimed, recs, places, segs, err := ps.toStart(got)
+	claimed, recs, places, segs, err := ps.toStart([]int{1, 5, 3, 2, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +263,12 @@ func TestPeekedStateToStart(t *testing.T) {
 	}
 	if ps.has(2, peekStarted) || !ps.has(0, peekStarted) {
 		t.Errorf("started flags %v", ps.flags)
+	}
+	for _, bad := range [][]int{{0}, {6}, {1, 1}} {
+		ps := newPeekedState(peeked, []string{seg})
+		ps.recs = make([]*Record, len(peeked))
+		if _, _, _, _, err := ps.toStart(bad); err == nil {
+			t.Errorf("places %v read without an error", bad)
+		}
 	}
 }

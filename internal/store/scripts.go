@@ -163,60 +163,52 @@ if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 return r
 `)
 
-// peekScript checks the fence and lists what a claim would take, without
-// taking it.
-// KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
-// ARGV[3]: max due (unix ms), ARGV[4]: limit.
-// Returns {id1, due1, ...}, or the error "FENCED <fence token>".
-var peekScript = newScript(fenceLua + `
-local cur = fence()
-if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
-return redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, ARGV[4])
-`)
-
 // claimIDsScript removes the given ids from the scheduled ZSET, those
 // still there and due by ARGV[3], if and only if the fence holds the
 // caller's token. The ids are those a peek listed a moment before, the
 // first of the ZSET: one ZRANGEBYSCORE from its start (with room for a
 // few added since) finds them, where a ZSCORE each cost a call each
 // (about a third of the script); an id it does not find is looked up
-// alone.
+// alone. The range is read without its scores, and the reply names each
+// id by its place: the caller has both from its peek, and formatting a
+// score and copying an id through Lua twice cost more than the rest of
+// the script.
 // KEYS[1]: scheduled ZSET. ARGV[1]: fence member, ARGV[2]: token,
 // ARGV[3]: max due (unix ms), ARGV[4...]: ids.
-// Returns {id1, due1, ...}: exactly the ids it removed, or the error
-// "FENCED <fence token>".
+// Returns {i1, i2, ...}: the places (1 for ARGV[4]) of exactly the ids
+// it removed, each once, or the error "FENCED <fence token>".
 var claimIDsScript = newScript(fenceLua + `
 local cur = fence()
 if cur ~= tonumber(ARGV[2]) then return fencedReply(cur) end
 local want, left = {}, 0
 for i = 4, #ARGV do
   if not want[ARGV[i]] then
-    want[ARGV[i]] = true
+    want[ARGV[i]] = i - 3
     left = left + 1
   end
 end
 local out, ids = {}, {}
-local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'WITHSCORES', 'LIMIT', 0, left + 64)
-for i = 1, #r, 2 do
-  if want[r[i]] then
+local r = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[3], 'LIMIT', 0, left + 64)
+for i = 1, #r do
+  local at = want[r[i]]
+  if at then
     want[r[i]] = false
     left = left - 1
     ids[#ids + 1] = r[i]
-    out[#out + 1] = r[i]
-    out[#out + 1] = r[i + 1]
+    out[#out + 1] = at
   end
 end
 if left > 0 then
   local max = tonumber(ARGV[3])
   for i = 4, #ARGV do
     local id = ARGV[i]
-    if want[id] then
+    local at = want[id]
+    if at then
       want[id] = false
       local s = redis.call('ZSCORE', KEYS[1], id)
       if s and tonumber(s) >= 0 and tonumber(s) <= max then
         ids[#ids + 1] = id
-        out[#out + 1] = id
-        out[#out + 1] = s
+        out[#out + 1] = at
       end
     end
   end
