@@ -479,3 +479,35 @@ func TestWritesAfterStart(t *testing.T) {
 		}
 	})
 }
+
+// An index entry due after its record (a write that moved the message
+// earlier, its record first, met by a claim before its entry moved)
+// delivers the message at its record's due, the earlier one, not the
+// entry's.
+func TestEntryLaterThanRecord(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "entry-later"
+		due := clock.CeilMS(time.Now())
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "x", At: due}); err != nil {
+			t.Fatal(err)
+		}
+		// Within the claim's reach, but far after the record's due.
+		entry := time.UnixMilli(addEntry(t, addr, topic, 0, "x", due.Add(4*time.Second)))
+		rec := newRecorder()
+		o := takeoverOptions(topic, "k")
+		o.PollInterval = 5 * time.Second
+		runConsumer(t, c, o, rec.handle)
+		waitFor(t, 10*time.Second, "x delivered", func() bool { return rec.count("x") == 1 })
+		rec.mu.Lock()
+		d, at := rec.seen["x"][0], rec.at["x"][0]
+		rec.mu.Unlock()
+		if !d.Due.Equal(due) {
+			t.Errorf("delivered with due %v, want its record's %v (entry %v)", d.Due, due, entry)
+		}
+		if !at.Before(entry.Add(-time.Second)) {
+			t.Errorf("started at %v, %v after its record's due; want before its entry's due %v", at, at.Sub(due), entry)
+		}
+	})
+}

@@ -249,17 +249,19 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 			p.gateDone(grant.Slots, 1)
 			continue
 		}
-		due := c.Due
-		if recs[i].Due > due {
+		// The record's due is the message's.
+		due := recs[i].Due
+		if due > c.Due {
 			// A stale index entry (see store.AddMany, or a reschedule cut
-			// short): the record's due is the message's. Never early.
-			due = recs[i].Due
+			// short). Never early.
 			u.stale++
 			if due > maxDue {
 				u.later = append(u.later, store.Move{ID: c.ID, Score: due})
 				continue
 			}
 		}
+		// An entry due after its record is one a write moves earlier
+		// (record first): the claim read it before the move.
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
 		m.begun = c.Started
 		if grant.Start != nil {
