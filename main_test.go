@@ -316,7 +316,7 @@ func (tg target) conn() store.Conn {
 
 // nodeOf returns the server that holds key: tg's address, or on a
 // cluster the master of key's slot.
-func (tg target) nodeOf(t *testing.T, key string) string {
+func (tg target) nodeOf(t testing.TB, key string) string {
 	t.Helper()
 	if tg.cluster == nil {
 		return tg.addr
@@ -328,13 +328,53 @@ func (tg target) nodeOf(t *testing.T, key string) string {
 	return m
 }
 
+// offTest is a test's T for helpers that may run off the test's
+// goroutine: its Fatal reports the failure and unwinds to recover
+// (deferred where the helper was called) instead of ending the goroutine.
+type offTest struct{ testing.TB }
+
+// offTestFatal is what offTest's Fatal unwinds with.
+type offTestFatal struct{}
+
+func (t offTest) Fatal(args ...any) {
+	t.TB.Helper()
+	t.TB.Error(args...)
+	panic(offTestFatal{})
+}
+
+func (t offTest) Fatalf(format string, args ...any) {
+	t.TB.Helper()
+	t.TB.Errorf(format, args...)
+	panic(offTestFatal{})
+}
+
+func (t offTest) FailNow() {
+	t.TB.Fail()
+	panic(offTestFatal{})
+}
+
+// recover ends the unwinding of a Fatal; any other panic goes on.
+func (offTest) recover() {
+	if r := recover(); r != nil {
+		if _, ok := r.(offTestFatal); !ok {
+			panic(r)
+		}
+	}
+}
+
 // redirector returns a crashHook's redirect on a cluster target: the
 // slot of the command's key moves to another master (MOVED), or, with
 // ask, begins to move with the key already there (ASK); finish ends a
-// move begun.
+// move begun. A move that fails fails the test, and the command goes
+// without its redirection.
 func (tg target) redirector(t *testing.T, ask bool) (redirect func(cmd string, args []any), finish func()) {
 	moving, to := -1, ""
 	redirect = func(cmd string, args []any) {
+		// The hook runs on whatever goroutine sends the command, a
+		// coalescer's flusher say: a Fatal there would end that goroutine
+		// alone, and the test would wait forever for its reply.
+		t := offTest{t}
+		defer t.recover()
 		key := ""
 		switch {
 		case cmd == "EVALSHA" || cmd == "EVAL":
@@ -363,6 +403,8 @@ func (tg target) redirector(t *testing.T, ask bool) (redirect func(cmd string, a
 		moving = slot
 	}
 	finish = func() {
+		t := offTest{t}
+		defer t.recover()
 		if moving >= 0 {
 			tg.cluster.FinishMove(t, moving, to)
 		}
