@@ -52,10 +52,12 @@ type ConsumerOptions struct {
 	// partition whose consumer died holding them returns them at takeover.
 	// Default DefaultPrefetch (1024).
 	Prefetch int
-	// Timeout bounds one handler call (the topic's time to run); the
-	// message's visibility deadline is its due time plus Timeout plus a
-	// margin, the safety net for a handler that hangs. A change of owner
-	// does not wait for it. Default DefaultTimeout (30s).
+	// Timeout bounds one handler call (the topic's time to run): its
+	// context ends Timeout after its start, or up to 10 ms later, since
+	// the deliveries of a partition that start within 10 ms share one
+	// deadline. The message's visibility deadline is its due time plus
+	// Timeout plus a margin, the safety net for a handler that hangs. A
+	// change of owner does not wait for it. Default DefaultTimeout (30s).
 	Timeout time.Duration
 	// MaxAttempts caps deliveries of messages that do not set their own.
 	// Default DefaultMaxAttempts (17).

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -34,7 +35,8 @@ type Delivery struct {
 // trace.
 type Handler func(ctx context.Context, d *Delivery) error
 
-// handle runs one delivery (called by the dispatcher's workers), whose
+// handle runs one delivery (called by the dispatcher's workers, under a
+// context that ends at the handler timeout: see poller.HandleFunc), whose
 // start its partition loop wrote already (see store.StartMany): a
 // message deleted, replaced or rescheduled before that never comes here.
 // An occurrence of a schedule first writes the schedule's next one, and
@@ -48,9 +50,7 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		return false, nil
 	}
 	if strings.HasPrefix(m.ID, ScheduleIDPrefix) {
-		cctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-		run, err := k.c.occurrence(cctx, k.opts.Topic, m.ID, m.Attempt())
-		cancel()
+		run, err := k.c.occurrence(ctx, k.opts.Topic, m.ID, m.Attempt())
 		if err != nil {
 			// Not started: back to scheduled at its due, tried again at
 			// the next poll, without spending an attempt (a schedule of
@@ -75,13 +75,11 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 	} else {
 		k.delivered.Add(1)
 	}
-	hctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
-	defer cancel()
 	d := &Delivery{
 		Topic: k.opts.Topic, ID: m.ID, Partition: m.Partition, Token: m.Token,
 		Attempt: m.Attempt(), Due: m.Due, Body: m.Record.Body,
 	}
-	hctx, span := k.startDelivery(hctx, m)
+	hctx, span := k.startDelivery(ctx, m)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
@@ -89,7 +87,7 @@ func (k *Consumer) handle(ctx context.Context, m *poller.Msg) (started bool, err
 		k.endDelivery(span, m, err)
 	}()
 	err = k.h(hctx, d)
-	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && errors.Is(context.Cause(ctx), poller.ErrHandlerTimeout) {
 		err = fmt.Errorf("handler timed out after %v: %w", k.opts.Timeout, err)
 	}
 	return true, err

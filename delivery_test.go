@@ -511,3 +511,48 @@ func TestEntryLaterThanRecord(t *testing.T) {
 		}
 	})
 }
+
+// A handler that outlives the handler timeout has its context ended
+// there, never before, and the attempt fails as timed out; its message
+// goes dead with that error.
+func TestHandlerTimeout(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, addr string) {
+		ctx := context.Background()
+		c := newClient(t, addr, Options{Partitions: 1})
+		topic := "handler-timeout"
+		if _, err := c.Send(ctx, Message{Topic: topic, ID: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		const timeout = 300 * time.Millisecond
+		ran := make(chan time.Duration, 1)
+		o := takeoverOptions(topic, "k")
+		o.Timeout, o.MaxAttempts = timeout, 1
+		runConsumer(t, c, o, func(ctx context.Context, d *Delivery) error {
+			start := time.Now()
+			<-ctx.Done()
+			ran <- time.Since(start)
+			return ctx.Err()
+		})
+		var took time.Duration
+		select {
+		case took = <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler's context did not end")
+		}
+		if took < timeout {
+			t.Errorf("the handler's context ended %v after its start, before the timeout %v", took, timeout)
+		}
+		t.Logf("the handler's context ended %v after its start (timeout %v)", took, timeout)
+		waitFor(t, 10*time.Second, "x dead", func() bool {
+			d, err := c.Inspector().ListDead(ctx, topic, 10)
+			return err == nil && len(d) == 1
+		})
+		d, err := c.Inspector().ListDead(ctx, topic, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "handler timed out after 300ms"; !strings.Contains(d[0].LastError, want) {
+			t.Errorf("last error %q, want it to say %q", d[0].LastError, want)
+		}
+	})
+}

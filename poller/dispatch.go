@@ -89,8 +89,10 @@ const (
 	Dropped                 // not started: the partition's lease could no longer be trusted
 )
 
-// HandleFunc runs one delivery under ctx (cancelled when the partition's
-// lease is lost or at a hard shutdown). started is false when the message
+// HandleFunc runs one delivery under ctx, which ends at the handler
+// timeout (Config.Timeout after the start, or up to 10 ms more: its
+// cause is then ErrHandlerTimeout), when the partition's lease is lost,
+// or at a hard shutdown. started is false when the message
 // was not delivered (the consumer's delivery limit was reached).
 type HandleFunc func(ctx context.Context, m *Msg) (started bool, err error)
 
@@ -199,7 +201,9 @@ func (d *Dispatcher) work() {
 		case !p.valid():
 			r.outcome = Dropped
 		default:
-			started, err := d.handle(p.workCtx, m)
+			ctx, release := p.handlerCtx(p.cfg.Now())
+			started, err := d.handle(ctx, m)
+			release()
 			switch {
 			case !started:
 				r.outcome = Returned

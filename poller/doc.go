@@ -25,6 +25,8 @@
 //   - start.go: the start of held messages as they fall due (dispatchDue)
 //   - dispatch.go: the shared handler workers and the claim bound
 //     (Dispatcher); Msg and its outcomes
+//   - deadline.go: the handler timeout, one context for the deliveries
+//     of a partition that start together (handlerCtx)
 //   - results.go: outcomes written in batches (OutcomeStore); the loop's exit
 //   - takeover.go: returning a lost owner's messages (recoverLost), watching
 //     givers, handing over (TakeoverStore)

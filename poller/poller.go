@@ -203,6 +203,8 @@ type part struct {
 	// gateWake closes when the gate may grant again what it refused
 	// (see Gate.Take); nil when it refused nothing.
 	gateWake <-chan struct{}
+
+	deadlines deadlines // the handlers' contexts (see handlerCtx)
 }
 
 // expiredEvery is how often a loop looks for in-flight messages whose

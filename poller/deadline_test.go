@@ -1,0 +1,70 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestHandlerCtx gives deliveries that start within deadlineGrain of
+// one another one context, whose deadline is never before a delivery's
+// own and at most deadlineGrain after it; a later start gets a new one.
+// A context no longer given out is cancelled at its last release, one
+// still given out is not; the deadline's cause is ErrHandlerTimeout, a
+// lost lease's is not.
+func TestHandlerCtx(t *testing.T) {
+	work, lose := context.WithCancel(context.Background())
+	defer lose()
+	const timeout = time.Minute
+	p := &part{cfg: &Config{Timeout: timeout}, workCtx: work}
+	t0 := time.Now()
+	within := func(ctx context.Context, start time.Time) {
+		t.Helper()
+		dl, ok := ctx.Deadline()
+		if !ok || dl.Before(start.Add(timeout)) || dl.After(start.Add(timeout+deadlineGrain)) {
+			t.Errorf("deadline %v (%v) for a start at %v: want within [%v, %v]", dl, ok, start, start.Add(timeout), start.Add(timeout+deadlineGrain))
+		}
+	}
+	a, releaseA := p.handlerCtx(t0)
+	b, releaseB := p.handlerCtx(t0.Add(deadlineGrain / 2))
+	if a != b {
+		t.Errorf("starts %v apart got two contexts, want one", deadlineGrain/2)
+	}
+	within(a, t0)
+	within(b, t0.Add(deadlineGrain/2))
+	releaseA()
+	c, releaseC := p.handlerCtx(t0.Add(2 * deadlineGrain))
+	if c == a {
+		t.Errorf("starts %v apart share a context", 2*deadlineGrain)
+	}
+	within(c, t0.Add(2*deadlineGrain))
+	if a.Err() != nil {
+		t.Errorf("a context still in use ended: %v", a.Err())
+	}
+	releaseB()
+	if a.Err() == nil {
+		t.Error("a context no longer given out is not cancelled at its last release")
+	}
+	releaseC()
+	if c.Err() != nil {
+		t.Errorf("the context still given out ended at its last release: %v", c.Err())
+	}
+
+	// The deadline's cause, and the lease's.
+	p = &part{cfg: &Config{Timeout: time.Millisecond}, workCtx: work}
+	d, release := p.handlerCtx(time.Now())
+	<-d.Done()
+	if !errors.Is(context.Cause(d), ErrHandlerTimeout) {
+		t.Errorf("cause at the deadline %v, want ErrHandlerTimeout", context.Cause(d))
+	}
+	release()
+	p = &part{cfg: &Config{Timeout: time.Hour}, workCtx: work}
+	e, release := p.handlerCtx(time.Now())
+	lose()
+	<-e.Done()
+	if errors.Is(context.Cause(e), ErrHandlerTimeout) {
+		t.Error("a lost lease's cause is ErrHandlerTimeout")
+	}
+	release()
+}
