@@ -39,7 +39,11 @@ type deadlines struct {
 // deadlineGrain after a delivery's own: one timer for them all rather
 // than one each, which cost a consumer about a twelfth of its CPU in a
 // burst. The last release of a context no longer given out cancels it.
+// Without a timeout (Config.Timeout 0) it is the work context itself.
 func (p *part) handlerCtx(now time.Time) (context.Context, func()) {
+	if p.cfg.Timeout <= 0 {
+		return p.workCtx, func() {}
+	}
 	want := now.Add(p.cfg.Timeout)
 	d := &p.deadlines
 	d.mu.Lock()

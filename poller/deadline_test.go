@@ -12,7 +12,7 @@ import (
 // own and at most deadlineGrain after it; a later start gets a new one.
 // A context no longer given out is cancelled at its last release, one
 // still given out is not; the deadline's cause is ErrHandlerTimeout, a
-// lost lease's is not.
+// lost lease's is not. Without a timeout, the work context is given.
 func TestHandlerCtx(t *testing.T) {
 	work, lose := context.WithCancel(context.Background())
 	defer lose()
@@ -61,6 +61,11 @@ func TestHandlerCtx(t *testing.T) {
 	release()
 	p = &part{cfg: &Config{Timeout: time.Hour}, workCtx: work}
 	e, release := p.handlerCtx(time.Now())
+	none, releaseNone := (&part{cfg: &Config{}, workCtx: work}).handlerCtx(time.Now())
+	if none != work {
+		t.Error("without a timeout, a handler's context is not the work context")
+	}
+	releaseNone()
 	lose()
 	<-e.Done()
 	if errors.Is(context.Cause(e), ErrHandlerTimeout) {

@@ -90,7 +90,7 @@ type Config struct {
 	// until the earliest message it saw is within a poll interval, or this
 	// long, or a wake-up (Wake). Optional: PollInterval when zero.
 	IdlePollInterval  time.Duration
-	Timeout           time.Duration // handler timeout: the end of a HandleFunc's context
+	Timeout           time.Duration // handler timeout: the end of a HandleFunc's context (0: none)
 	VisibilityMargin  time.Duration // added to due + Timeout for the visibility deadline
 	ReconcileInterval time.Duration
 	ReconcileBatch    int

@@ -242,8 +242,8 @@ func (ps *peekedState) ids(f uint8, n int) []string {
 }
 
 // claimCmds returns the pipeline of a ClaimBegin, from the ids
-// (ps.peeked) and segments (ps.segs) it peeked: the in-flight entries of the ids
-// at deadline(due), the claim of exactly those ids and segments
+// (ps.peeked) and segments (ps.segs) it peeked: the in-flight entries of
+// the ids at deadline(due), the claim of exactly those ids and segments
 // (claimIDsScript, fenced), the running marks of those due by
 // cl.StartByMS (the start of their deliveries: see StartMany), and the
 // read of the ids' records, after the marks. It flags the ids it starts
