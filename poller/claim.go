@@ -249,7 +249,8 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 			p.gateDone(grant.Slots, 1)
 			continue
 		}
-		// The record's due is the message's.
+		// The record's due is the message's. An entry due after it is one
+		// a write moves earlier (record first), read before the move.
 		due := recs[i].Due
 		if due > c.Due {
 			// A stale index entry (see store.AddMany, or a reschedule cut
@@ -260,8 +261,6 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 				continue
 			}
 		}
-		// An entry due after its record is one a write moves earlier
-		// (record first): the claim read it before the move.
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
 		m.begun = c.Started
 		if grant.Start != nil {

@@ -22,13 +22,12 @@ type sharedDeadline struct {
 	cancel context.CancelFunc
 	until  time.Time // its deadline
 	users  int       // deliveries running under it
-	open   bool      // still given to deliveries that start
 }
 
 // deadlines hands out a partition's shared handler contexts.
 type deadlines struct {
 	mu  sync.Mutex
-	cur *sharedDeadline
+	cur *sharedDeadline // the one given to deliveries that start
 }
 
 // handlerCtx returns the context a delivery of p that starts at now
@@ -49,13 +48,10 @@ func (p *part) handlerCtx(now time.Time) (context.Context, func()) {
 	d.mu.Lock()
 	s := d.cur
 	if s == nil || want.After(s.until) {
-		if s != nil {
-			s.open = false
-			if s.users == 0 {
-				s.cancel()
-			}
+		if s != nil && s.users == 0 {
+			s.cancel()
 		}
-		s = &sharedDeadline{until: want.Add(deadlineGrain), open: true}
+		s = &sharedDeadline{until: want.Add(deadlineGrain)}
 		s.ctx, s.cancel = context.WithDeadlineCause(p.workCtx, s.until, ErrHandlerTimeout)
 		d.cur = s
 	}
@@ -64,7 +60,7 @@ func (p *part) handlerCtx(now time.Time) (context.Context, func()) {
 	return s.ctx, func() {
 		d.mu.Lock()
 		s.users--
-		if s.users == 0 && !s.open {
+		if s.users == 0 && d.cur != s {
 			s.cancel()
 		}
 		d.mu.Unlock()
