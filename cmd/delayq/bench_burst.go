@@ -48,10 +48,10 @@ func benchBurst(ctx context.Context, cfg benchConfig) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		drain := r.l.last.Sub(T)
+		drain := r.l.lastStart().Sub(T)
 		cmds := float64(r.cons.Commands()-cmds0) / float64(n)
 		return fmt.Sprintf("workload=burst n=%d drain_rate=%.0f %s cmds_per_msg=%.2f duplicates=%d %s",
-			n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups, cpu1.since(cpu0, n)), nil
+			n, float64(n)/drain.Seconds(), r.l.summary(), cmds, r.l.dups.Load(), cpu1.since(cpu0, n)), nil
 	})
 }
 
@@ -172,7 +172,7 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 			break
 		}
 		if time.Since(start) > deadline {
-			return "", fmt.Errorf("only %d of %d messages delivered after %v", len(l.lates), n, deadline)
+			return "", fmt.Errorf("only %d of %d messages delivered after %v", l.got.Load(), n, deadline)
 		}
 		if err := alive(); err != nil {
 			return "", err
@@ -181,9 +181,9 @@ func benchBurstProcs(ctx context.Context, cfg benchConfig, procs int) (line stri
 			return "", err
 		}
 	}
-	drain := l.last.Sub(T)
+	drain := l.lastStart().Sub(T)
 	return fmt.Sprintf("workload=burst n=%d consumer_procs=%d drain_rate=%.0f %s duplicates=%d",
-		n, procs, float64(n)/drain.Seconds(), l.summary(), l.dups), nil
+		n, procs, float64(n)/drain.Seconds(), l.summary(), l.dups.Load()), nil
 }
 
 // readDeliveries records in l the lines the sub processes wrote to files

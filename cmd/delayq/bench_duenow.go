@@ -56,6 +56,6 @@ func benchDueNow(ctx context.Context, cfg benchConfig) (string, error) {
 		if err := waitDone(ctx, r.l, 30*time.Second); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups), nil
+		return fmt.Sprintf("workload=duenow n=%d consumers=2 %s duplicates=%d", n, r.l.summary(), r.l.dups.Load()), nil
 	})
 }

@@ -23,6 +23,6 @@ func benchSpread(ctx context.Context, cfg benchConfig) (string, error) {
 			return "", err
 		}
 		cmds := float64(r.cons.Commands()-cmds0) / float64(n)
-		return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups), nil
+		return fmt.Sprintf("workload=spread n=%d %s cmds_per_msg=%.2f duplicates=%d", n, r.l.summary(), cmds, r.l.dups.Load()), nil
 	})
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestMedianLine(t *testing.T) {
 	for _, c := range []struct {
@@ -35,5 +38,37 @@ func TestMedianLine(t *testing.T) {
 		if got := medianLine(c.lines); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
+	}
+}
+
+// TestLateness: each message counts once, whether its id has a message
+// number or not; a second delivery counts as a duplicate; the lateness
+// is done at the target, and its summary and last start are those of
+// the first deliveries.
+func TestLateness(t *testing.T) {
+	l := newLateness(5)
+	due := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return due.Add(time.Duration(n) * time.Millisecond) }
+	l.record("b00000002", due, ms(30))
+	l.record("b00000000", due, ms(10))
+	l.record("b00000002", due, ms(90)) // a duplicate: not the last start
+	l.record("x", due, ms(20))         // no message number
+	l.record("x", due, ms(80))
+	l.record("b00000009", due, ms(40)) // a number past the target: counted under mu
+	if l.isDone() {
+		t.Fatal("done before the target")
+	}
+	l.record("b00000003", due, ms(50))
+	if !l.isDone() {
+		t.Fatalf("not done after 5 distinct ids (got %d)", l.got.Load())
+	}
+	if got := l.dups.Load(); got != 2 {
+		t.Errorf("duplicates = %d, want 2", got)
+	}
+	if got := l.lastStart(); !got.Equal(ms(50)) {
+		t.Errorf("last start = %v, want %v", got, ms(50))
+	}
+	if got, want := l.summary(), "lateness_ms p50=30.0 p99=50.0 max=50.0"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
 	}
 }
