@@ -31,21 +31,23 @@ type deadlines struct {
 }
 
 // handlerCtx returns the context a delivery of p that starts at now
-// runs under, and its release, called when the handler returns: p's
-// work context (cancelled when its lease is lost) with the handler
-// timeout. Deliveries that start within deadlineGrain of one another
-// share one context, whose deadline is the latest of theirs, at most
-// deadlineGrain after a delivery's own: one timer for them all rather
-// than one each, which cost a consumer about a twelfth of its CPU in a
-// burst. The last release of a context no longer given out cancels it.
-// Without a timeout (Config.Timeout 0) it is the work context itself.
-func (p *part) handlerCtx(now time.Time) (context.Context, func()) {
+// runs under, and the shared deadline to give back to release when the
+// handler returns (nil without a timeout): p's work context (cancelled
+// when its lease is lost) with the handler timeout. Deliveries that
+// start within deadlineGrain of one another share one context, whose
+// deadline is the latest of theirs, at most deadlineGrain after a
+// delivery's own: one timer for them all rather than one each, which
+// cost a consumer about a twelfth of its CPU in a burst. The last
+// release of a context no longer given out cancels it. Without a
+// timeout (Config.Timeout 0) it is the work context itself.
+func (p *part) handlerCtx(now time.Time) (context.Context, *sharedDeadline) {
 	if p.cfg.Timeout <= 0 {
-		return p.workCtx, func() {}
+		return p.workCtx, nil
 	}
 	want := now.Add(p.cfg.Timeout)
 	d := &p.deadlines
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	s := d.cur
 	if s == nil || want.After(s.until) {
 		if s != nil && s.users == 0 {
@@ -56,13 +58,19 @@ func (p *part) handlerCtx(now time.Time) (context.Context, func()) {
 		d.cur = s
 	}
 	s.users++
-	d.mu.Unlock()
-	return s.ctx, func() {
-		d.mu.Lock()
-		s.users--
-		if s.users == 0 && d.cur != s {
-			s.cancel()
-		}
-		d.mu.Unlock()
+	return s.ctx, s
+}
+
+// release gives back s, which handlerCtx returned (nil: nothing to give
+// back), once its delivery's handler returned.
+func (d *deadlines) release(s *sharedDeadline) {
+	if s == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.users--
+	if s.users == 0 && d.cur != s {
+		s.cancel()
 	}
 }

@@ -26,15 +26,15 @@ func TestHandlerCtx(t *testing.T) {
 			t.Errorf("deadline %v (%v) for a start at %v: want within [%v, %v]", dl, ok, start, start.Add(timeout), start.Add(timeout+deadlineGrain))
 		}
 	}
-	a, releaseA := p.handlerCtx(t0)
-	b, releaseB := p.handlerCtx(t0.Add(deadlineGrain / 2))
+	a, sharedA := p.handlerCtx(t0)
+	b, sharedB := p.handlerCtx(t0.Add(deadlineGrain / 2))
 	if a != b {
 		t.Errorf("starts %v apart got two contexts, want one", deadlineGrain/2)
 	}
 	within(a, t0)
 	within(b, t0.Add(deadlineGrain/2))
-	releaseA()
-	c, releaseC := p.handlerCtx(t0.Add(2 * deadlineGrain))
+	p.deadlines.release(sharedA)
+	c, sharedC := p.handlerCtx(t0.Add(2 * deadlineGrain))
 	if c == a {
 		t.Errorf("starts %v apart share a context", 2*deadlineGrain)
 	}
@@ -42,34 +42,34 @@ func TestHandlerCtx(t *testing.T) {
 	if a.Err() != nil {
 		t.Errorf("a context still in use ended: %v", a.Err())
 	}
-	releaseB()
+	p.deadlines.release(sharedB)
 	if a.Err() == nil {
 		t.Error("a context no longer given out is not cancelled at its last release")
 	}
-	releaseC()
+	p.deadlines.release(sharedC)
 	if c.Err() != nil {
 		t.Errorf("the context still given out ended at its last release: %v", c.Err())
 	}
 
 	// The deadline's cause, and the lease's.
 	p = &part{cfg: &Config{Timeout: time.Millisecond}, workCtx: work}
-	d, release := p.handlerCtx(time.Now())
+	d, sharedD := p.handlerCtx(time.Now())
 	<-d.Done()
 	if !errors.Is(context.Cause(d), ErrHandlerTimeout) {
 		t.Errorf("cause at the deadline %v, want ErrHandlerTimeout", context.Cause(d))
 	}
-	release()
+	p.deadlines.release(sharedD)
 	p = &part{cfg: &Config{Timeout: time.Hour}, workCtx: work}
-	e, release := p.handlerCtx(time.Now())
-	none, releaseNone := (&part{cfg: &Config{}, workCtx: work}).handlerCtx(time.Now())
+	e, sharedE := p.handlerCtx(time.Now())
+	none, sharedNone := (&part{cfg: &Config{}, workCtx: work}).handlerCtx(time.Now())
 	if none != work {
 		t.Error("without a timeout, a handler's context is not the work context")
 	}
-	releaseNone()
+	p.deadlines.release(sharedNone)
 	lose()
 	<-e.Done()
 	if errors.Is(context.Cause(e), ErrHandlerTimeout) {
 		t.Error("a lost lease's cause is ErrHandlerTimeout")
 	}
-	release()
+	p.deadlines.release(sharedE)
 }

@@ -201,9 +201,9 @@ func (d *Dispatcher) work() {
 		case !p.valid():
 			r.outcome = Dropped
 		default:
-			ctx, release := p.handlerCtx(p.cfg.Now())
+			ctx, shared := p.handlerCtx(p.cfg.Now())
 			started, err := d.handle(ctx, m)
-			release()
+			p.deadlines.release(shared)
 			switch {
 			case !started:
 				r.outcome = Returned
