@@ -294,7 +294,7 @@ var crashOps = []*crashOp{
 		name:  "start-held",
 		setup: func(t *testing.T, cs *crashCase) { cs.claimedAhead(t, 100*time.Millisecond) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			got, err := fs.StartMany(ctx, cs.tp(), []string{cs.id}, []*store.Record{cs.rec0})
+			got, err := fs.StartMany(ctx, cs.tp(), cs.token, []string{cs.id}, []*store.Record{cs.rec0})
 			if err == nil && got[0] != store.StartOK {
 				return fmt.Errorf("start: %d, want StartOK", got[0])
 			}
@@ -363,7 +363,7 @@ var crashOps = []*crashOp{
 		name:  "ack",
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header()}}, time.Now().UnixMilli())
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), Token: cs.token}}, time.Now().UnixMilli())
 			return err
 		},
 		// Record deleted => acked for good (the in-flight entry left
@@ -496,7 +496,7 @@ var crashOps = []*crashOp{
 		name: "ack-unique", unique: time.Hour,
 		setup: func(t *testing.T, cs *crashCase) { cs.inFlight(t, 0) },
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: cs.rec0.UniqueFor}}, time.Now().UnixMilli())
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: cs.rec0.UniqueFor, Token: cs.token}}, time.Now().UnixMilli())
 			return err
 		},
 		after: afterDoneOrRecord,
@@ -543,7 +543,7 @@ var crashOps = []*crashOp{
 			}
 		},
 		run: func(ctx context.Context, cs *crashCase, fs *store.Store, _ *Client) error {
-			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header()}}, time.Now().UnixMilli())
+			_, err := fs.Ack(ctx, cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), Token: cs.token}}, time.Now().UnixMilli())
 			return err
 		},
 		after: afterKept("ack of a replaced record", outDelivered),

@@ -211,7 +211,7 @@ func claimAndBegin(ctx context.Context, s *store.Store, cs *crashCase) (*store.R
 	if !cl[0].Started {
 		// Taken out of a segment: the loop starts it when it hands it to
 		// a handler.
-		got, err := s.StartMany(ctx, cs.tp(), []string{cs.id}, recs[:1])
+		got, err := s.StartMany(ctx, cs.tp(), cs.token, []string{cs.id}, recs[:1])
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +239,7 @@ func (cs *crashCase) inFlight(t *testing.T, maxAttempts int) {
 func (cs *crashCase) finished(t *testing.T, d time.Duration) {
 	t.Helper()
 	cs.inFlight(t, 0)
-	if _, err := cs.c.store.Ack(cs.ctx(), cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: d.Milliseconds()}}, time.Now().UnixMilli()); err != nil {
+	if _, err := cs.c.store.Ack(cs.ctx(), cs.tp(), []store.Acked{{ID: cs.id, Header: cs.rec0.Header(), KeepFor: d.Milliseconds(), Token: cs.token}}, time.Now().UnixMilli()); err != nil {
 		t.Fatalf("%s: ack: %v", cs.name(), err)
 	}
 	if d < time.Second { // a window that ends at once: wait for its end

@@ -122,7 +122,7 @@ func lostOwner(t *testing.T, c *Client, topic string, n int, pastDeadline bool) 
 			started, startedRecs = append(started, id), append(startedRecs, recs[i])
 		}
 	}
-	if got, err := c.store.StartMany(ctx, store.TopicPartition{Topic: topic, P: 0}, started, startedRecs); err != nil || slices.ContainsFunc(got, func(v int64) bool { return v != store.StartOK }) {
+	if got, err := c.store.StartMany(ctx, store.TopicPartition{Topic: topic, P: 0}, tok, started, startedRecs); err != nil || slices.ContainsFunc(got, func(v int64) bool { return v != store.StartOK }) {
 		t.Fatalf("start: %v %v", got, err)
 	}
 	return due, tok

@@ -18,7 +18,7 @@ import (
 type ClaimStore interface {
 	NextDue(ctx context.Context, tp store.TopicPartition) (dueMS int64, ok bool, err error)
 	ClaimBegin(ctx context.Context, tp store.TopicPartition, cl store.Claim) ([]store.Claimed, []*store.Record, error)
-	StartMany(ctx context.Context, tp store.TopicPartition, ids []string, recs []*store.Record) ([]int64, error)
+	StartMany(ctx context.Context, tp store.TopicPartition, token int64, ids []string, recs []*store.Record) ([]int64, error)
 	RaiseFence(ctx context.Context, tp store.TopicPartition, token int64) error
 }
 

@@ -288,5 +288,5 @@ func (p *part) keepAcks() {
 // window.
 func ackOf(r result) store.Acked {
 	rec := r.msg.Record
-	return store.Acked{ID: r.msg.ID, Header: rec.Header(), KeepFor: rec.UniqueFor}
+	return store.Acked{ID: r.msg.ID, Header: rec.Header(), KeepFor: rec.UniqueFor, Token: r.msg.Token}
 }

@@ -85,7 +85,7 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	var got []int64
 	err := errNotSteady
 	if p.steady() {
-		got, err = cfg.Store.StartMany(ctx, cfg.tp(), ids, recs)
+		got, err = cfg.Store.StartMany(ctx, cfg.tp(), cfg.Token, ids, recs)
 	}
 	if err != nil {
 		if err != errNotSteady {

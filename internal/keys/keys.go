@@ -47,12 +47,22 @@ const (
 	RunningMark = "\x07"
 )
 
-// RunningField is the field of the records HASH (value "1") that marks
-// the delivery of the message id as started: set by a consumer as it
-// commits to the delivery, removed with the delivery's outcome. Delete,
-// Reschedule and the policy sends read it in the same script as the
-// record.
+// RunningField is the field of the records HASH that marks the delivery
+// of the message id as started: set by a consumer as it commits to the
+// delivery, removed with the delivery's outcome. Delete, Reschedule and
+// the policy sends read it in the same script as the record.
+//
+// Its value is the fencing token (decimal) of the partition owner that
+// started the delivery, while the record is the one it started; a write
+// that rewrites the record sets it to RunningReplaced, and one that
+// removes the record removes the mark. So an ack whose token the mark
+// holds removes the record without reading it (see store.Ack).
 func RunningField(id string) string { return RunningMark + id }
+
+// RunningReplaced is the value of a running mark whose record a write
+// replaced after the delivery started: the delivery's ack compares the
+// record with the one it delivered, and leaves the newer one.
+const RunningReplaced = "r"
 
 // ScheduleIDPrefix begins the id of every occurrence of a schedule; the
 // schedule's occurrences and mark live in partition

@@ -244,7 +244,7 @@ func (ps *peekedState) ids(f uint8, n int) []string {
 // claimCmds returns the pipeline of a ClaimBegin, from the ids
 // (ps.peeked) and segments (ps.segs) it peeked: the in-flight entries of
 // the ids at deadline(due), the claim of exactly those ids and segments
-// (claimIDsScript, fenced), the running marks of those due by
+// (claimIDsScript, fenced), the running marks (cl.Token) of those due by
 // cl.StartByMS (the start of their deliveries: see StartMany), and the
 // read of the ids' records, after the marks. It flags the ids it starts
 // (peekMarked) and those it gives entries (peekEntered): the peeked ids
@@ -260,7 +260,8 @@ func (ps *peekedState) ids(f uint8, n int) []string {
 // afterClaim), unless cl.Shared says that deliveries of others may run.
 // Then the entries go in with beginNewScript, which says which ids were
 // in flight already, and their marks are read before the claim writes
-// its own: an id in flight with a mark runs elsewhere, and is skipped.
+// its own: an id in flight with a mark runs elsewhere, and is skipped;
+// its mark stays that delivery's (markNewScript writes only new ones).
 func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState) []cmd {
 	mk := keys.Records(s.ns, tp.Topic, tp.P)
 	n := len(ps.peeked)
@@ -274,6 +275,7 @@ func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState) []cmd {
 	}
 	var lastDL int64
 	var lastDLArg any
+	token := any(cl.Token) // every mark's value, converted once
 	for i, m := range ps.peeked {
 		id := any(m.ID) // one conversion for the three lists
 		claimArgs = append(claimArgs, id)
@@ -291,7 +293,7 @@ func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState) []cmd {
 		if cl.StartByMS > 0 && m.Due <= cl.StartByMS {
 			ps.flags[i] |= peekMarked
 			ps.marked++
-			marks = append(marks, keys.RunningField(m.ID), "1")
+			marks = append(marks, keys.RunningField(m.ID), token)
 		}
 	}
 	for _, f := range ps.segs {
@@ -310,7 +312,13 @@ func (s *Store) claimCmds(tp TopicPartition, cl Claim, ps *peekedState) []cmd {
 	if ps.entered > 0 && cl.Shared {
 		cmds = append(cmds, cmd{"HMGET", runningFields([]any{mk}, ps.ids(peekEntered, ps.entered))})
 	}
-	if len(marks) > 1 {
+	switch {
+	case len(marks) == 1:
+	case cl.Shared:
+		// A mark there already is a delivery's that runs elsewhere: it
+		// stays that delivery's (see Ack).
+		cmds = append(cmds, cmd{"EVALSHA", append(scriptCall(markNewScript, mk, len(marks)-1), marks[1:]...)})
+	default:
 		cmds = append(cmds, cmd{"HMSET", marks})
 	}
 	if n > 0 {
@@ -615,6 +623,15 @@ func (s *Store) Begin(ctx context.Context, tp TopicPartition, ids []string, dead
 	}
 	return decodeAll(raw, len(ids)), nil
 }
+
+// markNewScript writes running marks where the ids have none: a claim's
+// marks, when deliveries of the partition's messages may run elsewhere
+// (see claimCmds). KEYS[1]: records HASH. ARGV: field1, mark1, field2,
+// ... Returns 1.
+var markNewScript = newScript(`
+for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+`)
 
 // beginNewScript adds ids to the in-flight ZSET with their visibility
 // deadlines, but those already there, which keep theirs (see claimCmds).

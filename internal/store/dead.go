@@ -135,7 +135,8 @@ func (s *Store) RequeueDead(ctx context.Context, tp TopicPartition, ids []string
 }
 
 // PurgeDead deletes the given dead ids (all of partition tp's when ids is
-// empty, up to limit): records first, then dead entries. Returns how many.
+// empty, up to limit): records (with any running marks) first, then dead
+// entries. Returns how many.
 func (s *Store) PurgeDead(ctx context.Context, tp TopicPartition, ids []string, limit int) (int, error) {
 	ids, err := s.deadTargets(ctx, tp, ids, limit)
 	if err != nil {
@@ -145,7 +146,7 @@ func (s *Store) PurgeDead(ctx context.Context, tp TopicPartition, ids []string, 
 		return 0, nil
 	}
 	_, err = s.steps(ctx,
-		[]cmd{{"HDEL", append([]any{keys.Records(s.ns, tp.Topic, tp.P)}, strs(ids)...)}},
+		[]cmd{{"HDEL", append(runningFields([]any{keys.Records(s.ns, tp.Topic, tp.P)}, ids), strs(ids)...)}},
 		[]cmd{{"ZREM", append([]any{keys.Dead(s.ns, tp.Topic, tp.P)}, strs(ids)...)}})
 	if err != nil {
 		return 0, fmt.Errorf("purge dead of partition %d: %w", tp.P, err)

@@ -17,11 +17,18 @@ type Acked struct {
 	// when positive, the ack leaves a Done in place of the record, and the
 	// id stays taken for that long (at most MaxWindow).
 	KeepFor int64
+	// Token is the fencing token the delivery was started under (0: not
+	// known). An ack whose record still carries the running mark of its
+	// token removes it without reading it; the others compare the record
+	// with Header.
+	Token int64
 }
 
 // Ack removes delivered messages: records, running marks and in-flight
 // entries, in one pipelined round trip. A record is removed only while it
-// is the one delivered: still beginning with its Header as claimed. A
+// is the one delivered: still marked with the delivery's Token (no write
+// rewrote or removed it since its start), or else still beginning with
+// its Header as claimed. A
 // record a send replaced meanwhile (see Puts) is the newer event's, and
 // stays: it goes back to scheduled at its own due, in a second round
 // trip, and Ack returns how many did. An ack with a KeepFor leaves a Done
@@ -44,20 +51,25 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		}
 	}
 	ids := make([]any, len(acks)) // each id converted once, for the script and the ZREM
+	token := any(acks[0].Token)
 	for i, a := range acks {
 		ids[i] = a.ID
+		if a.Token != acks[0].Token || a.Token == 0 {
+			token = "" // deliveries of several owners: every record is compared
+		}
 	}
 	var cmds []cmd
 	if len(plain) > 0 {
-		args := scriptCall(ackScript, mk, 2*len(plain))
+		args := scriptCall(ackScript, mk, 1+2*len(plain))
+		args = append(args, token)
 		for _, i := range plain {
 			args = append(args, ids[i], acks[i].Header)
 		}
 		cmds = append(cmds, cmd{"EVALSHA", args})
 	}
 	if len(keep) > 0 {
-		args := scriptCall(ackKeepScript, mk, 1+3*len(keep))
-		args = append(args, nowMS)
+		args := scriptCall(ackKeepScript, mk, 2+3*len(keep))
+		args = append(args, token, nowMS)
 		for _, i := range keep {
 			args = append(args, ids[i], acks[i].Header, min(acks[i].KeepFor, MaxWindow))
 		}
@@ -112,60 +124,86 @@ func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
 	return index, nil
 }
 
-// ackScript removes the records that still begin with the header they
-// were claimed with (see Store.Ack), and the running marks of them all.
-// Its reply names only the records a send replaced: an ack of a batch
-// none of whose records changed gets an empty one.
-// KEYS[1]: records HASH. ARGV: id1, header1, id2, header2, ...
+// ackScript removes the records that are still the ones delivered (see
+// Store.Ack), and the running marks of them all. Its reply names only
+// the records a send replaced: an ack of a batch none of whose records
+// changed gets an empty one.
+// KEYS[1]: records HASH. ARGV[1]: the token of the deliveries' owner
+// (see ackLua); then id1, header1, id2, header2, ...
 // Returns {i, due, ...}: for each record that replaced the one claimed,
 // which stays, the 1-based position of its id and its due. A replacement
 // that cannot be read stays too, unnamed: the reconciler finds it in no
 // index, and its claim sends it to dead. A Done (the message acked by
 // another delivery) stays as it is.
 var ackScript = newScript(ackLua + `
-local out, done = {}, 0
-eachClaimed(function(ids, headers, vals)
-  ackRun(ids, headers, vals, done, out, nil)
-  done = done + #ids
-end)
+local out = {}
+for from = 2, #ARGV, 2000 do
+  local ids, headers = {}, {}
+  for i = from, math.min(from + 1999, #ARGV), 2 do
+    ids[#ids + 1] = ARGV[i]
+    headers[#headers + 1] = ARGV[i + 1]
+  end
+  ackRun(ids, headers, (from - 2) / 2, out, nil)
+end
 return out
 `)
 
 // ackKeepScript is ackScript for acks with a uniqueness window: each
-// record that still begins with its header as claimed is replaced by a
-// Done, finished now, for the window given.
-// KEYS[1]: records HASH. ARGV[1]: now (unix ms); then id1, header1,
-// window1 (ms), id2, ... Returns what ackScript returns.
+// record that is still the one delivered is replaced by a Done, finished
+// now, for the window given.
+// KEYS[1]: records HASH. ARGV[1]: the token (as ackScript's), ARGV[2]:
+// now (unix ms); then id1, header1, window1 (ms), id2, ... Returns what
+// ackScript returns.
 var ackKeepScript = newScript(ackLua + `
-local now, out, done = tonumber(ARGV[1]), {}, 0
-for from = 2, #ARGV, 3000 do
+local now, out = tonumber(ARGV[2]), {}
+for from = 3, #ARGV, 3000 do
   local ids, headers, windows = {}, {}, {}
   for i = from, math.min(from + 2999, #ARGV), 3 do
     ids[#ids + 1] = ARGV[i]
     headers[#headers + 1] = ARGV[i + 1]
     windows[#windows + 1] = tonumber(ARGV[i + 2])
   end
-  ackRun(ids, headers, redis.call('HMGET', KEYS[1], unpack(ids)), done, out,
+  ackRun(ids, headers, (from - 3) / 3, out,
     function(j) return struct.pack(DONE_FMT, DONE, now, windows[j]) end)
-  done = done + #ids
 end
 return out
 `)
 
-// ackLua declares, for the ack scripts, ackRun(ids, headers, vals, base,
-// out, doneOf): for a run of acks (vals the records read), it removes
-// each record that still begins with its header as claimed, or, given
-// doneOf, writes doneOf(j) (a Done) over it; appends to out the place
-// (base + j) and due of each record a send replaced, which stays; and
-// clears the running marks of them all.
+// ackLua declares, for the ack scripts, ackRun(ids, headers, base, out,
+// doneOf): for a run of acks, it removes each record that is still the
+// one delivered, or, given doneOf, writes doneOf(j) (a Done) over it;
+// appends to out the place (base + j) and due of each record a send
+// replaced, which stays; and clears the running marks of them all.
+//
+// A record is the one delivered when its running mark holds the token
+// of ARGV[1]: the delivery's owner started it, and no write rewrote or
+// removed it since (see keys.RunningField). Only the records of the
+// other acks are read, and compared with the header as claimed: those a
+// send replaced (RunningReplaced), deleted ones, and deliveries whose
+// mark another owner wrote over, or that began without one.
 var ackLua = recordLua + claimedLua + `
-local function ackRun(ids, headers, vals, base, out, doneOf)
-  local del, set = {}, {}
+local function ackRun(ids, headers, base, out, doneOf)
+  local del, set, rest = {}, {}, {}
+  for j, id in ipairs(ids) do del[j] = RUNNING .. id end
+  local marks = redis.call('HMGET', KEYS[1], unpack(del))
   for j, id in ipairs(ids) do
-    local v, h = vals[j], headers[j]
-    del[#del + 1] = RUNNING .. id
-    if v then
-      if string.sub(v, 1, #h) ~= h then
+    if marks[j] ~= ARGV[1] then
+      rest[#rest + 1] = j
+    elseif doneOf then
+      set[#set + 1] = id
+      set[#set + 1] = doneOf(j)
+    else
+      del[#del + 1] = id
+    end
+  end
+  if #rest > 0 then
+    local rids = {}
+    for k, j in ipairs(rest) do rids[k] = ids[j] end
+    local vals = redis.call('HMGET', KEYS[1], unpack(rids))
+    for k, j in ipairs(rest) do
+      local v, h = vals[k], headers[j]
+      if not v then
+      elseif string.sub(v, 1, #h) ~= h then
         if not isDone(v) then
           local ok, due = pcall(readHeader, v)
           if ok then
@@ -174,10 +212,10 @@ local function ackRun(ids, headers, vals, base, out, doneOf)
           end
         end
       elseif doneOf then
-        set[#set + 1] = id
+        set[#set + 1] = ids[j]
         set[#set + 1] = doneOf(j)
       else
-        del[#del + 1] = id
+        del[#del + 1] = ids[j]
       end
     end
   end
@@ -282,14 +320,14 @@ func (s *Store) Moves(ctx context.Context, tp TopicPartition, moves []Move) (gon
 // for none). Returns per id -1 (gone, finished (a Done), or replaced by a record that
 // cannot be read: left as it is, for the reconciler), 0 (written), or
 // the due of the record that replaced the one claimed (left as it is).
-var updateIfScript = newScript(recordLua + `
+var updateIfScript = newScript(recordLua + setRecordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
   if not v or isDone(v) then
     out[#out + 1] = -1
   elseif ARGV[i + 2] == '' or string.sub(v, 1, #ARGV[i + 2]) == ARGV[i + 2] then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    setRecord(ARGV[i], ARGV[i + 1])
     out[#out + 1] = 0
   else
     local ok, due = pcall(readHeader, v)

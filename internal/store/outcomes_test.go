@@ -14,19 +14,28 @@ import (
 // claimed, and one a send replaced while it ran. The first goes for good
 // (record, running mark and in-flight entry); the replaced one keeps its
 // newer record, loses its mark and entry, and goes back to scheduled at
-// its own due, which Ack counts as kept.
+// its own due, which Ack counts as kept. The claim marks both with its
+// token, and the send sets the replaced one's mark to RunningReplaced.
 func TestAck(t *testing.T) {
 	ctx := context.Background()
 	const topic, token, now, deadline = "ack", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
 	s := dueMessages(t, topic, token, now-10, "done", "sent")
 	recs := claimDue(t, s, topic, token, now, now, func(int64) int64 { return deadline })
+	for _, id := range []string{"done", "sent"} {
+		if m := markOf(t, s, topic, id); m != "7" {
+			t.Fatalf("%s's running mark after the claim: %q, want the token", id, m)
+		}
+	}
 	send(t, s, topic, now+1, Put{ID: "sent", Policy: PolicyReplace, Due: now + 5000, Body: []byte("newer")}, PutReplaced)
+	if m := markOf(t, s, topic, "sent"); m != keys.RunningReplaced {
+		t.Fatalf("sent's running mark after the send: %q, want %q", m, keys.RunningReplaced)
+	}
 	// The send's index entry is taken away, as if its second round trip
 	// had been lost: only the ack can put the message back.
 	if _, err := s.do(ctx, cmd{"ZREM", []any{keys.Scheduled(s.ns, topic, 0), "sent"}}); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []Acked{{ID: "done", Header: recs["done"].Header()}, {ID: "sent", Header: recs["sent"].Header()}}, 0)
+	kept, err := s.Ack(ctx, TopicPartition{Topic: topic, P: 0}, []Acked{{ID: "done", Header: recs["done"].Header(), Token: token}, {ID: "sent", Header: recs["sent"].Header(), Token: token}}, 0)
 	if err != nil || kept != 1 {
 		t.Fatalf("ack: kept %d, %v; want 1", kept, err)
 	}
@@ -40,6 +49,58 @@ func TestAck(t *testing.T) {
 	if rec := st.record(t); rec == nil || string(rec.Body) != "newer" {
 		t.Errorf("sent after the ack: record %+v, want the newer one", rec)
 	}
+}
+
+// TestAckOtherOwner acks a delivery whose message another owner started
+// again: its first owner (token 7) stopped while it ran, a send replaced
+// the record, and the next owner (token 8) claimed and started the newer
+// one. The late ack of the first owner finds the mark of another token:
+// it compares the record with the one it delivered, and leaves the newer
+// one and the new owner's mark. The new owner's ack removes it.
+func TestAckOtherOwner(t *testing.T) {
+	ctx := context.Background()
+	const topic, now = "ackother", int64(1_800_000_000_000)
+	deadline := func(int64) int64 { return now + 40000 }
+	s := dueMessages(t, topic, 7, now-10, "m")
+	first := claimDue(t, s, topic, 7, now, now, deadline)["m"]
+	send(t, s, topic, now+1, Put{ID: "m", Policy: PolicyReplace, Due: now + 2, Body: []byte("newer")}, PutReplaced)
+	if err := s.RaiseFence(ctx, TopicPartition{Topic: topic, P: 0}, 8); err != nil {
+		t.Fatal(err)
+	}
+	// The first owner's in-flight entry is the one its stop left: the
+	// next owner's claim (not shared) keeps it and takes the message.
+	second := claimDue(t, s, topic, 8, now+2, now+2, deadline)["m"]
+	if second == nil || string(second.Body) != "newer" {
+		t.Fatalf("second claim: %+v, want the newer record", second)
+	}
+	if m := markOf(t, s, topic, "m"); m != "8" {
+		t.Fatalf("mark after the second start: %q, want the second token", m)
+	}
+	tp := TopicPartition{Topic: topic, P: 0}
+	if _, err := s.Ack(ctx, tp, []Acked{{ID: "m", Header: first.Header(), Token: 7}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rec := stateOf(t, s, topic, "m").record(t); rec == nil || string(rec.Body) != "newer" {
+		t.Fatalf("after the first owner's ack: record %+v, want the newer one", rec)
+	}
+	if _, err := s.Ack(ctx, tp, []Acked{{ID: "m", Header: second.Header(), Token: 8}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, s, topic, "m"); st.rec != nil || st.running {
+		t.Errorf("after the second owner's ack: %+v, want no record and no mark", st)
+	}
+}
+
+// markOf returns the running mark of id in partition 0 of topic, "" for
+// none.
+func markOf(t *testing.T, s *Store, topic, id string) string {
+	t.Helper()
+	r, err := s.do(context.Background(), cmd{"HGET", []any{keys.Records(s.ns, topic, 0), keys.RunningField(id)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := redis.String(r[0], nil)
+	return m
 }
 
 // TestMoves returns five started deliveries: a retry, written over the

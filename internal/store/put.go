@@ -114,6 +114,21 @@ local function doneTimes(v)
 end
 `, recordVersionFirst, recordVersionMask+1, recordVersionDone, doneLen)
 
+// setRecordLua declares setRecord(id, rec), which writes id's record in
+// the records HASH KEYS[1] and, where a delivery of id started (its
+// running mark), sets the mark to keys.RunningReplaced: that delivery's
+// ack then compares the record with the one it delivered, and leaves
+// this one (see Store.Ack). Every write over a record that may be
+// running goes through it.
+var setRecordLua = fmt.Sprintf(`
+local function setRecord(id, rec)
+  redis.call('HSET', KEYS[1], id, rec)
+  if redis.call('HGET', KEYS[1], %[1]q .. id) then
+    redis.call('HSET', KEYS[1], %[1]q .. id, %[2]q)
+  end
+end
+`, keys.RunningMark, keys.RunningReplaced)
+
 // putScript decides, for each message, what its send does, and writes the
 // record: one decision per message, atomic on the records HASH, whatever
 // other producers send for the same id at once.
@@ -157,7 +172,7 @@ end
 // Returns {outcome, due, until} per message; the due of a message
 // created is its record's (0 in the reply); until is a PutDone's Done's
 // Until (0 for every other outcome).
-var putScript = newScript(segLua + recordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING, DONE_OUT = %d, %d, %q, %d\n", putEarlier, headerFirstLen, keys.RunningMark, PutDone) + `
+var putScript = newScript(segLua + recordLua + setRecordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, RUNNING, DONE_OUT = %d, %d, %q, %d\n", putEarlier, headerFirstLen, keys.RunningMark, PutDone) + `
 local now = tonumber(ARGV[1])
 local onlyIfExists, again = string.find(ARGV[2], '1', 1, true), string.find(ARGV[2], 'a', 1, true)
 -- mine reports whether v is the record rec this send writes (1: as
@@ -210,7 +225,7 @@ for i = 3, #ARGV, 5 do
       out[#out + 1] = -1
       out[#out + 1] = 0
     else
-      redis.call('HSET', KEYS[1], id, rec)
+      setRecord(id, rec)
       out[#out + 1] = 1
       out[#out + 1] = 0
     end
@@ -232,7 +247,7 @@ for i = 3, #ARGV, 5 do
         due = window + maxWait
       end
     end
-    redis.call('HSET', KEYS[1], id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec)) .. string.sub(rec, HEADER_LEN + 1))
+    setRecord(id, writeHeader(due, created, math.max(now, updated + 1), window, flagsOf(rec)) .. string.sub(rec, HEADER_LEN + 1))
     if oldDue > due then outcome = outcome + EARLIER end
     out[#out + 1] = outcome
     out[#out + 1] = due

@@ -50,7 +50,7 @@ func TestPutHeaders(t *testing.T) {
 	}
 	start := func(what string, r *Record) {
 		t.Helper()
-		if got, err := s.StartMany(ctx, TopicPartition{Topic: "t", P: 0}, []string{"x"}, []*Record{r}); err != nil || got[0] != StartOK {
+		if got, err := s.StartMany(ctx, TopicPartition{Topic: "t", P: 0}, 1, []string{"x"}, []*Record{r}); err != nil || got[0] != StartOK {
 			t.Fatalf("%s: %v %v", what, got, err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestPutHeaders(t *testing.T) {
 	// clears the running mark.
 	put(now+3000, Put{ID: "x", Policy: PolicyDebounce, Due: now + 3000 + 70000, MaxWait: 60000, Body: []byte("d")})
 	stored("debounced after a start: a new window", Record{Due: now + 3000 + 60000, Created: now, Updated: now + 3000, First: now + 3000, Body: []byte("d")})
-	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []Acked{{ID: "x", Header: r.Header()}}, 0); err != nil || kept != 1 {
+	if kept, err := s.Ack(ctx, TopicPartition{Topic: "t", P: 0}, []Acked{{ID: "x", Header: r.Header(), Token: 1}}, 0); err != nil || kept != 1 {
 		t.Fatalf("ack of the started record, replaced since: kept %d, %v", kept, err)
 	}
 	if r, err := s.do(ctx, cmd{"HGET", []any{keys.Records(s.ns, "t", 0), keys.RunningField("x")}}); err != nil || r[0] != nil {

@@ -52,10 +52,10 @@ return 1
 // A mark of a newer version refuses everything (stale: 0). A mark of the
 // same version at or past ARGV[3] refuses the chain (written already: 1).
 // A mark of an older version names that version's pending occurrence,
-// whose record is removed (its id is returned second, for the caller to
-// remove its index entries). It returns {2, old} when the occurrence was
+// whose record (and running mark) is removed (its id is returned second,
+// for the caller to remove its index entries). It returns {2, old} when the occurrence was
 // written, {3, old} for retire and forget.
-var schedChainScript = newScript(markLua + `
+var schedChainScript = newScript(markLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
 local mark = redis.call('HGET', KEYS[1], ARGV[1])
 local old = ''
 local v = tonumber(ARGV[2])
@@ -70,6 +70,7 @@ if mark then
   if mv and mv == v and ARGV[6] == 'chain' and mms >= tonumber(ARGV[3]) then return {1, ''} end
   if (not mv) or mv < v then
     if redis.call('HDEL', KEYS[1], mark) == 1 then old = mark end
+    redis.call('HDEL', KEYS[1], RUNNING .. mark)
   end
 end
 if ARGV[6] == 'forget' then

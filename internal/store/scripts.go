@@ -596,16 +596,17 @@ end
 return out
 `)
 
-// casDeleteScript removes records that still hold the given bytes: the
-// source of a move once its copy is written (a record rewritten or
-// deleted meanwhile is left alone), or a copy whose move was undone.
+// casDeleteScript removes records that still hold the given bytes, with
+// their running marks (see keys.RunningField): the source of a move once
+// its copy is written (a record rewritten or deleted meanwhile is left
+// alone), or a copy whose move was undone.
 // KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
 // Returns one integer per id: 1 removed, 0 not (changed or gone).
-var casDeleteScript = newScript(`
+var casDeleteScript = newScript(fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
 local out = {}
 for i = 1, #ARGV, 2 do
   if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[1], ARGV[i], RUNNING .. ARGV[i])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -10,8 +10,9 @@ import (
 
 // A delivery starts on the records HASH, where every write of the same
 // message (Delete, Reschedule, a Replace or Debounce send) is decided
-// too: a start sets the message's running mark (keys.RunningField), and
-// a write reads it in the script that decides it. Whichever comes first
+// too: a start sets the message's running mark (keys.RunningField) to
+// the owner's fencing token, and a write reads it in the script that
+// decides it. Whichever comes first
 // wins: a write that finds the mark says the delivery runs (ErrRunning);
 // a start that finds the record gone or rewritten does not start.
 //
@@ -21,18 +22,23 @@ import (
 // the read then misses (a tombstone), one that comes after it finds the
 // mark. A loop starts the messages it held until due together, in one
 // script that compares each record with the one claimed (StartMany).
-// The mark goes with the delivery's outcome (Ack, Moves, Drop).
+// The mark goes with the delivery's outcome (Ack, Moves, Drop). A write
+// that rewrites a marked record sets its mark to keys.RunningReplaced,
+// and one that removes a record removes its mark: a mark that holds the
+// token of the delivery's owner says the record is the one started, and
+// its ack need not read it (see Ack).
 
 // startManyScript starts the deliveries of records as claimed: each
 // record that still begins with the header it was claimed with gets its
-// running mark (see claimedLua).
-// KEYS[1]: records HASH. ARGV: id1, header1 (as claimed), id2, ...
+// running mark, the owner's token (see claimedLua).
+// KEYS[1]: records HASH. ARGV[1]: the token; then id1, header1 (as
+// claimed), id2, ...
 // Returns per id 0 (started), -1 (gone: deleted, or finished: a Done), or the due of the
 // record that replaced the one claimed (a Replace, Debounce or
 // Reschedule came first).
 var startManyScript = newScript(recordLua + claimedLua + `
 local out = {}
-eachClaimed(function(ids, headers, vals)
+eachClaimed(2, function(ids, headers, vals)
   local marks = {}
   for j, id in ipairs(ids) do
     local v = vals[j]
@@ -40,7 +46,7 @@ eachClaimed(function(ids, headers, vals)
       out[#out + 1] = -1
     elseif string.sub(v, 1, #headers[j]) == headers[j] then
       marks[#marks + 1] = RUNNING .. id
-      marks[#marks + 1] = '1'
+      marks[#marks + 1] = ARGV[1]
       out[#out + 1] = 0
     else
       local ok, due = pcall(readHeader, v)
@@ -53,13 +59,13 @@ return out
 `)
 
 // claimedLua declares RUNNING, the running marks' field prefix, and
-// eachClaimed(f), which calls f(ids, headers, vals) for each run of up to
-// 1,000 pairs (id, header as claimed) of ARGV, vals their records in the
-// records HASH KEYS[1] read with one HMGET: the start and the ack of a
-// batch cost two commands, not two per id.
+// eachClaimed(first, f), which calls f(ids, headers, vals) for each run
+// of up to 1,000 pairs (id, header as claimed) of ARGV from ARGV[first],
+// vals their records in the records HASH KEYS[1] read with one HMGET: a
+// batch's start costs two commands, not two per id.
 var claimedLua = fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
-local function eachClaimed(f)
-  for from = 1, #ARGV, 2000 do
+local function eachClaimed(first, f)
+  for from = first, #ARGV, 2000 do
     local ids, headers = {}, {}
     for i = from, math.min(from + 1999, #ARGV), 2 do
       ids[#ids + 1] = ARGV[i]
@@ -79,14 +85,16 @@ const (
 )
 
 // StartMany starts the deliveries of ids, whose records were claimed as
-// recs (see startManyScript): one script for them all. It returns per id
-// StartOK, StartGone, or the due of the record that replaced the one
-// claimed. A start whose reply was lost can be made again.
-func (s *Store) StartMany(ctx context.Context, tp TopicPartition, ids []string, recs []*Record) ([]int64, error) {
+// recs under the fencing token token (see startManyScript): one script
+// for them all. It returns per id StartOK, StartGone, or the due of the
+// record that replaced the one claimed. A start whose reply was lost can
+// be made again.
+func (s *Store) StartMany(ctx context.Context, tp TopicPartition, token int64, ids []string, recs []*Record) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	args := scriptCall(startManyScript, keys.Records(s.ns, tp.Topic, tp.P), 2*len(ids))
+	args := scriptCall(startManyScript, keys.Records(s.ns, tp.Topic, tp.P), 1+2*len(ids))
+	args = append(args, token)
 	for i, id := range ids {
 		args = append(args, id, recs[i].Header())
 	}

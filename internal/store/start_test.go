@@ -31,7 +31,7 @@ func TestStartMany(t *testing.T) {
 	claimedRecs := []*Record{recs["ok"], recs["gone"], recs["replaced"]}
 	want := []int64{StartOK, StartGone, now + 9000}
 	for run := 1; run <= 2; run++ {
-		got, err := s.StartMany(ctx, TopicPartition{Topic: topic, P: 0}, ids, claimedRecs)
+		got, err := s.StartMany(ctx, TopicPartition{Topic: topic, P: 0}, token, ids, claimedRecs)
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("start, run %d: %v, %v; want %v", run, got, err, want)
 		}
