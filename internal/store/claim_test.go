@@ -59,15 +59,17 @@ func TestClaimKinds(t *testing.T) {
 
 // TestClaimShared claims, as a loop that took the partition over from
 // consumers whose deliveries may still run (Claim.Shared), an id in
-// flight with a running mark (it runs at the giver: skipped, its entry
-// and mark kept) beside one with a stale entry and no mark (taken,
-// started, at the claim's deadline).
+// flight with a running mark (it runs at the giver, and a send replaced
+// its record: skipped, its entry and mark kept as they were, so that the
+// giver's ack keeps the newer record) beside one with a stale entry and
+// no mark (taken, started, at the claim's deadline, marked with the
+// claim's token).
 func TestClaimShared(t *testing.T) {
 	ctx := context.Background()
 	const topic, token, now, deadline = "shared", 7, int64(1_800_000_000_000), int64(1_800_000_040_000)
 	s := dueMessages(t, topic, token, now-10, "giver", "stale")
 	ik, mk := keys.InFlight(s.ns, topic, 0), keys.Records(s.ns, topic, 0)
-	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "giver"}}, cmd{"HSET", []any{mk, keys.RunningField("giver"), "1"}}); err != nil {
+	if _, err := s.do(ctx, cmd{"ZADD", []any{ik, 5, "stale", 9, "giver"}}, cmd{"HSET", []any{mk, keys.RunningField("giver"), keys.RunningReplaced}}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, _, err := s.ClaimBegin(ctx, TopicPartition{Topic: topic, P: 0}, Claim{Token: token, MaxDueMS: now, StartByMS: now, Limit: 10,
@@ -78,13 +80,18 @@ func TestClaimShared(t *testing.T) {
 	if len(claimed) != 1 || claimed[0].ID != "stale" || !claimed[0].Started {
 		t.Errorf("claimed %+v, want stale alone, started", claimed)
 	}
-	for id, want := range map[string]int64{"giver": 9, "stale": deadline} {
+	for id, want := range map[string]struct {
+		deadline int64
+		mark     string
+	}{"giver": {9, keys.RunningReplaced}, "stale": {deadline, "7"}} {
 		r, err := s.do(ctx, cmd{"ZSCORE", []any{ik, id}}, cmd{"HGET", []any{mk, keys.RunningField(id)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := redis.Int64(r[0], nil); got != want || r[1] == nil {
-			t.Errorf("%s: in flight at %d, marked %v; want %d, marked", id, got, r[1] != nil, want)
+		got, _ := redis.Int64(r[0], nil)
+		mark, _ := redis.String(r[1], nil)
+		if got != want.deadline || mark != want.mark {
+			t.Errorf("%s: in flight at %d, mark %q; want %d, %q", id, got, mark, want.deadline, want.mark)
 		}
 	}
 }

@@ -330,3 +330,46 @@ func send(t *testing.T, s *Store, topic string, nowMS int64, p Put, want int) {
 		t.Fatalf("send of %s: outcome %d, want %d", p.ID, res[0][0].Outcome, want)
 	}
 }
+
+// TestMarksFollowRecords checks the writes that keep a running mark
+// true to its record (see keys.RunningField) beyond the sends and acks
+// TestAck covers: a compare-and-delete (a move's source, the reconciler's
+// ended Dones) and a purge of dead messages remove the marks of the
+// records they remove, and a requeue of a dead message, which rewrites
+// its record, sets its mark to RunningReplaced. Each record carries a
+// mark as a start by owner 7 leaves it.
+func TestMarksFollowRecords(t *testing.T) {
+	ctx := context.Background()
+	const topic = "marks"
+	ids := []string{"cas", "purged", "requeued"}
+	s := dueMessages(t, topic, 7, 1000, ids...)
+	mk, dk := keys.Records(s.ns, topic, 0), keys.Dead(s.ns, topic, 0)
+	tp := TopicPartition{Topic: topic, P: 0}
+	r, err := s.do(ctx, cmd{"HGET", []any{mk, "cas"}},
+		cmd{"HMSET", []any{mk, keys.RunningField("cas"), "7", keys.RunningField("purged"), "7", keys.RunningField("requeued"), "7"}},
+		cmd{"ZADD", []any{dk, 1000, "purged", 1000, "requeued"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := redis.Bytes(r[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := redis.Ints(s.script(ctx, casDeleteScript, mk, "cas", rec)); err != nil || len(n) != 1 || n[0] != 1 {
+		t.Fatalf("compare-and-delete: %v, %v; want [1]", n, err)
+	}
+	if n, err := s.PurgeDead(ctx, tp, []string{"purged"}, 10); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1", n, err)
+	}
+	if n, err := s.RequeueDead(ctx, tp, []string{"requeued"}, 2000, 10); err != nil || n != 1 {
+		t.Fatalf("requeue: %d, %v; want 1", n, err)
+	}
+	for _, id := range []string{"cas", "purged"} {
+		if st := stateOf(t, s, topic, id); st.rec != nil || st.running {
+			t.Errorf("%s after its removal: %+v, want no record and no mark", id, st)
+		}
+	}
+	if m := markOf(t, s, topic, "requeued"); m != keys.RunningReplaced {
+		t.Errorf("requeued's mark after its record was rewritten: %q, want %q", m, keys.RunningReplaced)
+	}
+}
