@@ -24,7 +24,7 @@ FIGURES := $(CURDIR)/.audit/figures.txt
 # apt-get needs root: use sudo only when we are not root already.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build test demo bench bench-idle bench-cluster clean
+.PHONY: all deps test-deps build test demo bench bench-idle bench-cluster bench-against clean
 
 all: build
 
@@ -112,6 +112,11 @@ bench-idle: deps build
 
 bench-cluster: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/bench-cluster.sh
+
+# The burst drain against an older commit's (BASE, default a1eb2c5), in
+# one session: docs/benchmarks.md, "Against the engine before flow control".
+bench-against: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/against.sh
 
 clean:
 	rm -rf bin .audit
