@@ -137,14 +137,7 @@ func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
 // another delivery) stays as it is.
 var ackScript = newScript(ackLua + `
 local out = {}
-for from = 2, #ARGV, 2000 do
-  local ids, headers = {}, {}
-  for i = from, math.min(from + 1999, #ARGV), 2 do
-    ids[#ids + 1] = ARGV[i]
-    headers[#headers + 1] = ARGV[i + 1]
-  end
-  ackRun(ids, headers, (from - 2) / 2, out, nil)
-end
+eachPair(2, function(ids, headers, base) ackRun(ids, headers, base, out, nil) end)
 return out
 `)
 
@@ -320,7 +313,7 @@ func (s *Store) Moves(ctx context.Context, tp TopicPartition, moves []Move) (gon
 // for none). Returns per id -1 (gone, finished (a Done), or replaced by a record that
 // cannot be read: left as it is, for the reconciler), 0 (written), or
 // the due of the record that replaced the one claimed (left as it is).
-var updateIfScript = newScript(recordLua + setRecordLua + `
+var updateIfScript = newScript(recordLua + runningLua + setRecordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])

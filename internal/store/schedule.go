@@ -55,7 +55,7 @@ return 1
 // whose record (and running mark) is removed (its id is returned second,
 // for the caller to remove its index entries). It returns {2, old} when the occurrence was
 // written, {3, old} for retire and forget.
-var schedChainScript = newScript(markLua + fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
+var schedChainScript = newScript(markLua + runningLua + `
 local mark = redis.call('HGET', KEYS[1], ARGV[1])
 local old = ''
 local v = tonumber(ARGV[2])

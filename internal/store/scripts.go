@@ -602,7 +602,7 @@ return out
 // alone), or a copy whose move was undone.
 // KEYS[1]: records HASH. ARGV: id1, record1, id2, record2, ...
 // Returns one integer per id: 1 removed, 0 not (changed or gone).
-var casDeleteScript = newScript(fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
+var casDeleteScript = newScript(runningLua + `
 local out = {}
 for i = 1, #ARGV, 2 do
   if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then

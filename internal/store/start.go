@@ -58,21 +58,33 @@ end)
 return out
 `)
 
-// claimedLua declares RUNNING, the running marks' field prefix, and
-// eachClaimed(first, f), which calls f(ids, headers, vals) for each run
-// of up to 1,000 pairs (id, header as claimed) of ARGV from ARGV[first],
-// vals their records in the records HASH KEYS[1] read with one HMGET: a
-// batch's start costs two commands, not two per id.
-var claimedLua = fmt.Sprintf("local RUNNING = %q\n", keys.RunningMark) + `
-local function eachClaimed(first, f)
+// runningLua declares RUNNING, the running marks' field prefix, and
+// REPLACED, the mark of a record rewritten after its start (see
+// keys.RunningField).
+var runningLua = fmt.Sprintf("local RUNNING, REPLACED = %q, %q\n", keys.RunningMark, keys.RunningReplaced)
+
+// claimedLua declares RUNNING (runningLua); eachPair(first, f), which
+// calls f(ids, headers, base) for each run of up to 1,000 pairs (id,
+// header as claimed) of ARGV from ARGV[first], base the number of pairs
+// before the run; and eachClaimed(first, f), which calls f(ids, headers,
+// vals) for the same runs, vals their records in the records HASH
+// KEYS[1] read with one HMGET: a batch's start costs two commands, not
+// two per id.
+var claimedLua = runningLua + `
+local function eachPair(first, f)
   for from = first, #ARGV, 2000 do
     local ids, headers = {}, {}
     for i = from, math.min(from + 1999, #ARGV), 2 do
       ids[#ids + 1] = ARGV[i]
       headers[#headers + 1] = ARGV[i + 1]
     end
-    f(ids, headers, redis.call('HMGET', KEYS[1], unpack(ids)))
+    f(ids, headers, (from - first) / 2)
   end
+end
+local function eachClaimed(first, f)
+  eachPair(first, function(ids, headers)
+    f(ids, headers, redis.call('HMGET', KEYS[1], unpack(ids)))
+  end)
 end
 `
 
