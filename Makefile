@@ -24,7 +24,7 @@ FIGURES := $(CURDIR)/.audit/figures.txt
 # apt-get needs root: use sudo only when we are not root already.
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build test demo bench bench-idle bench-cluster bench-against clean
+.PHONY: all deps test-deps build test demo bench bench-idle bench-cluster bench-against bench-million clean
 
 all: build
 
@@ -117,6 +117,11 @@ bench-cluster: deps build
 # one session: docs/benchmarks.md, "Against the engine before flow control".
 bench-against: deps build
 	DELAYQ=$(CURDIR)/$(BIN) ./scripts/against.sh
+
+# A million messages due at one instant, under each consumer setting:
+# docs/benchmarks.md, "A million due at one instant".
+bench-million: deps build
+	DELAYQ=$(CURDIR)/$(BIN) ./scripts/million.sh
 
 clean:
 	rm -rf bin .audit
