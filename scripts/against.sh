@@ -64,17 +64,14 @@ for ((r = 1; r <= RUNS; r++)); do
 	done
 done
 
-# field NAME LINE...: the value of NAME= in each line.
-field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
-median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 for n in $SIZES; do
 	declare -A drain=()
 	for which in base tree; do
 		lines=$(grep "^$which $n " "$out")
-		drain[$which]=$(field drain_rate <<<"$lines" | median)
+		drain[$which]=$(values drain_rate <<<"$lines" | median)
 		echo "binary=$which commit=$([[ $which == base ]] && echo "$BASE" || git -C "$root" rev-parse --short HEAD) n=$n runs=$RUNS stat=median" \
-			"drain_rate=${drain[$which]} drain_min=$(field drain_rate <<<"$lines" | sort -n | head -1) drain_max=$(field drain_rate <<<"$lines" | sort -n | tail -1)" \
-			"client_cpu_us_per_msg=$(field client_cpu_us_per_msg <<<"$lines" | median) backend_cpu_us_per_msg=$(field backend_cpu_us_per_msg <<<"$lines" | median)"
+			"drain_rate=${drain[$which]} drain_min=$(values drain_rate <<<"$lines" | sort -n | head -1) drain_max=$(values drain_rate <<<"$lines" | sort -n | tail -1)" \
+			"client_cpu_us_per_msg=$(values client_cpu_us_per_msg <<<"$lines" | median) backend_cpu_us_per_msg=$(values backend_cpu_us_per_msg <<<"$lines" | median)"
 	done
 	echo "n=$n drain_ratio=$(awk -v t="${drain[tree]}" -v b="${drain[base]}" 'BEGIN {printf "%.2f", t / b}') (this tree / $BASE)"
 done

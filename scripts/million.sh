@@ -63,13 +63,10 @@ for ((r = 1; r <= RUNS; r++)); do
 	done
 done
 
-# field NAME: the value of NAME= in each line of stdin.
-field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
-median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 for s in $SETTINGS; do
 	lines=$(grep "^$s " "$out")
-	echo "setting=$s n=$N runs=$RUNS stat=median drain_rate=$(field drain_rate <<<"$lines" | median)" \
-		"lateness_ms p50=$(field p50 <<<"$lines" | median) p99=$(field p99 <<<"$lines" | median) last_start=$(field max <<<"$lines" | median)" \
-		"client_cpu_us_per_msg=$(field client_cpu_us_per_msg <<<"$lines" | median) backend_cpu_us_per_msg=$(field backend_cpu_us_per_msg <<<"$lines" | median)" \
-		"duplicates_max=$(field duplicates <<<"$lines" | sort -n | tail -1)"
+	echo "setting=$s n=$N runs=$RUNS stat=median drain_rate=$(values drain_rate <<<"$lines" | median)" \
+		"lateness_ms p50=$(values p50 <<<"$lines" | median) p99=$(values p99 <<<"$lines" | median) last_start=$(values max <<<"$lines" | median)" \
+		"client_cpu_us_per_msg=$(values client_cpu_us_per_msg <<<"$lines" | median) backend_cpu_us_per_msg=$(values backend_cpu_us_per_msg <<<"$lines" | median)" \
+		"duplicates_max=$(values duplicates <<<"$lines" | sort -n | tail -1)"
 done

@@ -1,10 +1,14 @@
-# sandbox.sh: sourced by demo.sh and bench.sh. Starts two redis-server
-# backends and nutcracker (Twemproxy, no hash_tag, auto_eject_hosts: false)
-# on free loopback ports in a temporary directory, and sets:
+# sandbox.sh: sourced by demo.sh and the bench scripts. Starts two
+# redis-server backends and nutcracker (Twemproxy, no hash_tag,
+# auto_eject_hosts: false) on free loopback ports in a temporary
+# directory, and sets:
 #   tmp       the directory
 #   backends  the backends' host:port
 #   proxy     nutcracker's host:port
 #   pids      the processes, stopped (and tmp removed) on exit, Ctrl-C included
+# It also defines values NAME (the value of NAME= in each line of stdin)
+# and median (of the numbers on stdin, one a line; "-" for none), for
+# the scripts' summaries of bench lines.
 # Expects: SANDBOX (a name for messages and the temp dir); BACKENDS, the
 # number of backends, may be set (default 2).
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,6 +20,8 @@ else
 	say() { printf '==> %s\n' "$*"; }
 fi
 die() { printf '%s: %s\n' "$SANDBOX" "$*" >&2; exit 1; }
+values() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # find_bin NAME: the path of a server binary; Debian puts nutcracker in /usr/sbin.
 find_bin() {
