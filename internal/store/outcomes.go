@@ -313,7 +313,7 @@ func (s *Store) Moves(ctx context.Context, tp TopicPartition, moves []Move) (gon
 // for none). Returns per id -1 (gone, finished (a Done), or replaced by a record that
 // cannot be read: left as it is, for the reconciler), 0 (written), or
 // the due of the record that replaced the one claimed (left as it is).
-var updateIfScript = newScript(recordLua + runningLua + setRecordLua + `
+var updateIfScript = newScript(recordLua + setRecordLua + `
 local out = {}
 for i = 1, #ARGV, 3 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])

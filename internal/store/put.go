@@ -114,13 +114,13 @@ local function doneTimes(v)
 end
 `, recordVersionFirst, recordVersionMask+1, recordVersionDone, doneLen)
 
-// setRecordLua declares, after runningLua, setRecord(id, rec), which
+// setRecordLua declares runningLua's names and setRecord(id, rec), which
 // writes id's record in the records HASH KEYS[1] and, where a delivery of
 // id started (its running mark), sets the mark to REPLACED: that
 // delivery's ack then compares the record with the one it delivered, and
 // leaves this one (see Store.Ack). Every write over a record that may be
 // running goes through it.
-var setRecordLua = `
+var setRecordLua = runningLua + `
 local function setRecord(id, rec)
   redis.call('HSET', KEYS[1], id, rec)
   if redis.call('HGET', KEYS[1], RUNNING .. id) then
@@ -172,7 +172,7 @@ end
 // Returns {outcome, due, until} per message; the due of a message
 // created is its record's (0 in the reply); until is a PutDone's Done's
 // Until (0 for every other outcome).
-var putScript = newScript(segLua + recordLua + runningLua + setRecordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, DONE_OUT = %d, %d, %d\n", putEarlier, headerFirstLen, PutDone) + `
+var putScript = newScript(segLua + recordLua + setRecordLua + fmt.Sprintf("local EARLIER, HEADER_LEN, DONE_OUT = %d, %d, %d\n", putEarlier, headerFirstLen, PutDone) + `
 local now = tonumber(ARGV[1])
 local onlyIfExists, again = string.find(ARGV[2], '1', 1, true), string.find(ARGV[2], 'a', 1, true)
 -- mine reports whether v is the record rec this send writes (1: as

@@ -350,18 +350,18 @@ redis.call('HINCRBY', KEYS[1], LEFT, 1)
 return out
 `)
 
-// deleteLua declares delRecord(id): it deletes id's record and running
-// mark (see StartMany) from the records HASH KEYS[1] and returns 0 (there
-// was no record), 1 (deleted) or 2 (deleted, and a delivery of it had
-// started).
-var deleteLua = fmt.Sprintf(`
+// deleteLua declares runningLua's names and delRecord(id): it deletes
+// id's record and running mark (see StartMany) from the records HASH
+// KEYS[1] and returns 0 (there was no record), 1 (deleted) or 2
+// (deleted, and a delivery of it had started).
+var deleteLua = runningLua + `
 local function delRecord(id)
   local n = redis.call('HDEL', KEYS[1], id)
-  local r = redis.call('HDEL', KEYS[1], %q .. id)
+  local r = redis.call('HDEL', KEYS[1], RUNNING .. id)
   if n == 0 then return 0 end
   return n + r
 end
-`, keys.RunningMark)
+`
 
 // segDeleteScript deletes a message that may be held by a segment: its
 // own record if it has one, else its entry in the segment (the segment is
