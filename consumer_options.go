@@ -50,7 +50,10 @@ type ConsumerOptions struct {
 	// only while Prefetch exceeds the messages due within 1.5 poll
 	// intervals (about 1.5 × rate × PollInterval); the next owner of a
 	// partition whose consumer died holding them returns them at takeover.
-	// Default DefaultPrefetch (1024).
+	// A held message's delivery starts in Redis 5 ms before its due, or up
+	// to 5 s before when many fall due with it, so that a burst claimed
+	// ahead starts on time: a Delete or Reschedule after that start gets
+	// ErrRunning (see docs/guarantees.md). Default DefaultPrefetch (1024).
 	Prefetch int
 	// Timeout bounds one handler call (the topic's time to run): its
 	// context ends Timeout after its start, or up to 10 ms later, since

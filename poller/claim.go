@@ -269,7 +269,11 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 		m.slot = grant.Slots
 		started++
 		p.mine[m.ID] = m
-		heap.Push(&p.held, m)
+		if m.begun {
+			heap.Push(&p.started, m)
+		} else {
+			p.held.push(m)
+		}
 	}
 	return u
 }

@@ -103,6 +103,7 @@ type Dispatcher struct {
 	ready       chan *Msg
 	max         int64
 	outstanding atomic.Int64
+	loops       atomic.Int64 // partition loops running (see part.lead)
 	handle      HandleFunc
 	wg          sync.WaitGroup
 

@@ -1,7 +1,6 @@
 package poller
 
 import (
-	"container/heap"
 	"testing"
 	"time"
 )
@@ -12,10 +11,12 @@ import (
 // at most, and never for a start already past (held back).
 func TestMovePassWaitsForStart(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	p := &part{}
+	p := &part{startCost: startCostGuess}
+	// lead is a lone held message's: startLead and one start.
+	lead := startLead + startCostGuess
 	hold := func(due time.Time) {
-		p.held = nil
-		heap.Push(&p.held, &Msg{ID: "m", Due: due})
+		p.held = waiting{}
+		p.held.push(&Msg{ID: "m", Due: due})
 	}
 	check := func(what string, at time.Time, wantWait bool, wantAt time.Time) {
 		t.Helper()
@@ -26,18 +27,18 @@ func TestMovePassWaitsForStart(t *testing.T) {
 	}
 
 	check("nothing held", now, false, time.Time{})
-	hold(now.Add(passGuess + startLead + time.Millisecond))
+	hold(now.Add(passGuess + lead + time.Millisecond))
 	check("a start beyond passGuess", now, false, time.Time{})
-	start := now.Add(20*time.Millisecond - startLead)
+	start := now.Add(20*time.Millisecond - lead)
 	hold(now.Add(20 * time.Millisecond))
 	check("a start within passGuess", now, true, start)
 
 	p.mv.took = 200 * time.Millisecond
 	hold(now.Add(150 * time.Millisecond))
-	check("a start within the last pass's length", now, true, now.Add(150*time.Millisecond-startLead))
+	check("a start within the last pass's length", now, true, now.Add(150*time.Millisecond-lead))
 	later := now.Add(passWaitMax - time.Millisecond) // the next start, still within the pass's length
 	hold(later.Add(100 * time.Millisecond))
-	check("still waiting", later, true, later.Add(100*time.Millisecond-startLead))
+	check("still waiting", later, true, later.Add(100*time.Millisecond-lead))
 	check("waited passWaitMax", now.Add(passWaitMax), false, time.Time{})
 
 	p.mv = mover{}

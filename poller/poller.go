@@ -157,13 +157,24 @@ type part struct {
 	stopping atomic.Bool
 	workCtx  context.Context
 	detach   func() bool // stops the lease's context from cancelling workCtx
-	held     held
-	mine     map[string]*Msg // claimed, result not yet applied
-	pending  []result        // results not yet written (coalescing, or a write failed)
-	since    time.Time       // when the oldest pending result came in
-	lastErr  time.Time
-	cursor   string
-	starved  bool // the last claim was cut short by the dispatcher's bound
+	held     waiting     // claimed ahead, not started
+	started  held        // started, in the claim or ahead of their due, and not yet due
+	// startCost is what the loop's starts of held messages took per
+	// message lately (see measureStart; zero until measured).
+	startCost time.Duration
+	// startThrough: the loop starts every held message that may start
+	// by then at once, a batch a turn (see dispatchDue).
+	startThrough time.Time
+	lastStart    struct {
+		at time.Time // when the loop's last start of held messages began
+		n  int       // how many it started
+	}
+	mine    map[string]*Msg // claimed, result not yet applied
+	pending []result        // results not yet written (coalescing, or a write failed)
+	since   time.Time       // when the oldest pending result came in
+	lastErr time.Time
+	cursor  string
+	starved bool // the last claim was cut short by the dispatcher's bound
 	// idle: the last poll found nothing to claim; the next one looks
 	// with one plain command before it runs the claim's scripts.
 	idle bool
@@ -272,6 +283,8 @@ func Run(ctx context.Context, stop <-chan struct{}, cfg Config) error {
 	defer cancel()
 	p.detach = context.AfterFunc(ctx, cancel)
 	p.workCtx = workCtx
+	cfg.Dispatch.loops.Add(1)
+	defer cfg.Dispatch.loops.Add(-1)
 
 	if stopped, err := p.takeOver(ctx, stop); stopped || err != nil {
 		return err // nothing was held yet

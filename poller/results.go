@@ -59,7 +59,7 @@ func (p *part) applyPending(ctx context.Context) {
 	if len(p.pending) == 0 {
 		return
 	}
-	running := len(p.mine) - len(p.held) - len(p.pending)
+	running := len(p.mine) - p.held.len() - len(p.started) - len(p.pending)
 	if running > 0 && len(p.pending) < p.cfg.Dispatch.lowWater(p.cfg.ClaimBatch) &&
 		p.cfg.Now().Sub(p.since) < ackLinger && !p.stopping.Load() {
 		return
@@ -233,10 +233,10 @@ func (p *part) exit(ctx context.Context, runErr error) error {
 // returns how many results it added.
 func (p *part) takeBack(outcome Outcome, revoked bool) int {
 	n := len(p.pending)
-	for _, m := range p.held {
+	for _, m := range append(p.held.clear(), p.started...) {
 		p.pending = append(p.pending, result{msg: m, outcome: outcome})
 	}
-	p.held = p.held[:0]
+	p.started = p.started[:0]
 	settled := map[*Msg]bool{}
 	for _, r := range p.pending {
 		settled[r.msg] = true

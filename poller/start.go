@@ -13,11 +13,27 @@ import (
 // waits before it tries again.
 const startRetry = 100 * time.Millisecond
 
-// startLead is how long before its due a held message starts in Redis:
-// the round trip of its start is then over by its due (lateness is not
-// the start's), and messages due within it start together. A write of
-// the message in that last moment is told the delivery started.
+// startLead is how long before its due a held message starts in Redis
+// at the least: the round trip of its start is then over by its due
+// (lateness is not the start's), and messages due within it start
+// together. A write of the message in that last moment is told the
+// delivery started.
 const startLead = 5 * time.Millisecond
+
+// maxStartAhead caps how far ahead of its due a held message starts
+// (see part.lead).
+const maxStartAhead = 5 * time.Second
+
+// startCostGuess is what a loop takes a start to cost per message until
+// it measured one (see part.startCost), for each of the loops of its
+// consumer: they start theirs at the same time, sharing the process and
+// the servers.
+const startCostGuess = 6 * time.Microsecond
+
+// startCostBatch is the fewest messages of a start whose length per
+// message goes into part.startCost: in smaller ones the round trip
+// outweighs the messages.
+const startCostBatch = 100
 
 // startBatch caps the held messages one start script takes (store.StartMany):
 // a partition holding tens of thousands due at one instant starts them a
@@ -25,42 +41,73 @@ const startLead = 5 * time.Millisecond
 // long and the first batches run while the next start.
 const startBatch = 1000
 
+// lead is how long before m may start the loop starts it in Redis:
+// startLead, and the time the loop's starts take for the held messages
+// due with it (waiting.together), at most maxStartAhead. A loop holding
+// a million due at one instant starts them over the seconds before, and
+// hands each to the dispatcher at its due, where starting them only
+// once due would make the last one seconds late. A write of a message
+// started ahead is told its delivery started, as after any start.
+func (p *part) lead(m *Msg) time.Duration {
+	cost := p.startCost
+	if cost == 0 {
+		cost = startCostGuess * time.Duration(max(1, p.cfg.Dispatch.loops.Load()))
+	}
+	return startLead + min(maxStartAhead, time.Duration(p.held.together(m))*cost)
+}
+
 // dispatchDue hands every held message that is due to the dispatcher,
-// once its delivery started in Redis: a message the claim started goes
-// at once; the others, and those due within startLead, start together,
-// up to startBatch in one script (startHeld), and those started go when
-// due; the loop's next turn starts the rest.
+// once its delivery started in Redis: one started already (in its claim,
+// or ahead of its due) goes at once; the others start when their lead
+// comes (see lead), up to startBatch in one script (startHeld), and go
+// when due; the loop's next turn starts the rest. Once the lead of the
+// first comes, the loop starts every message due with it (startThrough)
+// a whole batch a turn, not as each one's lead comes: a batch's round
+// trip is paid once.
 func (p *part) dispatchDue(ctx context.Context, now time.Time) {
+	for len(p.started) > 0 && !p.started.peek().at().After(now) {
+		p.cfg.Dispatch.ready <- heap.Pop(&p.started).(*Msg) // never blocks: its capacity is the claim bound
+	}
+	if p.held.len() == 0 {
+		return
+	}
+	if m := p.held.peek(); !m.at().After(now.Add(p.lead(m))) {
+		p.startThrough = maxTime(p.startThrough, m.at())
+	}
 	var toStart []*Msg
-	for len(p.held) > 0 && len(toStart) < startBatch {
-		m := p.held.peek()
-		if m.begun && !m.at().After(now) {
-			heap.Pop(&p.held)
-			p.cfg.Dispatch.ready <- m // never blocks: its capacity is the claim bound
-			continue
-		}
-		if m.begun || m.at().After(now.Add(startLead)) {
+	for p.held.len() > 0 && len(toStart) < startBatch {
+		if at := p.held.peek().at(); at.After(now.Add(startLead)) && at.After(p.startThrough) {
 			break
 		}
-		heap.Pop(&p.held)
-		toStart = append(toStart, m)
+		toStart = append(toStart, p.held.pop())
 	}
-	if len(toStart) > 0 {
-		p.startHeld(ctx, now, toStart)
+	if len(toStart) == 0 {
+		return
+	}
+	p.startHeld(ctx, now, toStart)
+	if p.held.len() == 0 || p.held.peek().at().After(p.startThrough) {
+		p.lastStart.n = 0 // the burst is over: the next start's wait is no start's cost
 	}
 }
 
 // startAt is when the loop next has a held message to start or to hand
-// to the dispatcher (ok false: it holds none).
+// to the dispatcher (ok false: it holds none): the zero time while it
+// has some to start at once.
 func (p *part) startAt() (at time.Time, ok bool) {
-	if len(p.held) == 0 {
-		return time.Time{}, false
+	if len(p.started) > 0 {
+		at, ok = p.started.peek().at(), true
 	}
-	m := p.held.peek()
-	if m.begun {
-		return m.at(), true
+	if p.held.len() > 0 {
+		m := p.held.peek()
+		s := m.at().Add(-p.lead(m))
+		if !m.at().After(p.startThrough) {
+			s = time.Time{}
+		}
+		if !ok || s.Before(at) {
+			at, ok = s, true
+		}
 	}
-	return m.at().Add(-startLead), true
+	return at, ok
 }
 
 // errNotSteady holds messages back while the lease is not steady (see
@@ -85,7 +132,11 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	var got []int64
 	err := errNotSteady
 	if p.steady() {
+		began := time.Now()
 		got, err = cfg.Store.StartMany(ctx, cfg.tp(), cfg.Token, ids, recs)
+		if err == nil {
+			p.measureStart(began, len(ids))
+		}
 	}
 	if err != nil {
 		if err != errNotSteady {
@@ -94,7 +145,7 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 		retry := now.Add(startRetry)
 		for _, m := range ms {
 			m.start = retry
-			heap.Push(&p.held, m)
+			p.held.push(m)
 		}
 		return
 	}
@@ -105,7 +156,7 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 		case store.StartOK:
 			m.begun = true
 			if m.at().After(now) {
-				heap.Push(&p.held, m) // started ahead of its due: handed over at it
+				heap.Push(&p.started, m) // started ahead of its due: handed over at it
 			} else {
 				cfg.Dispatch.ready <- m
 			}
@@ -131,6 +182,29 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 			p.logErr("return messages replaced or rescheduled before their start", err)
 		}
 	}
+}
+
+// measureStart adds what the start of n messages that began at began
+// took per message to the loop's estimate, part.startCost: a moving
+// average that follows the load the loop's starts meet. When the last
+// start was a whole batch (more were waiting), the time from its
+// beginning to this one's counts, the rest of the loop's turn included:
+// how fast the loop gets through a backlog, sharing the process and the
+// servers with the other loops.
+func (p *part) measureStart(began time.Time, n int) {
+	per := time.Since(began) / time.Duration(max(n, 1))
+	if last := p.lastStart; last.n == startBatch {
+		per = max(per, began.Sub(last.at)/startBatch)
+	}
+	p.lastStart.at, p.lastStart.n = began, n
+	if n < startCostBatch {
+		return
+	}
+	if p.startCost == 0 {
+		p.startCost = per
+		return
+	}
+	p.startCost = (3*p.startCost + per) / 4
 }
 
 // forget lets go of a held message that does not start: its claim slot
