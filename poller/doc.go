@@ -21,8 +21,11 @@
 //     scheduled
 //   - claim.go: the poll: an idle partition's look, the limits' grant, the
 //     claim (ClaimStore)
-//   - heap.go: messages claimed ahead, held until due
-//   - start.go: the start of held messages as they fall due (dispatchDue)
+//   - heap.go: messages claimed ahead, held until due, counted by when
+//     they fall due (waiting)
+//   - start.go: the start of held messages ahead of their due, by a lead
+//     that grows with the messages due together, and their hand-over at
+//     it (dispatchDue)
 //   - dispatch.go: the shared handler workers and the claim bound
 //     (Dispatcher); Msg and its outcomes
 //   - deadline.go: the handler timeout, one context for the deliveries
