@@ -262,14 +262,13 @@ func (p *part) hold(now time.Time, maxDue int64, grant Grant, claimed []store.Cl
 			}
 		}
 		m := &Msg{ID: c.ID, Partition: cfg.Partition, Token: cfg.Token, Due: time.UnixMilli(due), Record: recs[i], part: p}
-		m.begun = c.Started
 		if grant.Start != nil {
 			m.start = grant.Start(started) // the limits' time for it, if after its due
 		}
 		m.slot = grant.Slots
 		started++
 		p.mine[m.ID] = m
-		if m.begun {
+		if c.Started { // its delivery started in the claim
 			heap.Push(&p.started, m)
 		} else {
 			p.held.push(m)

@@ -16,12 +16,8 @@ type Msg struct {
 	Token     int64
 	Due       time.Time
 	Record    *store.Record
-	// begun: its delivery started in Redis (its running mark: see
-	// store.StartMany), in the claim or when the loop handed it to the
-	// dispatcher.
-	begun bool
-	part  *part
-	index int // in the held heap
+	part      *part
+	index     int // in the held heap
 	// state is msgQueued until a worker starts the message (msgStarted)
 	// or its loop takes it back from the dispatcher's queue (msgRevoked).
 	state atomic.Int32

@@ -71,7 +71,7 @@ func (p *part) dispatchDue(ctx context.Context, now time.Time) {
 	if p.held.len() == 0 {
 		return
 	}
-	if m := p.held.peek(); !m.at().After(now.Add(p.lead(m))) {
+	if m := p.held.peek(); !p.heldStart(m).After(now) {
 		p.startThrough = maxTime(p.startThrough, m.at())
 	}
 	var toStart []*Msg
@@ -98,16 +98,21 @@ func (p *part) startAt() (at time.Time, ok bool) {
 		at, ok = p.started.peek().at(), true
 	}
 	if p.held.len() > 0 {
-		m := p.held.peek()
-		s := m.at().Add(-p.lead(m))
-		if !m.at().After(p.startThrough) {
-			s = time.Time{}
-		}
-		if !ok || s.Before(at) {
+		if s := p.heldStart(p.held.peek()); !ok || s.Before(at) {
 			at, ok = s, true
 		}
 	}
 	return at, ok
+}
+
+// heldStart is when m, the first of the held messages, starts: its lead
+// before it may start, or at once (the zero time) when it is due with
+// the burst the loop is starting (startThrough).
+func (p *part) heldStart(m *Msg) time.Time {
+	if !m.at().After(p.startThrough) {
+		return time.Time{}
+	}
+	return m.at().Add(-p.lead(m))
 }
 
 // errNotSteady holds messages back while the lease is not steady (see
@@ -154,7 +159,6 @@ func (p *part) startHeld(ctx context.Context, now time.Time, ms []*Msg) {
 	for i, m := range ms {
 		switch got[i] {
 		case store.StartOK:
-			m.begun = true
 			if m.at().After(now) {
 				heap.Push(&p.started, m) // started ahead of its due: handed over at it
 			} else {
