@@ -126,11 +126,13 @@ type ConsumerOptions struct {
 	// Default DefaultReconcileBatch (256).
 	ReconcileBatch int
 	// ClaimBatch caps the ids one claim takes. When Concurrency+Prefetch
-	// slots are all taken, a partition waits up to 1 ms after slots come
-	// back for min(ClaimBatch, (Concurrency+Prefetch)/8) of them before it
-	// claims, and a partition's outcomes (acks, retries) wait up to 1 ms for
-	// one another while more of its deliveries run, so that busy partitions
-	// claim and ack dozens of messages per round trip.
+	// slots are all taken, a partition waits up to 3 ms after slots come
+	// back for min(ClaimBatch, (Concurrency+Prefetch)/4) of them before it
+	// claims (at once when a handler would idle meanwhile: a Prefetch
+	// below Concurrency and no claimed message waiting), and a partition's
+	// outcomes (acks, retries) wait up to 1 ms for as many while more of
+	// its deliveries run, so that busy partitions claim and ack a hundred
+	// messages or more per round trip.
 	// Default DefaultClaimBatch (256).
 	ClaimBatch int
 	// Limit, when positive, stops the consumer after that many deliveries

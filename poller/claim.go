@@ -329,16 +329,17 @@ func (p *part) again(now, next time.Time, reserved int, grant Grant, k int, reac
 
 // claimAt returns when a loop whose last claim was cut short by the
 // dispatcher's bound should claim again: at once when a batch's worth of
-// slots is free, claimLinger after it first saw some free otherwise (so
-// that slots coming back one by one are claimed together), and never (ok
-// false) while none is free.
+// slots is free or a handler would idle meanwhile (see Dispatcher.thin),
+// claimLinger after it first saw some free otherwise (so that slots
+// coming back one by one are claimed together), and never (ok false)
+// while none is free.
 func (p *part) claimAt(now time.Time) (at time.Time, ok bool) {
 	d := p.cfg.Dispatch
 	free := d.free()
 	switch {
 	case free <= 0:
 		return time.Time{}, false
-	case free >= d.lowWater(p.cfg.ClaimBatch):
+	case free >= d.lowWater(p.cfg.ClaimBatch), d.thin():
 		return now, true
 	}
 	if p.lingerFrom.IsZero() {
