@@ -28,8 +28,8 @@ func TestClaimAt(t *testing.T) {
 		{"a prefetch below concurrency, one free, one queued", 10, 5, 14, 1, true, claimLinger},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			max := c.concurrency + c.prefetch
-			d := &Dispatcher{ready: make(chan *Msg, max), max: int64(max), handlers: c.concurrency}
+			bound := c.concurrency + c.prefetch
+			d := &Dispatcher{ready: make(chan *Msg, bound), max: int64(bound), handlers: c.concurrency}
 			d.outstanding.Store(int64(c.taken))
 			for range c.queued {
 				d.ready <- &Msg{}

@@ -165,11 +165,10 @@ func (d *Dispatcher) free() int { return int(d.max - d.outstanding.Load()) }
 
 // lowWater is the smallest claim worth its round trips when slots are
 // short, and the acks a loop gathers before it writes them while more of
-// its deliveries run: a quarter of the bound, at most batch. An eighth
-// made a claim and an ack carry about 60 messages in a burst at the
-// defaults (16 partitions sharing 1,056 slots): 0.07 commands a message
-// against 0.04 now, and a fifth of the drain of a million in one
-// session (docs/benchmarks.md).
+// its deliveries run: a quarter of the bound, at most batch. In a burst
+// at the defaults (16 partitions sharing 1,056 slots) a claim and an ack
+// then carry about 256 messages: 0.04 commands a message (see
+// docs/benchmarks.md).
 func (d *Dispatcher) lowWater(batch int) int { return max(1, min(batch, int(d.max/4))) }
 
 // thin reports whether a loop short of slots should claim what is free

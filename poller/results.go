@@ -17,8 +17,8 @@ const ackLinger = time.Millisecond
 // dispatcher's bound waits for more slots to come back (unless a batch's
 // worth is free already, or a handler would idle: see Dispatcher.thin),
 // so that freed slots are claimed in batches rather than one round trip
-// per message. Under a burst at the defaults slots come back at about 100 a ms: a
-// quarter of the bound (see Dispatcher.lowWater) within 3 ms.
+// per message. Under a burst at the defaults slots come back at about
+// 100 a ms: a quarter of the bound (see Dispatcher.lowWater) within 3 ms.
 const claimLinger = 3 * time.Millisecond
 
 // OutcomeStore is what writing outcomes needs from storage: the acks
