@@ -28,10 +28,12 @@ type Acked struct {
 // entries, in one pipelined round trip. A record is removed only while it
 // is the one delivered: still marked with the delivery's Token (no write
 // rewrote or removed it since its start), or else still beginning with
-// its Header as claimed. A
-// record a send replaced meanwhile (see Puts) is the newer event's, and
-// stays: it goes back to scheduled at its own due, in a second round
-// trip, and Ack returns how many did. An ack with a KeepFor leaves a Done
+// its Header as claimed. Acks of one owner send their ids alone
+// (ackOwnScript), and the headers of only those whose mark another write
+// changed, in a second round trip (ackScript): a burst's acks carry no
+// headers. A record a send replaced meanwhile (see Puts) is the newer
+// event's, and stays: it goes back to scheduled at its own due, in a
+// round trip more, and Ack returns how many did. An ack with a KeepFor leaves a Done
 // (finished at nowMS) where the record was, in a script of its own: acks
 // without one send what they sent before windows existed. Should only the
 // ZREM land (a backend failed in between), the record is found in no
@@ -59,13 +61,16 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		}
 	}
 	var cmds []cmd
-	if len(plain) > 0 {
-		args := scriptCall(ackScript, mk, 1+2*len(plain))
+	own := token != "" && len(plain) > 0
+	if own {
+		args := scriptCall(ackOwnScript, mk, 1+len(plain))
 		args = append(args, token)
 		for _, i := range plain {
-			args = append(args, ids[i], acks[i].Header)
+			args = append(args, ids[i])
 		}
 		cmds = append(cmds, cmd{"EVALSHA", args})
+	} else if len(plain) > 0 {
+		cmds = append(cmds, compareAck(mk, acks, ids, plain))
 	}
 	if len(keep) > 0 {
 		args := scriptCall(ackKeepScript, mk, 2+3*len(keep))
@@ -87,15 +92,33 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 	}
 	index := []any{}
-	at := 0
-	for _, pos := range [][]int{plain, keep} {
-		if len(pos) == 0 {
-			continue
+	if len(plain) > 0 {
+		reply := r[0]
+		if own {
+			// Only the records whose mark did not hold the owner's token
+			// are compared with their headers as claimed.
+			if plain, err = unmarked(r[0], plain); err != nil {
+				return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
+			}
+			if len(plain) > 0 {
+				again, err := roundTrip(ctx, c, []cmd{compareAck(mk, acks, ids, plain)})
+				if err != nil {
+					return 0, fmt.Errorf("ack %d in partition %d: compare %d records rewritten since their start: %w", len(acks), tp.P, len(plain), err)
+				}
+				reply = again[0]
+			}
 		}
-		if index, err = replacedIndex(r[at], acks, pos, index); err != nil {
+		if len(plain) > 0 {
+			if index, err = replacedIndex(reply, acks, plain, index); err != nil {
+				return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
+			}
+		}
+		r = r[1:]
+	}
+	if len(keep) > 0 {
+		if index, err = replacedIndex(r[0], acks, keep, index); err != nil {
 			return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 		}
-		at++
 	}
 	if len(index) == 0 {
 		return 0, nil
@@ -123,6 +146,66 @@ func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
 	}
 	return index, nil
 }
+
+// compareAck is the ackScript call for the acks at pos: their ids
+// (ids, converted once) and headers as claimed, token "" (each record
+// is compared).
+func compareAck(mk string, acks []Acked, ids []any, pos []int) cmd {
+	args := scriptCall(ackScript, mk, 1+2*len(pos))
+	args = append(args, "")
+	for _, i := range pos {
+		args = append(args, ids[i], acks[i].Header)
+	}
+	return cmd{"EVALSHA", args}
+}
+
+// unmarked returns the positions among pos (in acks) that ackOwnScript's
+// reply r names: {i, ...}, i the 1-based place among pos.
+func unmarked(r any, pos []int) ([]int, error) {
+	places, err := redis.Int64s(r, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bad reply %v (%v)", r, err)
+	}
+	out := make([]int, 0, len(places))
+	for _, at := range places {
+		if at < 1 || at > int64(len(pos)) {
+			return nil, fmt.Errorf("bad reply %v", r)
+		}
+		out = append(out, pos[at-1])
+	}
+	return out, nil
+}
+
+// ackOwnScript removes, from their ids alone, the records of acks that
+// one owner started whose running mark still holds its token, and the
+// marks of them all (see Store.Ack): a mark that holds the token says
+// the record is the one delivered (see keys.RunningField). The others'
+// records are left for ackScript to compare with their headers as
+// claimed: those a send replaced (RunningReplaced), deleted ones, and
+// deliveries whose mark another owner wrote over, or that began without
+// one. A write of one of them between the two scripts finds no mark,
+// as it would after a single one.
+// KEYS[1]: records HASH. ARGV[1]: the owner's token; then id1, id2, ...
+// Returns {i, ...}: the 1-based places of the ids whose mark did not
+// hold the token.
+var ackOwnScript = newScript(runningLua + `
+local out = {}
+for from = 2, #ARGV, 1000 do
+  local last = math.min(from + 999, #ARGV)
+  local del = {}
+  for i = from, last do del[#del + 1] = RUNNING .. ARGV[i] end
+  local marks = redis.call('HMGET', KEYS[1], unpack(del))
+  for i = from, last do
+    if marks[i - from + 1] == ARGV[1] then
+      del[#del + 1] = ARGV[i]
+    else
+      out[#out + 1] = i - 1
+    end
+  end
+  redis.call('HDEL', KEYS[1], unpack(del))
+end
+return out
+`)
 
 // ackScript removes the records that are still the ones delivered (see
 // Store.Ack), and the running marks of them all. Its reply names only
