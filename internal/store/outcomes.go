@@ -210,7 +210,9 @@ return out
 // ackScript removes the records that are still the ones delivered (see
 // Store.Ack), and the running marks of them all. Its reply names only
 // the records a send replaced: an ack of a batch none of whose records
-// changed gets an empty one.
+// changed gets an empty one. Ack sends it, with the token "" (every
+// record compared), the acks of several owners or of none known, and
+// those whose mark ackOwnScript did not find holding their owner's.
 // KEYS[1]: records HASH. ARGV[1]: the token of the deliveries' owner
 // (see ackLua); then id1, header1, id2, header2, ...
 // Returns {i, due, ...}: for each record that replaced the one claimed,
