@@ -44,41 +44,31 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		return 0, nil
 	}
 	mk := keys.Records(s.ns, tp.Topic, tp.P)
-	var plain, keep []int // positions in acks of each script's ids
-	for i, a := range acks {
-		if a.KeepFor > 0 {
-			keep = append(keep, i)
-		} else {
-			plain = append(plain, i)
-		}
-	}
-	ids := make([]any, len(acks)) // each id converted once, for the script and the ZREM
-	token := any(acks[0].Token)
+	ids := make([]any, len(acks)) // each id converted once, for the scripts and the ZREM
 	for i, a := range acks {
 		ids[i] = a.ID
-		if a.Token != acks[0].Token || a.Token == 0 {
-			token = "" // deliveries of several owners: every record is compared
-		}
 	}
-	var cmds []cmd
-	own := token != "" && len(plain) > 0
-	if own {
-		args := scriptCall(ackOwnScript, mk, 1+len(plain))
-		args = append(args, token)
-		for _, i := range plain {
-			args = append(args, ids[i])
+	groups := ackGroups(acks)
+	cmds := make([]cmd, 0, len(groups)+1)
+	for _, g := range groups {
+		switch {
+		case g.keep:
+			args := scriptCall(ackKeepScript, mk, 2+3*len(g.pos))
+			args = append(args, tokenArg(g.token), nowMS)
+			for _, i := range g.pos {
+				args = append(args, ids[i], acks[i].Header, min(acks[i].KeepFor, MaxWindow))
+			}
+			cmds = append(cmds, cmd{"EVALSHA", args})
+		case g.token != 0:
+			args := scriptCall(ackOwnScript, mk, 1+len(g.pos))
+			args = append(args, g.token)
+			for _, i := range g.pos {
+				args = append(args, ids[i])
+			}
+			cmds = append(cmds, cmd{"EVALSHA", args})
+		default:
+			cmds = append(cmds, compareAck(mk, acks, ids, g.pos, 0))
 		}
-		cmds = append(cmds, cmd{"EVALSHA", args})
-	} else if len(plain) > 0 {
-		cmds = append(cmds, compareAck(mk, acks, ids, plain))
-	}
-	if len(keep) > 0 {
-		args := scriptCall(ackKeepScript, mk, 2+3*len(keep))
-		args = append(args, token, nowMS)
-		for _, i := range keep {
-			args = append(args, ids[i], acks[i].Header, min(acks[i].KeepFor, MaxWindow))
-		}
-		cmds = append(cmds, cmd{"EVALSHA", args})
 	}
 	rem := append(append(make([]any, 0, 1+len(acks)), keys.InFlight(s.ns, tp.Topic, tp.P)), ids...)
 	cmds = append(cmds, cmd{"ZREM", rem})
@@ -92,32 +82,33 @@ func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS 
 		return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 	}
 	index := []any{}
-	if len(plain) > 0 {
-		reply := r[0]
-		if own {
-			// Only the records whose mark did not hold the owner's token
-			// are compared with their headers as claimed.
-			if plain, err = unmarked(r[0], plain); err != nil {
+	var again []cmd     // the compares of the records an owner's mark did not hold
+	var againAt [][]int // and their positions in acks
+	for gi, g := range groups {
+		if g.keep || g.token == 0 {
+			if index, err = replacedIndex(r[gi], acks, g.pos, index); err != nil {
 				return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
 			}
-			if len(plain) > 0 {
-				again, err := roundTrip(ctx, c, []cmd{compareAck(mk, acks, ids, plain)})
-				if err != nil {
-					return 0, fmt.Errorf("ack %d in partition %d: compare %d records rewritten since their start: %w", len(acks), tp.P, len(plain), err)
-				}
-				reply = again[0]
-			}
+			continue
 		}
-		if len(plain) > 0 {
-			if index, err = replacedIndex(reply, acks, plain, index); err != nil {
-				return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
-			}
-		}
-		r = r[1:]
-	}
-	if len(keep) > 0 {
-		if index, err = replacedIndex(r[0], acks, keep, index); err != nil {
+		rest, err := unmarked(r[gi], g.pos)
+		if err != nil {
 			return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
+		}
+		if len(rest) > 0 {
+			again = append(again, compareAck(mk, acks, ids, rest, g.token))
+			againAt = append(againAt, rest)
+		}
+	}
+	if len(again) > 0 {
+		ra, err := roundTrip(ctx, c, again)
+		if err != nil {
+			return 0, fmt.Errorf("ack %d in partition %d: compare the records rewritten since their start: %w", len(acks), tp.P, err)
+		}
+		for i, pos := range againAt {
+			if index, err = replacedIndex(ra[i], acks, pos, index); err != nil {
+				return 0, fmt.Errorf("ack %d in partition %d: %w", len(acks), tp.P, err)
+			}
 		}
 	}
 	if len(index) == 0 {
@@ -147,16 +138,57 @@ func replacedIndex(r any, acks []Acked, pos []int, index []any) ([]any, error) {
 	return index, nil
 }
 
-// compareAck is the ackScript call for the acks at pos: their ids
-// (ids, converted once) and headers as claimed, token "" (each record
-// is compared).
-func compareAck(mk string, acks []Acked, ids []any, pos []int) cmd {
+// compareAck is the ackScript call for the acks at pos, of the owner
+// whose token is token (0: not known): their ids (ids, converted once)
+// and headers as claimed.
+func compareAck(mk string, acks []Acked, ids []any, pos []int, token int64) cmd {
 	args := scriptCall(ackScript, mk, 1+2*len(pos))
-	args = append(args, "")
+	args = append(args, tokenArg(token))
 	for _, i := range pos {
 		args = append(args, ids[i], acks[i].Header)
 	}
 	return cmd{"EVALSHA", args}
+}
+
+// tokenArg is the ack scripts' ARGV[1] for the owner token: "" when it
+// is not known (0).
+func tokenArg(token int64) any {
+	if token == 0 {
+		return ""
+	}
+	return token
+}
+
+// ackGroup is the acks of one script call: those at pos in acks, of one
+// owner (token, 0 for not known), with a uniqueness window (keep) or
+// without.
+type ackGroup struct {
+	token int64
+	keep  bool
+	pos   []int
+}
+
+// ackGroups splits acks by owner and window, in the order each group
+// first appears: one group in a partition loop's acks, more only in acks
+// kept after a lost lease (see poller.Config.Keep).
+func ackGroups(acks []Acked) []ackGroup {
+	var gs []ackGroup
+	for i, a := range acks {
+		keep := a.KeepFor > 0
+		at := -1
+		for j := range gs {
+			if gs[j].token == a.Token && gs[j].keep == keep {
+				at = j
+				break
+			}
+		}
+		if at < 0 {
+			at = len(gs)
+			gs = append(gs, ackGroup{token: a.Token, keep: keep})
+		}
+		gs[at].pos = append(gs[at].pos, i)
+	}
+	return gs
 }
 
 // unmarked returns the positions among pos (in acks) that ackOwnScript's
@@ -177,14 +209,16 @@ func unmarked(r any, pos []int) ([]int, error) {
 }
 
 // ackOwnScript removes, from their ids alone, the records of acks that
-// one owner started whose running mark still holds its token, and the
-// marks of them all (see Store.Ack): a mark that holds the token says
-// the record is the one delivered (see keys.RunningField). The others'
+// one owner started whose running mark still holds its token, with
+// their marks (see Store.Ack): a mark that holds the token says the
+// record is the one delivered (see keys.RunningField). The others'
 // records are left for ackScript to compare with their headers as
-// claimed: those a send replaced (RunningReplaced), deleted ones, and
-// deliveries whose mark another owner wrote over, or that began without
-// one. A write of one of them between the two scripts finds no mark,
-// as it would after a single one.
+// claimed: those a send replaced (RunningReplaced, whose mark goes),
+// deleted ones, and deliveries whose mark another owner wrote over, or
+// that began without one. A mark that holds another owner's token is
+// left for ackScript, which keeps it while that owner's newer record
+// stays (see ackLua). A write between the two scripts finds each of
+// those messages as it would just before or just after a single script.
 // KEYS[1]: records HASH. ARGV[1]: the owner's token; then id1, id2, ...
 // Returns {i, ...}: the 1-based places of the ids whose mark did not
 // hold the token.
@@ -192,17 +226,20 @@ var ackOwnScript = newScript(runningLua + `
 local out = {}
 for from = 2, #ARGV, 1000 do
   local last = math.min(from + 999, #ARGV)
-  local del = {}
-  for i = from, last do del[#del + 1] = RUNNING .. ARGV[i] end
-  local marks = redis.call('HMGET', KEYS[1], unpack(del))
+  local fields, del = {}, {}
+  for i = from, last do fields[#fields + 1] = RUNNING .. ARGV[i] end
+  local marks = redis.call('HMGET', KEYS[1], unpack(fields))
   for i = from, last do
-    if marks[i - from + 1] == ARGV[1] then
+    local k = i - from + 1
+    if marks[k] == ARGV[1] then
+      del[#del + 1] = fields[k]
       del[#del + 1] = ARGV[i]
     else
+      if marks[k] == REPLACED then del[#del + 1] = fields[k] end
       out[#out + 1] = i - 1
     end
   end
-  redis.call('HDEL', KEYS[1], unpack(del))
+  if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
 end
 return out
 `)
@@ -251,7 +288,11 @@ return out
 // doneOf): for a run of acks, it removes each record that is still the
 // one delivered, or, given doneOf, writes doneOf(j) (a Done) over it;
 // appends to out the place (base + j) and due of each record a send
-// replaced, which stays; and clears the running marks of them all.
+// replaced, which stays; and clears their running marks, but for one
+// that holds another owner's token (ARGV[1] naming the acks' owner) over
+// a record that stays: that owner's delivery of the newer record runs,
+// and a write meanwhile must be told so. A mark never outlives its
+// record here: a record sent again under the same id must not find one.
 //
 // A record is the one delivered when its running mark holds the token
 // of ARGV[1]: the delivery's owner started it, and no write rewrote or
@@ -261,11 +302,17 @@ return out
 // mark another owner wrote over, or that began without one.
 var ackLua = recordLua + claimedLua + `
 local function ackRun(ids, headers, base, out, doneOf)
-  local del, set, rest = {}, {}, {}
-  for j, id in ipairs(ids) do del[j] = RUNNING .. id end
-  local marks = redis.call('HMGET', KEYS[1], unpack(del))
+  local fields, del, set, rest, other = {}, {}, {}, {}, {}
+  for j, id in ipairs(ids) do fields[j] = RUNNING .. id end
+  local marks = redis.call('HMGET', KEYS[1], unpack(fields))
   for j, id in ipairs(ids) do
-    if marks[j] ~= ARGV[1] then
+    local m = marks[j]
+    if m and ARGV[1] ~= '' and m ~= ARGV[1] and m ~= REPLACED then
+      other[j] = true
+    elseif m then
+      del[#del + 1] = fields[j]
+    end
+    if m ~= ARGV[1] then
       rest[#rest + 1] = j
     elseif doneOf then
       set[#set + 1] = id
@@ -280,6 +327,9 @@ local function ackRun(ids, headers, base, out, doneOf)
     local vals = redis.call('HMGET', KEYS[1], unpack(rids))
     for k, j in ipairs(rest) do
       local v, h = vals[k], headers[j]
+      if other[j] and (not v or string.sub(v, 1, #h) == h) then
+        del[#del + 1] = fields[j] -- no record of the other owner's delivery stays
+      end
       if not v then
       elseif string.sub(v, 1, #h) ~= h then
         if not isDone(v) then
@@ -297,7 +347,7 @@ local function ackRun(ids, headers, base, out, doneOf)
       end
     end
   end
-  redis.call('HDEL', KEYS[1], unpack(del))
+  if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
   if #set > 0 then redis.call('HMSET', KEYS[1], unpack(set)) end
 end
 `

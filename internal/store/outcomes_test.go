@@ -56,7 +56,9 @@ func TestAck(t *testing.T) {
 // the record, and the next owner (token 8) claimed and started the newer
 // one. The late ack of the first owner finds the mark of another token:
 // it compares the record with the one it delivered, and leaves the newer
-// one and the new owner's mark. The new owner's ack removes it.
+// one and the new owner's mark: a Delete meanwhile is told the delivery
+// runs (and removes the record). The new owner's ack then finds nothing
+// to remove, and fails on none.
 func TestAckOtherOwner(t *testing.T) {
 	ctx := context.Background()
 	const topic, now = "ackother", int64(1_800_000_000_000)
@@ -83,11 +85,59 @@ func TestAckOtherOwner(t *testing.T) {
 	if rec := stateOf(t, s, topic, "m").record(t); rec == nil || string(rec.Body) != "newer" {
 		t.Fatalf("after the first owner's ack: record %+v, want the newer one", rec)
 	}
+	if m := markOf(t, s, topic, "m"); m != "8" {
+		t.Fatalf("mark after the first owner's ack: %q, want the second owner's", m)
+	}
+	if err := s.Delete(ctx, tp, "m"); !errors.Is(err, ErrRunning) {
+		t.Fatalf("delete while the second owner's delivery runs: %v, want ErrRunning", err)
+	}
 	if _, err := s.Ack(ctx, tp, []Acked{{ID: "m", Header: second.Header(), Token: 8}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if st := stateOf(t, s, topic, "m"); st.rec != nil || st.running {
 		t.Errorf("after the second owner's ack: %+v, want no record and no mark", st)
+	}
+}
+
+// TestAckOtherOwnerSameRecord: a first owner (token 7) started a
+// message, and a next owner (token 8) returned it and started the same
+// record again. The first owner's late ack removes the record (it was
+// delivered) and the next owner's mark with it: a message sent anew
+// under the id must not meet a mark that the next owner's ack would
+// take for its own, and remove unread.
+func TestAckOtherOwnerSameRecord(t *testing.T) {
+	ctx := context.Background()
+	const topic, now = "ackothersame", int64(1_800_000_000_000)
+	deadline := func(int64) int64 { return now + 40000 }
+	s := dueMessages(t, topic, 7, now-10, "m")
+	first := claimDue(t, s, topic, 7, now, now, deadline)["m"]
+	tp := TopicPartition{Topic: topic, P: 0}
+	if err := s.RaiseFence(ctx, tp, 8); err != nil {
+		t.Fatal(err)
+	}
+	// The next owner's takeover returns the message to scheduled.
+	if _, err := s.Moves(ctx, tp, []Move{{ID: "m", Score: now - 10}}); err != nil {
+		t.Fatal(err)
+	}
+	second := claimDue(t, s, topic, 8, now, now, deadline)["m"]
+	if second == nil || !bytes.Equal(second.Header(), first.Header()) {
+		t.Fatalf("second claim: %+v, want the same record", second)
+	}
+	if _, err := s.Ack(ctx, tp, []Acked{{ID: "m", Header: first.Header(), Token: 7}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, s, topic, "m"); st.rec != nil || st.running {
+		t.Fatalf("after the first owner's late ack: %+v, want no record and no mark", st)
+	}
+	anew := &Record{Due: now + 5000, Created: now + 3, Updated: now + 3, Body: []byte("anew")}
+	if _, err := s.Add(ctx, tp, []NewMessage{{ID: "m", Record: anew}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ack(ctx, tp, []Acked{{ID: "m", Header: second.Header(), Token: 8}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rec := stateOf(t, s, topic, "m").record(t); rec == nil || string(rec.Body) != "anew" {
+		t.Errorf("after the next owner's ack: record %+v, want the one sent anew", rec)
 	}
 }
 
@@ -371,5 +421,38 @@ func TestMarksFollowRecords(t *testing.T) {
 	}
 	if m := markOf(t, s, topic, "requeued"); m != keys.RunningReplaced {
 		t.Errorf("requeued's mark after its record was rewritten: %q, want %q", m, keys.RunningReplaced)
+	}
+}
+
+// TestAckTwoOwners acks, in one call, deliveries two owners started (as
+// acks kept after a lost lease are written beside a new owner's): each
+// owner's marks hold its token, so each record goes unread, whatever
+// header the ack carries.
+func TestAckTwoOwners(t *testing.T) {
+	ctx := context.Background()
+	const topic, now = "acktwo", int64(1_800_000_000_000)
+	deadline := func(int64) int64 { return now + 40000 }
+	s := dueMessages(t, topic, 7, now-10, "a")
+	claimDue(t, s, topic, 7, now, now, deadline)
+	tp := TopicPartition{Topic: topic, P: 0}
+	if err := s.RaiseFence(ctx, tp, 8); err != nil {
+		t.Fatal(err)
+	}
+	rec := &Record{Due: now - 5, Created: now - 5, Updated: now - 5, Body: []byte("b")}
+	if _, err := s.Add(ctx, tp, []NewMessage{{ID: "b", Record: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	claimDue(t, s, topic, 8, now, now, deadline)
+	if m := markOf(t, s, topic, "b"); m != "8" {
+		t.Fatalf("b's mark: %q, want the second owner's", m)
+	}
+	unread := []byte("not a header")
+	if _, err := s.Ack(ctx, tp, []Acked{{ID: "a", Header: unread, Token: 7}, {ID: "b", Header: unread, Token: 8}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if st := stateOf(t, s, topic, id); !st.nowhere() {
+			t.Errorf("%s after the ack: %+v, want nothing left", id, st)
+		}
 	}
 }
