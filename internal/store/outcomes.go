@@ -31,14 +31,14 @@ type Acked struct {
 // its Header as claimed. Acks of one owner send their ids alone
 // (ackOwnScript), and the headers of only those whose mark another write
 // changed, in a second round trip (ackScript): a burst's acks carry no
-// headers. A record a send replaced meanwhile (see Puts) is the newer
-// event's, and stays: it goes back to scheduled at its own due, in a
-// round trip more, and Ack returns how many did. An ack with a KeepFor leaves a Done
-// (finished at nowMS) where the record was, in a script of its own: acks
-// without one send what they sent before windows existed. Should only the
-// ZREM land (a backend failed in between), the record is found in no
-// index and re-indexed by the reconciler: a duplicate delivery after a
-// fault, never a loss.
+// headers. Acks of several owners (kept after a lost lease) go in one
+// script per owner. A record a send replaced meanwhile (see Puts) is the
+// newer event's, and stays: it goes back to scheduled at its own due, in
+// a round trip more, and Ack returns how many did. An ack with a KeepFor
+// leaves a Done (finished at nowMS) where the record was, in a script of
+// its own (ackKeepScript). Should only the ZREM land (a backend failed
+// in between), the record is found in no index and re-indexed by the
+// reconciler: a duplicate delivery after a fault, never a loss.
 func (s *Store) Ack(ctx context.Context, tp TopicPartition, acks []Acked, nowMS int64) (kept int, err error) {
 	if len(acks) == 0 {
 		return 0, nil
@@ -245,11 +245,11 @@ return out
 `)
 
 // ackScript removes the records that are still the ones delivered (see
-// Store.Ack), and the running marks of them all. Its reply names only
+// Store.Ack), and their running marks (see ackLua). Its reply names only
 // the records a send replaced: an ack of a batch none of whose records
-// changed gets an empty one. Ack sends it, with the token "" (every
-// record compared), the acks of several owners or of none known, and
-// those whose mark ackOwnScript did not find holding their owner's.
+// changed gets an empty one. Ack sends it the acks whose mark
+// ackOwnScript did not find holding their owner's token, and those of
+// no known owner (token "": every record compared).
 // KEYS[1]: records HASH. ARGV[1]: the token of the deliveries' owner
 // (see ackLua); then id1, header1, id2, header2, ...
 // Returns {i, due, ...}: for each record that replaced the one claimed,
